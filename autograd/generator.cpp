@@ -1,0 +1,68 @@
+#include "autograd/generator.h"
+
+#include "autograd/error.h"
+
+namespace ag {
+
+namespace {
+// Philox4x32 constants (Random123): the round multipliers and the Weyl key increments.
+constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+
+inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+  uint64_t product = static_cast<uint64_t>(a) * b;
+  hi = static_cast<uint32_t>(product >> 32);
+  lo = static_cast<uint32_t>(product);
+}
+}  // namespace
+
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> key) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(kMul0, c[0], hi0, lo0);
+    mulhilo(kMul1, c[2], hi1, lo1);
+    c = {hi1 ^ c[1] ^ key[0], lo1, hi0 ^ c[3] ^ key[1], lo0};
+  }
+  return c;
+}
+
+std::array<uint32_t, 4> Generator::block(uint64_t counter) const {
+  // Counter = (counter low, counter high, 0, 0); key = (seed low, seed high).
+  return philox4x32_10(
+      {static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u},
+      {static_cast<uint32_t>(state_.seed), static_cast<uint32_t>(state_.seed >> 32)});
+}
+
+uint64_t Generator::next_u64() {
+  auto words = block(reserve_blocks(1));
+  return (static_cast<uint64_t>(words[0]) << 32) | words[1];
+}
+
+double Generator::next_double() {
+  auto words = block(reserve_blocks(1));
+  return detail::uniform_double(words[0], words[1]);
+}
+
+int64_t Generator::randint(int64_t low, int64_t high) {
+  if (high <= low) detail::fail<ValueError>("randint: empty range [", low, ", ", high, ")");
+  // Rejection sampling: accept draws below the largest multiple of the range size.
+  uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  uint64_t limit = UINT64_MAX - UINT64_MAX % range;
+  uint64_t draw;
+  do draw = next_u64();
+  while (draw >= limit);
+  return low + static_cast<int64_t>(draw % range);
+}
+
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+}  // namespace ag

@@ -1,0 +1,86 @@
+// Internal loops shared by the op implementations (not part of the public API).
+//
+// Every op reads its operands through their strides, so views (transposes, slices, broadcasts
+// with stride 0) need no copies. for_each_row walks a shape for K operands at once: it merges
+// dims that are contiguous for all operands (so a contiguous tensor is one long row) and hands the
+// innermost rows to a callback, whose inner loop the compiler can vectorise when the strides are 1.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag::detail {
+
+// Strides of `tensor` seen in the index space of `shape` it broadcasts to: 0 along broadcast dims.
+Shape broadcast_strides(const Tensor& tensor, const Shape& shape);
+
+// Merges adjacent dims that are contiguous for every operand and drops size-1 dims.
+template <std::size_t K>
+void coalesce(Shape& shape, std::array<Shape, K>& strides) {
+  Shape merged_shape;
+  std::array<Shape, K> merged_strides;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool mergeable = !merged_shape.empty();
+    for (std::size_t k = 0; k < K && mergeable; ++k)
+      mergeable = merged_strides[k].back() == strides[k][d] * shape[d];
+    if (mergeable) {
+      merged_shape.back() *= shape[d];
+      for (std::size_t k = 0; k < K; ++k) merged_strides[k].back() = strides[k][d];
+    } else {
+      merged_shape.push_back(shape[d]);
+      for (std::size_t k = 0; k < K; ++k) merged_strides[k].push_back(strides[k][d]);
+    }
+  }
+  shape = std::move(merged_shape);
+  strides = std::move(merged_strides);
+}
+
+// Calls row(offsets, n, inner_strides) for every innermost row of `shape`, where offsets[k] is
+// operand k's element offset of the row's first element and inner_strides[k] its stride along
+// the row. Rows come in row-major order.
+template <std::size_t K, class RowFn>
+void for_each_row(Shape shape, std::array<Shape, K> strides, RowFn&& row) {
+  for (int64_t size : shape)
+    if (size == 0) return;
+  coalesce(shape, strides);
+  std::array<int64_t, K> offsets{};
+  std::array<int64_t, K> inner{};
+  if (shape.empty()) {  // a single element
+    row(offsets, int64_t{1}, inner);
+    return;
+  }
+  const std::size_t outer_dims = shape.size() - 1;
+  const int64_t n = shape.back();
+  for (std::size_t k = 0; k < K; ++k) inner[k] = strides[k].back();
+  std::vector<int64_t> counter(outer_dims, 0);
+  while (true) {
+    row(offsets, n, inner);
+    // Advance the outer multi-index like an odometer, updating every operand's offset.
+    std::size_t d = outer_dims;
+    while (true) {
+      if (d == 0) return;  // every outer index wrapped: done
+      --d;
+      if (++counter[d] < shape[d]) {
+        for (std::size_t k = 0; k < K; ++k) offsets[k] += strides[k][d];
+        break;
+      }
+      for (std::size_t k = 0; k < K; ++k) offsets[k] -= strides[k][d] * (shape[d] - 1);
+      counter[d] = 0;
+    }
+  }
+}
+
+// dst[i] = src[i] for every index of dst's shape; src broadcasts to dst. Same dtype.
+void copy_into(const Tensor& dst, const Tensor& src);
+
+// A new view of `base`'s storage with the given geometry (no autograd).
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+
+// Throws DTypeError unless a and b have the same dtype.
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+
+}  // namespace ag::detail

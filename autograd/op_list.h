@@ -1,0 +1,41 @@
+// Every differentiable op ag defines, by name. A node of the autograd graph is labelled with one of
+// these (or with the name of a user-defined op, see ag::make_op). tests/autograd checks that each
+// name in this list is exercised by at least one float64 gradcheck, so adding an op here without a
+// gradient test fails the build's tests.
+#pragma once
+
+#define AG_DIFFERENTIABLE_OPS(X)                                                                  \
+  /* elementwise, broadcasting (ops_elementwise.cpp) */                                           \
+  X(add) X(sub) X(mul) X(div) X(add_scalar) X(mul_scalar) X(div_scalar) X(rdiv_scalar) X(neg)    \
+  X(pow) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(where) X(masked_fill)        \
+  /* reductions and softmax (ops_reduce.cpp) */                                                   \
+  X(sum) X(mean) X(max) X(var) X(softmax) X(log_softmax)                                         \
+  /* matrix product (ops_matmul.cpp) */                                                           \
+  X(matmul)                                                                                       \
+  /* shape and indexing (ops_shape.cpp) */                                                        \
+  X(reshape) X(permute) X(squeeze) X(unsqueeze) X(expand) X(slice) X(concat) X(index_select)     \
+  X(repeat_interleave) X(contiguous) X(clone)                                                     \
+  /* random (ops_random.cpp) */                                                                   \
+  X(dropout)
+
+namespace ag {
+
+enum class Op {
+#define AG_OP_ENUM(name) name,
+  AG_DIFFERENTIABLE_OPS(AG_OP_ENUM)
+#undef AG_OP_ENUM
+      custom  // a user-defined op (ag::make_op); its node carries its own name
+};
+
+inline constexpr const char* kOpNames[] = {
+#define AG_OP_NAME(name) #name,
+    AG_DIFFERENTIABLE_OPS(AG_OP_NAME)
+#undef AG_OP_NAME
+};
+inline constexpr int kNumOps = static_cast<int>(Op::custom);
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kNumOps,
+              "every Op has exactly one name in kOpNames");
+
+inline const char* op_name(Op op) { return op == Op::custom ? "custom" : kOpNames[static_cast<int>(op)]; }
+
+}  // namespace ag

@@ -1,0 +1,147 @@
+// ag's differentiable ops. Each is defined, forward and backward together, in one of
+// ops_elementwise.cpp, ops_reduce.cpp, ops_matmul.cpp, ops_shape.cpp and ops_random.cpp; the
+// table of every backward formula is docs/ops.md.
+//
+// Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
+// PyTorch do; both operands of an op must have the same dtype; every shape error is an
+// ag::ShapeError naming the op and the full shapes.
+#pragma once
+
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+// ---- elementwise with broadcasting ------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+// The exact GELU, x·Φ(x) with Φ the standard normal CDF (PyTorch's default).
+Tensor gelu(const Tensor& x);
+
+// Comparisons give 1 where true and 0 where false, in the dtype of `a`. Not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+// a where condition is nonzero, else b; all three broadcast. The condition (any dtype) is not
+// differentiated.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// x with `value` wherever mask (any dtype, broadcast to x) is nonzero. The mask is not differentiated.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ---- reductions -----------------------------------------------------------------------------
+// Over all elements (a 0-dim result) or over `dims` (each listed once), keeping them as size 1
+// with keepdim.
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// The gradient goes to the first maximal element of each reduced group.
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor var(const Tensor& x, int64_t correction = 1);
+// Index of the first maximum along `dim`, as a tensor of x's dtype. Not differentiable.
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// exp(x − max) / Σ exp(x − max) along dim.
+Tensor softmax(const Tensor& x, int64_t dim);
+// x − max − log Σ exp(x − max) along dim.
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- matrix product -------------------------------------------------------------------------
+// As torch.matmul: 1-D operands are promoted to matrices; for N-D the last two dims multiply
+// and the batch dims broadcast. Runs on OpenBLAS sgemm/dgemm; transposed operands are passed
+// as BLAS flags, not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- shape and indexing ---------------------------------------------------------------------
+// A view when the strides allow it, else a copy; one dim may be -1 (inferred).
+Tensor reshape(const Tensor& x, const Shape& shape);
+// Like reshape, but throws instead of copying.
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor squeeze(const Tensor& x);               // drops every size-1 dim
+Tensor squeeze(const Tensor& x, int64_t dim);  // drops `dim` if its size is 1
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+// A view with size-1 dims repeated to `shape` (stride 0); -1 keeps a size.
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+// Elements start, start+step, ... < end along dim (a view). start/end are clamped like Python's.
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);  // narrow to one, drop the dim
+// Pieces of `split_size` along dim (the last may be smaller), or pieces of the given sizes.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Rows (along dim) of x picked by the integer values of the 1-D `index` (any dtype) — an
+// embedding lookup when dim is 0. The backward scatter-adds into the picked rows.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index);
+// Each element along dim repeated `repeats` times: [a, b] -> [a, a, b, b].
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
+Tensor contiguous(const Tensor& x);  // x itself if already contiguous, else a row-major copy
+Tensor clone(const Tensor& x);       // always a copy
+
+// ---- random -----------------------------------------------------------------------------------
+// Inverted dropout: in training each element is zeroed with probability p and the rest scaled by
+// 1/(1 − p); p = 0 is the identity, p = 1 gives zeros; outside training it is the identity.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// ---- threads ----------------------------------------------------------------------------------
+// Threads used by OpenBLAS (and later by ag's own kernels). Default: OpenBLAS's own default.
+void set_num_threads(int threads);
+int get_num_threads();
+
+// ---- helpers shared by the ops (public because custom ops need them too) ---------------------
+// The broadcast shape of a and b, or a ShapeError naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums `grad` over the dims along which `shape` was broadcast to grad's shape, giving `shape`.
+// Every op that broadcasts reduces its input gradients through this one function.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+}  // namespace ag

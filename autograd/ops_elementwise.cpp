@@ -1,0 +1,403 @@
+// Elementwise ops with NumPy/PyTorch broadcasting, each with its backward.
+//
+// Broadcasting: shapes are aligned at the right; two sizes are compatible when equal or when one
+// is 1, and the result takes the larger. An input broadcast along some dims received the same
+// value in many output positions, so its gradient is the sum of the output gradient over those
+// dims: sum_to(grad, input_shape), the one helper every broadcasting op's backward uses.
+//
+//   op               forward                 gradient(s)
+//   add(a, b)        a + b                   ga = sum_to(g),        gb = sum_to(g)
+//   sub(a, b)        a − b                   ga = sum_to(g),        gb = sum_to(−g)
+//   mul(a, b)        a · b                   ga = sum_to(g · b),    gb = sum_to(g · a)
+//   div(a, b)        a / b                   ga = sum_to(g / b),    gb = sum_to(−g · a / b²)
+//   add_scalar       x + s                   g
+//   mul_scalar       x · s                   g · s
+//   div_scalar       x / s                   g / s
+//   rdiv_scalar      s / x                   −g · s / x²
+//   neg              −x                      −g
+//   pow(x, p)        x^p                     g · p · x^(p−1)
+//   exp              y = eˣ                  g · y
+//   log              ln x                    g / x
+//   sqrt             y = √x                  g / (2y)
+//   tanh             y = tanh x              g · (1 − y²)
+//   sigmoid          y = 1 / (1 + e⁻ˣ)       g · y · (1 − y)
+//   relu             max(x, 0)               g · [x > 0]
+//   gelu             x · Φ(x)                g · (Φ(x) + x · φ(x))
+//   where(c, a, b)   c ? a : b               ga = sum_to(c ? g : 0), gb = sum_to(c ? 0 : g)
+//   masked_fill      m ? v : x               gx = sum_to(m ? 0 : g)
+#include <cmath>
+#include <numbers>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+using detail::broadcast_strides;
+using detail::for_each_row;
+
+// ---- broadcasting helpers -----------------------------------------------------------------------
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  Shape out(std::max(a.size(), b.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    // Align from the right; a missing dim acts as size 1.
+    int64_t sa = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    int64_t sb = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (sa != sb && sa != 1 && sb != 1)
+      detail::fail<ShapeError>(op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                               " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb, ")");
+    out[i] = sa == 1 ? sb : sa;
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  // Dims that `shape` lacks (leading) or has as 1 where grad does not were broadcast: sum them.
+  const std::size_t lead = grad.shape().size() - shape.size();
+  if (grad.shape().size() < shape.size() ||
+      broadcast_shapes(shape, grad.shape(), "sum_to") != grad.shape())
+    detail::fail<ShapeError>("sum_to: shape ", shape_str(shape), " does not broadcast to ",
+                             shape_str(grad.shape()));
+  Shape dims;
+  for (std::size_t d = 0; d < grad.shape().size(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1))
+      dims.push_back(static_cast<int64_t>(d));
+  Tensor reduced = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  return reshape(reduced, shape);
+}
+
+namespace {
+
+// out[i] = f(a[i], b[i]) over the broadcast shape of a and b; a fresh contiguous tensor.
+template <class F>
+Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
+  detail::check_same_dtype(a, b, op);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = empty(shape, a.dtype());
+  dispatch(a.dtype(), [&]<typename T>() {
+    T* po = out.data<T>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+                    [&](const std::array<int64_t, 3>& off, int64_t n,
+                        const std::array<int64_t, 3>& st) {
+                      T* o = po + off[0];
+                      const T* x = pa + off[1];
+                      const T* y = pb + off[2];
+                      // Fast paths the compiler vectorises: both contiguous, or one a scalar.
+                      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+                        const T yv = *y;
+                        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                      } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+                        const T xv = *x;
+                        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+                      }
+                    });
+  });
+  return out;
+}
+
+// out[i] = f(x[i]); a fresh contiguous tensor of x's shape.
+template <class F>
+Tensor map_unary(const Tensor& x, F f) {
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    T* po = out.data<T>();
+    const T* px = x.data<T>();
+    for_each_row<2>(x.shape(), {out.strides(), x.strides()},
+                    [&](const std::array<int64_t, 2>& off, int64_t n,
+                        const std::array<int64_t, 2>& st) {
+                      T* o = po + off[0];
+                      const T* in = px + off[1];
+                      if (st[0] == 1 && st[1] == 1) {
+                        for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
+                      }
+                    });
+  });
+  return out;
+}
+
+// Standard normal density φ and distribution function Φ.
+template <class T>
+T normal_pdf(T x) {
+  return static_cast<T>(std::exp(-0.5 * double(x) * double(x)) / std::sqrt(2.0 * std::numbers::pi));
+}
+template <class T>
+T normal_cdf(T x) {
+  return static_cast<T>(0.5 * (1.0 + std::erf(double(x) / std::numbers::sqrt2)));
+}
+
+}  // namespace
+
+// ---- binary arithmetic --------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = map_binary(a, b, "add", [](auto x, auto y) { return x + y; });
+  return detail::record(Op::add, out, {a, b},
+                        [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+                          // d(a + b)/da = d(a + b)/db = 1
+                          return {needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(g, sb) : Tensor()};
+                        });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = map_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
+  return detail::record(Op::sub, out, {a, b},
+                        [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+                          // d(a − b)/da = 1, d(a − b)/db = −1
+                          return {needs[0] ? sum_to(g, sa) : Tensor(),
+                                  needs[1] ? sum_to(neg(g), sb) : Tensor()};
+                        });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
+  if (!detail::any_requires_grad({a, b})) return out;
+  return detail::record(Op::mul, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+    // d(a · b)/da = b, d(a · b)/db = a
+    return {needs[0] ? sum_to(mul(g, b), a.shape()) : Tensor(),
+            needs[1] ? sum_to(mul(g, a), b.shape()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
+  if (!detail::any_requires_grad({a, b})) return out;
+  return detail::record(Op::div, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+    // d(a / b)/da = 1 / b, d(a / b)/db = −a / b²
+    return {needs[0] ? sum_to(div(g, b), a.shape()) : Tensor(),
+            needs[1] ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
+  });
+}
+
+// ---- tensor–scalar forms ------------------------------------------------------------------------
+
+Tensor add(const Tensor& a, double s) {
+  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
+    return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; });
+  });
+  // d(x + s)/dx = 1
+  return detail::record(Op::add_scalar, out, {a},
+                        [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
+}
+
+Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (−s), exactly
+
+Tensor sub(double s, const Tensor& b) { return add(neg(b), s); }  // s − x = (−x) + s, exactly
+
+Tensor mul(const Tensor& a, double s) {
+  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
+    return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; });
+  });
+  // d(x · s)/dx = s
+  return detail::record(Op::mul_scalar, out, {a},
+                        [s](const Tensor& g, const NeedsGrad&) -> Grads { return {mul(g, s)}; });
+}
+
+Tensor div(const Tensor& a, double s) {
+  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
+    return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; });
+  });
+  // d(x / s)/dx = 1 / s
+  return detail::record(Op::div_scalar, out, {a},
+                        [s](const Tensor& g, const NeedsGrad&) -> Grads { return {div(g, s)}; });
+}
+
+Tensor div(double s, const Tensor& b) {
+  Tensor out = dispatch(b.dtype(), [&]<typename T>() {
+    return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; });
+  });
+  if (!detail::any_requires_grad({b})) return out;
+  return detail::record(Op::rdiv_scalar, out, {b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(s / x)/dx = −s / x²
+    return {div(mul(g, -s), mul(b, b))};
+  });
+}
+
+Tensor neg(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return -v; });
+  // d(−x)/dx = −1
+  return detail::record(Op::neg, out, {x},
+                        [](const Tensor& g, const NeedsGrad&) -> Grads { return {neg(g)}; });
+}
+
+// ---- unary math ---------------------------------------------------------------------------------
+
+Tensor pow(const Tensor& x, double p) {
+  Tensor out = dispatch(x.dtype(), [&]<typename T>() {
+    return map_unary(x, [p](T v) { return static_cast<T>(std::pow(double(v), p)); });
+  });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::pow, out, {x}, [x, p](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(x^p)/dx = p · x^(p−1)   (0 for p = 0, where x^0 is the constant 1)
+    if (p == 0) return {zeros_like(g)};
+    return {mul(g, mul(pow(x, p - 1), p))};
+  });
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::exp, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(eˣ)/dx = eˣ = y: reuse the output
+    return {mul(g, y)};
+  });
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::log(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::log, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(ln x)/dx = 1 / x
+    return {div(g, x)};
+  });
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::sqrt, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(√x)/dx = 1 / (2√x) = 1 / (2y)
+    return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
+  });
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::tanh, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(tanh x)/dx = 1 − tanh²x = 1 − y²
+    return {map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+  });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  // Written so that exp never overflows: for x < 0, σ(x) = eˣ / (1 + eˣ).
+  Tensor out = map_unary(x, [](auto v) {
+    using T = decltype(v);
+    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+    T e = std::exp(v);
+    return e / (T(1) + e);
+  });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::sigmoid, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
+    return {map_binary(g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
+  });
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::relu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
+    return {map_binary(g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
+  });
+}
+
+Tensor gelu(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return v * normal_cdf(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::gelu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+    // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
+    return {map_binary(g, x, "gelu_backward",
+                       [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
+  });
+}
+
+// ---- comparisons ------------------------------------------------------------------------------
+
+#define AG_COMPARISON(name, expr)                                                              \
+  Tensor name(const Tensor& a, const Tensor& b) {                                              \
+    return map_binary(a, b, #name, [](auto x, auto y) { return (expr) ? decltype(x)(1) : decltype(x)(0); }); \
+  }                                                                                            \
+  Tensor name(const Tensor& a, double s) {                                                     \
+    return dispatch(a.dtype(), [&]<typename T>() {                                             \
+      return map_unary(a, [y = static_cast<T>(s)](T x) { return (expr) ? T(1) : T(0); });       \
+    });                                                                                        \
+  }
+AG_COMPARISON(eq, x == y)
+AG_COMPARISON(ne, x != y)
+AG_COMPARISON(lt, x < y)
+AG_COMPARISON(le, x <= y)
+AG_COMPARISON(gt, x > y)
+AG_COMPARISON(ge, x >= y)
+#undef AG_COMPARISON
+
+// ---- where / masked_fill ----------------------------------------------------------------------
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  detail::check_same_dtype(a, b, "where");
+  Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"),
+                                 b.shape(), "where");
+  Tensor out = empty(shape, a.dtype());
+  dispatch(condition.dtype(), [&]<typename C>() {
+    dispatch(a.dtype(), [&]<typename T>() {
+      T* po = out.data<T>();
+      const C* pc = condition.data<C>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      for_each_row<4>(shape,
+                      {out.strides(), broadcast_strides(condition, shape),
+                       broadcast_strides(a, shape), broadcast_strides(b, shape)},
+                      [&](const std::array<int64_t, 4>& off, int64_t n,
+                          const std::array<int64_t, 4>& st) {
+                        for (int64_t i = 0; i < n; ++i)
+                          po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != C(0)
+                                                       ? pa[off[2] + i * st[2]]
+                                                       : pb[off[3] + i * st[3]];
+                      });
+    });
+  });
+  if (!detail::any_requires_grad({a, b})) return out;
+  return detail::record(Op::where, out, {a, b},
+                        [condition, sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+                          // The gradient flows to a where the condition holds, to b elsewhere.
+                          Tensor zero = zeros({}, g.dtype());
+                          return {needs[0] ? sum_to(where(condition, g, zero), sa) : Tensor(),
+                                  needs[1] ? sum_to(where(condition, zero, g), sb) : Tensor()};
+                        });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  if (broadcast_shapes(mask.shape(), x.shape(), "masked_fill") != x.shape())
+    detail::fail<ShapeError>("masked_fill: mask of shape ", shape_str(mask.shape()),
+                             " does not broadcast to the input's shape ", shape_str(x.shape()));
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = where(mask, full({}, value, x.dtype()), x);
+  }
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::masked_fill, out, {x}, [mask](const Tensor& g, const NeedsGrad&) -> Grads {
+    // Filled positions no longer depend on x: their gradient is 0.
+    return {masked_fill(g, mask, 0.0)};
+  });
+}
+
+// ---- operators ----------------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator-(double a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator/(double a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace ag

@@ -1,0 +1,183 @@
+// Matrix product on OpenBLAS, with its backward.
+//
+//   C = A · B        A: (..., M, K)   B: (..., K, N)   C: (..., M, N), batch dims broadcast
+//   dA = dC · Bᵀ     (..., M, N)·(..., N, K) -> (..., M, K), summed over dims A was broadcast on
+//   dB = Aᵀ · dC     (..., K, M)·(..., M, N) -> (..., K, N), summed over dims B was broadcast on
+//
+// BLAS reads a row-major matrix either as it is or transposed, so an operand whose last two dims
+// are a transposed view (Kᵀ in Q·Kᵀ, the Bᵀ and Aᵀ above) is passed with a transpose flag and its
+// own leading dimension — no copy. Only layouts BLAS cannot express (a stride-0 broadcast inside
+// the matrix, a slice with a step along both dims) are copied first.
+#include <cblas.h>
+
+#include <climits>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+void set_num_threads(int threads) {
+  if (threads < 1) detail::fail<ValueError>("set_num_threads: ", threads, " threads (need >= 1)");
+  openblas_set_num_threads(threads);
+}
+
+int get_num_threads() { return openblas_get_num_threads(); }
+
+namespace {
+
+// How BLAS reads the last two dims (rows × cols) of an operand.
+struct BlasMatrix {
+  Tensor tensor;  // the operand, or a contiguous copy of it when BLAS could not read it
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  int ld = 1;
+};
+
+BlasMatrix blas_matrix(const Tensor& t) {
+  const int64_t rows = t.shape()[t.dim() - 2], cols = t.shape()[t.dim() - 1];
+  const int64_t row_stride = t.strides()[t.dim() - 2], col_stride = t.strides()[t.dim() - 1];
+  // Row-major as stored: elements of a row adjacent, rows ld apart (ld >= cols).
+  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= std::max<int64_t>(cols, 1)))
+    return {t, CblasNoTrans, static_cast<int>(rows == 1 ? std::max<int64_t>(cols, 1) : row_stride)};
+  // The transpose of a row-major (cols × rows) matrix: columns adjacent, ld = the column stride.
+  if ((row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1)))
+    return {t, CblasTrans, static_cast<int>(cols == 1 ? std::max<int64_t>(rows, 1) : col_stride)};
+  Tensor copy = contiguous(t);
+  return {copy, CblasNoTrans, static_cast<int>(std::max<int64_t>(cols, 1))};
+}
+
+template <class T>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const T* a, int lda,
+          const T* b, int ldb, T* c, int ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+// Whether the batch dims of a row-major operand followed by its rows form one evenly strided
+// run, so that the batch of matrices is a single tall matrix: (B..., M, K) -> (B·M, K).
+bool batch_folds_into_rows(const BlasMatrix& t, const Shape& batch_strides, const Shape& batch) {
+  int64_t expected = int64_t{t.ld} * t.tensor.shape()[t.tensor.dim() - 2];
+  for (std::size_t d = batch.size(); d-- > 0;) {
+    if (batch[d] == 1) continue;
+    if (batch_strides[d] != expected) return false;
+    expected *= batch[d];
+  }
+  return true;
+}
+
+// out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast.
+void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch) {
+  const int64_t m = a_in.shape()[a_in.dim() - 2], k = a_in.shape()[a_in.dim() - 1];
+  const int64_t n = b_in.shape()[b_in.dim() - 1];
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    out.fill_(0.0);
+    return;
+  }
+  if (std::max({m, n, k}) > INT_MAX)
+    detail::fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ",
+                             shape_str(b_in.shape()), " exceed BLAS's 32-bit sizes");
+  BlasMatrix a = blas_matrix(a_in), b = blas_matrix(b_in);
+  // Batch strides of each operand in the output's batch index space (0 where broadcast).
+  auto batch_strides = [&](const Tensor& t) {
+    Shape full = detail::broadcast_strides(t, [&] {
+      Shape s = batch;
+      s.push_back(t.shape()[t.dim() - 2]);
+      s.push_back(t.shape()[t.dim() - 1]);
+      return s;
+    }());
+    return Shape(full.begin(), full.end() - 2);
+  };
+  const Shape a_batch = batch_strides(a.tensor), b_batch = batch_strides(b.tensor);
+  Shape out_batch = contiguous_strides(batch);
+  for (int64_t& s : out_batch) s *= m * n;
+
+  dispatch(out.dtype(), [&]<typename T>() {
+    const T* pa = a.tensor.data<T>();
+    const T* pb = b.tensor.data<T>();
+    T* pc = out.data<T>();
+    const bool b_shared = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t s) { return s == 0; });
+    if (b_shared && a.trans == CblasNoTrans && batch_folds_into_rows(a, a_batch, batch)) {
+      // (B..., M, K) · (K, N): one tall gemm (B·M, K) · (K, N) instead of B small ones.
+      const int64_t rows = numel(batch) * m;
+      if (rows > INT_MAX)
+        detail::fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
+      gemm<T>(a.trans, b.trans, static_cast<int>(rows), int(n), int(k), pa, a.ld, pb, b.ld, pc, int(n));
+      return;
+    }
+    detail::for_each_row<3>(batch, {a_batch, b_batch, out_batch},
+                            [&](const std::array<int64_t, 3>& off, int64_t count,
+                                const std::array<int64_t, 3>& st) {
+                              for (int64_t i = 0; i < count; ++i)
+                                gemm<T>(a.trans, b.trans, int(m), int(n), int(k),
+                                        pa + off[0] + i * st[0], a.ld, pb + off[1] + i * st[1], b.ld,
+                                        pc + off[2] + i * st[2], int(n));
+                            });
+  });
+}
+
+// The product of operands of at least 2 dims: batch dims broadcast, recorded for autograd.
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Shape& user_b) {
+  const int64_t k = a.shape()[a.dim() - 1];
+  if (k != b.shape()[b.dim() - 2])
+    detail::fail<ShapeError>("matmul: shapes ", shape_str(user_a), " and ", shape_str(user_b),
+                             " cannot be multiplied (", k, " != ", b.shape()[b.dim() - 2], ")");
+  const Shape a_batch(a.shape().begin(), a.shape().end() - 2);
+  const Shape b_batch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  } catch (const ShapeError&) {
+    detail::fail<ShapeError>("matmul: batch dims of shapes ", shape_str(user_a), " and ",
+                             shape_str(user_b), " cannot be broadcast (", shape_str(a_batch),
+                             " vs ", shape_str(b_batch), ")");
+  }
+  Shape out_shape = batch;
+  out_shape.push_back(a.shape()[a.dim() - 2]);
+  out_shape.push_back(b.shape()[b.dim() - 1]);
+  Tensor out = empty(out_shape, a.dtype());
+  matmul_into(a, b, out, batch);
+  if (!detail::any_requires_grad({a, b})) return out;
+  return detail::record(Op::matmul, out, {a, b}, [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
+    Tensor ga, gb;
+    if (needs[0]) {
+      // dA = dC · Bᵀ: (..., M, N)·(..., N, K) -> (..., M, K); Bᵀ is a view read with a BLAS flag
+      ga = sum_to(matmul(g, transpose(b, -1, -2)), a.shape());
+    }
+    if (needs[1]) {
+      if (b.dim() == 2 && a.dim() > 2) {
+        // B was shared by every batch: dB = Σ_batch Aᵀ·dC = A'ᵀ · dC' with the batch folded into
+        // the rows, A' (B·M, K) and dC' (B·M, N) — one gemm instead of B gemms and a sum.
+        const int64_t rows = a.numel() / k;
+        gb = matmul(transpose(reshape(a, Shape{rows, k}), 0, 1), reshape(g, Shape{rows, g.size(-1)}));
+      } else {
+        // dB = Aᵀ · dC: (..., K, M)·(..., M, N) -> (..., K, N)
+        gb = sum_to(matmul(transpose(a, -1, -2), g), b.shape());
+      }
+    }
+    return {ga, gb};
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0)
+    detail::fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+                             " cannot be multiplied (both operands need at least 1 dim)");
+  detail::check_same_dtype(a, b, "matmul");
+  // As torch.matmul: a 1-D left operand is a row vector (1, K), a 1-D right operand a column
+  // vector (K, 1); the added dim is removed from the result.
+  const bool a_vector = a.dim() == 1, b_vector = b.dim() == 1;
+  Tensor a2 = a_vector ? unsqueeze(a, 0) : a;
+  Tensor b2 = b_vector ? unsqueeze(b, 1) : b;
+  Tensor out = matmul_nd(a2, b2, a.shape(), b.shape());
+  if (b_vector) out = squeeze(out, -1);
+  if (a_vector) out = squeeze(out, -2);
+  return out;
+}
+
+}  // namespace ag

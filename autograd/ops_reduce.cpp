@@ -1,0 +1,317 @@
+// Reductions and softmax, each with its backward.
+//
+//   op                  forward                               gradient
+//   sum(x, dims)        Σ over dims                           g broadcast back over the dims
+//   mean(x, dims)       Σ / N                                 g / N broadcast back
+//   max(x, dims)        largest element of each group         g to the first arg-max, 0 elsewhere
+//   var(x, dims, c)     Σ (x − x̄)² / (N − c)                  g · 2 (x − x̄) / (N − c)
+//   softmax(x, d)       y = exp(x − m) / Σ exp(x − m)         y · (g − Σ_d g·y)
+//   log_softmax(x, d)   y = x − m − log Σ exp(x − m)          g − exp(y) · Σ_d g
+//
+// N is the number of elements in each reduced group and m the maximum along d (subtracting it
+// changes nothing mathematically and keeps exp from overflowing). Sums accumulate in double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+using detail::for_each_row;
+
+namespace {
+
+// Which dims a reduction removes, and the shapes with (keep_shape) and without (out_shape) them.
+struct Reduction {
+  std::vector<bool> reduced;
+  Shape keep_shape;     // reduced dims have size 1
+  Shape out_shape;      // reduced dims removed (or kept as 1 with keepdim)
+  int64_t group_size;   // elements per output element
+};
+
+Reduction plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
+  if (dims.empty())
+    detail::fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()),
+                             "; call ", op, "(x) to reduce over all elements");
+  Reduction r{std::vector<bool>(x.shape().size(), false), x.shape(), {}, 1};
+  for (int64_t dim : dims) {
+    int64_t d = wrap_dim(dim, x.dim(), op);
+    if (x.dim() == 0) continue;  // dim 0 / -1 of a 0-dim tensor: nothing to reduce
+    if (r.reduced[d])
+      detail::fail<ShapeError>(op, ": dim ", dim, " is listed twice for a tensor of shape ",
+                               shape_str(x.shape()));
+    r.reduced[d] = true;
+    r.keep_shape[d] = 1;
+    r.group_size *= x.shape()[d];
+  }
+  for (std::size_t d = 0; d < x.shape().size(); ++d)
+    if (!r.reduced[d] || keepdim) r.out_shape.push_back(r.reduced[d] ? 1 : x.shape()[d]);
+  return r;
+}
+
+Reduction plan_full_reduction(const Tensor& x) {
+  return {std::vector<bool>(x.shape().size(), true), Shape(x.shape().size(), 1), Shape{},
+          x.numel()};
+}
+
+// Strides that map an element of x to its group's slot in a contiguous keep_shape buffer.
+Shape group_strides(const Reduction& r) {
+  Shape strides = contiguous_strides(r.keep_shape);
+  for (std::size_t d = 0; d < strides.size(); ++d)
+    if (r.reduced[d]) strides[d] = 0;
+  return strides;
+}
+
+void check_nonempty_groups(const Tensor& x, const Reduction& r, const char* op) {
+  if (r.group_size == 0 && numel(r.keep_shape) > 0)
+    detail::fail<ShapeError>(op, ": cannot reduce over zero elements (input shape ",
+                             shape_str(x.shape()), ")");
+}
+
+// Σ of each group, in double.
+std::vector<double> group_sums(const Tensor& x, const Reduction& r) {
+  std::vector<double> acc(static_cast<std::size_t>(numel(r.keep_shape)), 0.0);
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      const T* in = px + off[0];
+                      if (st[1] == 0) {  // the whole row falls into one group
+                        double s = 0;
+                        for (int64_t i = 0; i < n; ++i) s += double(in[i * st[0]]);
+                        acc[off[1]] += s;
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += double(in[i * st[0]]);
+                      }
+                    });
+  });
+  return acc;
+}
+
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype, double scale) {
+  Tensor out = empty(shape, dtype);
+  dispatch(dtype, [&]<typename T>() {
+    T* p = out.data<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i] * scale);
+  });
+  return out;
+}
+
+// The gradient of a reduction's output, broadcast back to the input's shape (a stride-0 view).
+Tensor expand_back(const Tensor& g, const Reduction& r, const Shape& input_shape) {
+  return expand(reshape(g, r.keep_shape), input_shape);
+}
+
+Tensor sum_impl(const Tensor& x, const Reduction& r) {
+  Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0);
+  return detail::record(Op::sum, out, {x},
+                        [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // ∂(Σ x)/∂x_i = 1 for every x_i of the group
+                          return {expand_back(g, r, shape)};
+                        });
+}
+
+Tensor mean_impl(const Tensor& x, const Reduction& r, const char* op) {
+  check_nonempty_groups(x, r, op);
+  const double n = static_cast<double>(r.group_size);
+  Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0 / n);
+  return detail::record(Op::mean, out, {x},
+                        [r, n, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // ∂(Σ x / N)/∂x_i = 1 / N
+                          return {expand_back(div(g, n), r, shape)};
+                        });
+}
+
+Tensor max_impl(const Tensor& x, const Reduction& r) {
+  check_nonempty_groups(x, r, "max");
+  Tensor xc = contiguous(x.detach());  // so an element's offset is its flat index
+  const std::size_t groups = static_cast<std::size_t>(numel(r.keep_shape));
+  std::vector<int64_t> argmax(groups, -1);  // flat index into x of each group's first maximum
+  Tensor out = empty(r.out_shape, x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = xc.data<T>();
+    std::vector<T> best(groups);
+    for_each_row<2>(xc.shape(), {xc.strides(), group_strides(r)},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        const int64_t at = off[0] + i * st[0];
+                        const std::size_t group = static_cast<std::size_t>(off[1] + i * st[1]);
+                        const T v = px[at];
+                        // Strictly greater keeps the first maximum; NaN wins, as in PyTorch.
+                        if (argmax[group] < 0 || v > best[group] ||
+                            (std::isnan(v) && !std::isnan(best[group]))) {
+                          best[group] = v;
+                          argmax[group] = at;
+                        }
+                      }
+                    });
+    std::copy(best.begin(), best.end(), out.data<T>());
+  });
+  return detail::record(Op::max, out, {x},
+                        [argmax = std::move(argmax), shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // ∂ max/∂x_i = 1 for the arg-max of each group, 0 for the others
+                          Tensor grad = zeros(shape, g.dtype());
+                          Tensor gc = contiguous(g);
+                          dispatch(g.dtype(), [&]<typename T>() {
+                            T* dst = grad.data<T>();
+                            const T* src = gc.data<T>();
+                            for (std::size_t j = 0; j < argmax.size(); ++j) dst[argmax[j]] += src[j];
+                          });
+                          return {grad};
+                        });
+}
+
+Tensor var_impl(const Tensor& x, const Reduction& r, int64_t correction) {
+  check_nonempty_groups(x, r, "var");
+  if (correction < 0)
+    detail::fail<ValueError>("var: correction ", correction, " is negative");
+  const int64_t dof = r.group_size - correction;
+  if (dof <= 0 && numel(r.keep_shape) > 0)
+    detail::fail<ShapeError>("var: ", r.group_size, " element(s) per group of input shape ",
+                             shape_str(x.shape()), " leave no degrees of freedom with correction ",
+                             correction);
+  // Two passes: the group means x̄, then Σ (x − x̄)², both in double.
+  std::vector<double> means = group_sums(x, r);
+  for (double& m : means) m /= static_cast<double>(r.group_size);
+  std::vector<double> squares(means.size(), 0.0);
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        const int64_t group = off[1] + i * st[1];
+                        const double deviation = double(px[off[0] + i * st[0]]) - means[group];
+                        squares[group] += deviation * deviation;
+                      }
+                    });
+  });
+  Tensor out = from_doubles(squares, r.out_shape, x.dtype(), 1.0 / static_cast<double>(dof));
+  if (!detail::any_requires_grad({x})) return out;
+  Tensor mean_kept = from_doubles(means, r.keep_shape, x.dtype(), 1.0);
+  return detail::record(Op::var, out, {x},
+                        [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // ∂/∂x_i Σ (x − x̄)² / (N − c) = 2 (x_i − x̄) / (N − c)
+                          // (the x̄ term vanishes: Σ (x − x̄) = 0)
+                          Tensor centered = sub(x, mean_kept);
+                          return {mul(expand_back(g, r, x.shape()), mul(centered, 2.0 / double(dof)))};
+                        });
+}
+
+// Calls lane(in, in_stride, out, out_stride) for every 1-D lane of x along `dim`, where `out` is
+// the matching lane of the contiguous tensor `out` of the same shape.
+template <class T, class LaneFn>
+void for_each_lane(const Tensor& x, const Tensor& out, int64_t dim, LaneFn&& lane) {
+  Shape outer = x.shape();
+  outer[dim] = 1;
+  const T* px = x.data<T>();
+  T* po = out.data<T>();
+  const int64_t x_stride = x.strides()[dim], out_stride = out.strides()[dim];
+  for_each_row<2>(outer, {x.strides(), out.strides()},
+                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                    for (int64_t i = 0; i < n; ++i)
+                      lane(px + off[0] + i * st[0], x_stride, po + off[1] + i * st[1], out_stride);
+                  });
+}
+
+// y = x − m − log Σ exp(x − m) (log = true) or y = exp(x − m) / Σ exp(x − m) along dim.
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  Tensor out = empty(x.shape(), x.dtype());
+  if (x.dim() == 0) {  // a single element: softmax 1, log_softmax 0
+    out.fill_(log ? 0.0 : 1.0);
+    return out;
+  }
+  const int64_t length = x.shape()[dim];
+  dispatch(x.dtype(), [&]<typename T>() {
+    for_each_lane<T>(x, out, dim, [&](const T* in, int64_t is, T* o, int64_t os) {
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < length; ++k) m = std::max(m, in[k * is]);
+      if (std::isinf(m) && m < 0) m = 0;  // all −inf: avoid (−inf) − (−inf) = NaN in the shift
+      double total = 0;
+      for (int64_t k = 0; k < length; ++k) total += std::exp(double(in[k * is] - m));
+      if (log) {
+        const double log_total = std::log(total);
+        for (int64_t k = 0; k < length; ++k) o[k * os] = static_cast<T>(double(in[k * is] - m) - log_total);
+      } else {
+        for (int64_t k = 0; k < length; ++k) o[k * os] = static_cast<T>(std::exp(double(in[k * is] - m)) / total);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return sum_impl(x, plan_full_reduction(x)); }
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
+  return sum_impl(x, plan_reduction(x, dims, keepdim, "sum"));
+}
+Tensor mean(const Tensor& x) { return mean_impl(x, plan_full_reduction(x), "mean"); }
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  return mean_impl(x, plan_reduction(x, dims, keepdim, "mean"), "mean");
+}
+Tensor max(const Tensor& x) { return max_impl(x, plan_full_reduction(x)); }
+Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
+  return max_impl(x, plan_reduction(x, dims, keepdim, "max"));
+}
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return var_impl(x, plan_reduction(x, dims, keepdim, "var"), correction);
+}
+Tensor var(const Tensor& x, int64_t correction) {
+  return var_impl(x, plan_full_reduction(x), correction);
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  Reduction r = plan_reduction(x, {dim}, keepdim, "argmax");
+  check_nonempty_groups(x, r, "argmax");
+  if (x.dim() == 0) return zeros({}, x.dtype());
+  const int64_t d = wrap_dim(dim, x.dim(), "argmax");
+  const int64_t length = x.shape()[d];
+  Tensor indices = empty(r.keep_shape, x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    // Walk the lanes of x along d; `indices` (keep_shape, contiguous) takes one value per lane.
+    Shape outer = x.shape();
+    outer[d] = 1;
+    const T* px = x.data<T>();
+    T* pi = indices.data<T>();
+    for_each_row<2>(outer, {x.strides(), indices.strides()},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        const T* lane = px + off[0] + i * st[0];
+                        int64_t best = 0;
+                        for (int64_t k = 1; k < length; ++k) {
+                          const T v = lane[k * x.strides()[d]], b = lane[best * x.strides()[d]];
+                          if (v > b || (std::isnan(v) && !std::isnan(b))) best = k;
+                        }
+                        pi[off[1] + i * st[1]] = static_cast<T>(best);
+                      }
+                    });
+  });
+  return reshape(indices, r.out_shape);
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "softmax");
+  Tensor out = softmax_forward(x, dim, /*log=*/false);
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+    // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j y_j)
+    if (y.dim() == 0) return {zeros_like(g)};
+    return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
+  });
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "log_softmax");
+  Tensor out = softmax_forward(x, dim, /*log=*/true);
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::log_softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+    // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
+    if (y.dim() == 0) return {zeros_like(g)};
+    return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
+  });
+}
+
+}  // namespace ag

@@ -1,0 +1,466 @@
+// Shape and indexing ops, each with its backward. Most are views: they share the input's storage
+// and only change shape, strides and offset.
+//
+//   op                   forward                                 gradient
+//   reshape / view       same elements, new shape                reshape(g, input shape)
+//   permute(dims)        dims reordered (strided view)           permute(g, inverse dims)
+//   squeeze / unsqueeze  drop / insert size-1 dims               reshape(g, input shape)
+//   expand(shape)        size-1 dims repeated (stride 0)         sum_to(g, input shape)
+//   slice(d, a, b, s)    every s-th element in [a, b) along d     zeros with g written into the slice
+//   concat(xs, d)        inputs joined along d                   the matching narrow of g per input
+//   index_select(d, i)   rows i along d                          g scatter-added into the rows i
+//   repeat_interleave    each element repeated r times along d   g summed over each run of r
+//   contiguous / clone   a row-major copy                        g
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+namespace {
+
+// Resolves one -1 in `shape` so that it holds `count` elements, or throws naming `op`.
+Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
+  Shape out = shape;
+  int64_t known = 1;
+  std::optional<std::size_t> inferred;
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == -1) {
+      if (inferred)
+        detail::fail<ShapeError>(op, ": only one dim can be -1 in shape ", shape_str(shape));
+      inferred = d;
+    } else if (out[d] < 0) {
+      detail::fail<ShapeError>(op, ": invalid size ", out[d], " in shape ", shape_str(shape));
+    } else {
+      known *= out[d];
+    }
+  }
+  const int64_t count = x.numel();
+  if (inferred) {
+    if (known == 0 || count % known != 0)
+      detail::fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
+                               shape_str(x.shape()), " (", count, " elements)");
+    out[*inferred] = count / known;
+  } else if (known != count) {
+    detail::fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
+                             shape_str(x.shape()), " (", count, " elements)");
+  }
+  return out;
+}
+
+// Strides that show x's elements in `shape` without copying, if they exist. Dims of x are
+// grouped into runs that are contiguous with each other; each run must split exactly into
+// consecutive dims of the new shape (the algorithm of PyTorch's computeStride).
+std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
+  if (x.numel() == 0 || x.dim() == 0) return contiguous_strides(shape);
+  const Shape& old_shape = x.shape();
+  const Shape& old_strides = x.strides();
+  Shape strides(shape.size(), 1);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t tensor_d = x.dim() - 1; tensor_d >= 0; --tensor_d) {
+    tensor_numel *= old_shape[tensor_d];
+    // A run ends where the next-outer dim is not laid out right after this one.
+    if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
+                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (tensor_d > 0) {
+        chunk_base_stride = old_strides[tensor_d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return strides;
+}
+
+// Records a view-like op whose gradient is g reshaped back to the input's shape.
+Tensor record_reshape_like(Op op, const Tensor& out, const Tensor& x) {
+  return detail::record(op, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // Same elements, other shape: the gradient is reshaped back
+    return {reshape(g, shape)};
+  });
+}
+
+// x as a contiguous (outer, size, inner) block around `dim`.
+struct Around {
+  int64_t outer, size, inner;
+};
+Around around(const Shape& shape, int64_t dim) {
+  Around a{1, shape.empty() ? 1 : shape[dim], 1};
+  for (int64_t d = 0; d < dim; ++d) a.outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) a.inner *= shape[d];
+  return a;
+}
+
+}  // namespace
+
+// ---- reshape / view ---------------------------------------------------------------------------
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Shape target = infer_shape(shape, x, "reshape");
+  if (target == x.shape()) return x;
+  std::optional<Shape> strides = view_strides(x, target);
+  Tensor out;
+  if (strides) {
+    out = detail::make_view(x, target, *strides, x.offset());
+  } else {
+    Tensor copy = empty(x.shape(), x.dtype());
+    detail::copy_into(copy, x);
+    out = detail::make_view(copy, target, contiguous_strides(target), 0);
+  }
+  return record_reshape_like(Op::reshape, out, x);
+}
+
+Tensor view(const Tensor& x, const Shape& shape) {
+  Shape target = infer_shape(shape, x, "view");
+  if (!view_strides(x, target))
+    detail::fail<ShapeError>("view: shape ", shape_str(target), " is not compatible with the input's "
+                             "shape ", shape_str(x.shape()), " and strides ", shape_str(x.strides()),
+                             " without a copy; use reshape");
+  return reshape(x, target);
+}
+
+// ---- permute / transpose ----------------------------------------------------------------------
+
+Tensor permute(const Tensor& x, const Shape& dims) {
+  const int64_t n = x.dim();
+  Shape order(dims.size());
+  std::vector<bool> used(static_cast<std::size_t>(n), false);
+  bool valid = static_cast<int64_t>(dims.size()) == n;
+  for (std::size_t i = 0; valid && i < dims.size(); ++i) {
+    valid = dims[i] >= -n && dims[i] < n;
+    if (!valid) break;
+    order[i] = dims[i] < 0 ? dims[i] + n : dims[i];
+    valid = !used[order[i]];
+    used[order[i]] = true;
+  }
+  if (!valid)
+    detail::fail<ShapeError>("permute: dims ", shape_str(dims), " are not a permutation of the ", n,
+                             " dims of shape ", shape_str(x.shape()));
+  Shape shape(n), strides(n), inverse(n);
+  for (int64_t i = 0; i < n; ++i) {
+    shape[i] = x.shape()[order[i]];
+    strides[i] = x.strides()[order[i]];
+    inverse[order[i]] = i;
+  }
+  Tensor out = detail::make_view(x, shape, strides, x.offset());
+  return detail::record(Op::permute, out, {x}, [inverse](const Tensor& g, const NeedsGrad&) -> Grads {
+    // Output dim i is input dim order[i]: put the gradient's dims back with the inverse order
+    return {permute(g, inverse)};
+  });
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  const int64_t n = x.dim();
+  dim0 = wrap_dim(dim0, n, "transpose");
+  dim1 = wrap_dim(dim1, n, "transpose");
+  if (n == 0 || dim0 == dim1) return x;
+  Shape order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::swap(order[dim0], order[dim1]);
+  return permute(x, order);
+}
+
+// ---- squeeze / unsqueeze / expand -------------------------------------------------------------
+
+Tensor squeeze(const Tensor& x) {
+  Shape shape, strides;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.shape()[d] != 1) {
+      shape.push_back(x.shape()[d]);
+      strides.push_back(x.strides()[d]);
+    }
+  if (shape.size() == x.shape().size()) return x;
+  return record_reshape_like(Op::squeeze, detail::make_view(x, shape, strides, x.offset()), x);
+}
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "squeeze");
+  if (x.dim() == 0 || x.shape()[dim] != 1) return x;  // as PyTorch: only a size-1 dim goes
+  Shape shape = x.shape(), strides = x.strides();
+  shape.erase(shape.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  return record_reshape_like(Op::squeeze, detail::make_view(x, shape, strides, x.offset()), x);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape shape = x.shape(), strides = x.strides();
+  // Any stride works for a size-1 dim; this one keeps contiguous tensors contiguous.
+  const int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
+  shape.insert(shape.begin() + dim, 1);
+  strides.insert(strides.begin() + dim, stride);
+  return record_reshape_like(Op::unsqueeze, detail::make_view(x, shape, strides, x.offset()), x);
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  if (shape.size() < x.shape().size())
+    detail::fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
+                             shape_str(shape), " (fewer dims)");
+  const std::size_t lead = shape.size() - x.shape().size();
+  Shape target = shape, strides(shape.size(), 0);
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    const bool existing = d >= lead;
+    const int64_t own = existing ? x.shape()[d - lead] : 1;
+    if (target[d] == -1) {
+      if (!existing)
+        detail::fail<ShapeError>("expand: -1 is not allowed for the new leading dim ", d, " in ",
+                                 shape_str(shape));
+      target[d] = own;
+    }
+    if (own != target[d] && own != 1)
+      detail::fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
+                               shape_str(shape), " (dim ", d, ": ", own, " vs ", target[d], ")");
+    if (target[d] < 0)
+      detail::fail<ShapeError>("expand: invalid size ", target[d], " in ", shape_str(shape));
+    strides[d] = existing && own == target[d] ? x.strides()[d - lead] : 0;
+  }
+  if (target == x.shape()) return x;
+  Tensor out = detail::make_view(x, target, strides, x.offset());
+  return detail::record(Op::expand, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+    // Each input element fed every position it was repeated to: sum those gradients
+    return {sum_to(g, shape)};
+  });
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
+
+// ---- slicing ----------------------------------------------------------------------------------
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  if (x.dim() == 0)
+    detail::fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
+  dim = wrap_dim(dim, x.dim(), "slice");
+  if (step <= 0)
+    detail::fail<ShapeError>("slice: step ", step, " must be positive (shape ", shape_str(x.shape()), ")");
+  const int64_t size = x.shape()[dim];
+  // Python's rules: negative positions count from the end; out-of-range ones are clamped.
+  auto clamp = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  const int64_t length = (end - start + step - 1) / step;
+  Shape shape = x.shape(), strides = x.strides();
+  shape[dim] = length;
+  strides[dim] *= step;
+  Tensor out = detail::make_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
+  return detail::record(Op::slice, out, {x},
+                        [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // Sliced-out elements get 0; the others their gradient
+                          Tensor grad = zeros(shape, g.dtype());
+                          detail::copy_into(slice(grad, dim, start, end, step), g);
+                          return {grad};
+                        });
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  if (x.dim() == 0) detail::fail<ShapeError>("narrow: a 0-dim tensor has no dim to narrow");
+  dim = wrap_dim(dim, x.dim(), "narrow");
+  const int64_t size = x.shape()[dim];
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start + length > size)
+    detail::fail<ShapeError>("narrow: start ", start, " and length ", length,
+                             " do not fit dim ", dim, " of shape ", shape_str(x.shape()));
+  return slice(x, dim, start, start + length);
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  if (x.dim() == 0) detail::fail<ShapeError>("select: a 0-dim tensor has no dim to select from");
+  dim = wrap_dim(dim, x.dim(), "select");
+  const int64_t size = x.shape()[dim];
+  if (index < -size || index >= size)
+    detail::fail<ShapeError>("select: index ", index, " is out of range for dim ", dim,
+                             " of shape ", shape_str(x.shape()));
+  return squeeze(narrow(x, dim, index < 0 ? index + size : index, 1), dim);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  if (x.dim() == 0) detail::fail<ShapeError>("split: a 0-dim tensor cannot be split");
+  dim = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) detail::fail<ShapeError>("split: negative size ", s, " in ", shape_str(sizes));
+    total += s;
+  }
+  if (total != x.shape()[dim])
+    detail::fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ",
+                             dim, " of shape ", shape_str(x.shape()));
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    pieces.push_back(narrow(x, dim, start, s));
+    start += s;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  if (x.dim() == 0) detail::fail<ShapeError>("split: a 0-dim tensor cannot be split");
+  if (split_size <= 0)
+    detail::fail<ShapeError>("split: split size ", split_size, " must be positive (shape ",
+                             shape_str(x.shape()), ")");
+  const int64_t size = x.shape()[wrap_dim(dim, x.dim(), "split")];
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < size; start += split_size)
+    sizes.push_back(std::min(split_size, size - start));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(x, sizes, dim);
+}
+
+Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) detail::fail<ShapeError>("concat: needs at least one tensor");
+  const Tensor& first = tensors.front();
+  if (first.dim() == 0) detail::fail<ShapeError>("concat: 0-dim tensors cannot be concatenated");
+  dim = wrap_dim(dim, first.dim(), "concat");
+  Shape shape = first.shape();
+  shape[dim] = 0;
+  for (const Tensor& t : tensors) {
+    detail::check_same_dtype(first, t, "concat");
+    bool fits = t.dim() == first.dim();
+    for (int64_t d = 0; fits && d < first.dim(); ++d)
+      fits = d == dim || t.shape()[d] == first.shape()[d];
+    if (!fits)
+      detail::fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ",
+                               shape_str(t.shape()), " differ outside dim ", dim);
+    shape[dim] += t.shape()[dim];
+  }
+  Tensor out = empty(shape, first.dtype());
+  std::vector<int64_t> sizes;
+  int64_t start = 0;
+  for (const Tensor& t : tensors) {
+    detail::copy_into(detail::make_view(out, t.shape(), out.strides(), start * out.strides()[dim]), t);
+    sizes.push_back(t.shape()[dim]);
+    start += t.shape()[dim];
+  }
+  return detail::record(Op::concat, out, tensors, [sizes, dim](const Tensor& g, const NeedsGrad& needs) -> Grads {
+    // Each input receives the part of the gradient where it was placed
+    Grads grads;
+    int64_t at = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      grads.push_back(needs[i] ? narrow(g, dim, at, sizes[i]) : Tensor());
+      at += sizes[i];
+    }
+    return grads;
+  });
+}
+
+// ---- gather-like ------------------------------------------------------------------------------
+
+Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
+  if (x.dim() == 0) detail::fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
+  dim = wrap_dim(dim, x.dim(), "index_select");
+  const Around a = around(x.shape(), dim);
+  for (int64_t i : index)
+    if (i < 0 || i >= a.size)
+      detail::fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
+                               " of shape ", shape_str(x.shape()));
+  Shape shape = x.shape();
+  shape[dim] = static_cast<int64_t>(index.size());
+  Tensor out = empty(shape, x.dtype());
+  Tensor xc = contiguous(x.detach());
+  // x is (outer, size, inner); each output row (o, j) copies the `inner` elements of (o, index[j]).
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* src = xc.data<T>();
+    T* dst = out.data<T>();
+    const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
+    for (int64_t o = 0; o < a.outer; ++o)
+      for (std::size_t j = 0; j < index.size(); ++j)
+        std::memcpy(dst + (o * int64_t(index.size()) + int64_t(j)) * a.inner,
+                    src + (o * a.size + index[j]) * a.inner, row_bytes);
+  });
+  return detail::record(Op::index_select, out, {x},
+                        [index, a, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // Scatter-add: row index[j] of x receives g's row j (several times if
+                          // index repeats it — an embedding row used by several tokens)
+                          Tensor grad = zeros(shape, g.dtype());
+                          Tensor gc = contiguous(g);
+                          dispatch(g.dtype(), [&]<typename T>() {
+                            const T* src = gc.data<T>();
+                            T* dst = grad.data<T>();
+                            for (int64_t o = 0; o < a.outer; ++o)
+                              for (std::size_t j = 0; j < index.size(); ++j) {
+                                const T* from = src + (o * int64_t(index.size()) + int64_t(j)) * a.inner;
+                                T* to = dst + (o * a.size + index[j]) * a.inner;
+                                for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
+                              }
+                          });
+                          return {grad};
+                        });
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  if (index.dim() > 1)
+    detail::fail<ShapeError>("index_select: index must be 1-D, got shape ", shape_str(index.shape()),
+                             " (input shape ", shape_str(x.shape()), ")");
+  std::vector<int64_t> positions;
+  for (double v : index.to_vector<double>()) {
+    if (v != std::floor(v) || !std::isfinite(v))
+      detail::fail<ShapeError>("index_select: index value ", v, " is not an integer (input shape ",
+                               shape_str(x.shape()), ")");
+    positions.push_back(static_cast<int64_t>(v));
+  }
+  return index_select(x, dim, positions);
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
+  if (repeats < 0)
+    detail::fail<ShapeError>("repeat_interleave: repeats ", repeats, " is negative (shape ",
+                             shape_str(x.shape()), ")");
+  if (x.dim() == 0) detail::fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
+  dim = wrap_dim(dim, x.dim(), "repeat_interleave");
+  const Around a = around(x.shape(), dim);
+  Shape shape = x.shape();
+  shape[dim] *= repeats;
+  Tensor out = empty(shape, x.dtype());
+  Tensor xc = contiguous(x.detach());
+  // x is (outer, size, inner); output row (o, s·repeats + r) copies x's row (o, s).
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* src = xc.data<T>();
+    T* dst = out.data<T>();
+    const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
+    for (int64_t o = 0; o < a.outer; ++o)
+      for (int64_t s = 0; s < a.size; ++s)
+        for (int64_t r = 0; r < repeats; ++r)
+          std::memcpy(dst + ((o * a.size + s) * repeats + r) * a.inner, src + (o * a.size + s) * a.inner,
+                      row_bytes);
+  });
+  return detail::record(Op::repeat_interleave, out, {x},
+                        [a, repeats, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // Each input row fed `repeats` consecutive output rows: sum them
+                          Tensor runs = reshape(g, {a.outer, a.size, repeats, a.inner});
+                          return {reshape(sum(runs, {2}), shape)};
+                        });
+}
+
+// ---- copies -------------------------------------------------------------------------------------
+
+Tensor clone(const Tensor& x) {
+  Tensor out = empty(x.shape(), x.dtype());
+  detail::copy_into(out, x);
+  return detail::record(Op::clone, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
+    return {g};  // a copy: the identity
+  });
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor out = empty(x.shape(), x.dtype());
+  detail::copy_into(out, x);
+  return detail::record(Op::contiguous, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
+    return {g};  // same values, another layout: the identity
+  });
+}
+
+}  // namespace ag

@@ -1,0 +1,507 @@
+#include "autograd/tensor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <numbers>
+#include <ostream>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+// ---- Storage ------------------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512 loads
+}
+
+Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
+  // Round up so aligned_alloc's size is a multiple of the alignment; never allocate 0 bytes.
+  std::size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (padded == 0) padded = kAlignment;
+  data_ = std::aligned_alloc(kAlignment, padded);
+  if (data_ == nullptr) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data_); }
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t size : shape) n *= size;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  // A 0-dim tensor accepts dim 0 and -1, as in PyTorch.
+  int64_t range = std::max<int64_t>(ndim, 1);
+  if (dim < -range || dim >= range)
+    detail::fail<ShapeError>(op, ": dim ", dim, " is out of range for a tensor of ", ndim,
+                             " dims (expected ", -range, " to ", range - 1, ")");
+  return dim < 0 ? dim + range : dim;
+}
+
+namespace detail {
+
+Shape broadcast_strides(const Tensor& tensor, const Shape& shape) {
+  const Shape& own = tensor.shape();
+  Shape strides(shape.size(), 0);
+  std::size_t lead = shape.size() - own.size();
+  for (std::size_t d = 0; d < own.size(); ++d)
+    strides[lead + d] = own[d] == 1 ? 0 : tensor.strides()[d];
+  return strides;
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    fail<DTypeError>(op, ": dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
+                     " cannot be mixed (shapes ", shape_str(a.shape()), " and ",
+                     shape_str(b.shape()), "); convert one of them first");
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  check_same_dtype(dst, src, "copy");
+  if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
+    fail<ShapeError>("copy: source of shape ", shape_str(src.shape()),
+                     " does not broadcast to destination shape ", shape_str(dst.shape()));
+  dispatch(dst.dtype(), [&]<typename T>() {
+    T* out = dst.data<T>();
+    const T* in = src.data<T>();
+    for_each_row<2>(dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape())},
+                    [&](const std::array<int64_t, 2>& off, int64_t n,
+                        const std::array<int64_t, 2>& st) {
+                      T* o = out + off[0];
+                      const T* s = in + off[1];
+                      if (st[0] == 1 && st[1] == 1) {
+                        std::memcpy(o, s, static_cast<std::size_t>(n) * sizeof(T));
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+                      }
+                    });
+  });
+}
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl_ptr()->storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace detail
+
+// ---- Tensor: metadata ---------------------------------------------------------------------------
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw Error("tensor: use of an undefined tensor (default-constructed, or a missing gradient)");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+
+int64_t Tensor::numel() const { return ag::numel(shape()); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (std::size_t d = shape().size(); d-- > 0;) {
+    if (shape()[d] == 1) continue;
+    if (strides()[d] != expected) return false;
+    expected *= shape()[d];
+  }
+  return true;
+}
+
+bool Tensor::shares_storage(const Tensor& other) const {
+  return impl().storage == other.impl().storage;
+}
+
+template <class T>
+T* Tensor::data() const {
+  if (dtype() != dtype_of<T>)
+    detail::fail<DTypeError>("data: tensor of dtype ", dtype_name(dtype()), " accessed as ",
+                             dtype_name(dtype_of<T>));
+  return static_cast<T*>(impl().storage->data()) + impl().offset;
+}
+template float* Tensor::data<float>() const;
+template double* Tensor::data<double>() const;
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl().storage->data()) + impl().offset * dtype_size(dtype());
+}
+
+// ---- Tensor: values -----------------------------------------------------------------------------
+
+double Tensor::item() const {
+  if (numel() != 1)
+    detail::fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
+                             " elements; item() needs exactly one");
+  return dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> values;
+  values.reserve(static_cast<std::size_t>(numel()));
+  dispatch(dtype(), [&]<typename S>() {
+    const S* base = data<S>();
+    detail::for_each_row<1>(shape(), {strides()},
+                            [&](const std::array<int64_t, 1>& off, int64_t n,
+                                const std::array<int64_t, 1>& st) {
+                              for (int64_t i = 0; i < n; ++i)
+                                values.push_back(static_cast<T>(base[off[0] + i * st[0]]));
+                            });
+  });
+  return values;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out << tensor.str(); }
+
+// ---- Tensor: autograd ---------------------------------------------------------------------------
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  if (!is_leaf() && !requires_grad)
+    detail::fail<AutogradError>(
+        "requires_grad_: a tensor computed by '", impl().grad_fn->name(),
+        "' always requires grad; use detach() to get a copy cut from the graph");
+  impl().requires_grad = requires_grad;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) {
+  if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
+    detail::fail<ShapeError>("set_grad: gradient of shape ", shape_str(grad.shape()), " (",
+                             dtype_name(grad.dtype()), ") for a tensor of shape ",
+                             shape_str(shape()), " (", dtype_name(dtype()), ")");
+  impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
+}
+
+void Tensor::zero_grad() { impl().grad = nullptr; }
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  run_backward(*this, grad, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  return detail::make_view(*this, shape(), strides(), offset());
+}
+
+Tensor& Tensor::set_name(std::string name) {
+  impl().name = std::move(name);
+  return *this;
+}
+
+// ---- Tensor: in-place updates -------------------------------------------------------------------
+
+namespace {
+void check_inplace_allowed(const Tensor& t, const char* op) {
+  if (t.requires_grad() && GradMode::is_enabled())
+    detail::fail<AutogradError>(op, ": in-place update of a tensor of shape ",
+                                shape_str(t.shape()),
+                                " that requires grad; wrap the update in ag::NoGradGuard");
+}
+}  // namespace
+
+const Tensor& Tensor::fill_(double value) const {
+  check_inplace_allowed(*this, "fill_");
+  dispatch(dtype(), [&]<typename T>() {
+    T* base = data<T>();
+    const T v = static_cast<T>(value);
+    detail::for_each_row<1>(shape(), {strides()},
+                            [&](const std::array<int64_t, 1>& off, int64_t n,
+                                const std::array<int64_t, 1>& st) {
+                              for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] = v;
+                            });
+  });
+  return *this;
+}
+
+const Tensor& Tensor::copy_(const Tensor& source) const {
+  check_inplace_allowed(*this, "copy_");
+  detail::copy_into(*this, source);
+  return *this;
+}
+
+const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
+  check_inplace_allowed(*this, "add_");
+  detail::check_same_dtype(*this, other, "add_");
+  if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
+    detail::fail<ShapeError>("add_: shape ", shape_str(other.shape()),
+                             " does not broadcast to the updated tensor's shape ",
+                             shape_str(shape()));
+  dispatch(dtype(), [&]<typename T>() {
+    T* out = data<T>();
+    const T* in = other.data<T>();
+    const T a = static_cast<T>(alpha);
+    detail::for_each_row<2>(shape(), {strides(), detail::broadcast_strides(other, shape())},
+                            [&](const std::array<int64_t, 2>& off, int64_t n,
+                                const std::array<int64_t, 2>& st) {
+                              T* o = out + off[0];
+                              const T* s = in + off[1];
+                              if (st[0] == 1 && st[1] == 1) {
+                                for (int64_t i = 0; i < n; ++i) o[i] += a * s[i];
+                              } else {
+                                for (int64_t i = 0; i < n; ++i) o[i * st[0]] += a * s[i * st[1]];
+                              }
+                            });
+  });
+  return *this;
+}
+
+const Tensor& Tensor::mul_(double factor) const {
+  check_inplace_allowed(*this, "mul_");
+  dispatch(dtype(), [&]<typename T>() {
+    T* base = data<T>();
+    const T f = static_cast<T>(factor);
+    detail::for_each_row<1>(shape(), {strides()},
+                            [&](const std::array<int64_t, 1>& off, int64_t n,
+                                const std::array<int64_t, 1>& st) {
+                              for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] *= f;
+                            });
+  });
+  return *this;
+}
+
+// ---- Tensor: ops as methods ---------------------------------------------------------------------
+
+Tensor Tensor::reshape(const Shape& s) const { return ag::reshape(*this, s); }
+Tensor Tensor::view(const Shape& s) const { return ag::view(*this, s); }
+Tensor Tensor::permute(const Shape& dims) const { return ag::permute(*this, dims); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ag::transpose(*this, d0, d1); }
+Tensor Tensor::squeeze() const { return ag::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t d) const { return ag::squeeze(*this, d); }
+Tensor Tensor::unsqueeze(int64_t d) const { return ag::unsqueeze(*this, d); }
+Tensor Tensor::expand(const Shape& s) const { return ag::expand(*this, s); }
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  return ag::slice(*this, d, start, end, step);
+}
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  return ag::narrow(*this, d, start, length);
+}
+Tensor Tensor::select(int64_t d, int64_t index) const { return ag::select(*this, d, index); }
+Tensor Tensor::contiguous() const { return ag::contiguous(*this); }
+Tensor Tensor::clone() const { return ag::clone(*this); }
+Tensor Tensor::sum() const { return ag::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ag::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return ag::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ag::mean(*this, dims, keepdim); }
+Tensor Tensor::max() const { return ag::max(*this); }
+Tensor Tensor::max(const Shape& dims, bool keepdim) const { return ag::max(*this, dims, keepdim); }
+Tensor Tensor::var(const Shape& dims, int64_t correction, bool keepdim) const {
+  return ag::var(*this, dims, correction, keepdim);
+}
+Tensor Tensor::exp() const { return ag::exp(*this); }
+Tensor Tensor::log() const { return ag::log(*this); }
+Tensor Tensor::sqrt() const { return ag::sqrt(*this); }
+Tensor Tensor::tanh() const { return ag::tanh(*this); }
+Tensor Tensor::sigmoid() const { return ag::sigmoid(*this); }
+Tensor Tensor::relu() const { return ag::relu(*this); }
+Tensor Tensor::pow(double exponent) const { return ag::pow(*this, exponent); }
+Tensor Tensor::softmax(int64_t d) const { return ag::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return ag::log_softmax(*this, d); }
+Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, other); }
+
+// ---- creation -----------------------------------------------------------------------------------
+
+Tensor empty(const Shape& shape, DType dtype) {
+  for (int64_t size : shape)
+    if (size < 0) detail::fail<ShapeError>("empty: negative size in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage =
+      std::make_shared<Storage>(static_cast<std::size_t>(numel(shape)) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype()); }
+Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.dtype()); }
+
+Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    detail::fail<ValueError>("arange: start ", start, ", end ", end, ", step ", step,
+                             " do not describe a finite range");
+  double count = std::ceil((end - start) / step);
+  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  Tensor t = empty({n}, dtype);
+  dispatch(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+namespace {
+template <class V>
+Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype) {
+  if (numel(shape) != static_cast<int64_t>(values.size()))
+    detail::fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ",
+                             shape_str(shape), " (", numel(shape), " elements)");
+  Tensor t = empty(shape, dtype);
+  dispatch(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+}  // namespace
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return tensor_from(values, shape, dtype);
+}
+Tensor tensor(const std::vector<float>& values, const Shape& shape, DType dtype) {
+  return tensor_from(values, shape, dtype);
+}
+Tensor tensor(const std::vector<double>& values, DType dtype) {
+  return tensor_from(values, {static_cast<int64_t>(values.size())}, dtype);
+}
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+// ---- random -------------------------------------------------------------------------------------
+//
+// Word j of a fill is word (j % 4) of Philox block (first + j / 4), where `first` is reserved from
+// the generator; float32 elements use one word each, float64 elements two (53 random bits).
+
+namespace {
+
+class WordStream {
+ public:
+  WordStream(const Generator& generator, uint64_t first_block)
+      : generator_(generator), next_block_(first_block) {}
+  uint32_t next() {
+    if (lane_ == 4) {
+      words_ = generator_.block(next_block_++);
+      lane_ = 0;
+    }
+    return words_[lane_++];
+  }
+
+ private:
+  const Generator& generator_;
+  uint64_t next_block_;
+  std::array<uint32_t, 4> words_{};
+  int lane_ = 4;
+};
+
+// Reserves blocks for `words` 32-bit words.
+WordStream reserve_words(Generator& generator, int64_t words) {
+  return WordStream(generator, generator.reserve_blocks(static_cast<uint64_t>((words + 3) / 4)));
+}
+
+template <class T>
+T next_uniform(WordStream& words) {
+  if constexpr (std::is_same_v<T, float>) {
+    return detail::uniform_float(words.next());
+  } else {
+    uint32_t hi = words.next();
+    return detail::uniform_double(hi, words.next());
+  }
+}
+
+constexpr int64_t words_per_element(DType dtype) { return dtype == DType::float32 ? 1 : 2; }
+
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, Generator& generator, DType dtype) {
+  if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high))
+    detail::fail<ValueError>("uniform: invalid range [", low, ", ", high, ")");
+  Tensor t = empty(shape, dtype);
+  WordStream words = reserve_words(generator, t.numel() * words_per_element(dtype));
+  dispatch(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    const T lo = static_cast<T>(low), width = static_cast<T>(high - low);
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = lo + width * next_uniform<T>(words);
+  });
+  return t;
+}
+
+Tensor rand(const Shape& shape, Generator& generator, DType dtype) {
+  return uniform(shape, 0.0, 1.0, generator, dtype);
+}
+
+Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
+  // Box–Muller: from u1 in (0, 1] and u2 in [0, 1),
+  //   z0 = sqrt(−2 ln u1) · cos(2π u2),   z1 = sqrt(−2 ln u1) · sin(2π u2)
+  // are two independent standard normal draws.
+  Tensor t = empty(shape, dtype);
+  const int64_t n = t.numel(), pairs = (n + 1) / 2;
+  WordStream words = reserve_words(generator, 2 * pairs * words_per_element(dtype));
+  dispatch(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      double u1 = 1.0 - static_cast<double>(next_uniform<T>(words));
+      double u2 = static_cast<double>(next_uniform<T>(words));
+      double radius = std::sqrt(-2.0 * std::log(u1));
+      double angle = 2.0 * std::numbers::pi * u2;
+      p[2 * pair] = static_cast<T>(radius * std::cos(angle));
+      if (2 * pair + 1 < n) p[2 * pair + 1] = static_cast<T>(radius * std::sin(angle));
+    }
+  });
+  return t;
+}
+
+Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype) {
+  if (!(p >= 0.0 && p <= 1.0))
+    detail::fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
+  Tensor t = empty(shape, dtype);
+  WordStream words = reserve_words(generator, t.numel() * words_per_element(dtype));
+  dispatch(dtype, [&]<typename T>() {
+    T* out = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      out[i] = static_cast<double>(next_uniform<T>(words)) < p ? T(1) : T(0);
+  });
+  return t;
+}
+
+Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
+Tensor randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
+Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
+  return uniform(shape, low, high, default_generator(), dtype);
+}
+Tensor bernoulli(const Shape& shape, double p, DType dtype) {
+  return bernoulli(shape, p, default_generator(), dtype);
+}
+
+}  // namespace ag

@@ -1,0 +1,189 @@
+// ag::Tensor — an n-dimensional array of float32 or float64 with reverse-mode autograd.
+//
+// A Tensor is a cheap handle (one shared_ptr) to a TensorImpl: shape, strides and an offset into a
+// Storage that views share. Ops are free functions in autograd/ops.h; the methods below are the
+// same ops spelled as methods, as in PyTorch (x.reshape(...), x.sum({1}), x.transpose(0, 1)).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/error.h"
+#include "autograd/generator.h"
+
+namespace ag {
+
+using Shape = std::vector<int64_t>;
+
+class Node;
+
+// A flat, 64-byte aligned buffer. Views of a tensor share one Storage.
+class Storage {
+ public:
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t nbytes_ = 0;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;        // in elements, one per dim
+  int64_t offset = 0;   // in elements, from the start of storage
+  DType dtype = DType::float32;
+
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;         // the op that produced this tensor (null for leaves)
+  std::shared_ptr<TensorImpl> grad;      // accumulated gradient of a leaf
+  std::string name;                      // optional label: parameter names, graph dumps
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor (no data); defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+
+  // ---- metadata ----------------------------------------------------------------------------
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t offset() const { return impl().offset; }
+  DType dtype() const { return impl().dtype; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t numel() const;
+  bool is_contiguous() const;
+  bool shares_storage(const Tensor& other) const;
+
+  // Pointer to the first element. T must match the dtype (checked).
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+
+  // ---- values ------------------------------------------------------------------------------
+  double item() const;  // the value of a one-element tensor
+  template <class T = double>
+  std::vector<T> to_vector() const;  // all elements in row-major order
+  std::string str() const;           // as PyTorch prints it: tensor([[0.1000, 0.2000]])
+
+  // ---- autograd ----------------------------------------------------------------------------
+  bool requires_grad() const { return impl().requires_grad; }
+  // Marks a leaf as a parameter to differentiate with respect to. Returns *this.
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+  // The gradient accumulated by backward() (undefined until the first backward reaches it).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  // Drops the accumulated gradient.
+  void zero_grad();
+  // Backpropagates from this tensor. Without `grad` the tensor must hold one element (the
+  // upstream gradient is 1); otherwise `grad` has this tensor's shape. The graph is freed unless
+  // retain_graph is true.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // The same data, cut from the graph: no grad_fn, requires_grad false.
+  Tensor detach() const;
+
+  const std::string& name() const { return impl().name; }
+  Tensor& set_name(std::string name);
+
+  // ---- in-place updates (not differentiable; e.g. optimizer steps under NoGradGuard) --------
+  // Like PyTorch's, they are const: they change the data a handle points to, not the handle.
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
+  const Tensor& copy_(const Tensor& source) const;                 // source broadcasts to this shape
+  const Tensor& add_(const Tensor& other, double alpha = 1) const;  // this += alpha * other
+  const Tensor& mul_(double factor) const;                          // this *= factor
+
+  // ---- ops as methods (see autograd/ops.h) --------------------------------------------------
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor max(const Shape& dims, bool keepdim = false) const;
+  Tensor var(const Shape& dims, int64_t correction = 1, bool keepdim = false) const;
+
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor pow(double exponent) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor matmul(const Tensor& other) const;
+
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  TensorImpl& impl() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+// ---- creation ---------------------------------------------------------------------------------
+Tensor empty(const Shape& shape, DType dtype = float32);  // uninitialised
+Tensor zeros(const Shape& shape, DType dtype = float32);
+Tensor ones(const Shape& shape, DType dtype = float32);
+Tensor full(const Shape& shape, double value, DType dtype = float32);
+Tensor zeros_like(const Tensor& like);
+Tensor ones_like(const Tensor& like);
+// 0, 1, ..., end-1 and start, start+step, ... (< end for step > 0, > end for step < 0).
+Tensor arange(double end, DType dtype = float32);
+Tensor arange(double start, double end, double step = 1, DType dtype = float32);
+// A tensor holding `values` (row-major) with `shape`; numel(shape) must equal values.size().
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = float32);
+Tensor tensor(const std::vector<float>& values, const Shape& shape, DType dtype = float32);
+// A 1-D tensor of the values.
+Tensor tensor(const std::vector<double>& values, DType dtype = float32);
+Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
+
+// ---- random (seeded; see autograd/generator.h) -------------------------------------------------
+Tensor rand(const Shape& shape, Generator& generator, DType dtype = float32);  // U[0, 1)
+Tensor rand(const Shape& shape, DType dtype = float32);
+Tensor randn(const Shape& shape, Generator& generator, DType dtype = float32);  // N(0, 1)
+Tensor randn(const Shape& shape, DType dtype = float32);
+Tensor uniform(const Shape& shape, double low, double high, Generator& generator,
+               DType dtype = float32);  // U[low, high)
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = float32);
+// Each element 1 with probability p, else 0.
+Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype = float32);
+Tensor bernoulli(const Shape& shape, double p, DType dtype = float32);
+
+// ---- helpers ------------------------------------------------------------------------------------
+int64_t numel(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); throws ShapeError naming `op` if out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+}  // namespace ag
