@@ -81,7 +81,7 @@ Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
-Tensor var(const Tensor& x, int64_t correction = 1);
+Tensor var(const Tensor& x);  // over all elements, unbiased
 // Index of the first maximum along `dim`, as a tensor of x's dtype. Not differentiable.
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 

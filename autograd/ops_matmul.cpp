@@ -176,7 +176,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor b2 = b_vector ? unsqueeze(b, 1) : b;
   Tensor out = matmul_nd(a2, b2, a.shape(), b.shape());
   if (b_vector) out = squeeze(out, -1);
-  if (a_vector) out = squeeze(out, -2);
+  if (a_vector) out = squeeze(out, b_vector ? -1 : -2);
   return out;
 }
 

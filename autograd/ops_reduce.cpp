@@ -259,9 +259,7 @@ Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   return var_impl(x, plan_reduction(x, dims, keepdim, "var"), correction);
 }
-Tensor var(const Tensor& x, int64_t correction) {
-  return var_impl(x, plan_full_reduction(x), correction);
-}
+Tensor var(const Tensor& x) { return var_impl(x, plan_full_reduction(x), 1); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   Reduction r = plan_reduction(x, {dim}, keepdim, "argmax");

@@ -1,6 +1,7 @@
 #include "autograd/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +19,10 @@ namespace ag {
 
 namespace {
 constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512 loads
-}
+std::atomic<uint64_t> storage_allocations{0};
+}  // namespace
+
+uint64_t detail::storage_allocation_count() { return storage_allocations.load(std::memory_order_relaxed); }
 
 Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   // Round up so aligned_alloc's size is a multiple of the alignment; never allocate 0 bytes.
@@ -26,6 +30,7 @@ Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
   if (padded == 0) padded = kAlignment;
   data_ = std::aligned_alloc(kAlignment, padded);
   if (data_ == nullptr) throw std::bad_alloc();
+  storage_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
 Storage::~Storage() { std::free(data_); }
@@ -391,9 +396,12 @@ Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   return tensor_from(values, shape, dtype);
 }
-Tensor tensor(const std::vector<float>& values, const Shape& shape, DType dtype) {
+template <class V>
+  requires std::is_same_v<V, float>
+Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype) {
   return tensor_from(values, shape, dtype);
 }
+template Tensor tensor<float>(const std::vector<float>&, const Shape&, DType);
 Tensor tensor(const std::vector<double>& values, DType dtype) {
   return tensor_from(values, {static_cast<int64_t>(values.size())}, dtype);
 }

@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/dtype.h"
@@ -163,7 +164,10 @@ Tensor arange(double end, DType dtype = float32);
 Tensor arange(double start, double end, double step = 1, DType dtype = float32);
 // A tensor holding `values` (row-major) with `shape`; numel(shape) must equal values.size().
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = float32);
-Tensor tensor(const std::vector<float>& values, const Shape& shape, DType dtype = float32);
+// (A template so that a braced list like tensor({1.0, 2.0}, {2}) picks the double overload.)
+template <class V>
+  requires std::is_same_v<V, float>
+Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype = float32);
 // A 1-D tensor of the values.
 Tensor tensor(const std::vector<double>& values, DType dtype = float32);
 Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
@@ -185,5 +189,11 @@ int64_t numel(const Shape& shape);
 Shape contiguous_strides(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); throws ShapeError naming `op` if out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+namespace detail {
+// How many Storage buffers this process has allocated so far (tests use it to prove that an op
+// made no copy; benchmarks to count allocations per training step).
+uint64_t storage_allocation_count();
+}  // namespace detail
 
 }  // namespace ag

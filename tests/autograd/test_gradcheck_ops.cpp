@@ -1,0 +1,257 @@
+// A float64 finite-difference gradient check of every differentiable op, including the
+// broadcast cases attention code relies on. test_gradcheck_coverage.cpp fails if an op of
+// autograd/op_list.h has no case here.
+#include "gradcheck_cases.h"
+
+using namespace ag;
+using ag_test::away_from_zero;
+using ag_test::input;
+using ag_test::mask;
+
+using Inputs = std::vector<Tensor>;
+
+// ---- elementwise --------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(add_same_shape, "add, same shapes") {
+  return gradcheck([](const Inputs& x) { return add(x[0], x[1]); }, {input({2, 3}, 1), input({2, 3}, 2)});
+}
+AG_GRADCHECK_CASE(add_btd_plus_d, "add, (B,T,D) + (D) as a bias") {
+  return gradcheck([](const Inputs& x) { return x[0] + x[1]; }, {input({2, 3, 4}, 1), input({4}, 2)});
+}
+AG_GRADCHECK_CASE(add_two_way, "add, (2,1,3) + (4,1) broadcast both ways") {
+  return gradcheck([](const Inputs& x) { return x[0] + x[1]; }, {input({2, 1, 3}, 1), input({4, 1}, 2)});
+}
+AG_GRADCHECK_CASE(sub_broadcast, "sub, (3,1) - (1,4)") {
+  return gradcheck([](const Inputs& x) { return x[0] - x[1]; }, {input({3, 1}, 1), input({1, 4}, 2)});
+}
+AG_GRADCHECK_CASE(mul_attention_broadcast, "mul, (B,1,T,H) * (B,1,T,1)") {
+  return gradcheck([](const Inputs& x) { return x[0] * x[1]; },
+                   {input({2, 1, 3, 4}, 1), input({2, 1, 3, 1}, 2)});
+}
+AG_GRADCHECK_CASE(mul_scalar_tensor_broadcast, "mul, (2,3) * 0-dim tensor") {
+  return gradcheck([](const Inputs& x) { return x[0] * x[1]; }, {input({2, 3}, 1), input({}, 2)});
+}
+AG_GRADCHECK_CASE(mul_same_tensor_twice, "mul, x * x (one tensor used twice)") {
+  return gradcheck([](const Inputs& x) { return x[0] * x[0]; }, {input({3, 2}, 1)});
+}
+AG_GRADCHECK_CASE(div_broadcast, "div, (2,3,4) / (3,1)") {
+  return gradcheck([](const Inputs& x) { return x[0] / x[1]; },
+                   {input({2, 3, 4}, 1), away_from_zero({3, 1}, 2, 0.5, 2.0)});
+}
+AG_GRADCHECK_CASE(scalar_forms, "tensor-scalar add, sub, mul, div") {
+  return gradcheck([](const Inputs& x) { return ((x[0] + 2.0) * 3.0 - 1.5) / 4.0 + (2.0 - x[0]); },
+                   {input({2, 3}, 1)});
+}
+AG_GRADCHECK_CASE(add_scalar, "add_scalar") {
+  return gradcheck([](const Inputs& x) { return 0.5 + x[0]; }, {input({4}, 1)});
+}
+AG_GRADCHECK_CASE(mul_scalar, "mul_scalar") {
+  return gradcheck([](const Inputs& x) { return -3.0 * x[0]; }, {input({4}, 1)});
+}
+AG_GRADCHECK_CASE(div_scalar, "div_scalar") {
+  return gradcheck([](const Inputs& x) { return x[0] / 7.0; }, {input({4}, 1)});
+}
+AG_GRADCHECK_CASE(rdiv_scalar, "rdiv_scalar, s / x") {
+  return gradcheck([](const Inputs& x) { return 2.0 / x[0]; }, {away_from_zero({2, 3}, 1, 0.5, 2.0)});
+}
+AG_GRADCHECK_CASE(neg, "neg") {
+  return gradcheck([](const Inputs& x) { return -x[0]; }, {input({2, 3}, 1)});
+}
+AG_GRADCHECK_CASE(pow_square, "pow, x^2") {
+  return gradcheck([](const Inputs& x) { return pow(x[0], 2.0); }, {input({2, 3}, 1)});
+}
+AG_GRADCHECK_CASE(pow_cube, "pow, x^3") {
+  return gradcheck([](const Inputs& x) { return pow(x[0], 3.0); }, {input({2, 3}, 1)});
+}
+AG_GRADCHECK_CASE(pow_fractional, "pow, x^0.5 and x^-1.5 on positive x") {
+  return gradcheck([](const Inputs& x) { return pow(x[0], 0.5) + pow(x[0], -1.5); },
+                   {input({2, 3}, 1, 0.5, 2.0)});
+}
+AG_GRADCHECK_CASE(pow_zero, "pow, x^0 (constant: gradient 0)") {
+  // x^0 is constant, so L does not move with x: the check passes with an all-zero gradient.
+  return gradcheck([](const Inputs& x) { return pow(x[0], 0.0) + x[0]; }, {input({3}, 1)});
+}
+AG_GRADCHECK_CASE(exp, "exp") {
+  return gradcheck([](const Inputs& x) { return exp(x[0]); }, {input({2, 3}, 1)});
+}
+AG_GRADCHECK_CASE(log, "log") {
+  return gradcheck([](const Inputs& x) { return log(x[0]); }, {input({2, 3}, 1, 0.3, 3.0)});
+}
+AG_GRADCHECK_CASE(sqrt, "sqrt") {
+  return gradcheck([](const Inputs& x) { return sqrt(x[0]); }, {input({2, 3}, 1, 0.3, 3.0)});
+}
+AG_GRADCHECK_CASE(tanh, "tanh") {
+  return gradcheck([](const Inputs& x) { return tanh(x[0]); }, {input({2, 3}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(sigmoid, "sigmoid") {
+  return gradcheck([](const Inputs& x) { return sigmoid(x[0]); }, {input({2, 3}, 1, -4.0, 4.0)});
+}
+AG_GRADCHECK_CASE(relu, "relu, inputs away from the kink") {
+  return gradcheck([](const Inputs& x) { return relu(x[0]); }, {away_from_zero({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(gelu, "gelu") {
+  return gradcheck([](const Inputs& x) { return gelu(x[0]); }, {input({3, 4}, 1, -3.0, 3.0)});
+}
+AG_GRADCHECK_CASE(where_broadcast, "where, condition (2,1,4), a (3,4), b (2,3,1)") {
+  Tensor condition = mask({2, 1, 4}, 3);
+  return gradcheck([condition](const Inputs& x) { return where(condition, x[0], x[1]); },
+                   {input({3, 4}, 1), input({2, 3, 1}, 2)});
+}
+AG_GRADCHECK_CASE(masked_fill, "masked_fill, mask (1,4) broadcast over (3,4)") {
+  Tensor m = mask({1, 4}, 3);
+  return gradcheck([m](const Inputs& x) { return masked_fill(x[0], m, -1e6); }, {input({3, 4}, 1)});
+}
+
+// ---- reductions ----------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(sum_all, "sum over all elements") {
+  return gradcheck([](const Inputs& x) { return sum(x[0]); }, {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(sum_dims, "sum over dims {0,2}, and over dim 1 with keepdim") {
+  return gradcheck([](const Inputs& x) { return sum(x[0], {0, 2}) + sum(x[0], {1}, true).sum({0, 2}); },
+                   {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(mean, "mean over all, over dim -1 with keepdim") {
+  return gradcheck([](const Inputs& x) { return mean(x[0], {-1}, true) * mean(x[0]); },
+                   {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(max_all, "max over all elements") {
+  return gradcheck([](const Inputs& x) { return max(x[0]); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(max_dims, "max over dim 1, and over dims {0,2} with keepdim") {
+  return gradcheck([](const Inputs& x) { return concat({max(x[0], {1}).reshape({-1}), max(x[0], {0, 2}, true).reshape({-1})}); },
+                   {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(var_unbiased, "var over dim 1 (correction 1)") {
+  return gradcheck([](const Inputs& x) { return var(x[0], {1}); }, {input({3, 5}, 1)});
+}
+AG_GRADCHECK_CASE(var_biased_all, "var over dims {0,2} keepdim (correction 0) and over all") {
+  return gradcheck([](const Inputs& x) { return var(x[0], {0, 2}, 0, true) * var(x[0]); },
+                   {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(softmax_last, "softmax over the last dim") {
+  return gradcheck([](const Inputs& x) { return softmax(x[0], -1); }, {input({2, 3, 5}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(softmax_middle, "softmax over a middle dim of a transposed view") {
+  return gradcheck([](const Inputs& x) { return softmax(x[0].transpose(0, 2), 1); },
+                   {input({4, 3, 2}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(log_softmax, "log_softmax over dims 0 and -1") {
+  return gradcheck([](const Inputs& x) { return log_softmax(x[0], 0) + log_softmax(x[0], -1); },
+                   {input({3, 4}, 1, -2.0, 2.0)});
+}
+
+// ---- matmul ----------------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(matmul_2d, "matmul (3,4)·(4,5)") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); }, {input({3, 4}, 1), input({4, 5}, 2)});
+}
+AG_GRADCHECK_CASE(matmul_batched, "matmul (2,3,4)·(2,4,5)") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); },
+                   {input({2, 3, 4}, 1), input({2, 4, 5}, 2)});
+}
+AG_GRADCHECK_CASE(matmul_3d_2d, "matmul (2,3,4)·(4,5), a shared weight") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); }, {input({2, 3, 4}, 1), input({4, 5}, 2)});
+}
+AG_GRADCHECK_CASE(matmul_broadcast_batch, "matmul (2,1,3,4)·(1,3,4,2), broadcast batch dims") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); },
+                   {input({2, 1, 3, 4}, 1), input({1, 3, 4, 2}, 2)});
+}
+AG_GRADCHECK_CASE(matmul_transposed, "matmul Q·Kᵀ with Kᵀ a transposed view") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1].transpose(-1, -2)); },
+                   {input({2, 3, 4}, 1), input({2, 5, 4}, 2)});
+}
+AG_GRADCHECK_CASE(matmul_vectors, "matmul with 1-D operands") {
+  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]) + matmul(x[1], x[2]).sum(); },
+                   {input({4}, 1), input({4, 3}, 2), input({3}, 3)});
+}
+
+// ---- shape and indexing ------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(reshape_view, "reshape as a view") {
+  return gradcheck([](const Inputs& x) { return x[0].reshape({4, -1}) * x[0].reshape({4, 6}); },
+                   {input({2, 3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(reshape_copy, "reshape of a transposed view (copies)") {
+  return gradcheck([](const Inputs& x) { return x[0].transpose(0, 1).reshape({-1}); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(view, "view") {
+  return gradcheck([](const Inputs& x) { return x[0].view({6, 2}); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(permute, "permute (0,2,1,3) as in transpose_qkv") {
+  return gradcheck([](const Inputs& x) { return x[0].permute({0, 2, 1, 3}) * x[1]; },
+                   {input({2, 3, 4, 5}, 1), input({2, 4, 3, 5}, 2)});
+}
+AG_GRADCHECK_CASE(transpose_qkv, "d2l's transpose_qkv and transpose_output round trip") {
+  // (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H) -> (B·H, T, D/H), then back to (B, T, D)
+  return gradcheck(
+      [](const Inputs& x) {
+        const int64_t heads = 2;
+        Tensor q = x[0].reshape({2, 3, heads, -1}).permute({0, 2, 1, 3}).reshape({-1, 3, 2});
+        Tensor scaled = q * x[1];
+        Tensor back = scaled.reshape({-1, heads, 3, 2}).permute({0, 2, 1, 3});
+        return back.reshape({2, 3, -1});
+      },
+      {input({2, 3, 4}, 1), input({4, 3, 2}, 2)});
+}
+AG_GRADCHECK_CASE(transpose, "transpose") {
+  return gradcheck([](const Inputs& x) { return x[0].transpose(0, 2) * x[1]; },
+                   {input({2, 3, 4}, 1), input({4, 3, 2}, 2)});
+}
+AG_GRADCHECK_CASE(squeeze_unsqueeze, "squeeze and unsqueeze") {
+  return gradcheck([](const Inputs& x) { return x[0].squeeze().unsqueeze(1) * x[0].squeeze(1).unsqueeze(0); },
+                   {input({3, 1, 2}, 1)});
+}
+AG_GRADCHECK_CASE(expand, "expand (3,1) to (2,3,4)") {
+  return gradcheck([](const Inputs& x) { return x[0].expand({2, 3, 4}) * x[1]; },
+                   {input({3, 1}, 1), input({2, 3, 4}, 2)});
+}
+AG_GRADCHECK_CASE(slice_step, "slice with a step, x[:, 1:5:2]") {
+  return gradcheck([](const Inputs& x) { return x[0].slice(1, 1, 5, 2); }, {input({3, 6}, 1)});
+}
+AG_GRADCHECK_CASE(narrow_select, "narrow and select") {
+  return gradcheck([](const Inputs& x) { return x[0].narrow(0, 1, 2).sum({0}) + x[0].select(0, -1); },
+                   {input({4, 3}, 1)});
+}
+AG_GRADCHECK_CASE(split, "split into sizes {1,3}") {
+  return gradcheck(
+      [](const Inputs& x) {
+        std::vector<Tensor> parts = split(x[0], std::vector<int64_t>{1, 3}, 1);
+        return parts[0] * parts[1].sum({1}, true);
+      },
+      {input({2, 4}, 1)});
+}
+AG_GRADCHECK_CASE(concat, "concat along dim 1") {
+  return gradcheck([](const Inputs& x) { return concat({x[0], x[1], x[0]}, 1); },
+                   {input({2, 1, 3}, 1), input({2, 2, 3}, 2)});
+}
+AG_GRADCHECK_CASE(index_select_rows, "index_select rows with a repeated index (embedding)") {
+  Tensor index = tensor({2, 0, 2, 1}, float64);
+  return gradcheck([index](const Inputs& x) { return index_select(x[0], 0, index); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(index_select_dim1, "index_select along dim 1") {
+  return gradcheck([](const Inputs& x) { return index_select(x[0], 1, std::vector<int64_t>{3, 3, 0}); },
+                   {input({2, 4, 2}, 1)});
+}
+AG_GRADCHECK_CASE(repeat_interleave, "repeat_interleave along dims 0 and 1") {
+  return gradcheck([](const Inputs& x) { return repeat_interleave(x[0], 3, 0) * repeat_interleave(x[1], 3, 1); },
+                   {input({2, 3}, 1), input({6, 1}, 2)});
+}
+AG_GRADCHECK_CASE(contiguous, "contiguous of a permuted view") {
+  return gradcheck([](const Inputs& x) { return x[0].permute({1, 0}).contiguous() * x[1]; },
+                   {input({3, 2}, 1), input({2, 3}, 2)});
+}
+AG_GRADCHECK_CASE(clone, "clone") {
+  return gradcheck([](const Inputs& x) { return x[0].clone() * x[0]; }, {input({2, 3}, 1)});
+}
+
+// ---- random ------------------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same mask every call)") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator generator(42);  // reseeded each call, so finite differences see one mask
+        return dropout(x[0], 0.4, /*training=*/true, generator);
+      },
+      {input({4, 5}, 1)});
+}

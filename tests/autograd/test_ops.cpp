@@ -1,0 +1,139 @@
+// Op semantics checked by hand: the cases where the exact behaviour matters more than the
+// values (PyTorch fixtures in test_ops_torch.cpp cover the values of every op).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+using namespace ag;
+
+namespace {
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("broadcast_shapes and sum_to", "[ops][broadcast]") {
+  CHECK(broadcast_shapes({2, 1, 4}, {3, 1}, "test") == Shape{2, 3, 4});
+  CHECK(broadcast_shapes({}, {3}, "test") == Shape{3});
+  CHECK(broadcast_shapes({0, 1}, {1, 5}, "test") == Shape{0, 5});
+  Tensor g = ones({2, 3, 4});
+  CHECK(sum_to(g, {3, 1}).shape() == Shape{3, 1});
+  CHECK(values(sum_to(g, {3, 1})) == std::vector<double>{8, 8, 8});
+  CHECK(values(sum_to(g, {})) == std::vector<double>{24});
+  CHECK(values(sum_to(g, {4})) == std::vector<double>{6, 6, 6, 6});
+}
+
+TEST_CASE("comparisons give 0/1 in the input's dtype and are not differentiable", "[ops]") {
+  Tensor a = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();
+  Tensor b = tensor({2.0, 2.0, 2.0}, float64);
+  CHECK(values(lt(a, b)) == std::vector<double>{1, 0, 0});
+  CHECK(values(le(a, b)) == std::vector<double>{1, 1, 0});
+  CHECK(values(gt(a, 2.0)) == std::vector<double>{0, 0, 1});
+  CHECK(values(ge(a, 2.0)) == std::vector<double>{0, 1, 1});
+  CHECK(values(eq(a, b)) == std::vector<double>{0, 1, 0});
+  CHECK(values(ne(a, 2.0)) == std::vector<double>{1, 0, 1});
+  CHECK(lt(a, b).dtype() == float64);
+  CHECK_FALSE(lt(a, b).requires_grad());
+}
+
+TEST_CASE("where and masked_fill take masks of any dtype", "[ops]") {
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}, float64);
+  Tensor mask32 = tensor({0.0, 1.0}, float32);  // broadcast over rows
+  CHECK(values(masked_fill(x, mask32, -1e6)) == std::vector<double>{1, -1e6, 3, -1e6});
+  CHECK(values(where(mask32, x, zeros({}, float64))) == std::vector<double>{0, 2, 0, 4});
+}
+
+TEST_CASE("max sends the gradient to the first maximum; argmax picks the first", "[ops]") {
+  Tensor x = tensor({1.0, 5.0, 5.0, 2.0}, float64).requires_grad_();
+  Tensor m = max(x);
+  CHECK(m.item() == 5.0);
+  m.backward();
+  CHECK(values(x.grad()) == std::vector<double>{0, 1, 0, 0});
+  CHECK(argmax(x.detach(), 0).item() == 1.0);
+  Tensor y = tensor({3, 1, 4, 1, 5, 9}, {2, 3});
+  CHECK(values(argmax(y, 1)) == std::vector<double>{2, 2});
+  CHECK(argmax(y, 1, true).shape() == Shape{2, 1});
+  CHECK(values(max(y, {0})) == std::vector<double>{3, 5, 9});
+}
+
+TEST_CASE("var with correction 1 and 0", "[ops]") {
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, float64);
+  CHECK(var(x).item() == Approx(5.0 / 3.0));
+  CHECK(var(x, {0}, 0).item() == Approx(1.25));
+  CHECK(values(var(x.reshape({2, 2}), {1})) == std::vector<double>{0.5, 0.5});
+}
+
+TEST_CASE("softmax is stable for large logits and fully masked rows", "[ops]") {
+  Tensor big = tensor({1e4, -1e4, 0.0}, float32);
+  std::vector<double> p = values(softmax(big, 0));
+  CHECK(p[0] == Approx(1.0));
+  CHECK(p[1] == 0.0);
+  std::vector<double> lp = values(log_softmax(big, 0));
+  CHECK(lp[0] == Approx(0.0));
+  CHECK(lp[1] == Approx(-2e4));
+  // d2l masks with −1e6: a row masked everywhere becomes uniform, never NaN.
+  Tensor masked = full({4}, -1e6);
+  for (double v : values(softmax(masked, 0))) CHECK(v == Approx(0.25));
+  // Rows of −inf stay finite where any entry is finite.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> q = values(softmax(tensor({-inf, 0.0, -inf}, float64), 0));
+  CHECK(q == std::vector<double>{0, 1, 0});
+}
+
+TEST_CASE("softmax rows sum to one along any dim", "[ops]") {
+  Generator g(9);
+  Tensor x = randn({3, 4, 5}, g, float64);
+  for (int64_t dim : {0, 1, 2}) {
+    for (double s : values(sum(softmax(x, dim), {dim}))) CHECK(s == Approx(1.0).epsilon(1e-12));
+    Tensor lse = log(sum(exp(x), {dim}, true));
+    for (double d : values(log_softmax(x, dim) - (x - lse))) CHECK(std::abs(d) < 1e-12);
+  }
+}
+
+TEST_CASE("dropout: inverted scaling, identity at p = 0 and in eval, zeros at p = 1", "[ops][dropout]") {
+  Tensor x = ones({1000}, float64);
+  Generator g(11);
+  Tensor y = dropout(x, 0.25, true, g);
+  for (double v : values(y)) CHECK((v == 0.0 || v == Approx(1.0 / 0.75)));
+  CHECK(mean(y).item() == Approx(1.0).margin(0.1));
+  CHECK(dropout(x, 0.0, true, g).shares_storage(x));
+  CHECK(dropout(x, 0.7, false, g).shares_storage(x));
+  CHECK(sum(dropout(x, 1.0, true, g)).item() == 0.0);
+  // The same generator state gives the same mask.
+  Generator g1(5), g2(5);
+  CHECK(values(dropout(x, 0.5, true, g1)) == values(dropout(x, 0.5, true, g2)));
+  // The gradient uses the forward's mask, and p = 1 passes no gradient.
+  Tensor w = ones({8}, float64).requires_grad_();
+  Tensor out = dropout(w, 0.5, true, g);
+  out.backward(ones({8}, float64));
+  CHECK(values(w.grad()) == values(out.detach()));
+  w.zero_grad();
+  dropout(w, 1.0, true, g).sum().backward();
+  CHECK(sum(w.grad()).item() == 0.0);
+}
+
+TEST_CASE("concat, split and index_select values", "[ops]") {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {2, 1});
+  CHECK(values(concat({a, b}, 1)) == std::vector<double>{1, 2, 5, 3, 4, 6});
+  CHECK(values(concat({a, a}, 0)) == std::vector<double>{1, 2, 3, 4, 1, 2, 3, 4});
+  std::vector<Tensor> parts = split(arange(5), 2);
+  REQUIRE(parts.size() == 3);
+  CHECK(values(parts[2]) == std::vector<double>{4});
+  Tensor table = tensor({0, 1, 10, 11, 20, 21}, {3, 2});
+  CHECK(values(index_select(table, 0, tensor({2, 0, 2}))) == std::vector<double>{20, 21, 0, 1, 20, 21});
+  CHECK(values(repeat_interleave(tensor({3, 2}), 2, 0)) == std::vector<double>{3, 3, 2, 2});
+  // d2l repeats valid_lens per head: (B,) -> (B·H,), batch-major.
+  CHECK(values(repeat_interleave(tensor({3, 2}), 3, 0)) == std::vector<double>{3, 3, 3, 2, 2, 2});
+}
+
+TEST_CASE("ops read strided inputs correctly", "[ops]") {
+  Tensor x = arange(12, float64).reshape({3, 4});
+  Tensor t = x.transpose(0, 1);  // (4,3), not contiguous
+  CHECK(values(t + 0.0) == values(t.contiguous()));
+  CHECK(values(exp(t)) == values(exp(t.contiguous())));
+  CHECK(values(sum(t, {1})) == std::vector<double>{12, 15, 18, 21});
+  CHECK(values(t * tensor({1.0, 0.0, 1.0}, float64)) == std::vector<double>{0, 0, 8, 1, 0, 9, 2, 0, 10, 3, 0, 11});
+  CHECK(values(x.slice(1, 0, 4, 3) * 2.0) == std::vector<double>{0, 6, 8, 14, 16, 22});
+}

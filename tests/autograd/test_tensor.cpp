@@ -1,0 +1,206 @@
+// Tensors: creation, dtypes, views that share storage, contiguous(), values and the generator.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+
+TEST_CASE("creation functions give the right shapes, dtypes and values", "[tensor]") {
+  CHECK(zeros({2, 3}).to_vector<float>() == std::vector<float>(6, 0.0f));
+  CHECK(ones({2}, float64).to_vector<double>() == std::vector<double>{1.0, 1.0});
+  CHECK(full({3}, 2.5).to_vector<double>() == std::vector<double>{2.5, 2.5, 2.5});
+  CHECK(zeros({2, 3}).dtype() == float32);
+  CHECK(zeros({2, 3}, float64).dtype() == float64);
+  CHECK(arange(4).to_vector<double>() == std::vector<double>{0, 1, 2, 3});
+  CHECK(arange(1, 2, 0.25, float64).to_vector<double>() == std::vector<double>{1, 1.25, 1.5, 1.75});
+  CHECK(arange(5, 0, -2).to_vector<double>() == std::vector<double>{5, 3, 1});
+  Tensor t = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, float64);
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(t.strides() == Shape{3, 1});
+  CHECK(t.numel() == 6);
+  CHECK(t.size(-1) == 3);
+  CHECK(scalar_tensor(4.0).dim() == 0);
+  CHECK(scalar_tensor(4.0).item() == 4.0);
+  CHECK(zeros({0, 3}).numel() == 0);
+}
+
+TEST_CASE("item needs exactly one element", "[tensor]") {
+  CHECK(tensor({7.0}, {1, 1}).item() == 7.0);
+  CHECK_THROWS_WITH(zeros({2, 3}).item(), Contains("item") && Contains("[2,3]"));
+}
+
+TEST_CASE("views share storage and copy nothing", "[tensor][views]") {
+  Tensor x = arange(24, float64).reshape({2, 3, 4});
+  const uint64_t allocations = detail::storage_allocation_count();
+  Tensor v1 = x.reshape({6, 4});
+  Tensor v2 = x.transpose(0, 2);
+  Tensor v3 = x.permute({1, 0, 2});
+  Tensor v4 = x.unsqueeze(1).squeeze(1);
+  Tensor v5 = x.slice(2, 1, 4, 2);
+  Tensor v6 = x.narrow(1, 1, 2);
+  Tensor v7 = x.select(0, 1);
+  Tensor v8 = x.slice(0, 0, 1).expand({5, 3, 4});
+  CHECK(detail::storage_allocation_count() == allocations);
+  for (const Tensor& v : {v1, v2, v3, v4, v5, v6, v7, v8}) CHECK(v.shares_storage(x));
+  CHECK(v2.strides() == Shape{1, 4, 12});
+  CHECK(v5.shape() == Shape{2, 3, 2});
+  CHECK(v5.strides() == Shape{12, 4, 2});
+  CHECK(v5.to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23});
+  CHECK(v7.to_vector<double>() == std::vector<double>{12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23});
+  CHECK(v8.strides()[0] == 0);
+  // Writing through a view changes the base.
+  {
+    NoGradGuard no_grad;
+    v7.fill_(-1.0);
+  }
+  CHECK(x.select(0, 1).sum().item() == -12.0);
+}
+
+TEST_CASE("contiguous copies only when needed", "[tensor][views]") {
+  Tensor x = arange(6).reshape({2, 3});
+  CHECK(x.is_contiguous());
+  CHECK(x.contiguous().shares_storage(x));
+  Tensor t = x.transpose(0, 1);
+  CHECK_FALSE(t.is_contiguous());
+  Tensor c = t.contiguous();
+  CHECK(c.is_contiguous());
+  CHECK_FALSE(c.shares_storage(x));
+  CHECK(c.to_vector<double>() == std::vector<double>{0, 3, 1, 4, 2, 5});
+  // A size-1 dim's stride does not matter for contiguity.
+  CHECK(x.unsqueeze(1).is_contiguous());
+}
+
+TEST_CASE("reshape is a view when the strides allow, a copy otherwise; view refuses to copy", "[tensor][views]") {
+  Tensor x = arange(12).reshape({3, 4});
+  Tensor t = x.transpose(0, 1);                     // (4, 3), strides (1, 4)
+  CHECK(t.reshape({2, 2, 3}).shares_storage(x));    // splits a dim: still a view
+  CHECK_FALSE(t.reshape({12}).shares_storage(x));   // flattening a transpose needs a copy
+  CHECK(t.reshape({12}).to_vector<double>() ==
+        std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  CHECK_THROWS_AS(t.view({12}), ShapeError);
+  CHECK_THROWS_WITH(t.view({12}), Contains("view") && Contains("[4,3]") && Contains("reshape"));
+  CHECK(x.reshape({-1, 6}).shape() == Shape{2, 6});
+  CHECK_THROWS_WITH(x.reshape({5, -1}), Contains("reshape") && Contains("[5,-1]") && Contains("[3,4]"));
+  CHECK_THROWS_WITH(x.reshape({-1, -1}), Contains("only one dim can be -1"));
+}
+
+TEST_CASE("to_vector reads views in row-major order", "[tensor]") {
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(x.transpose(0, 1).to_vector<float>() == std::vector<float>{1, 4, 2, 5, 3, 6});
+  CHECK(x.slice(1, 0, 3, 2).to_vector<double>() == std::vector<double>{1, 3, 4, 6});
+}
+
+TEST_CASE("printing follows PyTorch's format", "[tensor][print]") {
+  CHECK(tensor({0.1, 0.2, 0.3, 0.4}, {2, 2}).str() == "tensor([[0.1000, 0.2000],\n        [0.3000, 0.4000]])");
+  CHECK(tensor({1.0, 2.0}).str() == "tensor([1., 2.])");
+  CHECK(scalar_tensor(3.5).str() == "tensor(3.5000)");
+  CHECK(tensor({1.0, -2.5}, float64).str() == "tensor([ 1.0000, -2.5000], dtype=float64)");
+  Tensor x = ones({2}).requires_grad_();
+  CHECK(x.str() == "tensor([1., 1.], requires_grad=True)");
+  CHECK((x * 2.0).str() == "tensor([2., 2.], grad_fn=<mul_scalar>)");
+  CHECK(zeros({0}).str() == "tensor([])");
+}
+
+TEST_CASE("mixing dtypes in one op is a clear error", "[tensor][dtype]") {
+  Tensor a = ones({2}, float32), b = ones({2}, float64);
+  CHECK_THROWS_AS(a + b, DTypeError);
+  CHECK_THROWS_WITH(a * b, Contains("mul") && Contains("float32") && Contains("float64"));
+  CHECK_THROWS_AS(matmul(ones({2, 2}), ones({2, 2}, float64)), DTypeError);
+  CHECK_THROWS_AS(concat({a, b}), DTypeError);
+  CHECK_THROWS_AS(a.data<double>(), DTypeError);
+}
+
+TEST_CASE("every op works in float32 and float64", "[tensor][dtype]") {
+  for (DType dtype : {float32, float64}) {
+    Tensor x = arange(1, 7, 1, dtype).reshape({2, 3});
+    Tensor y = softmax(log(x) * 2.0 + sqrt(x), -1).sum({1});
+    CHECK(y.dtype() == dtype);
+    CHECK(y.to_vector<double>()[0] == Approx(1.0).epsilon(1e-6));
+    CHECK(matmul(x, x.transpose(0, 1)).to_vector<double>() == std::vector<double>{14, 32, 32, 77});
+  }
+}
+
+TEST_CASE("in-place updates", "[tensor]") {
+  Tensor x = zeros({2, 2});
+  x.fill_(3.0);
+  x.add_(ones({2}), 2.0);  // broadcasts
+  x.mul_(0.5);
+  CHECK(x.to_vector<double>() == std::vector<double>{2.5, 2.5, 2.5, 2.5});
+  x.copy_(tensor({1.0, 2.0}));
+  CHECK(x.to_vector<double>() == std::vector<double>{1, 2, 1, 2});
+  CHECK_THROWS_AS(x.add_(ones({3})), ShapeError);
+  CHECK_THROWS_AS(x.copy_(ones({3, 2})), ShapeError);
+  CHECK(x.zero_().sum().item() == 0.0);
+}
+
+// ---- generator -------------------------------------------------------------------------------------
+
+TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors", "[generator]") {
+  // From Random123's kat_vectors (philox4x32 10 rounds): counter words then key words.
+  CHECK(philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
+        std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+        std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+        std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+}
+
+TEST_CASE("the same seed gives the same numbers; state can be saved and restored", "[generator]") {
+  Generator a(7), b(7), c(8);
+  Tensor ra = randn({100}, a), rb = randn({100}, b), rc = randn({100}, c);
+  CHECK(ra.to_vector<float>() == rb.to_vector<float>());
+  CHECK(ra.to_vector<float>() != rc.to_vector<float>());
+
+  GeneratorState saved = a.state();
+  Tensor next1 = rand({10}, a, float64);
+  Tensor bits1 = bernoulli({10}, 0.3, a);
+  a.set_state(saved);
+  CHECK(rand({10}, a, float64).to_vector<double>() == next1.to_vector<double>());
+  CHECK(bernoulli({10}, 0.3, a).to_vector<float>() == bits1.to_vector<float>());
+  CHECK(a.state() != saved);
+
+  manual_seed(3);
+  Tensor d1 = randn({5});
+  manual_seed(3);
+  CHECK(randn({5}).to_vector<float>() == d1.to_vector<float>());
+}
+
+TEST_CASE("distributions have the right moments", "[generator]") {
+  // Fixed seeds make these deterministic; the bounds are > 6 standard errors wide.
+  Generator g(123);
+  const int64_t n = 200000;
+  Tensor u = rand({n}, g, float64);
+  CHECK(mean(u).item() == Approx(0.5).margin(0.005));
+  CHECK(var(u).item() == Approx(1.0 / 12).margin(0.002));
+  CHECK(max(u).item() < 1.0);
+  CHECK(-max(-u).item() >= 0.0);
+
+  Tensor z = randn({n}, g, float64);
+  CHECK(mean(z).item() == Approx(0.0).margin(0.015));
+  CHECK(var(z).item() == Approx(1.0).margin(0.02));
+  Tensor z32 = randn({n}, g, float32);
+  CHECK(mean(z32).item() == Approx(0.0).margin(0.015));
+  CHECK(var(z32).item() == Approx(1.0).margin(0.02));
+
+  Tensor w = uniform({n}, -2.0, 3.0, g);
+  CHECK(mean(w).item() == Approx(0.5).margin(0.03));
+  CHECK(max(w).item() < 3.0);
+  CHECK(-max(-w).item() >= -2.0);
+
+  Tensor b = bernoulli({n}, 0.3, g);
+  CHECK(mean(b).item() == Approx(0.3).margin(0.006));
+  CHECK(bernoulli({10}, 0.0, g).sum().item() == 0.0);
+  CHECK(bernoulli({10}, 1.0, g).sum().item() == 10.0);
+}
+
+TEST_CASE("randint is uniform over its range and rejects an empty one", "[generator]") {
+  Generator g(5);
+  std::vector<int> counts(6, 0);
+  for (int i = 0; i < 60000; ++i) ++counts[static_cast<std::size_t>(g.randint(0, 6))];
+  for (int count : counts) CHECK(count == Approx(10000).margin(600));
+  CHECK_THROWS_AS(g.randint(3, 3), ValueError);
+}
