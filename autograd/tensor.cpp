@@ -204,7 +204,7 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
 
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
-void Tensor::set_grad(const Tensor& grad) {
+void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
     detail::fail<ShapeError>("set_grad: gradient of shape ", shape_str(grad.shape()), " (",
                              dtype_name(grad.dtype()), ") for a tensor of shape ",
@@ -212,7 +212,7 @@ void Tensor::set_grad(const Tensor& grad) {
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
 }
 
-void Tensor::zero_grad() { impl().grad = nullptr; }
+void Tensor::zero_grad() const { impl().grad = nullptr; }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   run_backward(*this, grad, retain_graph);

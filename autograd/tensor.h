@@ -88,9 +88,10 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   // The gradient accumulated by backward() (undefined until the first backward reaches it).
   Tensor grad() const;
-  void set_grad(const Tensor& grad);
+  // Like the in-place updates below these are const: they change what the handle points to.
+  void set_grad(const Tensor& grad) const;
   // Drops the accumulated gradient.
-  void zero_grad();
+  void zero_grad() const;
   // Backpropagates from this tensor. Without `grad` the tensor must hold one element (the
   // upstream gradient is 1); otherwise `grad` has this tensor's shape. The graph is freed unless
   // retain_graph is true.

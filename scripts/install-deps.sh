@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ag needs to build and test, skipping apt entirely when they are
+# all present. Runs apt as root, or through sudo otherwise. Only Debian's apt repositories are
+# used; nothing else is downloaded.
+#
+#   scripts/install-deps.sh
+set -euo pipefail
+
+packages=(
+  cmake           # build system (>= 3.25; bookworm has 3.25.1)
+  g++             # C++20 compiler (GCC 12)
+  make            # CMake's default generator
+  libopenblas-dev # BLAS for matmul (brings libopenblas-pthread-dev and OpenBLASConfig.cmake)
+  catch2          # unit tests (Catch2 v2)
+  libcereal-dev   # serialization (checkpoints)
+  libcli11-dev    # command-line parsing
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages are installed (${packages[*]})"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if ! command -v apt-get >/dev/null; then
+  echo "install-deps: apt-get not found; this script targets Debian 12. Install these packages" \
+       "(or their equivalents) yourself: ${missing[*]}" >&2
+  exit 1
+fi
+
+if ((EUID == 0)); then
+  as_root=()
+elif command -v sudo >/dev/null; then
+  as_root=(sudo)
+else
+  echo "install-deps: not root and sudo is not available; run as root or install: ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

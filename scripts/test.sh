@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Quick start, command 2: installs the dependencies (Debian 12), builds everything and runs every
+# test. CI (.ci/run) runs this script, then this script with --sanitize.
+#
+#   scripts/test.sh              Release build in build/: ctest, the example (deterministic, and
+#                                the loss must fall), and an installed ag used from another
+#                                CMake project (tests/install/)
+#   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
+#                                build in build-asan/: ctest and the example; any error is fatal
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+sanitize=0
+if (($# > 1)); then
+  echo "test.sh: too many arguments (expected nothing or --sanitize)" >&2
+  exit 2
+fi
+case "${1:-}" in
+  "") ;;
+  --sanitize) sanitize=1 ;;
+  -h | --help)
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "test.sh: unknown argument '$1' (expected nothing or --sanitize)" >&2
+    exit 2
+    ;;
+esac
+
+# The example's training run: exit code 0, and the final train loss below 10% of the initial one.
+# Prints the run's output; its stdout is also saved to the file $2.
+check_example() {
+  local binary=$1 out=$2
+  shift 2
+  "$binary" "$@" | tee "$out"
+  # The last line reads: final train loss F  held-out loss H  (initial I, ...)
+  awk '/^final train loss/ {
+         final = $4; found = 1
+         for (i = 5; i < NF; ++i) if ($i == "(initial") { initial = $(i + 1); sub(/,$/, "", initial) }
+       }
+       END {
+         if (!found || initial == "") { print "test.sh: no final/initial loss in the output" > "/dev/stderr"; exit 1 }
+         if (!(final + 0 < 0.1 * initial)) {
+           printf "test.sh: the loss fell too little: %s -> %s\n", initial, final > "/dev/stderr"; exit 1
+         }
+         printf "loss fell from %s to %s\n", initial, final
+       }' "$out"
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+phase_start "dependencies"
+scripts/install-deps.sh
+phase_end
+
+if ((sanitize == 0)); then
+  build=build
+
+  phase_start "configure + build (Release, $build/)"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAG_SANITIZE=OFF \
+    -DAG_BUILD_TESTS=ON -DAG_BUILD_EXAMPLES=ON
+  cmake --build "$build" -j"$JOBS"
+  phase_end
+
+  phase_start "ctest ($build/)"
+  ctest --test-dir "$build" --output-on-failure -j"$JOBS"
+  phase_end
+
+  phase_start "example: loss falls, same seed gives the same output"
+  check_example "$build/examples/ag-train-mlp" "$tmp/run1.txt"
+  "$build/examples/ag-train-mlp" >"$tmp/run2.txt"
+  if ! cmp -s "$tmp/run1.txt" "$tmp/run2.txt"; then
+    echo "test.sh: two runs of ag-train-mlp with the same seed differ:" >&2
+    diff "$tmp/run1.txt" "$tmp/run2.txt" >&2 || true
+    exit 1
+  fi
+  echo "two runs: identical output"
+  phase_end
+
+  phase_start "install + use from another CMake project (tests/install/)"
+  cmake --install "$build" --prefix "$tmp/prefix"
+  cmake -S tests/install -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$tmp/consumer" -j"$JOBS"
+  "$tmp/consumer/ag_install_check"
+  phase_end
+else
+  build="build-asan"
+
+  # Any sanitizer report fails the run. UBSan's checks are already non-recoverable
+  # (-fno-sanitize-recover=all); halt_on_error makes that explicit.
+  asan_options=halt_on_error=1:abort_on_error=0:detect_leaks=1:check_initialization_order=1
+  asan_options+=:strict_init_order=1:detect_stack_use_after_return=1
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+  # LeakSanitizer stops the world with ptrace, which some containers forbid. Make sure it can run
+  # here: a program with a known leak must be reported as leaking.
+  phase_start "LeakSanitizer probe"
+  printf '#include <cstdlib>\nvoid* volatile p;\nint main() { p = std::malloc(64); p = nullptr; }\n' \
+    >"$tmp/leak.cpp"
+  g++ -fsanitize=address -g "$tmp/leak.cpp" -o "$tmp/leak"
+  if ASAN_OPTIONS=detect_leaks=1 "$tmp/leak" >"$tmp/leak.txt" 2>&1; then
+    probe_rc=0
+  else
+    probe_rc=$?
+  fi
+  if ((probe_rc != 0)) && grep -q "detected memory leaks" "$tmp/leak.txt"; then
+    echo "LeakSanitizer works: leak checking is on"
+  else
+    cat "$tmp/leak.txt" >&2
+    echo "WARNING: LeakSanitizer does not work here (often: ptrace not permitted in this" \
+         "container); running with detect_leaks=0 — leaks are NOT checked." >&2
+    asan_options=${asan_options/detect_leaks=1/detect_leaks=0}
+  fi
+  export ASAN_OPTIONS=$asan_options
+  echo "ASAN_OPTIONS=$ASAN_OPTIONS"
+  echo "UBSAN_OPTIONS=$UBSAN_OPTIONS"
+  phase_end
+
+  phase_start "configure + build (ASan+UBSan, RelWithDebInfo, $build/)"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAG_SANITIZE=ON \
+    -DAG_BUILD_TESTS=ON -DAG_BUILD_EXAMPLES=ON -DAG_BUILD_BENCH=OFF
+  cmake --build "$build" -j"$JOBS"
+  phase_end
+
+  phase_start "ctest ($build/)"
+  ctest --test-dir "$build" --output-on-failure -j"$JOBS"
+  phase_end
+
+  phase_start "example under the sanitizers"
+  check_example "$build/examples/ag-train-mlp" "$tmp/run.txt"
+  phase_end
+fi
+
+echo
+echo "test.sh${1:+ $1}: all passed"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Quick start, command 1: installs the dependencies (Debian 12), builds ag in Release in build/
+# and runs the main training job. Arguments are passed on to the job, e.g.
+#
+#   scripts/train.sh --steps 5000 --seed 1
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# The main job. Until the Transformer trainer exists, it is the MLP example.
+MAIN_JOB=build/examples/ag-train-mlp
+
+phase_start "dependencies"
+scripts/install-deps.sh
+phase_end
+
+phase_start "configure + build (Release, build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DAG_BUILD_EXAMPLES=ON
+cmake --build build -j"$JOBS"
+phase_end
+
+phase_start "train: $MAIN_JOB${*:+ $*}"
+"$MAIN_JOB" "$@"
+phase_end
