@@ -358,45 +358,64 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 // ---- gather-like ------------------------------------------------------------------------------
 
-Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
-  if (x.dim() == 0) detail::fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
-  dim = wrap_dim(dim, x.dim(), "index_select");
+namespace {
+
+// x's rows `index` along `dim`: with x seen as a contiguous (outer, size, inner) block, output row
+// (o, j) is a copy of the `inner` elements of row (o, index[j]). Indices are already checked.
+Tensor gather_rows(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
   const Around a = around(x.shape(), dim);
-  for (int64_t i : index)
-    if (i < 0 || i >= a.size)
-      detail::fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
-                               " of shape ", shape_str(x.shape()));
+  const int64_t count = static_cast<int64_t>(index.size());
   Shape shape = x.shape();
-  shape[dim] = static_cast<int64_t>(index.size());
+  shape[dim] = count;
   Tensor out = empty(shape, x.dtype());
   Tensor xc = contiguous(x.detach());
-  // x is (outer, size, inner); each output row (o, j) copies the `inner` elements of (o, index[j]).
   dispatch(x.dtype(), [&]<typename T>() {
     const T* src = xc.data<T>();
     T* dst = out.data<T>();
     const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
     for (int64_t o = 0; o < a.outer; ++o)
-      for (std::size_t j = 0; j < index.size(); ++j)
-        std::memcpy(dst + (o * int64_t(index.size()) + int64_t(j)) * a.inner,
-                    src + (o * a.size + index[j]) * a.inner, row_bytes);
+      for (int64_t j = 0; j < count; ++j)
+        std::memcpy(dst + (o * count + j) * a.inner, src + (o * a.size + index[j]) * a.inner, row_bytes);
   });
+  return out;
+}
+
+// The gradient of gather_rows: zeros of the input's shape, with row j of g added into row
+// index[j] (a scatter-add: a row picked several times receives the sum of its gradients).
+Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim,
+                        const std::vector<int64_t>& index) {
+  const Around a = around(input_shape, dim);
+  const int64_t count = static_cast<int64_t>(index.size());
+  Tensor grad = zeros(input_shape, g.dtype());
+  Tensor gc = contiguous(g);
+  dispatch(g.dtype(), [&]<typename T>() {
+    const T* src = gc.data<T>();
+    T* dst = grad.data<T>();
+    for (int64_t o = 0; o < a.outer; ++o)
+      for (int64_t j = 0; j < count; ++j) {
+        const T* from = src + (o * count + j) * a.inner;
+        T* to = dst + (o * a.size + index[j]) * a.inner;
+        for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
+      }
+  });
+  return grad;
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
+  if (x.dim() == 0) detail::fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
+  dim = wrap_dim(dim, x.dim(), "index_select");
+  for (int64_t i : index)
+    if (i < 0 || i >= x.shape()[dim])
+      detail::fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
+                               " of shape ", shape_str(x.shape()));
+  Tensor out = gather_rows(x, dim, index);
   return detail::record(Op::index_select, out, {x},
-                        [index, a, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // Scatter-add: row index[j] of x receives g's row j (several times if
-                          // index repeats it — an embedding row used by several tokens)
-                          Tensor grad = zeros(shape, g.dtype());
-                          Tensor gc = contiguous(g);
-                          dispatch(g.dtype(), [&]<typename T>() {
-                            const T* src = gc.data<T>();
-                            T* dst = grad.data<T>();
-                            for (int64_t o = 0; o < a.outer; ++o)
-                              for (std::size_t j = 0; j < index.size(); ++j) {
-                                const T* from = src + (o * int64_t(index.size()) + int64_t(j)) * a.inner;
-                                T* to = dst + (o * a.size + index[j]) * a.inner;
-                                for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
-                              }
-                          });
-                          return {grad};
+                        [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // Row index[j] of x receives g's row j — several times if the index
+                          // repeats it (an embedding row used by several tokens)
+                          return {scatter_add_rows(g, shape, dim, index)};
                         });
 }
 
@@ -420,27 +439,16 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
                              shape_str(x.shape()), ")");
   if (x.dim() == 0) detail::fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
   dim = wrap_dim(dim, x.dim(), "repeat_interleave");
-  const Around a = around(x.shape(), dim);
-  Shape shape = x.shape();
-  shape[dim] *= repeats;
-  Tensor out = empty(shape, x.dtype());
-  Tensor xc = contiguous(x.detach());
-  // x is (outer, size, inner); output row (o, s·repeats + r) copies x's row (o, s).
-  dispatch(x.dtype(), [&]<typename T>() {
-    const T* src = xc.data<T>();
-    T* dst = out.data<T>();
-    const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
-    for (int64_t o = 0; o < a.outer; ++o)
-      for (int64_t s = 0; s < a.size; ++s)
-        for (int64_t r = 0; r < repeats; ++r)
-          std::memcpy(dst + ((o * a.size + s) * repeats + r) * a.inner, src + (o * a.size + s) * a.inner,
-                      row_bytes);
-  });
+  // Row s is picked `repeats` times in a row: index = [0, 0, 0, 1, 1, 1, ...] for repeats = 3.
+  std::vector<int64_t> index;
+  index.reserve(static_cast<std::size_t>(x.shape()[dim] * repeats));
+  for (int64_t row = 0; row < x.shape()[dim]; ++row) index.insert(index.end(), repeats, row);
+  Tensor out = gather_rows(x, dim, index);
   return detail::record(Op::repeat_interleave, out, {x},
-                        [a, repeats, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // Each input row fed `repeats` consecutive output rows: sum them
-                          Tensor runs = reshape(g, {a.outer, a.size, repeats, a.inner});
-                          return {reshape(sum(runs, {2}), shape)};
+                        [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+                          // Each input row fed `repeats` consecutive output rows: their
+                          // gradients are summed back into it
+                          return {scatter_add_rows(g, shape, dim, index)};
                         });
 }
 
