@@ -124,6 +124,9 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;
   Tensor contiguous() const;
   Tensor clone() const;
+  // A copy converted to `dtype` (the tensor itself if it already has that dtype). Not
+  // differentiable: converting a tensor that requires grad while grad mode is on is an error.
+  Tensor to(DType dtype) const;
 
   Tensor sum() const;
   Tensor sum(const Shape& dims, bool keepdim = false) const;

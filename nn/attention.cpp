@@ -1,0 +1,190 @@
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+
+namespace ag::nn {
+
+// ---- masked_softmax -------------------------------------------------------------------------------
+
+Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  if (!valid_lens.defined()) return softmax(X, -1);
+  if (X.dim() != 3)
+    detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
+  const int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
+  const bool per_row = valid_lens.shape() == Shape{B};
+  const bool per_query = valid_lens.shape() == Shape{B, Q};
+  if (!per_row && !per_query)
+    detail::fail<ShapeError>("masked_softmax: valid_lens of shape ", shape_str(valid_lens.shape()),
+                             " does not fit X of shape ", shape_str(X.shape()), " (expected [", B,
+                             "] or [", B, ",", Q, "])");
+  for (double len : valid_lens.to_vector<double>())
+    if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
+      detail::fail<ShapeError>("masked_softmax: valid length ", len, " is not an integer in [0, ", K,
+                               "] for X of shape ", shape_str(X.shape()));
+  Tensor lens;
+  {
+    NoGradGuard no_grad;
+    lens = valid_lens.to(X.dtype()).reshape(per_row ? Shape{B, 1, 1} : Shape{B, Q, 1});
+  }
+  Tensor positions = arange(static_cast<double>(K), X.dtype()).reshape({1, 1, K});  // (1, 1, K)
+  Tensor masked = ge(positions, lens);  // (B, 1 or Q, K): 1 at positions >= the valid length
+  // d2l fills with −1e6 (not −inf), so a fully masked row becomes uniform instead of NaN.
+  return softmax(masked_fill(X, masked, -1e6), -1);  // (B, Q, K)
+}
+
+// ---- DotProductAttention --------------------------------------------------------------------------
+
+DotProductAttention::DotProductAttention(double p) {
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+}
+
+Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                    const Tensor& valid_lens) {
+  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
+      queries.size(2) != keys.size(2) || keys.size(1) != values.size(1) ||
+      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0))
+    detail::fail<ShapeError>("DotProductAttention: queries ", shape_str(queries.shape()), ", keys ",
+                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+                             " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
+  const double d = static_cast<double>(queries.size(-1));
+  // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
+  Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
+  Tensor weights = masked_softmax(scores, valid_lens);                    // (B, Q, K)
+  attention_weights_ = weights.detach();
+  return matmul(dropout->forward(weights), values);                       // (B, Q, v)
+}
+
+// ---- AdditiveAttention ----------------------------------------------------------------------------
+
+AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
+                                     double p) {
+  W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, false));
+  W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, false));
+  w_v = register_module("w_v", std::make_shared<Linear>(num_hiddens, 1, false));
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+}
+
+Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                  const Tensor& valid_lens) {
+  Tensor q = W_q->forward(queries);  // (B, Q, h)
+  Tensor k = W_k->forward(keys);     // (B, K, h)
+  // Every query against every key by broadcasting: (B, Q, 1, h) + (B, 1, K, h) -> (B, Q, K, h)
+  Tensor features = tanh(q.unsqueeze(2) + k.unsqueeze(1));
+  Tensor scores = w_v->forward(features).squeeze(-1);   // (B, Q, K, 1) -> (B, Q, K)
+  Tensor weights = masked_softmax(scores, valid_lens);  // (B, Q, K)
+  attention_weights_ = weights.detach();
+  return matmul(dropout->forward(weights), values);     // (B, Q, v)
+}
+
+// ---- MultiHeadAttention ---------------------------------------------------------------------------
+
+Tensor transpose_qkv(const Tensor& X, int64_t num_heads) {
+  if (X.dim() != 3 || num_heads <= 0 || X.size(2) % num_heads != 0)
+    detail::fail<ShapeError>("transpose_qkv: X of shape ", shape_str(X.shape()),
+                             " cannot be split into ", num_heads, " heads (expected (B, T, D) with D divisible by ",
+                             num_heads, ")");
+  const int64_t B = X.size(0), T = X.size(1);
+  Tensor heads = X.reshape({B, T, num_heads, -1});  // (B, T, H, D/H)
+  heads = heads.permute({0, 2, 1, 3});              // (B, H, T, D/H)
+  return heads.reshape({-1, T, heads.size(3)});     // (B·H, T, D/H)
+}
+
+Tensor transpose_output(const Tensor& X, int64_t num_heads) {
+  if (X.dim() != 3 || num_heads <= 0 || X.size(0) % num_heads != 0)
+    detail::fail<ShapeError>("transpose_output: X of shape ", shape_str(X.shape()),
+                             " is not (B·H, T, D/H) for ", num_heads, " heads");
+  const int64_t T = X.size(1), Dh = X.size(2);
+  Tensor heads = X.reshape({-1, num_heads, T, Dh});  // (B, H, T, D/H)
+  heads = heads.permute({0, 2, 1, 3});               // (B, T, H, D/H)
+  return heads.reshape({heads.size(0), T, -1});      // (B, T, D)
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size,
+                                       int64_t num_hiddens, int64_t heads, double p, bool bias)
+    : num_heads(heads) {
+  if (heads <= 0 || num_hiddens % heads != 0)
+    detail::fail<ValueError>("MultiHeadAttention: num_hiddens ", num_hiddens,
+                             " is not divisible by num_heads ", heads);
+  attention = register_module("attention", std::make_shared<DotProductAttention>(p));
+  W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, bias));
+  W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, bias));
+  W_v = register_module("W_v", std::make_shared<Linear>(value_size, num_hiddens, bias));
+  W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                   const Tensor& valid_lens) {
+  Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
+  Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
+  Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)
+  Tensor lens = valid_lens;
+  if (lens.defined()) {
+    // One copy of each batch row's lengths per head, in the order of transpose_qkv's rows:
+    // (B,) -> (B·H,) or (B, Q) -> (B·H, Q)
+    lens = repeat_interleave(lens, num_heads, 0);
+  }
+  Tensor output = attention->forward(q, k, v, lens);           // (B·H, Q, D/H)
+  Tensor output_concat = transpose_output(output, num_heads);  // (B, Q, D)
+  return W_o->forward(output_concat);                          // (B, Q, D)
+}
+
+Tensor MultiHeadAttention::attention_weights() const {
+  const Tensor& w = attention->attention_weights();  // (B·H, Q, K)
+  if (!w.defined()) return w;
+  return w.reshape({-1, num_heads, w.size(1), w.size(2)});  // (B, H, Q, K)
+}
+
+// ---- positional encodings -------------------------------------------------------------------------
+
+namespace {
+void check_positions(const Tensor& X, int64_t num_hiddens, int64_t max_len, const char* layer) {
+  if (X.dim() != 3 || X.size(2) != num_hiddens)
+    detail::fail<ShapeError>(layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ",
+                             num_hiddens, ")");
+  if (X.size(1) > max_len)
+    detail::fail<ShapeError>(layer, ": sequence length ", X.size(1), " of input shape ",
+                             shape_str(X.shape()), " exceeds max_len ", max_len);
+}
+}  // namespace
+
+PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_positions)
+    : num_hiddens(d), max_len(max_positions) {
+  if (d <= 0 || max_positions <= 0)
+    detail::fail<ValueError>("PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions,
+                             " must be positive");
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  std::vector<double> table(static_cast<std::size_t>(max_len * d));
+  for (int64_t i = 0; i < max_len; ++i)
+    for (int64_t j = 0; 2 * j < d; ++j) {
+      // Column pair (2j, 2j+1) turns at the angular frequency ω_j = 1 / 10000^(2j/d).
+      const double angle = static_cast<double>(i) / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
+      table[static_cast<std::size_t>(i * d + 2 * j)] = std::sin(angle);
+      if (2 * j + 1 < d) table[static_cast<std::size_t>(i * d + 2 * j + 1)] = std::cos(angle);
+    }
+  P = register_buffer("P", tensor(table, {1, max_len, d}));
+}
+
+Tensor PositionalEncoding::forward(const Tensor& X) {
+  check_positions(X, num_hiddens, max_len, "PositionalEncoding");
+  Tensor positions = P.narrow(1, 0, X.size(1));  // (1, T, d), a view of the table
+  return dropout->forward(X + positions);        // (B, T, d)
+}
+
+LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_t max_positions)
+    : num_hiddens(d), max_len(max_positions) {
+  if (d <= 0 || max_positions <= 0)
+    detail::fail<ValueError>("LearnedPositionalEncoding: num_hiddens ", d, " and max_len ",
+                             max_positions, " must be positive");
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  P = register_parameter("P", empty({1, max_len, d}));
+  init::normal_(P, 0.0, 0.02);
+}
+
+Tensor LearnedPositionalEncoding::forward(const Tensor& X) {
+  check_positions(X, num_hiddens, max_len, "LearnedPositionalEncoding");
+  return dropout->forward(X + P.narrow(1, 0, X.size(1)));  // (B, T, d)
+}
+
+}  // namespace ag::nn

@@ -1,0 +1,128 @@
+// The attention layers of d2l.ai's attention chapter, with d2l's names, arguments and numbers:
+// masked_softmax, DotProductAttention, AdditiveAttention, MultiHeadAttention (with
+// transpose_qkv / transpose_output) and PositionalEncoding.
+//
+// Dimension names: B batch, Q queries, K key–value pairs, D (num_hiddens) width, H heads.
+#pragma once
+
+#include "nn/layers.h"
+
+namespace ag::nn {
+
+// Softmax over the last dim of X (B, Q, K) that ignores the key positions at or beyond each
+// query's valid length. valid_lens is undefined (no masking), (B,) — one length per batch row,
+// shared by its queries — or (B, Q), one per query; its values are integers in [0, K], in any
+// dtype.
+//
+// As in d2l, masked scores are replaced by −1e6 before the softmax, so masked positions get
+// weight exp(−1e6 − max) = 0 and, through masked_fill's backward, gradient 0. A valid length of
+// 0 masks a whole row: every score is then −1e6 and the weights are uniform (1/K) — d2l's result,
+// finite, never NaN.
+Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens = Tensor());
+
+// Scaled dot-product attention: softmax(Q·Kᵀ / √d) · V, with dropout on the weights.
+class DotProductAttention : public Module {
+ public:
+  explicit DotProductAttention(double dropout);
+  // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v)
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+    return forward(q, k, v, valid_lens);
+  }
+  std::string type_name() const override { return "DotProductAttention"; }
+  // The weights of the last forward (B, Q, K), after masking and before dropout (detached).
+  const Tensor& attention_weights() const { return attention_weights_; }
+
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  Tensor attention_weights_;
+};
+
+// Additive attention: the score of query q and key k is w_vᵀ tanh(W_q q + W_k k).
+class AdditiveAttention : public Module {
+ public:
+  AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout);
+  // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, v) -> (B, Q, v)
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+    return forward(q, k, v, valid_lens);
+  }
+  std::string type_name() const override { return "AdditiveAttention"; }
+  const Tensor& attention_weights() const { return attention_weights_; }
+
+  std::shared_ptr<Linear> W_k, W_q, w_v;
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  Tensor attention_weights_;
+};
+
+// d2l's transpose_qkv: splits the width into heads and moves the heads into the batch so that
+// one batched matmul serves all of them.
+//   X (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H) -> (B·H, T, D/H)
+// Row b·H + h of the result is head h of batch row b (batch-major, head-minor).
+Tensor transpose_qkv(const Tensor& X, int64_t num_heads);
+
+// d2l's transpose_output, the inverse of transpose_qkv: joins the heads back into the width.
+//   X (B·H, T, D/H) -> (B, H, T, D/H) -> (B, T, H, D/H) -> (B, T, D)
+// Its backward is transpose_qkv's forward, and the other way round.
+Tensor transpose_output(const Tensor& X, int64_t num_heads);
+
+// Multi-head attention, exactly d2l's: project queries, keys and values with W_q, W_k, W_v to
+// num_hiddens, run num_heads scaled dot-product attentions of width num_hiddens / num_heads in
+// parallel, concatenate the heads and project with W_o.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
+                     int64_t num_heads, double dropout, bool bias = false);
+  // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size),
+  // valid_lens undefined, (B,) or (B, Q) -> (B, Q, num_hiddens)
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                 const Tensor& valid_lens = Tensor());
+  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+    return forward(q, k, v, valid_lens);
+  }
+  std::string type_name() const override { return "MultiHeadAttention"; }
+  // The last forward's attention weights per head: (B, H, Q, K), detached.
+  Tensor attention_weights() const;
+
+  int64_t num_heads;
+  std::shared_ptr<DotProductAttention> attention;
+  std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
+};
+
+// The sinusoidal positional encoding of "Attention Is All You Need", as d2l:
+//   P[i, 2j]   = sin(i / 10000^(2j/d)),   P[i, 2j+1] = cos(i / 10000^(2j/d))
+// forward(X) = dropout(X + P[:T]) for X (B, T, d). P is a buffer (saved, not trained) of shape
+// (1, max_len, d), computed in double precision and rounded once. An odd d works: the last
+// column is a sine with no cosine partner.
+class PositionalEncoding : public Module {
+ public:
+  PositionalEncoding(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
+  Tensor forward(const Tensor& X);  // (B, T, d) -> (B, T, d), T <= max_len
+  Tensor operator()(const Tensor& X) { return forward(X); }
+  std::string type_name() const override { return "PositionalEncoding"; }
+
+  int64_t num_hiddens, max_len;
+  Tensor P;  // (1, max_len, num_hiddens)
+  std::shared_ptr<Dropout> dropout;
+};
+
+// A learned positional embedding (the other kind the chapter mentions): P is a trained
+// parameter of shape (1, max_len, d), initialised N(0, 0.02²); forward(X) = dropout(X + P[:T]).
+class LearnedPositionalEncoding : public Module {
+ public:
+  LearnedPositionalEncoding(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
+  Tensor forward(const Tensor& X);
+  Tensor operator()(const Tensor& X) { return forward(X); }
+  std::string type_name() const override { return "LearnedPositionalEncoding"; }
+
+  int64_t num_hiddens, max_len;
+  Tensor P;  // (1, max_len, num_hiddens), trained
+  std::shared_ptr<Dropout> dropout;
+};
+
+}  // namespace ag::nn

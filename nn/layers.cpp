@@ -1,0 +1,93 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+
+namespace ag::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
+  if (in <= 0 || out <= 0)
+    detail::fail<ValueError>("Linear: in_features ", in, " and out_features ", out,
+                             " must be positive");
+  weight = register_parameter("weight", empty({out, in}));
+  // torch.nn.Linear.reset_parameters: kaiming_uniform_(W, a=√5) gives U(±1/sqrt(in)), and the
+  // bias is U(±1/sqrt(in)) too.
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (has_bias) {
+    bias = register_parameter("bias", empty({out}));
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  if (x.dim() == 0 || x.size(-1) != in_features)
+    detail::fail<ShapeError>("Linear: input of shape ", shape_str(x.shape()),
+                             " does not end in in_features = ", in_features);
+  Tensor y = matmul(x, weight.transpose(0, 1));  // (..., in)·(in, out) -> (..., out)
+  return bias.defined() ? y + bias : y;            // + (out), broadcast
+}
+
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" +
+         std::to_string(out_features) + ", bias=" + python_bool(bias.defined());
+}
+
+Dropout::Dropout(double probability) : p(probability) {
+  if (!(p >= 0.0 && p <= 1.0))
+    detail::fail<ValueError>("Dropout: probability ", p, " is outside [0, 1]");
+}
+
+std::string Dropout::extra_repr() const { return "p=" + python_float(p) + ", inplace=False"; }
+
+Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num), embedding_dim(dim) {
+  if (num <= 0 || dim <= 0)
+    detail::fail<ValueError>("Embedding: num_embeddings ", num, " and embedding_dim ", dim,
+                             " must be positive");
+  weight = register_parameter("weight", empty({num, dim}));
+  init::normal_(weight, 0.0, 1.0);
+}
+
+Tensor Embedding::forward(const Tensor& indices) const {
+  Shape out_shape = indices.shape();
+  out_shape.push_back(embedding_dim);
+  // Rows of the table, one per index: (N,) indices -> (N, dim), then the indices' shape back.
+  return index_select(weight, 0, indices.reshape({-1})).reshape(out_shape);
+}
+
+std::string Embedding::extra_repr() const {
+  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+}
+
+LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
+    : normalized_shape(std::move(shape)), eps(epsilon) {
+  if (normalized_shape.empty())
+    detail::fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
+  weight = register_parameter("weight", ones(normalized_shape));
+  bias = register_parameter("bias", zeros(normalized_shape));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  const int64_t n = static_cast<int64_t>(normalized_shape.size());
+  const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
+  if (!fits)
+    detail::fail<ShapeError>("LayerNorm: input of shape ", shape_str(x.shape()),
+                             " does not end in normalized_shape ", shape_str(normalized_shape));
+  Shape dims;
+  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mu = mean(x, dims, /*keepdim=*/true);                  // (..., 1)
+  Tensor sigma2 = var(x, dims, /*correction=*/0, /*keepdim=*/true);  // (..., 1), biased
+  Tensor normalized = (x - mu) / sqrt(sigma2 + eps);            // (..., *normalized_shape)
+  return normalized * weight + bias;
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::string shape = "(";
+  for (std::size_t i = 0; i < normalized_shape.size(); ++i)
+    shape += (i ? ", " : "") + std::to_string(normalized_shape[i]);
+  shape += normalized_shape.size() == 1 ? ",)" : ")";
+  return shape + ", eps=" + python_float(eps) + ", elementwise_affine=True";
+}
+
+}  // namespace ag::nn

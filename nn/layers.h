@@ -1,0 +1,77 @@
+// The basic layers: Linear, Dropout, ReLU, Embedding, LayerNorm — torch.nn's names, arguments,
+// parameter names and initialisation.
+#pragma once
+
+#include <vector>
+
+#include "nn/module.h"
+
+namespace ag::nn {
+
+// y = x Wᵀ + b.  W: (out_features, in_features), b: (out_features) — PyTorch's layout, so
+// checkpoints and PyTorch state dicts line up. Wᵀ is a strided view read by BLAS with a
+// transpose flag, never copied. Init as torch.nn.Linear: W and b uniform in ±1/sqrt(in_features).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) const;  // (..., in) -> (..., out)
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+
+  int64_t in_features, out_features;
+  Tensor weight;  // (out, in)
+  Tensor bias;    // (out), undefined when bias = false
+};
+
+// Inverted dropout with probability p (see ag::dropout); the identity in eval mode. Draws its
+// masks from the default generator.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) const { return dropout(x, p, is_training()); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+  double p;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return relu(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "ReLU"; }
+};
+
+// A table of num_embeddings vectors of size embedding_dim, looked up by integer index; init
+// N(0, 1) as torch.nn.Embedding.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  // indices: any shape (...) of integer values in any dtype -> (..., embedding_dim)
+  Tensor forward(const Tensor& indices) const;
+  Tensor operator()(const Tensor& indices) const { return forward(indices); }
+  std::string type_name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+
+  int64_t num_embeddings, embedding_dim;
+  Tensor weight;  // (num_embeddings, embedding_dim)
+};
+
+// y = (x − mean) / sqrt(var + eps) · weight + bias over the last normalized_shape.size() dims,
+// with the biased variance, as torch.nn.LayerNorm. weight starts at 1, bias at 0.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+  std::vector<int64_t> normalized_shape;
+  double eps;
+  Tensor weight, bias;  // normalized_shape each
+};
+
+}  // namespace ag::nn

@@ -1,0 +1,163 @@
+#include "nn/module.h"
+
+#include <charconv>
+#include <ostream>
+#include <sstream>
+
+namespace ag::nn {
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty())
+    detail::fail<ValueError>(type_name(), ": a parameter, buffer or submodule name cannot be empty");
+  if (name.find('.') != std::string::npos)
+    detail::fail<ValueError>(type_name(), ": name '", name,
+                             "' contains a dot (dots join the names of nested modules)");
+  auto taken = [&](const auto& list) {
+    for (const auto& entry : list)
+      if (entry.first == name) return true;
+    return false;
+  };
+  if (taken(parameters_) || taken(buffers_) || taken(children_))
+    detail::fail<ValueError>(type_name(), ": name '", name, "' is already registered");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
+  check_new_name(name);
+  if (!tensor.is_leaf())
+    detail::fail<ValueError>(type_name(), ": parameter '", name,
+                             "' must be a leaf tensor (create it under NoGradGuard or detach it)");
+  tensor.requires_grad_(true);
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name(name);
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  if (!module) detail::fail<ValueError>(type_name(), ": submodule '", name, "' is null");
+  module->train(training_);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool buffers,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, tensor] : buffers ? buffers_ : parameters_) out.emplace_back(prefix + name, tensor);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", buffers, out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : named_parameters()) out.push_back(tensor);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, out);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t total = 0;
+  for (const Tensor& p : parameters()) total += p.numel();
+  return total;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [name, child] : children_) child->apply(fn);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (const Tensor& p : parameters()) p.zero_grad();
+}
+
+void Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  auto convert = [dtype](const Tensor& t) {
+    // Swap the data under the handle, so every holder of this tensor sees the new dtype.
+    Tensor converted = t.to(dtype).contiguous();
+    if (converted.shares_storage(t)) return;
+    TensorImpl& impl = *t.impl_ptr();
+    impl.storage = converted.impl_ptr()->storage;
+    impl.strides = converted.strides();
+    impl.offset = converted.offset();
+    impl.dtype = dtype;
+    impl.grad = nullptr;
+  };
+  for (auto& [name, p] : named_parameters()) convert(p);
+  for (auto& [name, b] : named_buffers()) convert(b);
+}
+
+std::string Module::repr() const {
+  // PyTorch: "Name(extra)" for a leaf; otherwise "Name(" + extra and children, one per line,
+  // each indented by two spaces (also the continuation lines of a child's own repr) + ")".
+  std::vector<std::string> lines;
+  const std::string extra = extra_repr();
+  if (!extra.empty()) lines.push_back(extra);
+  for (const auto& [name, child] : children_) {
+    std::string child_repr = child->repr();
+    std::string indented;
+    for (char c : child_repr) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    lines.push_back("(" + name + "): " + indented);
+  }
+  std::string out = type_name() + "(";
+  if (children_.empty()) return out + extra + ")";
+  for (const std::string& line : lines) out += "\n  " + line;
+  return out + "\n)";
+}
+
+std::ostream& operator<<(std::ostream& out, const Module& module) { return out << module.repr(); }
+
+std::string python_float(double value) {
+  // Python's repr: the shortest digits that round-trip, written in fixed notation when the
+  // decimal exponent is in [-4, 16) and in scientific notation (two exponent digits) otherwise.
+  if (value != value) return "nan";
+  if (value == 1.0 / 0.0) return "inf";
+  if (value == -1.0 / 0.0) return "-inf";
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  std::string sci(buffer, end);  // e.g. "-1.25e-05"
+  const std::size_t e = sci.find('e');
+  std::string sign = sci[0] == '-' ? "-" : "";
+  std::string digits;
+  for (std::size_t i = sign.size(); i < e; ++i)
+    if (sci[i] != '.') digits += sci[i];
+  const int exponent = std::stoi(sci.substr(e + 1));
+  if (exponent < -4 || exponent >= 16) {
+    std::string out = sign;
+    out += digits[0];
+    if (digits.size() > 1) out.append(".").append(digits, 1);
+    const int magnitude = exponent < 0 ? -exponent : exponent;
+    out += exponent < 0 ? "e-" : "e+";
+    if (magnitude < 10) out += '0';
+    return out + std::to_string(magnitude);
+  }
+  if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
+  const std::size_t int_digits = static_cast<std::size_t>(exponent) + 1;
+  if (digits.size() <= int_digits) return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
+  return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+}
+
+std::string python_bool(bool value) { return value ? "True" : "False"; }
+
+}  // namespace ag::nn

@@ -1,0 +1,110 @@
+// ag::nn::Module — the base of every layer, as torch.nn.Module.
+//
+// A module owns named parameters (trained), named buffers (saved, not trained: the positional
+// encoding table) and named submodules. Names are what checkpoints and printing use:
+// named_parameters() walks the tree and joins names with dots, as PyTorch's state_dict does
+// ("encoder.blks.0.attention.W_q.weight").
+//
+// Layers keep handles to their own tensors and submodules as members (W_q, weight, ...) and
+// register the same handles here, so both views stay in sync.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+namespace ag::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The class name printed in the repr ("Linear", "MultiHeadAttention").
+  virtual std::string type_name() const = 0;
+  // What goes between the parentheses of the repr, as PyTorch's extra_repr
+  // ("in_features=100, out_features=100, bias=False").
+  virtual std::string extra_repr() const { return {}; }
+  // PyTorch's repr: the extra repr, then one "(name): child" line per submodule, indented.
+  std::string repr() const;
+
+  // ---- the tree ---------------------------------------------------------------------------------
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // dotted, in order
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
+    return children_;
+  }
+  int64_t num_parameters() const;  // total number of elements
+
+  // Runs fn on this module and every submodule, depth first (parents before children).
+  void apply(const std::function<void(Module&)>& fn);
+
+  // ---- modes ------------------------------------------------------------------------------------
+  // Training mode (dropout active) or evaluation mode; recursive.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Drops the gradients of every parameter.
+  void zero_grad();
+
+  // Converts every parameter and buffer to `dtype` in place (float64 for gradient checks).
+  // The handles the layers hold stay valid; gradients are dropped.
+  void to(DType dtype);
+
+ protected:
+  // Registers `tensor` as a trained parameter (sets requires_grad) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor tensor);
+  Tensor register_buffer(const std::string& name, Tensor tensor);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect(const std::string& prefix, bool buffers,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Module& module);
+
+// A list of submodules named "0", "1", ... (torch.nn.ModuleList): the Transformer's blocks.
+class ModuleList : public Module {
+ public:
+  std::string type_name() const override { return "ModuleList"; }
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    modules_.push_back(module);
+    return register_module(std::to_string(modules_.size() - 1), std::move(module));
+  }
+  std::size_t size() const { return modules_.size(); }
+  template <class M>
+  std::shared_ptr<M> at(std::size_t i) const {
+    return std::dynamic_pointer_cast<M>(modules_.at(i));
+  }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Python's repr of a float, as PyTorch prints it in module reprs: 0.5, 0.0, 1e-05.
+std::string python_float(double value);
+std::string python_bool(bool value);
+
+}  // namespace ag::nn

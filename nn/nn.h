@@ -1,0 +1,8 @@
+// Everything in ag::nn: modules, layers, attention and the Transformer.
+#pragma once
+
+#include "nn/attention.h"
+#include "nn/init.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/transformer.h"

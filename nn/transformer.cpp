@@ -1,0 +1,179 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+
+namespace ag::nn {
+
+// ---- PositionWiseFFN, AddNorm ---------------------------------------------------------------------
+
+PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs) {
+  dense1 = register_module("dense1", std::make_shared<Linear>(ffn_num_input, ffn_num_hiddens));
+  relu = register_module("relu", std::make_shared<ReLU>());
+  dense2 = register_module("dense2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs));
+}
+
+Tensor PositionWiseFFN::forward(const Tensor& X) const {
+  return dense2->forward(relu->forward(dense1->forward(X)));  // (B, T, in) -> (B, T, hidden) -> (B, T, out)
+}
+
+AddNorm::AddNorm(std::vector<int64_t> normalized_shape, double p) {
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  ln = register_module("ln", std::make_shared<LayerNorm>(std::move(normalized_shape)));
+}
+
+Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) const {
+  return ln->forward(dropout->forward(Y) + X);  // (B, T, D)
+}
+
+// ---- encoder ----------------------------------------------------------------------------------------
+
+TransformerEncoderBlock::TransformerEncoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
+                                                 int64_t num_hiddens, std::vector<int64_t> norm_shape,
+                                                 int64_t ffn_num_input, int64_t ffn_num_hiddens,
+                                                 int64_t num_heads, double dropout, bool use_bias) {
+  attention = register_module("attention", std::make_shared<MultiHeadAttention>(
+                                                key_size, query_size, value_size, num_hiddens,
+                                                num_heads, dropout, use_bias));
+  addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
+  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
+  addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
+}
+
+Tensor TransformerEncoderBlock::forward(const Tensor& X, const Tensor& valid_lens) {
+  Tensor Y = addnorm1->forward(X, attention->forward(X, X, X, valid_lens));  // (B, T, D)
+  return addnorm2->forward(Y, ffn->forward(Y));                              // (B, T, D)
+}
+
+TransformerEncoder::TransformerEncoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
+                                       int64_t value_size, int64_t hiddens,
+                                       std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+                                       int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers,
+                                       double dropout, bool use_bias)
+    : num_hiddens(hiddens) {
+  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
+  pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
+  blks = register_module("blks", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    blks->push_back(std::make_shared<TransformerEncoderBlock>(key_size, query_size, value_size, num_hiddens,
+                                                              norm_shape, ffn_num_input, ffn_num_hiddens,
+                                                              num_heads, dropout, use_bias));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_lens) {
+  // The embedding is scaled by √D before the positional encoding is added: embeddings start
+  // N(0, 1) and the encoding lies in [−1, 1], so neither drowns the other.
+  Tensor X = pos_encoding->forward(embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens)));
+  for (std::size_t i = 0; i < blks->size(); ++i)
+    X = blks->at<TransformerEncoderBlock>(i)->forward(X, valid_lens);  // (B, T, D)
+  return X;
+}
+
+std::vector<Tensor> TransformerEncoder::attention_weights() const {
+  std::vector<Tensor> weights;
+  for (std::size_t i = 0; i < blks->size(); ++i)
+    weights.push_back(blks->at<TransformerEncoderBlock>(i)->attention->attention_weights());
+  return weights;
+}
+
+// ---- decoder ----------------------------------------------------------------------------------------
+
+TransformerDecoderBlock::TransformerDecoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
+                                                 int64_t num_hiddens, std::vector<int64_t> norm_shape,
+                                                 int64_t ffn_num_input, int64_t ffn_num_hiddens,
+                                                 int64_t num_heads, double dropout, int64_t index)
+    : i(index) {
+  attention1 = register_module("attention1", std::make_shared<MultiHeadAttention>(
+                                                  key_size, query_size, value_size, num_hiddens,
+                                                  num_heads, dropout));
+  addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
+  attention2 = register_module("attention2", std::make_shared<MultiHeadAttention>(
+                                                  key_size, query_size, value_size, num_hiddens,
+                                                  num_heads, dropout));
+  addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
+  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
+  addnorm3 = register_module("addnorm3", std::make_shared<AddNorm>(norm_shape, dropout));
+}
+
+Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
+  if (i < 0 || static_cast<std::size_t>(i) >= state.key_values.size())
+    detail::fail<ValueError>("TransformerDecoderBlock: block ", i, " has no slot in a state with ",
+                             state.key_values.size(), " blocks");
+  const int64_t B = X.size(0), T = X.size(1);
+  // The keys and values of self-attention: every position decoded so far, then the new ones.
+  Tensor& cache = state.key_values[static_cast<std::size_t>(i)];
+  const int64_t past = cache.defined() ? cache.size(1) : 0;
+  Tensor key_values = cache.defined() ? concat({cache, X}, 1) : X;  // (B, past + T, D)
+  cache = key_values;
+  // Causal mask: new position t (absolute position past + t) sees keys 0 … past + t, so its
+  // valid length is past + t + 1. (B, T) lengths, one per query.
+  Tensor dec_valid_lens = arange(static_cast<double>(past + 1), static_cast<double>(past + T + 1), 1, X.dtype())
+                              .reshape({1, T})
+                              .expand({B, T});
+  Tensor X2 = attention1->forward(X, key_values, key_values, dec_valid_lens);  // (B, T, D)
+  Tensor Y = addnorm1->forward(X, X2);
+  // Encoder–decoder attention: queries from the decoder, keys and values from the encoder.
+  Tensor Y2 = attention2->forward(Y, state.enc_outputs, state.enc_outputs, state.enc_valid_lens);
+  Tensor Z = addnorm2->forward(Y, Y2);
+  return addnorm3->forward(Z, ffn->forward(Z));  // (B, T, D)
+}
+
+TransformerDecoder::TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
+                                       int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape,
+                                       int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t num_heads,
+                                       int64_t layers, double dropout)
+    : num_hiddens(hiddens), num_layers(layers) {
+  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
+  pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
+  blks = register_module("blks", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < num_layers; ++i)
+    blks->push_back(std::make_shared<TransformerDecoderBlock>(key_size, query_size, value_size, num_hiddens,
+                                                              norm_shape, ffn_num_input, ffn_num_hiddens,
+                                                              num_heads, dropout, i));
+  dense = register_module("dense", std::make_shared<Linear>(num_hiddens, vocab_size));
+}
+
+DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const {
+  return {enc_outputs, enc_valid_lens, std::vector<Tensor>(static_cast<std::size_t>(num_layers))};
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
+  const int64_t past = state.key_values.empty() || !state.key_values[0].defined() ? 0 : state.key_values[0].size(1);
+  Tensor embedded = embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));  // (B, T, D)
+  // New tokens continue the positions decoded so far: add P[past : past + T].
+  if (past + tokens.size(1) > pos_encoding->max_len)
+    detail::fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
+                             " new positions exceed max_len ", pos_encoding->max_len);
+  Tensor X = pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
+  for (std::size_t i = 0; i < blks->size(); ++i)
+    X = blks->at<TransformerDecoderBlock>(i)->forward(X, state);  // (B, T, D)
+  return dense->forward(X);                                       // (B, T, V)
+}
+
+std::vector<Tensor> TransformerDecoder::self_attention_weights() const {
+  std::vector<Tensor> weights;
+  for (std::size_t i = 0; i < blks->size(); ++i)
+    weights.push_back(blks->at<TransformerDecoderBlock>(i)->attention1->attention_weights());
+  return weights;
+}
+
+std::vector<Tensor> TransformerDecoder::cross_attention_weights() const {
+  std::vector<Tensor> weights;
+  for (std::size_t i = 0; i < blks->size(); ++i)
+    weights.push_back(blks->at<TransformerDecoderBlock>(i)->attention2->attention_weights());
+  return weights;
+}
+
+// ---- encoder–decoder ----------------------------------------------------------------------------------
+
+EncoderDecoder::EncoderDecoder(std::shared_ptr<TransformerEncoder> enc, std::shared_ptr<TransformerDecoder> dec) {
+  encoder = register_module("encoder", std::move(enc));
+  decoder = register_module("decoder", std::move(dec));
+}
+
+Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {
+  Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);          // (B, T_enc, D)
+  DecoderState state = decoder->init_state(enc_outputs, enc_valid_lens);
+  return decoder->forward(dec_X, state);                                // (B, T_dec, V)
+}
+
+}  // namespace ag::nn
