@@ -90,6 +90,14 @@ Tensor softmax(const Tensor& x, int64_t dim);
 // x − max − log Σ exp(x − max) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
+// ---- losses -------------------------------------------------------------------------------------
+enum class Reduction { none, mean, sum };
+// Softmax cross-entropy of logits (N, V) against target class ids (N,) (integer values, any
+// dtype): loss_n = log Σ_v exp(x_nv) − x_n,t_n, fused from log-sum-exp so that it stays finite for
+// any logits; its backward is softmax(x) − onehot(t). Per row with Reduction::none, else the mean
+// or the sum over rows.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+
 // ---- matrix product -------------------------------------------------------------------------
 // As torch.matmul: 1-D operands are promoted to matrices; for N-D the last two dims multiply
 // and the batch dims broadcast. Runs on OpenBLAS sgemm/dgemm; transposed operands are passed

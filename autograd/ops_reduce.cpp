@@ -25,18 +25,18 @@ using detail::for_each_row;
 namespace {
 
 // Which dims a reduction removes, and the shapes with (keep_shape) and without (out_shape) them.
-struct Reduction {
+struct ReductionPlan {
   std::vector<bool> reduced;
   Shape keep_shape;     // reduced dims have size 1
   Shape out_shape;      // reduced dims removed (or kept as 1 with keepdim)
   int64_t group_size;   // elements per output element
 };
 
-Reduction plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
+ReductionPlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
   if (dims.empty())
     detail::fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()),
                              "; call ", op, "(x) to reduce over all elements");
-  Reduction r{std::vector<bool>(x.shape().size(), false), x.shape(), {}, 1};
+  ReductionPlan r{std::vector<bool>(x.shape().size(), false), x.shape(), {}, 1};
   for (int64_t dim : dims) {
     int64_t d = wrap_dim(dim, x.dim(), op);
     if (x.dim() == 0) continue;  // dim 0 / -1 of a 0-dim tensor: nothing to reduce
@@ -52,27 +52,27 @@ Reduction plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const
   return r;
 }
 
-Reduction plan_full_reduction(const Tensor& x) {
+ReductionPlan plan_full_reduction(const Tensor& x) {
   return {std::vector<bool>(x.shape().size(), true), Shape(x.shape().size(), 1), Shape{},
           x.numel()};
 }
 
 // Strides that map an element of x to its group's slot in a contiguous keep_shape buffer.
-Shape group_strides(const Reduction& r) {
+Shape group_strides(const ReductionPlan& r) {
   Shape strides = contiguous_strides(r.keep_shape);
   for (std::size_t d = 0; d < strides.size(); ++d)
     if (r.reduced[d]) strides[d] = 0;
   return strides;
 }
 
-void check_nonempty_groups(const Tensor& x, const Reduction& r, const char* op) {
+void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* op) {
   if (r.group_size == 0 && numel(r.keep_shape) > 0)
     detail::fail<ShapeError>(op, ": cannot reduce over zero elements (input shape ",
                              shape_str(x.shape()), ")");
 }
 
 // Σ of each group, in double.
-std::vector<double> group_sums(const Tensor& x, const Reduction& r) {
+std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r) {
   std::vector<double> acc(static_cast<std::size_t>(numel(r.keep_shape)), 0.0);
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
@@ -101,11 +101,11 @@ Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType
 }
 
 // The gradient of a reduction's output, broadcast back to the input's shape (a stride-0 view).
-Tensor expand_back(const Tensor& g, const Reduction& r, const Shape& input_shape) {
+Tensor expand_back(const Tensor& g, const ReductionPlan& r, const Shape& input_shape) {
   return expand(reshape(g, r.keep_shape), input_shape);
 }
 
-Tensor sum_impl(const Tensor& x, const Reduction& r) {
+Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0);
   return detail::record(Op::sum, out, {x},
                         [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
@@ -114,7 +114,7 @@ Tensor sum_impl(const Tensor& x, const Reduction& r) {
                         });
 }
 
-Tensor mean_impl(const Tensor& x, const Reduction& r, const char* op) {
+Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
   check_nonempty_groups(x, r, op);
   const double n = static_cast<double>(r.group_size);
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0 / n);
@@ -125,7 +125,7 @@ Tensor mean_impl(const Tensor& x, const Reduction& r, const char* op) {
                         });
 }
 
-Tensor max_impl(const Tensor& x, const Reduction& r) {
+Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
   check_nonempty_groups(x, r, "max");
   Tensor xc = contiguous(x.detach());  // so an element's offset is its flat index
   const std::size_t groups = static_cast<std::size_t>(numel(r.keep_shape));
@@ -164,7 +164,7 @@ Tensor max_impl(const Tensor& x, const Reduction& r) {
                         });
 }
 
-Tensor var_impl(const Tensor& x, const Reduction& r, int64_t correction) {
+Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   check_nonempty_groups(x, r, "var");
   if (correction < 0)
     detail::fail<ValueError>("var: correction ", correction, " is negative");
@@ -262,7 +262,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 Tensor var(const Tensor& x) { return var_impl(x, plan_full_reduction(x), 1); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  Reduction r = plan_reduction(x, {dim}, keepdim, "argmax");
+  ReductionPlan r = plan_reduction(x, {dim}, keepdim, "argmax");
   check_nonempty_groups(x, r, "argmax");
   if (x.dim() == 0) return zeros({}, x.dtype());
   const int64_t d = wrap_dim(dim, x.dim(), "argmax");

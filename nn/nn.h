@@ -4,5 +4,6 @@
 #include "nn/attention.h"
 #include "nn/init.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/transformer.h"

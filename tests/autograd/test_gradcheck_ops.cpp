@@ -141,6 +141,19 @@ AG_GRADCHECK_CASE(log_softmax, "log_softmax over dims 0 and -1") {
                    {input({3, 4}, 1, -2.0, 2.0)});
 }
 
+// ---- losses ----------------------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(cross_entropy_rows, "cross_entropy per row, (5,4) logits") {
+  Tensor targets = tensor({0, 3, 1, 1, 2}, float64);
+  return gradcheck([targets](const Inputs& x) { return cross_entropy(x[0], targets, Reduction::none); },
+                   {input({5, 4}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(cross_entropy_mean, "cross_entropy mean over rows of a transposed view") {
+  Tensor targets = tensor({2, 0, 1}, float64);
+  return gradcheck([targets](const Inputs& x) { return cross_entropy(x[0].transpose(0, 1), targets); },
+                   {input({4, 3}, 1, -2.0, 2.0)});
+}
+
 // ---- matmul ----------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(matmul_2d, "matmul (3,4)·(4,5)") {

@@ -243,6 +243,12 @@ const std::vector<Family>& families() {
            AG_CASE("contiguous_of_permuted", in["x"].permute({2, 0, 1}).contiguous()),
            AG_CASE("clone_of_permuted", in["x"].permute({2, 0, 1}).clone()),
        }},
+      {"losses",
+       {
+           AG_CASE("cross_entropy_none", ag::cross_entropy(in["x"], in["t"], ag::Reduction::none)),
+           AG_CASE("cross_entropy_mean", ag::cross_entropy(in["x"], in["t"])),
+           AG_CASE("cross_entropy_sum_large_logits", ag::cross_entropy(in["x"], in["t"], ag::Reduction::sum)),
+       }},
       {"non-contiguous operands",
        {
            AG_CASE("mul_transposed", in["a"].transpose(0, 1) * in["b"]),

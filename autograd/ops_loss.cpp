@@ -1,0 +1,76 @@
+// Softmax cross-entropy, fused, with its backward.
+//
+//   loss_n = log Σ_v exp(x_nv) − x_n,t_n          (x: logits (N, V), t: target ids (N,))
+//          = m_n + log Σ_v exp(x_nv − m_n) − x_n,t_n     with m_n = max_v x_nv
+//   ∂loss_n/∂x_nv = softmax(x_n)_v − [v = t_n]
+//
+// Computing log-sum-exp after subtracting the row maximum (never log(softmax(x))) keeps the loss
+// finite for logits of any size: a logit of +1e4 neither overflows exp nor loses the small terms.
+#include <cmath>
+#include <limits>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+  if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
+    detail::fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),
+                             " and targets of shape ", shape_str(targets.shape()),
+                             " do not fit (expected (N, V) and (N,))");
+  const int64_t N = logits.size(0), V = logits.size(1);
+  if (V == 0) detail::fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
+  std::vector<int64_t> target_ids;
+  target_ids.reserve(static_cast<std::size_t>(N));
+  for (double t : targets.to_vector<double>()) {
+    if (!(t >= 0 && t < static_cast<double>(V)) || t != std::floor(t))
+      detail::fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
+                               ") for logits of shape ", shape_str(logits.shape()));
+    target_ids.push_back(static_cast<int64_t>(t));
+  }
+  Tensor x = contiguous(logits.detach());
+  Tensor losses = empty({N}, logits.dtype());
+  Tensor probabilities = empty({N, V}, logits.dtype());  // softmax(x), saved for the backward
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* loss = losses.data<T>();
+    T* prob = probabilities.data<T>();
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = px + n * V;
+      T m = row[0];
+      for (int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
+      double total = 0;
+      for (int64_t v = 0; v < V; ++v) total += std::exp(double(row[v] - m));
+      const double log_total = std::log(total);
+      loss[n] = static_cast<T>(double(m) + log_total - double(row[target_ids[n]]));
+      for (int64_t v = 0; v < V; ++v) prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
+    }
+  });
+  Tensor out = detail::record(Op::cross_entropy, losses, {logits},
+                              [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
+                                // gx_nv = g_n · (softmax(x_n)_v − [v = t_n])
+                                Tensor grad = clone(probabilities);
+                                Tensor gc = contiguous(g);
+                                dispatch(grad.dtype(), [&]<typename T>() {
+                                  T* pg = grad.data<T>();
+                                  const T* up = gc.data<T>();
+                                  for (std::size_t n = 0; n < target_ids.size(); ++n) {
+                                    T* row = pg + static_cast<int64_t>(n) * V;
+                                    row[target_ids[n]] -= T(1);
+                                    for (int64_t v = 0; v < V; ++v) row[v] *= up[n];
+                                  }
+                                });
+                                return {grad};
+                              });
+  switch (reduction) {
+    case Reduction::none: return out;
+    case Reduction::sum: return sum(out);
+    case Reduction::mean: break;
+  }
+  if (N == 0) detail::fail<ShapeError>("cross_entropy: the mean over 0 rows is undefined");
+  return mean(out);
+}
+
+}  // namespace ag

@@ -1,0 +1,176 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "autograd/kernels.h"
+
+namespace ag::optim {
+
+namespace {
+
+// Each optimizer updates parameters element by element; this walks parameter, gradient and the
+// per-parameter state tensors (all contiguous, same shape) together. Gradients may be views, so
+// they are made contiguous first.
+template <class T, class F>
+void for_each_element(const Tensor& param, const std::vector<Tensor>& others, F f) {
+  T* p = param.data<T>();
+  std::vector<T*> ptrs;
+  for (const Tensor& t : others) ptrs.push_back(t.data<T>());
+  for (int64_t i = 0; i < param.numel(); ++i) f(p[i], ptrs, i);
+}
+
+void check_param(const Tensor& p, const char* optimizer) {
+  if (!p.defined() || !p.is_leaf() || !p.is_contiguous())
+    detail::fail<ValueError>(optimizer, ": parameters must be contiguous leaf tensors");
+}
+
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{std::move(params), {}, {}}}; }
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
+                     const char* name) {
+  if (!(default_lr >= 0)) detail::fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
+  if (!(default_weight_decay >= 0))
+    detail::fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
+  for (ParamGroup& g : groups) {
+    for (const Tensor& p : g.params) check_param(p, name);
+    groups_.push_back({std::move(g.params), g.lr.value_or(default_lr), g.weight_decay.value_or(default_weight_decay)});
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const Group& g : groups_)
+    for (const Tensor& p : g.params) p.zero_grad();
+}
+
+// ---- SGD ----------------------------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, double lr, double mom, double damp, double weight_decay, bool nest)
+    : SGD(one_group(std::move(params)), lr, mom, damp, weight_decay, nest) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, double weight_decay, bool nest)
+    : Optimizer(std::move(groups), lr, weight_decay, "SGD"), momentum(mom), dampening(damp), nesterov(nest) {
+  if (momentum < 0) detail::fail<ValueError>("SGD: momentum ", momentum, " is negative");
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    detail::fail<ValueError>("SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+  for (const Group& g : groups_) momentum_buffers.emplace_back(g.params.size());
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& group = groups_[gi];
+    for (std::size_t pi = 0; pi < group.params.size(); ++pi) {
+      const Tensor& param = group.params[pi];
+      if (!param.grad().defined()) continue;
+      Tensor grad = param.grad().contiguous();
+      Tensor& buffer = momentum_buffers[gi][pi];
+      const bool first = !buffer.defined();
+      if (momentum != 0 && first) buffer = zeros_like(param);
+      std::vector<Tensor> others = {grad};
+      if (momentum != 0) others.push_back(buffer);
+      dispatch(param.dtype(), [&]<typename T>() {
+        const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum), damp = T(1 - dampening);
+        for_each_element<T>(param, others, [&](T& p, const std::vector<T*>& s, int64_t i) {
+          T g = s[0][i];
+          if (wd != 0) g = g + wd * p;  // g ← ∇ + λθ
+          if (mu != 0) {
+            T& b = s[1][i];
+            b = first ? g : mu * b + damp * g;  // b ← μb + (1 − τ)g
+            g = nesterov ? g + mu * b : b;
+          }
+          p = p - lr * g;  // θ ← θ − γg
+        });
+      });
+    }
+  }
+}
+
+// ---- Adam / AdamW ---------------------------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
+    : Adam(one_group(std::move(params)), lr, betas, eps_, wd, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_, double wd)
+    : Adam(std::move(groups), lr, betas, eps_, wd, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_,
+           double wd, bool decoupled, const char* name)
+    : Optimizer(std::move(groups), lr, wd, name), beta1(betas.first), beta2(betas.second), eps(eps_),
+      decoupled_(decoupled) {
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
+    detail::fail<ValueError>(name, ": betas (", beta1, ", ", beta2, ") must lie in [0, 1)");
+  if (!(eps >= 0)) detail::fail<ValueError>(name, ": eps ", eps, " is negative");
+  for (const Group& g : groups_) state.emplace_back(g.params.size());
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& group = groups_[gi];
+    for (std::size_t pi = 0; pi < group.params.size(); ++pi) {
+      const Tensor& param = group.params[pi];
+      if (!param.grad().defined()) continue;
+      Tensor grad = param.grad().contiguous();
+      AdamState& s = state[gi][pi];
+      if (s.step == 0) {
+        s.exp_avg = zeros_like(param);
+        s.exp_avg_sq = zeros_like(param);
+      }
+      s.step += 1;
+      // As PyTorch: the bias corrections in double, then one step size and one divisor.
+      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
+      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
+      const double step_size = group.lr / bias_correction1;
+      const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+      dispatch(param.dtype(), [&]<typename T>() {
+        const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
+        const T wd = T(group.weight_decay), e = T(eps), decay = T(1 - group.lr * group.weight_decay);
+        const T c2 = T(bias_correction2_sqrt), neg_step_size = T(-step_size);
+        for_each_element<T>(param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
+          T g = st[0][i];
+          if (decoupled_) {
+            p = p * decay;                   // AdamW: θ ← θ − γλθ
+          } else if (wd != 0) {
+            g = g + wd * p;                  // Adam: g ← ∇ + λθ
+          }
+          T& m = st[1][i];
+          T& v = st[2][i];
+          m = m * b1 + one_minus_b1 * g;     // m ← β₁m + (1 − β₁)g
+          v = v * b2 + one_minus_b2 * g * g; // v ← β₂v + (1 − β₂)g²
+          const T denom = std::sqrt(v) / c2 + e;
+          // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
+          p = p + neg_step_size * m / denom;
+        });
+      });
+    }
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
+    : Adam(one_group(std::move(params)), lr, betas, eps_, wd, true, "AdamW") {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_, double wd)
+    : Adam(std::move(groups), lr, betas, eps_, wd, true, "AdamW") {}
+
+// ---- clipping -------------------------------------------------------------------------------------
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  if (!(max_norm > 0)) detail::fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");
+  NoGradGuard no_grad;
+  double total_sq = 0;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    // ‖∇ᵢ‖², accumulated in double.
+    for (double g : p.grad().to_vector<double>()) total_sq += g * g;
+  }
+  const double total = std::sqrt(total_sq);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1)
+    for (const Tensor& p : params)
+      if (p.grad().defined()) p.grad().mul_(coef);
+  return total;
+}
+
+}  // namespace ag::optim
