@@ -13,6 +13,7 @@ namespace ag {
 namespace {
 thread_local bool grad_mode_enabled = true;
 std::atomic<uint64_t> next_sequence_nr{0};
+std::atomic<int64_t> live_nodes{0};
 thread_local std::vector<BackwardObserver> backward_observers;
 }  // namespace
 
@@ -34,7 +35,11 @@ Node::Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape outpu
       inputs_(std::move(inputs)),
       output_shape_(std::move(output_shape)),
       output_dtype_(output_dtype),
-      backward_(std::move(backward)) {}
+      backward_(std::move(backward)) {
+  live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t live_node_count() { return live_nodes.load(std::memory_order_relaxed); }
 
 namespace {
 // Nodes whose last owner went away while another ~Node was running; drained by the outermost one.
@@ -46,6 +51,7 @@ Node::~Node() {
   // Dropping the last reference to the head of a long chain would otherwise destroy the chain
   // recursively (node -> edge -> node -> ...) and overflow the stack. Instead each dying node
   // hands its input nodes to a work list that the outermost destructor drains in a loop.
+  live_nodes.fetch_sub(1, std::memory_order_relaxed);
   const bool outermost = !deleting_nodes;
   deleting_nodes = true;
   for (Edge& edge : inputs_)

@@ -71,6 +71,10 @@ class Node {
   Tensor pending_grad_;  // sum of the gradients received so far during a backward pass
 };
 
+// How many autograd nodes exist right now in this process: a training loop whose graph is freed
+// every step keeps this flat (tests use it to find leaks of whole graphs).
+int64_t live_node_count();
+
 // Runs backward from `root` with upstream gradient `grad` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 

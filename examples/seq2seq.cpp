@@ -1,0 +1,259 @@
+#include "examples/seq2seq.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace ag::seq2seq {
+
+// ---- vocabulary -----------------------------------------------------------------------------------
+
+Vocab::Vocab(const std::vector<std::string>& content_tokens) : tokens_{"<pad>", "<bos>", "<eos>"} {
+  for (const std::string& t : content_tokens) {
+    if (t.empty() || t.find(' ') != std::string::npos || std::count(tokens_.begin(), tokens_.end(), t))
+      detail::fail<ValueError>("Vocab: token '", t, "' is empty, has a space or is repeated");
+    tokens_.push_back(t);
+  }
+}
+
+const std::string& Vocab::token(int64_t id) const {
+  if (id < 0 || id >= size()) detail::fail<ValueError>("Vocab: id ", id, " is outside [0, ", size(), ")");
+  return tokens_[static_cast<std::size_t>(id)];
+}
+
+int64_t Vocab::id(const std::string& token) const {
+  auto it = std::find(tokens_.begin(), tokens_.end(), token);
+  if (it == tokens_.end()) detail::fail<ValueError>("Vocab: unknown token '", token, "'");
+  return it - tokens_.begin();
+}
+
+std::string Vocab::to_text(const std::vector<int64_t>& ids) const {
+  std::string text;
+  for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + token(ids[i]);
+  return text;
+}
+
+std::vector<int64_t> Vocab::from_text(const std::string& text) const {
+  std::istringstream words(text);
+  std::vector<int64_t> ids;
+  for (std::string word; words >> word;) ids.push_back(id(word));
+  return ids;
+}
+
+// ---- tasks ----------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> number_tokens(int first, int last) {
+  std::vector<std::string> tokens;
+  for (int i = first; i <= last; ++i) tokens.push_back(std::to_string(i));
+  return tokens;
+}
+
+// copy, reverse and sort share the sampling: length uniform in 1–9, tokens 3–19 uniform.
+class SequenceTask : public Task {
+ public:
+  enum class Kind { copy, reverse, sort };
+  explicit SequenceTask(Kind kind) : Task(Vocab(number_tokens(3, 19)), 9, 9), kind_(kind) {}
+  std::string name() const override {
+    return kind_ == Kind::copy ? "copy" : kind_ == Kind::reverse ? "reverse" : "sort";
+  }
+  Example sample(Generator& generator) const override {
+    const int64_t length = generator.randint(1, max_source_len_ + 1);
+    Example e;
+    for (int64_t i = 0; i < length; ++i) e.source.push_back(generator.randint(3, vocab_.size()));
+    e.target = e.source;
+    if (kind_ == Kind::reverse) std::reverse(e.target.begin(), e.target.end());
+    // Sorting the ids sorts the tokens by value: id − 3 + 3 = the number written on the token.
+    if (kind_ == Kind::sort) std::sort(e.target.begin(), e.target.end());
+    return e;
+  }
+
+ private:
+  Kind kind_;
+};
+
+// a + b for a, b of 1–3 digits, written digit by digit: "1 2 + 9 5" -> "1 0 7".
+class AdditionTask : public Task {
+ public:
+  AdditionTask() : Task(Vocab([] {
+                          auto t = number_tokens(0, 9);
+                          t.push_back("+");
+                          return t;
+                        }()),
+                        7, 4) {}
+  std::string name() const override { return "add"; }
+  Example sample(Generator& generator) const override {
+    // A number of 1, 2 or 3 digits (each as likely), uniform among the numbers of that length.
+    auto number = [&] {
+      constexpr int64_t low[] = {0, 10, 100}, high[] = {10, 100, 1000};
+      const int64_t digits = generator.randint(1, 4);
+      return generator.randint(low[digits - 1], high[digits - 1]);
+    };
+    const int64_t a = number(), b = number();
+    Example e;
+    auto append_digits = [&](std::vector<int64_t>& out, int64_t value) {
+      for (char c : std::to_string(value)) out.push_back(vocab_.id(std::string(1, c)));
+    };
+    append_digits(e.source, a);
+    e.source.push_back(vocab_.id("+"));
+    append_digits(e.source, b);
+    append_digits(e.target, a + b);
+    return e;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> task_names() { return {"copy", "reverse", "sort", "add"}; }
+
+std::unique_ptr<Task> make_task(const std::string& name) {
+  if (name == "copy") return std::make_unique<SequenceTask>(SequenceTask::Kind::copy);
+  if (name == "reverse") return std::make_unique<SequenceTask>(SequenceTask::Kind::reverse);
+  if (name == "sort") return std::make_unique<SequenceTask>(SequenceTask::Kind::sort);
+  if (name == "add") return std::make_unique<AdditionTask>();
+  detail::fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
+}
+
+// ---- batches ----------------------------------------------------------------------------------------
+
+Batch make_batch(const std::vector<Example>& examples, int64_t source_steps, int64_t target_steps) {
+  const int64_t B = static_cast<int64_t>(examples.size());
+  std::vector<float> source(B * source_steps, Vocab::pad), decoder_input(B * target_steps, Vocab::pad),
+      labels(B * target_steps, Vocab::pad), source_lens, label_lens;
+  for (int64_t b = 0; b < B; ++b) {
+    const Example& e = examples[static_cast<std::size_t>(b)];
+    const int64_t ls = static_cast<int64_t>(e.source.size()), lt = static_cast<int64_t>(e.target.size());
+    if (ls + 1 > source_steps || lt + 1 > target_steps)
+      detail::fail<ShapeError>("make_batch: an example of lengths ", ls, " -> ", lt, " does not fit ",
+                               source_steps, " source and ", target_steps, " target steps");
+    for (int64_t t = 0; t < ls; ++t) source[b * source_steps + t] = float(e.source[t]);
+    source[b * source_steps + ls] = Vocab::eos;
+    decoder_input[b * target_steps] = Vocab::bos;
+    for (int64_t t = 0; t < lt; ++t) {
+      decoder_input[b * target_steps + t + 1] = float(e.target[t]);
+      labels[b * target_steps + t] = float(e.target[t]);
+    }
+    labels[b * target_steps + lt] = Vocab::eos;
+    source_lens.push_back(float(ls + 1));
+    label_lens.push_back(float(lt + 1));
+  }
+  return {tensor(source, {B, source_steps}), tensor(source_lens, {B}), tensor(decoder_input, {B, target_steps}),
+          tensor(labels, {B, target_steps}), tensor(label_lens, {B})};
+}
+
+std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed) {
+  Generator generator(seed);
+  std::set<std::vector<int64_t>> seen;
+  std::vector<Example> examples;
+  for (int64_t attempts = 0; static_cast<int64_t>(examples.size()) < count; ++attempts) {
+    if (attempts > 1000 * count)
+      detail::fail<ValueError>("held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
+    Example e = task.sample(generator);
+    if (seen.insert(e.source).second) examples.push_back(std::move(e));
+  }
+  return examples;
+}
+
+TrainingStream::TrainingStream(const Task& task, const std::vector<Example>& held_out, uint64_t seed)
+    : task_(task), generator_(seed) {
+  for (const Example& e : held_out) held_out_sources_.insert(e.source);
+}
+
+std::vector<Example> TrainingStream::next(int64_t batch_size) {
+  std::vector<Example> batch;
+  while (static_cast<int64_t>(batch.size()) < batch_size) {
+    Example e = task_.sample(generator_);
+    if (!held_out_sources_.count(e.source)) batch.push_back(std::move(e));
+  }
+  return batch;
+}
+
+// ---- model ----------------------------------------------------------------------------------------
+
+std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& c) {
+  // d2l: key_size = query_size = value_size = num_hiddens, norm_shape = [num_hiddens],
+  // ffn_num_input = num_hiddens.
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      c.vocab_size, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
+      c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      c.vocab_size, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
+      c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
+  auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
+  // d2l's train_seq2seq: xavier_uniform_ on the weight of every nn.Linear.
+  model->apply([](nn::Module& m) {
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m)) nn::init::xavier_uniform_(linear->weight);
+  });
+  return model;
+}
+
+// ---- decoding and evaluation ----------------------------------------------------------------------
+
+std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const Tensor& source,
+                                                const Tensor& source_valid_lens, int64_t max_steps) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const int64_t B = source.size(0);
+  Tensor enc_outputs = model.encoder->forward(source, source_valid_lens);  // (B, Ts, D)
+  nn::DecoderState state = model.decoder->init_state(enc_outputs, source_valid_lens);
+  Tensor next = full({B, 1}, static_cast<double>(Vocab::bos));  // (B, 1)
+  std::vector<std::vector<int64_t>> predictions(static_cast<std::size_t>(B));
+  std::vector<bool> done(static_cast<std::size_t>(B), false);
+  for (int64_t step = 0; step < max_steps; ++step) {
+    Tensor logits = model.decoder->forward(next, state);  // (B, 1, V): one new position, cached past
+    next = argmax(logits, -1);                            // (B, 1)
+    const std::vector<float> ids = next.to_vector<float>();
+    bool all_done = true;
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b]) continue;
+      const int64_t id = static_cast<int64_t>(ids[b]);
+      if (id == Vocab::eos) done[b] = true;
+      else predictions[b].push_back(id);
+      all_done = all_done && done[b];
+    }
+    if (all_done) break;
+  }
+  model.train(was_training);
+  return predictions;
+}
+
+Evaluation evaluate(nn::EncoderDecoder& model, const Task& task, const std::vector<Example>& examples,
+                    int64_t batch_size) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  Evaluation result;
+  double loss_sum = 0, tokens = 0, correct_tokens = 0, correct_sequences = 0;
+  for (std::size_t start = 0; start < examples.size(); start += static_cast<std::size_t>(batch_size)) {
+    std::vector<Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(start),
+                               examples.begin() + static_cast<std::ptrdiff_t>(std::min(examples.size(), start + batch_size)));
+    Batch batch = make_batch(chunk, task.source_steps(), task.target_steps());
+    // Teacher forcing: loss and token accuracy over the valid label positions.
+    Tensor logits = model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
+    const double valid = sum(batch.label_valid_lens).item();
+    loss_sum += nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens).item() * valid;
+    tokens += valid;
+    const std::vector<float> predicted = argmax(logits, -1).to_vector<float>();
+    const std::vector<float> labels = batch.labels.to_vector<float>();
+    const std::vector<float> lens = batch.label_valid_lens.to_vector<float>();
+    const int64_t Tt = task.target_steps();
+    for (int64_t b = 0; b < batch.size(); ++b)
+      for (int64_t t = 0; t < static_cast<int64_t>(lens[b]); ++t)
+        correct_tokens += predicted[b * Tt + t] == labels[b * Tt + t];
+    // Greedy decoding: the whole target must come out, then <eos>.
+    auto decoded = greedy_decode(model, batch.source, batch.source_valid_lens, Tt);
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      correct_sequences += decoded[i] == chunk[i].target;
+      result.predictions.push_back(std::move(decoded[i]));
+    }
+  }
+  model.train(was_training);
+  result.loss = loss_sum / tokens;
+  result.token_accuracy = correct_tokens / tokens;
+  result.sequence_accuracy = correct_sequences / static_cast<double>(examples.size());
+  return result;
+}
+
+}  // namespace ag::seq2seq
