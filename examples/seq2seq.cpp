@@ -188,6 +188,18 @@ std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& c) {
   return model;
 }
 
+// ---- training ---------------------------------------------------------------------------------------
+
+double train_step(nn::EncoderDecoder& model, optim::Optimizer& optimizer, const Batch& batch, double clip) {
+  Tensor logits = model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
+  Tensor loss = nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens);          // ()
+  optimizer.zero_grad();
+  loss.backward();  // frees the graph
+  optim::clip_grad_norm(model.parameters(), clip);
+  optimizer.step();
+  return loss.item();
+}
+
 // ---- decoding and evaluation ----------------------------------------------------------------------
 
 std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const Tensor& source,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "optim/optimizer.h"
 
 namespace ag::seq2seq {
 
@@ -102,6 +103,11 @@ struct ModelConfig {
 // The d2l Transformer (encoder and decoder of num_layers blocks each), with every Linear weight
 // re-initialised by Xavier-uniform as d2l's train_seq2seq does. Uses the default generator.
 std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& config);
+
+// One training step with teacher forcing: forward, the masked cross-entropy per valid token,
+// backward, clipping of the global gradient norm at `clip`, and the optimizer's update. Returns the
+// loss before the update.
+double train_step(nn::EncoderDecoder& model, optim::Optimizer& optimizer, const Batch& batch, double clip);
 
 // Greedy decoding of a batch of sources, one token per step with the decoder's key/value cache,
 // in eval mode without recording a graph. Each prediction stops before the first <eos> (or after

@@ -99,17 +99,12 @@ int train(const Options& o) {
   seq2seq::Evaluation evaluation;
   for (int64_t step = 1; step <= o.steps; ++step) {
     seq2seq::Batch batch = seq2seq::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
-    Tensor logits = model->forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
-    Tensor loss = nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens);          // ()
-    optimizer.zero_grad();
-    loss.backward();
-    optim::clip_grad_norm(model->parameters(), o.clip);
-    optimizer.step();
+    const double loss = seq2seq::train_step(*model, optimizer, batch, o.clip);
     scheduler.step();
 
     tokens += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
-    loss_since_report += loss.item();
-    recent_losses.push_back(loss.item());
+    loss_since_report += loss;
+    recent_losses.push_back(loss);
     if (recent_losses.size() > 100) recent_losses.erase(recent_losses.begin());
     ++steps_since_report;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -118,7 +113,7 @@ int train(const Options& o) {
     if (terminal) {
       // One live line, rewritten in place.
       std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ", static_cast<long long>(step),
-                  static_cast<long long>(o.steps), loss.item(), tokens / elapsed, format_duration(eta).c_str());
+                  static_cast<long long>(o.steps), loss, tokens / elapsed, format_duration(eta).c_str());
       if (evaluate_now) std::printf("\n");
       std::fflush(stdout);
     } else if (step % 100 == 0 || evaluate_now) {

@@ -1,0 +1,84 @@
+// Optimizer behaviour beyond the PyTorch fixtures: skipped parameters, zero_grad, clipping,
+// schedules against their formulas, and argument errors.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numbers>
+
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+
+TEST_CASE("parameters without a gradient are left alone; zero_grad drops gradients", "[optim]") {
+  Tensor a = tensor({1.0, 2.0}).requires_grad_(), b = tensor({3.0}).requires_grad_();
+  optim::Adam adam({a, b}, 0.1);
+  a.set_grad(tensor({1.0, -1.0}));
+  adam.step();
+  CHECK(b.item() == 3.0);
+  CHECK(a.to_vector<double>()[0] == Approx(0.9));  // Adam's first step moves by lr·sign(g)
+  adam.zero_grad();
+  CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("clip_grad_norm scales all gradients by one factor and returns the norm before", "[optim]") {
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({1}).requires_grad_();
+  a.set_grad(tensor({3.0, 0.0}));
+  b.set_grad(tensor({4.0}));
+  const double total = optim::clip_grad_norm({a, b}, 1.0);
+  CHECK(total == Approx(5.0));
+  CHECK(a.grad().to_vector<double>()[0] == Approx(3.0 / 5.0).epsilon(1e-5));
+  CHECK(b.grad().item() == Approx(4.0 / 5.0).epsilon(1e-5));
+  // Below the threshold nothing changes.
+  CHECK(optim::clip_grad_norm({a, b}, 10.0) == Approx(1.0).epsilon(1e-5));
+  CHECK(b.grad().item() == Approx(0.8).epsilon(1e-5));
+  CHECK_THROWS_AS(optim::clip_grad_norm({a}, 0.0), ValueError);
+}
+
+TEST_CASE("schedules follow their formulas", "[optim][schedule]") {
+  auto noam = optim::transformer_schedule(32, 100);
+  for (int64_t t : {1, 50, 100, 101, 1000, 10000})
+    CHECK(noam(t) == Approx(std::pow(32.0, -0.5) * std::min(std::pow(double(t), -0.5), double(t) * std::pow(100.0, -1.5))));
+  // Its peak is at the end of the warm-up.
+  CHECK(noam(100) > noam(99));
+  CHECK(noam(100) > noam(101));
+
+  auto cosine = optim::cosine_with_warmup(10, 110, 0.1);
+  CHECK(cosine(1) == Approx(0.1));
+  CHECK(cosine(10) == Approx(1.0));
+  CHECK(cosine(60) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.5))));
+  CHECK(cosine(110) == Approx(0.1));
+  CHECK(cosine(500) == Approx(0.1));
+
+  auto decay = optim::step_decay(3, 0.5);
+  CHECK(decay(1) == 1.0);
+  CHECK(decay(3) == 1.0);
+  CHECK(decay(4) == 0.5);
+  CHECK(decay(7) == 0.25);
+}
+
+TEST_CASE("a Scheduler sets each group's lr from its base lr", "[optim][schedule]") {
+  Tensor a = zeros({1}).requires_grad_(), b = zeros({1}).requires_grad_();
+  optim::SGD sgd(std::vector<optim::ParamGroup>{{{a}, {}, {}}, {{b}, 0.5, {}}}, 0.1);
+  optim::Scheduler scheduler(sgd, optim::step_decay(2, 0.1));
+  CHECK(scheduler.lr(0) == Approx(0.1));
+  CHECK(scheduler.lr(1) == Approx(0.5));
+  scheduler.step();
+  scheduler.step();  // update 3: one decay
+  CHECK(scheduler.current_step() == 3);
+  CHECK(scheduler.lr(0) == Approx(0.01));
+  CHECK(scheduler.lr(1) == Approx(0.05));
+  scheduler.set_step(1);
+  CHECK(scheduler.lr(1) == Approx(0.5));
+}
+
+TEST_CASE("optimizer argument errors", "[optim]") {
+  Tensor a = zeros({2}).requires_grad_();
+  CHECK_THROWS_WITH(optim::SGD({a}, -0.1), Contains("SGD: learning rate -0.1"));
+  CHECK_THROWS_WITH(optim::SGD({a}, 0.1, 0.0, 0.0, 0.0, true), Contains("Nesterov"));
+  CHECK_THROWS_WITH(optim::Adam({a}, 0.1, {1.0, 0.999}), Contains("Adam: betas"));
+  CHECK_THROWS_WITH(optim::AdamW({a}, 0.1, {0.9, 0.999}, 1e-8, -1.0), Contains("AdamW: weight decay"));
+  CHECK_THROWS_AS(optim::Adam({a.transpose(0, 0) * 2.0}), ValueError);  // not a leaf
+  CHECK_THROWS_AS(optim::cosine_with_warmup(10, 10), ValueError);
+}
