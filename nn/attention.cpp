@@ -22,7 +22,8 @@ Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   for (double len : valid_lens.to_vector<double>())
     if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
       detail::fail<ShapeError>("masked_softmax: valid length ", len, " is not an integer in [0, ", K,
-                               "] for X of shape ", shape_str(X.shape()));
+                               "] (valid_lens of shape ", shape_str(valid_lens.shape()),
+                               ", X of shape ", shape_str(X.shape()), ")");
   Tensor lens;
   {
     NoGradGuard no_grad;
@@ -68,6 +69,13 @@ AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64
 
 Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                   const Tensor& valid_lens) {
+  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.size(0) != keys.size(0) ||
+      keys.size(0) != values.size(0) || keys.size(1) != values.size(1) ||
+      queries.size(2) != W_q->in_features || keys.size(2) != W_k->in_features)
+    detail::fail<ShapeError>("AdditiveAttention: queries ", shape_str(queries.shape()), ", keys ",
+                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+                             " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
+                             "), (B,K,v))");
   Tensor q = W_q->forward(queries);  // (B, Q, h)
   Tensor k = W_k->forward(keys);     // (B, K, h)
   // Every query against every key by broadcasting: (B, Q, 1, h) + (B, 1, K, h) -> (B, Q, K, h)
@@ -116,6 +124,20 @@ MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int
 
 Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                    const Tensor& valid_lens) {
+  // Check the caller's shapes here, so that errors name them rather than the per-head ones.
+  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.size(0) != keys.size(0) ||
+      keys.size(0) != values.size(0) || keys.size(1) != values.size(1) ||
+      queries.size(2) != W_q->in_features || keys.size(2) != W_k->in_features ||
+      values.size(2) != W_v->in_features)
+    detail::fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()), ", keys ",
+                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+                             " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
+                             "), (B,K,", W_v->in_features, "))");
+  if (valid_lens.defined() && valid_lens.shape() != Shape{queries.size(0)} &&
+      valid_lens.shape() != Shape{queries.size(0), queries.size(1)})
+    detail::fail<ShapeError>("MultiHeadAttention: valid_lens of shape ", shape_str(valid_lens.shape()),
+                             " does not fit queries of shape ", shape_str(queries.shape()), " (expected [",
+                             queries.size(0), "] or [", queries.size(0), ",", queries.size(1), "])");
   Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
   Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
   Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)

@@ -94,9 +94,16 @@ class ModuleList : public Module {
     return register_module(std::to_string(modules_.size() - 1), std::move(module));
   }
   std::size_t size() const { return modules_.size(); }
+  // Module i as an M; throws ValueError if it is not one.
   template <class M>
   std::shared_ptr<M> at(std::size_t i) const {
-    return std::dynamic_pointer_cast<M>(modules_.at(i));
+    if (i >= modules_.size())
+      detail::fail<ValueError>("ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
+    auto module = std::dynamic_pointer_cast<M>(modules_[i]);
+    if (!module)
+      detail::fail<ValueError>("ModuleList: module ", i, " is a ", modules_[i]->type_name(),
+                               ", not the type asked for");
+    return module;
   }
 
  private:

@@ -103,7 +103,6 @@ Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
   Tensor& cache = state.key_values[static_cast<std::size_t>(i)];
   const int64_t past = cache.defined() ? cache.size(1) : 0;
   Tensor key_values = cache.defined() ? concat({cache, X}, 1) : X;  // (B, past + T, D)
-  cache = key_values;
   // Causal mask: new position t (absolute position past + t) sees keys 0 … past + t, so its
   // valid length is past + t + 1. (B, T) lengths, one per query.
   Tensor dec_valid_lens = arange(static_cast<double>(past + 1), static_cast<double>(past + T + 1), 1, X.dtype())
@@ -114,7 +113,9 @@ Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
   // Encoder–decoder attention: queries from the decoder, keys and values from the encoder.
   Tensor Y2 = attention2->forward(Y, state.enc_outputs, state.enc_outputs, state.enc_valid_lens);
   Tensor Z = addnorm2->forward(Y, Y2);
-  return addnorm3->forward(Z, ffn->forward(Z));  // (B, T, D)
+  Tensor out = addnorm3->forward(Z, ffn->forward(Z));  // (B, T, D)
+  cache = key_values;  // only once the step succeeded, so a failed call leaves the state as it was
+  return out;
 }
 
 TransformerDecoder::TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size,

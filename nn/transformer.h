@@ -95,6 +95,7 @@ class TransformerDecoderBlock : public Module {
                           double dropout, int64_t i);
   // X (B, T, D): the new positions; state.key_values[i] grows by T positions -> (B, T, D)
   Tensor forward(const Tensor& X, DecoderState& state);
+  Tensor operator()(const Tensor& X, DecoderState& state) { return forward(X, state); }
   std::string type_name() const override { return "TransformerDecoderBlock"; }
 
   int64_t i;  // this block's index in the decoder (its slot in state.key_values)
@@ -115,6 +116,7 @@ class TransformerDecoder : public Module {
   // tokens (B, T) -> logits (B, T, V). Call with all target tokens at once (training), or one
   // step at a time with the same state (decoding): both give the same numbers in eval mode.
   Tensor forward(const Tensor& tokens, DecoderState& state);
+  Tensor operator()(const Tensor& tokens, DecoderState& state) { return forward(tokens, state); }
   std::string type_name() const override { return "TransformerDecoder"; }
   // Per block, the last forward's self-attention and encoder–decoder attention weights (B, H, Q, K).
   std::vector<Tensor> self_attention_weights() const;

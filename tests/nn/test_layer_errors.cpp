@@ -1,0 +1,98 @@
+// The layers' errors: each shape mistake is an ag::ShapeError naming the layer and the shapes,
+// each bad constructor argument an ag::ValueError.
+#include "nn_test_util.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+
+TEST_CASE("Linear: an input not ending in in_features", "[nn][errors]") {
+  manual_seed(0);
+  nn::Linear linear(4, 3);
+  CHECK_THROWS_AS(linear(ones({2, 5})), ShapeError);
+  CHECK_THROWS_WITH(linear(ones({2, 5})),
+                    Equals("Linear: input of shape [2,5] does not end in in_features = 4"));
+  CHECK_THROWS_WITH(linear(ones({7, 2, 3})), Contains("Linear") && Contains("[7,2,3]") && Contains("4"));
+  CHECK_THROWS_WITH(linear(scalar_tensor(1.0)), Contains("Linear") && Contains("[]"));
+  CHECK_THROWS_AS(nn::Linear(0, 3), ValueError);
+  CHECK_THROWS_WITH(nn::Linear(4, -1), Contains("Linear") && Contains("-1"));
+}
+
+TEST_CASE("LayerNorm: an input not ending in normalized_shape", "[nn][errors]") {
+  nn::LayerNorm ln({4});
+  CHECK_THROWS_AS(ln(ones({2, 3})), ShapeError);
+  CHECK_THROWS_WITH(ln(ones({2, 3})), Contains("LayerNorm") && Contains("[2,3]") && Contains("[4]"));
+  nn::LayerNorm ln2({3, 4});
+  CHECK_THROWS_WITH(ln2(ones({2, 4, 3})), Contains("LayerNorm") && Contains("[2,4,3]") && Contains("[3,4]"));
+  CHECK_THROWS_WITH(ln2(ones({4})), Contains("LayerNorm") && Contains("[4]") && Contains("[3,4]"));
+  CHECK_THROWS_AS(nn::LayerNorm({}), ValueError);
+}
+
+TEST_CASE("PositionalEncoding: an input of the wrong width or rank", "[nn][errors]") {
+  nn::PositionalEncoding encoding(8, 0.0, 10);
+  CHECK_THROWS_AS(encoding(ones({2, 3, 6})), ShapeError);
+  CHECK_THROWS_WITH(encoding(ones({2, 3, 6})), Contains("PositionalEncoding") && Contains("[2,3,6]") && Contains("8"));
+  CHECK_THROWS_WITH(encoding(ones({3, 8})), Contains("PositionalEncoding") && Contains("[3,8]"));
+  nn::LearnedPositionalEncoding learned(8, 0.0, 10);
+  CHECK_THROWS_WITH(learned(ones({2, 3, 6})), Contains("LearnedPositionalEncoding") && Contains("[2,3,6]"));
+  CHECK_THROWS_AS(nn::PositionalEncoding(0, 0.0), ValueError);
+}
+
+TEST_CASE("DotProductAttention: queries, keys and values that do not fit", "[nn][errors]") {
+  nn::DotProductAttention attention(0.0);
+  // Query width 4 against key width 3.
+  CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 6})), ShapeError);
+  CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 6})),
+                    Contains("DotProductAttention") && Contains("[2,3,4]") && Contains("[2,5,3]") &&
+                        Contains("[2,5,6]"));
+  // 5 keys but 4 values.
+  CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 4, 6})),
+                    Contains("DotProductAttention") && Contains("[2,5,4]") && Contains("[2,4,6]"));
+  // Batch sizes differ.
+  CHECK_THROWS_WITH(attention(ones({3, 3, 4}), ones({2, 5, 4}), ones({2, 5, 6})),
+                    Contains("DotProductAttention") && Contains("[3,3,4]"));
+  // Not 3-D.
+  CHECK_THROWS_WITH(attention(ones({3, 4}), ones({5, 4}), ones({5, 6})),
+                    Contains("DotProductAttention") && Contains("[3,4]"));
+  // valid_lens that do not fit the scores.
+  CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 5, 6}), tensor({1, 2, 3})), ShapeError);
+}
+
+TEST_CASE("transpose_qkv and transpose_output: widths that do not split into the heads", "[nn][errors]") {
+  CHECK_THROWS_AS(nn::transpose_qkv(ones({2, 3, 5}), 2), ShapeError);
+  CHECK_THROWS_WITH(nn::transpose_qkv(ones({2, 3, 5}), 2),
+                    Contains("transpose_qkv") && Contains("[2,3,5]") && Contains("2 heads"));
+  CHECK_THROWS_WITH(nn::transpose_qkv(ones({3, 6}), 2), Contains("transpose_qkv") && Contains("[3,6]"));
+  CHECK_THROWS_AS(nn::transpose_qkv(ones({2, 3, 4}), 0), ShapeError);
+  CHECK_THROWS_WITH(nn::transpose_output(ones({3, 2, 2}), 2),
+                    Contains("transpose_output") && Contains("[3,2,2]") && Contains("2 heads"));
+}
+
+TEST_CASE("MultiHeadAttention: inputs and valid_lens of the wrong shape name the layer and the shapes", "[nn][errors]") {
+  manual_seed(0);
+  nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
+  CHECK_THROWS_AS(attention(ones({2, 3, 5}), ones({2, 3, 4}), ones({2, 3, 4})), ShapeError);
+  CHECK_THROWS_WITH(attention(ones({2, 3, 5}), ones({2, 3, 4}), ones({2, 3, 4})),
+                    Contains("MultiHeadAttention") && Contains("queries [2,3,5]") && Contains("(B,Q,4)"));
+  CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 3, 4}), ones({2, 3, 4}), tensor({4, 1})), ShapeError);
+  CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 3, 4}), ones({2, 3, 4}), tensor({1, 1, 1})),
+                    Contains("MultiHeadAttention: valid_lens of shape [3]") && Contains("[2,3,4]"));
+}
+
+TEST_CASE("Dropout and Embedding: bad constructor arguments and indices", "[nn][errors]") {
+  CHECK_THROWS_AS(nn::Dropout(1.5), ValueError);
+  CHECK_THROWS_WITH(nn::Dropout(-0.1), Contains("Dropout") && Contains("-0.1"));
+  CHECK_THROWS_AS(nn::Embedding(0, 4), ValueError);
+  manual_seed(0);
+  nn::Embedding embedding(5, 3);
+  CHECK_THROWS_AS(embedding(tensor({1, 5})), ShapeError);  // index 5 of a table of 5
+}
+
+TEST_CASE("TransformerDecoderBlock: a state without a slot for the block", "[nn][errors]") {
+  manual_seed(0);
+  nn::TransformerDecoderBlock block(4, 4, 4, 4, {4}, 4, 8, 2, 0.0, 1);
+  nn::DecoderState state{ones({1, 2, 4}), Tensor(), std::vector<Tensor>(1)};  // only slot 0
+  CHECK_THROWS_AS(block.forward(ones({1, 2, 4}), state), ValueError);
+  CHECK_THROWS_WITH(block.forward(ones({1, 2, 4}), state),
+                    Contains("TransformerDecoderBlock") && Contains("block 1"));
+}

@@ -1,0 +1,196 @@
+// The layers' forward values: each against its formula, computed by hand or from the layer's own
+// parts (the Transformer blocks are d2l's compositions of the smaller layers).
+#include "nn_test_util.h"
+
+using namespace ag;
+using nn_test::at;
+using nn_test::max_abs_diff;
+using nn_test::values;
+
+namespace {
+void set(const Tensor& parameter, const std::vector<double>& v) {
+  NoGradGuard no_grad;
+  parameter.copy_(tensor(v, parameter.shape(), parameter.dtype()));
+}
+}  // namespace
+
+TEST_CASE("Linear computes x Wᵀ + b with W of shape (out, in)", "[nn][layers]") {
+  nn::Linear linear(3, 2);
+  set(linear.weight, {1, 2, 3, -1, 0, 2});  // rows: output features
+  set(linear.bias, {0.5, -1});
+  CHECK(linear.weight.shape() == Shape{2, 3});
+  Tensor y = linear(tensor({1, 1, 1, 2, 0, -1}, {2, 3}));
+  CHECK(values(y) == std::vector<double>{6.5, 0, -0.5, -5});
+  // Any number of leading dims.
+  Tensor y3 = linear(tensor({1, 1, 1, 2, 0, -1}, {2, 1, 3}));
+  CHECK(y3.shape() == Shape{2, 1, 2});
+  CHECK(values(y3) == values(y));
+  nn::Linear no_bias(3, 2, false);
+  set(no_bias.weight, {1, 2, 3, -1, 0, 2});
+  CHECK_FALSE(no_bias.bias.defined());
+  CHECK(values(no_bias(tensor({1, 1, 1}, {1, 3}))) == std::vector<double>{6, 1});
+}
+
+TEST_CASE("LayerNorm normalises with the biased variance, then scales and shifts", "[nn][layers]") {
+  nn::LayerNorm ln({4});
+  ln.to(float64);
+  set(ln.weight, {1, 2, 1, 1});
+  set(ln.bias, {0, 0, 1, 0});
+  Tensor y = ln(tensor({1, 2, 3, 4, 2, 2, 2, 2}, {2, 4}, float64));
+  // Row 0: mean 2.5, biased variance 1.25. Row 1: constant, so (x − mean) = 0.
+  const double s = std::sqrt(1.25 + 1e-5);
+  const std::vector<double> expected = {-1.5 / s, 2 * -0.5 / s, 0.5 / s + 1, 1.5 / s, 0, 0, 1, 0};
+  const std::vector<double> got = values(y);
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-6));
+  // Over two trailing dims: the statistics are over all 6 elements of each (2, 3) slice.
+  nn::LayerNorm ln2({2, 3});
+  Tensor x = nn_test::randn32({4, 2, 3}, 1);
+  Tensor flat = nn::LayerNorm({6})(x.reshape({4, 6}));
+  CHECK(max_abs_diff(ln2(x).reshape({4, 6}), flat) <= 1e-6);
+}
+
+TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn][layers]") {
+  manual_seed(1);
+  nn::Embedding embedding(5, 3);
+  Tensor y = embedding(tensor({4, 0, 4, 2, 1, 3}, {2, 3}));
+  REQUIRE(y.shape() == Shape{2, 3, 3});
+  const std::vector<int64_t> ids = {4, 0, 4, 2, 1, 3};
+  for (int64_t n = 0; n < 6; ++n)
+    CHECK(values(y.select(0, n / 3).select(0, n % 3)) == values(embedding.weight.select(0, ids[n])));
+}
+
+TEST_CASE("Dropout: identity in eval mode and for p = 0; zeros or 1/(1−p)-scaled in training", "[nn][layers]") {
+  Tensor x = nn_test::randn32({20, 30}, 2) + 5.0;  // no zeros in x
+  nn::Dropout dropout(0.25);
+  manual_seed(3);
+  Tensor y = dropout(x);
+  const std::vector<double> xs = values(x), ys = values(y);
+  int dropped = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (ys[i] == 0.0)
+      ++dropped;
+    else
+      CHECK(ys[i] == Approx(xs[i] / 0.75).epsilon(1e-6));
+  }
+  CHECK(dropped > 100);  // about 150 of 600
+  CHECK(dropped < 200);
+  manual_seed(3);
+  CHECK(values(dropout(x)) == ys);  // the default generator decides the mask
+  dropout.eval();
+  CHECK(values(dropout(x)) == xs);
+  nn::Dropout none(0.0);
+  CHECK(values(none(x)) == xs);
+  nn::Dropout all(1.0);
+  CHECK(values(all(x)) == std::vector<double>(600, 0.0));
+}
+
+TEST_CASE("PositionWiseFFN is dense2(relu(dense1(X))) and AddNorm is LayerNorm(dropout(Y) + X)", "[nn][layers]") {
+  manual_seed(4);
+  nn::PositionWiseFFN ffn(4, 6, 3);
+  Tensor X = nn_test::randn32({2, 3, 4}, 5);
+  CHECK(max_abs_diff(ffn(X), ffn.dense2->forward(relu(ffn.dense1->forward(X)))) == 0.0);
+  CHECK(ffn(X).shape() == Shape{2, 3, 3});
+
+  nn::AddNorm addnorm({4}, 0.5);
+  addnorm.eval();
+  Tensor Y = nn_test::randn32({2, 3, 4}, 6);
+  CHECK(max_abs_diff(addnorm(X, Y), addnorm.ln->forward(X + Y)) == 0.0);
+  addnorm.train();
+  manual_seed(9);
+  Tensor trained = addnorm(X, Y);
+  manual_seed(9);
+  CHECK(max_abs_diff(trained, addnorm.ln->forward(dropout(Y, 0.5) + X)) == 0.0);
+}
+
+TEST_CASE("DotProductAttention is softmax(Q·Kᵀ/√d)·V", "[nn][layers]") {
+  nn::DotProductAttention attention(0.0);
+  Tensor q = nn_test::input64({2, 3, 4}, 7).detach(), k = nn_test::input64({2, 5, 4}, 8).detach();
+  Tensor v = nn_test::input64({2, 5, 6}, 9).detach();
+  Tensor y = attention(q, k, v, tensor({2, 5}));
+  Tensor expected_weights = nn::masked_softmax(matmul(q, k.transpose(1, 2)) / 2.0, tensor({2, 5}));
+  CHECK(max_abs_diff(attention.attention_weights(), expected_weights) < 1e-15);
+  CHECK(max_abs_diff(y, matmul(expected_weights, v)) < 1e-15);
+  // One weight by hand: query 0 of row 0 against its two valid keys.
+  double s0 = 0, s1 = 0;
+  for (int64_t c = 0; c < 4; ++c) {
+    s0 += at(q, {0, 0, c}) * at(k, {0, 0, c}) / 2;
+    s1 += at(q, {0, 0, c}) * at(k, {0, 1, c}) / 2;
+  }
+  CHECK(at(attention.attention_weights(), {0, 0, 0}) == Approx(std::exp(s0) / (std::exp(s0) + std::exp(s1))));
+}
+
+TEST_CASE("AdditiveAttention scores w_vᵀ tanh(W_q q + W_k k)", "[nn][layers]") {
+  manual_seed(10);
+  nn::AdditiveAttention attention(3, 2, 4, 0.0);
+  attention.to(float64);
+  Tensor q = nn_test::input64({1, 2, 2}, 11).detach(), k = nn_test::input64({1, 3, 3}, 12).detach();
+  Tensor v = nn_test::input64({1, 3, 2}, 13).detach();
+  Tensor y = attention(q, k, v, tensor({2}));
+  REQUIRE(y.shape() == Shape{1, 2, 2});
+  // The scores of query 1 against keys 0 and 1, by hand; key 2 is masked.
+  auto score = [&](int64_t qi, int64_t ki) {
+    double s = 0;
+    for (int64_t h = 0; h < 4; ++h) {
+      double pre = 0;
+      for (int64_t c = 0; c < 2; ++c) pre += at(attention.W_q->weight, {h, c}) * at(q, {0, qi, c});
+      for (int64_t c = 0; c < 3; ++c) pre += at(attention.W_k->weight, {h, c}) * at(k, {0, ki, c});
+      s += at(attention.w_v->weight, {0, h}) * std::tanh(pre);
+    }
+    return s;
+  };
+  const double e0 = std::exp(score(1, 0)), e1 = std::exp(score(1, 1));
+  const Tensor& W = attention.attention_weights();
+  CHECK(at(W, {0, 1, 0}) == Approx(e0 / (e0 + e1)).margin(1e-12));
+  CHECK(at(W, {0, 1, 1}) == Approx(e1 / (e0 + e1)).margin(1e-12));
+  CHECK(at(W, {0, 1, 2}) == 0.0);
+  CHECK(at(y, {0, 1, 1}) == Approx(at(W, {0, 1, 0}) * at(v, {0, 0, 1}) + at(W, {0, 1, 1}) * at(v, {0, 1, 1})).margin(1e-12));
+}
+
+TEST_CASE("TransformerEncoderBlock and TransformerEncoder are d2l's compositions", "[nn][layers]") {
+  manual_seed(14);
+  nn::TransformerEncoder encoder(10, 8, 8, 8, 8, {8}, 8, 16, 2, 2, 0.0);
+  encoder.eval();
+  const Tensor ids = nn_test::tokens({2, 4}, 10, 15), lens = tensor({4, 2});
+  // X = PositionalEncoding(Embedding(tokens)·√D), then the blocks in order.
+  Tensor X = encoder.embedding->forward(ids) * std::sqrt(8.0) + encoder.pos_encoding->P.narrow(1, 0, 4);
+  for (std::size_t i = 0; i < encoder.blks->size(); ++i) {
+    auto blk = encoder.blks->at<nn::TransformerEncoderBlock>(i);
+    // Y = AddNorm(X, attention(X, X, X)), out = AddNorm(Y, FFN(Y)).
+    Tensor Y = blk->addnorm1->forward(X, blk->attention->forward(X, X, X, lens));
+    Tensor out = blk->addnorm2->forward(Y, blk->ffn->forward(Y));
+    CHECK(max_abs_diff(blk->forward(X, lens), out) == 0.0);
+    X = out;
+  }
+  CHECK(max_abs_diff(encoder(ids, lens), X) <= 1e-6);
+  const auto weights = encoder.attention_weights();
+  REQUIRE(weights.size() == 2);
+  CHECK(weights[1].shape() == Shape{2, 2, 4, 4});
+}
+
+TEST_CASE("TransformerDecoder: logits are dense(blocks(Embedding·√D + P)) with a causal first attention",
+          "[nn][layers]") {
+  manual_seed(16);
+  nn::TransformerDecoder decoder(10, 8, 8, 8, 8, {8}, 8, 16, 2, 1, 0.0);
+  decoder.eval();
+  const Tensor enc_outputs = nn_test::randn32({2, 3, 8}, 17), enc_lens = tensor({3, 1});
+  const Tensor ids = nn_test::tokens({2, 4}, 10, 18);
+  nn::DecoderState state = decoder.init_state(enc_outputs, enc_lens);
+  const Tensor logits = decoder.forward(ids, state);
+  REQUIRE(logits.shape() == Shape{2, 4, 10});
+
+  auto blk = decoder.blks->at<nn::TransformerDecoderBlock>(0);
+  Tensor X = decoder.embedding->forward(ids) * std::sqrt(8.0) + decoder.pos_encoding->P.narrow(1, 0, 4);
+  Tensor causal = tensor({1, 2, 3, 4, 1, 2, 3, 4}, {2, 4});
+  Tensor Y = blk->addnorm1->forward(X, blk->attention1->forward(X, X, X, causal));
+  Tensor Z = blk->addnorm2->forward(Y, blk->attention2->forward(Y, enc_outputs, enc_outputs, enc_lens));
+  Tensor out = blk->addnorm3->forward(Z, blk->ffn->forward(Z));
+  CHECK(max_abs_diff(logits, decoder.dense->forward(out)) <= 1e-6);
+  // The state now caches the block's input for later steps.
+  REQUIRE(state.key_values.size() == 1);
+  CHECK(max_abs_diff(state.key_values[0], X) <= 1e-6);
+  // Cross-attention respects the encoder's valid lengths: row 1 sees only encoder position 0.
+  const Tensor cross = decoder.cross_attention_weights()[0];
+  REQUIRE(cross.shape() == Shape{2, 2, 4, 3});
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t q = 0; q < 4; ++q) CHECK(at(cross, {1, h, q, 0}) == 1.0);
+}

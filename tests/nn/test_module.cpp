@@ -1,0 +1,399 @@
+// The Module system: name checks, the dotted parameter tree of the full Transformer, counts,
+// buffers, train/eval, zero_grad, to(float64), and the PyTorch reprs (checked against what
+// PyTorch 1.13 prints for d2l's modules, with d2l's Sequential of blocks as a ModuleList).
+#include <map>
+#include <sstream>
+
+#include "nn_test_util.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
+using nn_test::values;
+
+namespace {
+
+// A module that registers whatever the test asks for.
+struct Registrar : nn::Module {
+  std::string type_name() const override { return "Registrar"; }
+  Tensor parameter(const std::string& name) { return register_parameter(name, zeros({2})); }
+  Tensor buffer(const std::string& name) { return register_buffer(name, zeros({2})); }
+  void child(const std::string& name) { register_module(name, std::make_shared<nn::ReLU>()); }
+  void null_child(const std::string& name) { register_module(name, std::shared_ptr<nn::ReLU>()); }
+  Tensor non_leaf_parameter(const std::string& name) {
+    Tensor x = ones({2}).requires_grad_();
+    return register_parameter(name, x * 2.0);
+  }
+};
+
+// The small Transformer of these tests: V = 10, D = 8, FFN 16, 2 heads, `layers` blocks each.
+std::shared_ptr<nn::EncoderDecoder> small_transformer(int64_t layers, double dropout = 0.0) {
+  auto encoder = std::make_shared<nn::TransformerEncoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2,
+                                                          layers, dropout);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2,
+                                                          layers, dropout);
+  return std::make_shared<nn::EncoderDecoder>(encoder, decoder);
+}
+
+std::map<std::string, Tensor> as_map(const std::vector<std::pair<std::string, Tensor>>& named) {
+  return {named.begin(), named.end()};
+}
+
+}  // namespace
+
+// ---- registration ---------------------------------------------------------------------------------
+
+TEST_CASE("an empty name is refused, naming the module type", "[nn][module]") {
+  Registrar m;
+  CHECK_THROWS_AS(m.parameter(""), ValueError);
+  CHECK_THROWS_WITH(m.parameter(""), Contains("Registrar") && Contains("empty"));
+  CHECK_THROWS_WITH(m.buffer(""), Contains("Registrar") && Contains("empty"));
+  CHECK_THROWS_WITH(m.child(""), Contains("Registrar") && Contains("empty"));
+}
+
+TEST_CASE("a name with a dot is refused, naming the module type and the name", "[nn][module]") {
+  Registrar m;
+  CHECK_THROWS_AS(m.parameter("a.b"), ValueError);
+  CHECK_THROWS_WITH(m.parameter("a.b"), Contains("Registrar") && Contains("'a.b'") && Contains("dot"));
+  CHECK_THROWS_WITH(m.buffer("x.y"), Contains("Registrar") && Contains("'x.y'"));
+  CHECK_THROWS_WITH(m.child(".c"), Contains("Registrar") && Contains("'.c'"));
+  CHECK(m.named_parameters().empty());  // nothing half-registered
+}
+
+TEST_CASE("a name already taken by a parameter, buffer or submodule is refused", "[nn][module]") {
+  Registrar m;
+  m.parameter("w");
+  m.buffer("b");
+  m.child("c");
+  // Every kind clashes with every other kind: they share one namespace, as in PyTorch.
+  for (const std::string name : {"w", "b", "c"}) {
+    CHECK_THROWS_AS(m.parameter(name), ValueError);
+    CHECK_THROWS_WITH(m.parameter(name), Contains("Registrar") && Contains("'" + name + "'") &&
+                                             Contains("already registered"));
+    CHECK_THROWS_WITH(m.buffer(name), Contains("Registrar") && Contains("'" + name + "'"));
+    CHECK_THROWS_WITH(m.child(name), Contains("Registrar") && Contains("'" + name + "'"));
+  }
+  CHECK(m.named_parameters().size() == 1);
+  CHECK(m.named_buffers().size() == 1);
+  CHECK(m.named_children().size() == 1);
+}
+
+TEST_CASE("a null submodule and a non-leaf parameter are refused", "[nn][module]") {
+  Registrar m;
+  CHECK_THROWS_AS(m.null_child("c"), ValueError);
+  CHECK_THROWS_WITH(m.null_child("c"), Contains("Registrar") && Contains("'c'") && Contains("null"));
+  CHECK_THROWS_AS(m.non_leaf_parameter("p"), ValueError);
+  CHECK_THROWS_WITH(m.non_leaf_parameter("p"), Contains("Registrar") && Contains("'p'") && Contains("leaf"));
+}
+
+TEST_CASE("register_parameter marks the tensor as requiring grad; a buffer is left alone", "[nn][module]") {
+  Registrar m;
+  Tensor p = m.parameter("w");
+  Tensor b = m.buffer("b");
+  CHECK(p.requires_grad());
+  CHECK_FALSE(b.requires_grad());
+  CHECK(m.named_parameters()[0].second.impl_ptr() == p.impl_ptr());  // the same handle
+}
+
+// ---- the tree ------------------------------------------------------------------------------------
+
+TEST_CASE("named_parameters of the full Transformer: dotted paths, shapes and order", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(2);
+  const auto named = model->named_parameters();
+  const auto by_name = as_map(named);
+  REQUIRE(by_name.size() == named.size());  // names are unique
+
+  const std::vector<std::pair<std::string, Shape>> expected_entries = {
+      {"encoder.blks.0.attention.W_q.weight", {8, 8}},
+      {"encoder.blks.1.ffn.dense1.bias", {16}},
+      {"encoder.blks.1.ffn.dense1.weight", {16, 8}},
+      {"encoder.blks.0.ffn.dense2.weight", {8, 16}},
+      {"encoder.embedding.weight", {10, 8}},
+      {"decoder.blks.0.attention2.W_k.weight", {8, 8}},
+      {"decoder.blks.1.addnorm3.ln.bias", {8}},
+      {"decoder.dense.weight", {10, 8}},
+      {"decoder.dense.bias", {10}},
+  };
+  for (const auto& [name, shape] : expected_entries) {
+    INFO(name);
+    REQUIRE(by_name.count(name) == 1);
+    CHECK(by_name.at(name).shape() == shape);
+  }
+  // No bias in the attention projections (use_bias = false, d2l's default).
+  CHECK(by_name.count("encoder.blks.0.attention.W_q.bias") == 0);
+
+  // The whole order, as PyTorch's named_parameters() lists d2l's model (registration order,
+  // depth first). Layer 1 repeats layer 0, so the list of block 0 is checked in full and the
+  // rest by its positions.
+  const std::vector<std::string> encoder_block = {
+      "attention.W_q.weight", "attention.W_k.weight", "attention.W_v.weight", "attention.W_o.weight",
+      "addnorm1.ln.weight",   "addnorm1.ln.bias",     "ffn.dense1.weight",    "ffn.dense1.bias",
+      "ffn.dense2.weight",    "ffn.dense2.bias",      "addnorm2.ln.weight",   "addnorm2.ln.bias"};
+  const std::vector<std::string> decoder_block = {
+      "attention1.W_q.weight", "attention1.W_k.weight", "attention1.W_v.weight", "attention1.W_o.weight",
+      "addnorm1.ln.weight",    "addnorm1.ln.bias",      "attention2.W_q.weight", "attention2.W_k.weight",
+      "attention2.W_v.weight", "attention2.W_o.weight", "addnorm2.ln.weight",    "addnorm2.ln.bias",
+      "ffn.dense1.weight",     "ffn.dense1.bias",       "ffn.dense2.weight",     "ffn.dense2.bias",
+      "addnorm3.ln.weight",    "addnorm3.ln.bias"};
+  std::vector<std::string> expected = {"encoder.embedding.weight"};
+  for (const char* block : {"0", "1"})
+    for (const auto& n : encoder_block) expected.push_back(std::string("encoder.blks.") + block + "." + n);
+  expected.push_back("decoder.embedding.weight");
+  for (const char* block : {"0", "1"})
+    for (const auto& n : decoder_block) expected.push_back(std::string("decoder.blks.") + block + "." + n);
+  expected.push_back("decoder.dense.weight");
+  expected.push_back("decoder.dense.bias");
+
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : named) names.push_back(name);
+  CHECK(names == expected);
+}
+
+TEST_CASE("named_parameters entries are the layers' own handles", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(1);
+  const auto by_name = as_map(model->named_parameters());
+  auto block = model->encoder->blks->at<nn::TransformerEncoderBlock>(0);
+  CHECK(by_name.at("encoder.blks.0.attention.W_q.weight").impl_ptr() == block->attention->W_q->weight.impl_ptr());
+  CHECK(by_name.at("encoder.blks.0.ffn.dense1.bias").impl_ptr() == block->ffn->dense1->bias.impl_ptr());
+  CHECK(by_name.at("decoder.dense.weight").impl_ptr() == model->decoder->dense->weight.impl_ptr());
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    CHECK(p.requires_grad());
+    CHECK(p.is_leaf());
+    CHECK(p.dtype() == float32);
+  }
+}
+
+TEST_CASE("parameters() follows named_parameters(), num_parameters() matches a hand count", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(2);
+  const auto named = model->named_parameters();
+  const auto params = model->parameters();
+  REQUIRE(params.size() == named.size());
+  for (std::size_t i = 0; i < params.size(); ++i) CHECK(params[i].impl_ptr() == named[i].second.impl_ptr());
+  CHECK(params.size() == 1 + 2 * 12 + 1 + 2 * 18 + 2);
+
+  // V = 10, D = 8, F = 16:
+  //   embedding V·D = 80 (each side)
+  //   attention 4·D·D = 256 (no bias), LayerNorm 2·D = 16, FFN D·F + F + F·D + D = 280
+  //   encoder block 256 + 2·16 + 280 = 568; decoder block 2·256 + 3·16 + 280 = 840
+  //   output layer D·V + V = 90
+  const int64_t hand_count = 80 + 2 * 568 + 80 + 2 * 840 + 90;
+  CHECK(hand_count == 3066);  // PyTorch's count for d2l's model of this size
+  CHECK(model->num_parameters() == hand_count);
+  CHECK(small_transformer(1)->num_parameters() == 1658);
+
+  nn::Linear linear(5, 3);
+  CHECK(linear.num_parameters() == 5 * 3 + 3);
+  CHECK(nn::Linear(5, 3, false).num_parameters() == 15);
+  CHECK(nn::LayerNorm({3, 4}).num_parameters() == 24);
+  CHECK(nn::Dropout(0.5).num_parameters() == 0);
+}
+
+TEST_CASE("named_buffers holds the positional-encoding tables, which are not parameters", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(1);
+  const auto buffers = as_map(model->named_buffers());
+  CHECK(buffers.size() == 2);
+  REQUIRE(buffers.count("encoder.pos_encoding.P") == 1);
+  REQUIRE(buffers.count("decoder.pos_encoding.P") == 1);
+  CHECK(buffers.at("encoder.pos_encoding.P").shape() == Shape{1, 1000, 8});
+  CHECK(buffers.at("encoder.pos_encoding.P").impl_ptr() == model->encoder->pos_encoding->P.impl_ptr());
+  CHECK_FALSE(buffers.at("encoder.pos_encoding.P").requires_grad());
+  CHECK(as_map(model->named_parameters()).count("encoder.pos_encoding.P") == 0);
+
+  // The learned encoding's table is a parameter instead.
+  nn::LearnedPositionalEncoding learned(4, 0.0, 6);
+  CHECK(learned.named_buffers().empty());
+  REQUIRE(learned.named_parameters().size() == 1);
+  CHECK(learned.named_parameters()[0].first == "P");
+  CHECK(learned.named_parameters()[0].second.shape() == Shape{1, 6, 4});
+}
+
+TEST_CASE("train() and eval() reach every submodule", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(2, 0.1);
+  auto modes = [&] {
+    std::vector<bool> out;
+    model->apply([&](nn::Module& m) { out.push_back(m.is_training()); });
+    return out;
+  };
+  const std::size_t count = modes().size();
+  CHECK(count > 50);  // the walk really goes down the tree
+  CHECK(modes() == std::vector<bool>(count, true));  // modules start in training mode
+  model->eval();
+  CHECK(modes() == std::vector<bool>(count, false));
+  model->train();
+  CHECK(modes() == std::vector<bool>(count, true));
+  model->train(false);
+  CHECK(modes() == std::vector<bool>(count, false));
+  // A deep leaf in particular.
+  CHECK_FALSE(model->decoder->blks->at<nn::TransformerDecoderBlock>(1)->attention1->attention->dropout->is_training());
+}
+
+TEST_CASE("zero_grad clears the gradient of every parameter", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(1);
+  Tensor enc_X = nn_test::tokens({2, 4}, 10, 1), dec_X = nn_test::tokens({2, 3}, 10, 2);
+  sum((*model)(enc_X, dec_X, tensor({4, 2}))).backward();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    CHECK(p.grad().defined());  // backward reached every parameter
+  }
+  model->zero_grad();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    CHECK_FALSE(p.grad().defined());
+  }
+}
+
+TEST_CASE("to(float64) converts every parameter and buffer under the same handles", "[nn][module]") {
+  manual_seed(0);
+  auto model = small_transformer(1);
+  nn::Linear& dense = *model->decoder->dense;
+  const Tensor weight_handle = dense.weight;  // a copy of the handle, taken before
+  const std::vector<double> weight_before = values(dense.weight);
+  const std::vector<double> P_before = values(model->encoder->pos_encoding->P);
+  const auto named_before = model->named_parameters();
+  sum((*model)(nn_test::tokens({1, 3}, 10, 1), nn_test::tokens({1, 2}, 10, 2), Tensor())).backward();
+  REQUIRE(dense.weight.grad().defined());
+
+  model->to(float64);
+
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    CHECK(p.dtype() == float64);
+    CHECK(p.requires_grad());
+    CHECK_FALSE(p.grad().defined());  // gradients are dropped
+  }
+  for (const auto& [name, b] : model->named_buffers()) {
+    INFO(name);
+    CHECK(b.dtype() == float64);
+  }
+  // The same objects: the member, the handle taken before and the named_parameters entries.
+  const auto named_after = model->named_parameters();
+  REQUIRE(named_after.size() == named_before.size());
+  for (std::size_t i = 0; i < named_after.size(); ++i)
+    CHECK(named_after[i].second.impl_ptr() == named_before[i].second.impl_ptr());
+  CHECK(weight_handle.impl_ptr() == dense.weight.impl_ptr());
+  CHECK(weight_handle.dtype() == float64);
+  CHECK(as_map(named_after).at("decoder.dense.weight").shares_storage(dense.weight));
+  CHECK(model->encoder->pos_encoding->P.dtype() == float64);
+  CHECK(as_map(model->named_buffers()).at("encoder.pos_encoding.P").shares_storage(model->encoder->pos_encoding->P));
+  // The values survive the conversion exactly (float32 -> float64 is exact).
+  CHECK(values(dense.weight) == weight_before);
+  CHECK(values(model->encoder->pos_encoding->P) == P_before);
+
+  // And the model now computes in float64.
+  Tensor logits = (*model)(nn_test::tokens({1, 3}, 10, 1, float64), nn_test::tokens({1, 2}, 10, 2, float64), Tensor());
+  CHECK(logits.dtype() == float64);
+  CHECK(logits.shape() == Shape{1, 2, 10});
+
+  // An update through the named_parameters entry is seen by the layer.
+  {
+    NoGradGuard no_grad;
+    as_map(model->named_parameters()).at("decoder.dense.bias").fill_(0.25);
+  }
+  CHECK(values(dense.bias) == std::vector<double>(10, 0.25));
+}
+
+// ---- reprs ---------------------------------------------------------------------------------------
+
+TEST_CASE("reprs of the basic layers are PyTorch's", "[nn][module][repr]") {
+  manual_seed(0);
+  CHECK(nn::Linear(3, 4).repr() == "Linear(in_features=3, out_features=4, bias=True)");
+  CHECK(nn::Linear(3, 4, false).repr() == "Linear(in_features=3, out_features=4, bias=False)");
+  CHECK(nn::Embedding(20, 32).repr() == "Embedding(20, 32)");
+  CHECK(nn::LayerNorm({32}).repr() == "LayerNorm((32,), eps=1e-05, elementwise_affine=True)");
+  CHECK(nn::LayerNorm({3, 4}).repr() == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True)");
+  CHECK(nn::Dropout(0.0).repr() == "Dropout(p=0.0, inplace=False)");
+  CHECK(nn::Dropout().repr() == "Dropout(p=0.5, inplace=False)");
+  CHECK(nn::ReLU().repr() == "ReLU()");
+  std::ostringstream out;
+  out << nn::Embedding(20, 32);
+  CHECK(out.str() == "Embedding(20, 32)");
+}
+
+TEST_CASE("reprs of the attention and Transformer layers match PyTorch's for d2l's", "[nn][module][repr]") {
+  manual_seed(0);
+  CHECK(nn::AdditiveAttention(2, 20, 8, 0.1).repr() ==
+        "AdditiveAttention(\n"
+        "  (W_k): Linear(in_features=2, out_features=8, bias=False)\n"
+        "  (W_q): Linear(in_features=20, out_features=8, bias=False)\n"
+        "  (w_v): Linear(in_features=8, out_features=1, bias=False)\n"
+        "  (dropout): Dropout(p=0.1, inplace=False)\n"
+        ")");
+  CHECK(nn::PositionWiseFFN(32, 64, 32).repr() ==
+        "PositionWiseFFN(\n"
+        "  (dense1): Linear(in_features=32, out_features=64, bias=True)\n"
+        "  (relu): ReLU()\n"
+        "  (dense2): Linear(in_features=64, out_features=32, bias=True)\n"
+        ")");
+  CHECK(nn::AddNorm({32}, 0.5).repr() ==
+        "AddNorm(\n"
+        "  (dropout): Dropout(p=0.5, inplace=False)\n"
+        "  (ln): LayerNorm((32,), eps=1e-05, elementwise_affine=True)\n"
+        ")");
+  CHECK(nn::PositionalEncoding(32, 0.1).repr() ==
+        "PositionalEncoding(\n"
+        "  (dropout): Dropout(p=0.1, inplace=False)\n"
+        ")");
+  // TransformerEncoder(200, 32, 32, 32, 32, [32], 32, 64, 4, 1, 0.5): nesting four deep.
+  CHECK(nn::TransformerEncoder(200, 32, 32, 32, 32, {32}, 32, 64, 4, 1, 0.5).repr() ==
+        "TransformerEncoder(\n"
+        "  (embedding): Embedding(200, 32)\n"
+        "  (pos_encoding): PositionalEncoding(\n"
+        "    (dropout): Dropout(p=0.5, inplace=False)\n"
+        "  )\n"
+        "  (blks): ModuleList(\n"
+        "    (0): TransformerEncoderBlock(\n"
+        "      (attention): MultiHeadAttention(\n"
+        "        (attention): DotProductAttention(\n"
+        "          (dropout): Dropout(p=0.5, inplace=False)\n"
+        "        )\n"
+        "        (W_q): Linear(in_features=32, out_features=32, bias=False)\n"
+        "        (W_k): Linear(in_features=32, out_features=32, bias=False)\n"
+        "        (W_v): Linear(in_features=32, out_features=32, bias=False)\n"
+        "        (W_o): Linear(in_features=32, out_features=32, bias=False)\n"
+        "      )\n"
+        "      (addnorm1): AddNorm(\n"
+        "        (dropout): Dropout(p=0.5, inplace=False)\n"
+        "        (ln): LayerNorm((32,), eps=1e-05, elementwise_affine=True)\n"
+        "      )\n"
+        "      (ffn): PositionWiseFFN(\n"
+        "        (dense1): Linear(in_features=32, out_features=64, bias=True)\n"
+        "        (relu): ReLU()\n"
+        "        (dense2): Linear(in_features=64, out_features=32, bias=True)\n"
+        "      )\n"
+        "      (addnorm2): AddNorm(\n"
+        "        (dropout): Dropout(p=0.5, inplace=False)\n"
+        "        (ln): LayerNorm((32,), eps=1e-05, elementwise_affine=True)\n"
+        "      )\n"
+        "    )\n"
+        "  )\n"
+        ")");
+}
+
+TEST_CASE("python_float writes floats as Python's repr does", "[nn][module][repr]") {
+  // Each expected string is the output of /usr/bin/python3 -c 'print(repr(x))'.
+  CHECK(nn::python_float(0.5) == "0.5");
+  CHECK(nn::python_float(0.0) == "0.0");
+  CHECK(nn::python_float(0.1) == "0.1");
+  CHECK(nn::python_float(1e-05) == "1e-05");
+  CHECK(nn::python_float(0.0001) == "0.0001");
+  CHECK(nn::python_float(100000.0) == "100000.0");
+  CHECK(nn::python_float(1e16) == "1e+16");
+  CHECK(nn::python_float(1e-7) == "1e-07");
+  CHECK(nn::python_float(2.5e-05) == "2.5e-05");
+  // The edges of fixed notation and a few more.
+  CHECK(nn::python_float(1e15) == "1000000000000000.0");
+  CHECK(nn::python_float(123456789012345.6) == "123456789012345.6");
+  CHECK(nn::python_float(-0.0) == "-0.0");
+  CHECK(nn::python_float(1.0 / 3.0) == "0.3333333333333333");
+  CHECK(nn::python_float(0.00012) == "0.00012");
+  CHECK(nn::python_float(-2.5e-05) == "-2.5e-05");
+  CHECK(nn::python_bool(true) == "True");
+  CHECK(nn::python_bool(false) == "False");
+}
