@@ -35,7 +35,8 @@ Reported per seed (one JSON line each, at the end):
   heldout_exact_seq_acc_d2l_positions  the same, but calling d2l's TransformerDecoder.forward as
                         predict_seq2seq does, which adds P[:, :X.shape[1]] = P[0] to every step's
                         single token: every decoded token is encoded as position 0;
-  heldout_loss_per_token teacher-forced CE per valid token on the held-out set, eval mode;
+  heldout_loss_per_token teacher-forced CE per valid token on the held-out set, eval mode (fed one
+                        step at a time: see evaluate);
   clipped_fraction, grad_norm_mean  how often grad_clipping acted and the mean norm before it;
   train_seconds, eval_seconds.
 """
@@ -201,11 +202,18 @@ def evaluate(net, held_out):
     for d2l_positions in (False, True):
         predictions = greedy_decode(net, X, X_valid_len, d2l_positions)
         accuracy[d2l_positions] = sum(p == t for p, t in zip(predictions, targets)) / len(held_out)
+    # Teacher-forced loss. In eval mode d2l's DecoderBlock drops its causal mask (it expects one
+    # token per call), so a full forward would let every position see the later targets; feeding the
+    # targets one step at a time gives what a causally masked forward gives, without dropout.
     net.eval()
     dec_input = torch.cat([torch.full((Y.shape[0], 1), BOS, dtype=torch.long), Y[:, :-1]], 1)
-    Y_hat, _ = net(X, dec_input, X_valid_len)
+    dec_state = net.decoder.init_state(net.encoder(X, X_valid_len), X_valid_len)
+    logits = []
+    for t in range(NUM_STEPS):
+        Y_hat, dec_state = decoder_forward_at(net.decoder, dec_input[:, t:t + 1], dec_state, t)
+        logits.append(Y_hat)
     net.train()
-    return accuracy[False], accuracy[True], per_token_loss(Y_hat, Y, Y_valid_len)
+    return accuracy[False], accuracy[True], per_token_loss(torch.cat(logits, 1), Y, Y_valid_len)
 
 
 def per_token_loss(Y_hat, Y, Y_valid_len):
