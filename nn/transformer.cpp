@@ -145,9 +145,16 @@ Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
     detail::fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
                              " new positions exceed max_len ", pos_encoding->max_len);
   Tensor X = pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
-  for (std::size_t i = 0; i < blks->size(); ++i)
-    X = blks->at<TransformerDecoderBlock>(i)->forward(X, state);  // (B, T, D)
-  return dense->forward(X);                                       // (B, T, V)
+  // If a later block throws, the caches of the earlier ones must not keep the new positions.
+  const std::vector<Tensor> saved_caches = state.key_values;
+  try {
+    for (std::size_t i = 0; i < blks->size(); ++i)
+      X = blks->at<TransformerDecoderBlock>(i)->forward(X, state);  // (B, T, D)
+  } catch (...) {
+    state.key_values = saved_caches;
+    throw;
+  }
+  return dense->forward(X);  // (B, T, V)
 }
 
 std::vector<Tensor> TransformerDecoder::self_attention_weights() const {
