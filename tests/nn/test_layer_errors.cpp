@@ -106,7 +106,7 @@ TEST_CASE("a decoder step that fails leaves the decoder state as it was", "[nn][
   REQUIRE(state.key_values[0].size(1) == 1);
   state.enc_valid_lens = tensor({7});  // longer than the 3 encoder positions: the cross-attention throws
   CHECK_THROWS_AS(decoder(ones({1, 1}), state), ShapeError);
-  // The failed step grew no block's cache (block 0 ran before block 0's cross-attention threw).
+  // The failed step grew neither block's cache.
   CHECK(state.key_values[0].size(1) == 1);
   CHECK(state.key_values[1].size(1) == 1);
 }
