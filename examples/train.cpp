@@ -25,15 +25,30 @@ namespace {
 using namespace ag;
 using Clock = std::chrono::steady_clock;
 
+// The defaults train the reverse task to 100% held-out exact-sequence accuracy in about a minute
+// on one core (seeds 0–2). They differ from d2l's chapter setting (32 wide, FFN 64, dropout 0.1,
+// constant lr 0.005, 2000 steps — which reaches about 50%, in PyTorch as in ag; see
+// docs/training.md): twice the width, a wider FFN, no dropout (every batch is fresh data, so there
+// is nothing to overfit) and a warm-up + cosine schedule.
+seq2seq::ModelConfig default_model() {
+  seq2seq::ModelConfig model;
+  model.num_hiddens = 64;
+  model.ffn_num_hiddens = 256;
+  model.num_heads = 4;
+  model.num_layers = 2;
+  model.dropout = 0.0;
+  return model;
+}
+
 struct Options {
   std::string task = "reverse";
-  int64_t steps = 2000;
+  int64_t steps = 2500;
   int64_t batch_size = 64;
-  double lr = 0.005;
+  double lr = 0.002;
   double clip = 1.0;
   std::string schedule = "cosine";  // constant | cosine | noam
   int64_t warmup = 0;  // 0: min(200, steps / 10)
-  seq2seq::ModelConfig model;
+  seq2seq::ModelConfig model = default_model();
   uint64_t seed = 0;
   int threads = 1;
   int64_t eval_every = 500;

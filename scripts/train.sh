@@ -7,8 +7,8 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-# The main job. Until the Transformer trainer exists, it is the MLP example.
-MAIN_JOB=build/examples/ag-train-mlp
+# The main job: train the default toy Transformer (the reverse task).
+MAIN_JOB=build/examples/ag-train
 
 phase_start "dependencies"
 scripts/install-deps.sh
