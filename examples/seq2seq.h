@@ -104,6 +104,25 @@ struct ModelConfig {
 // re-initialised by Xavier-uniform as d2l's train_seq2seq does. Uses the default generator.
 std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& config);
 
+// ---- checkpoints ------------------------------------------------------------------------------------
+// The task and model configuration as checkpoint entries "config.task", "config.num_hiddens", …
+void save_model_config(Checkpoint& checkpoint, const std::string& task, const ModelConfig& config);
+ModelConfig load_model_config(const Checkpoint& checkpoint);
+
+// A model-only file (kind "model"): the model's parameters and buffers under "model." and its
+// configuration — for inference and for sharing.
+void save_model(const std::string& path, const nn::EncoderDecoder& model, const std::string& task,
+                const ModelConfig& config, CheckpointFormat format = CheckpointFormat::binary);
+
+struct LoadedModel {
+  std::unique_ptr<Task> task;
+  ModelConfig config;
+  std::shared_ptr<nn::EncoderDecoder> model;
+};
+// Builds the model a model file or an ag-train checkpoint describes and loads its weights
+// (strictly: every name, shape and dtype must match).
+LoadedModel load_model(const std::string& path);
+
 // One training step with teacher forcing: forward, the masked cross-entropy per valid token,
 // backward, clipping of the global gradient norm at `clip`, and the optimizer's update. Returns the
 // loss before the update.

@@ -1,18 +1,26 @@
 // ag-train — trains a d2l Transformer on a toy sequence task and shows it learning.
 //
-//   ag-train                          # reverse, the default model: >= 95% exact sequences
+//   ag-train                                   # reverse, the default model: ~100% exact sequences
 //   ag-train --task sort --steps 4000
+//   ag-train --checkpoint run.agc              # saves every --checkpoint-every steps and at the end
+//   ag-train --resume run.agc                  # continues exactly where run.agc stopped
+//   ag-train --save-model reverse.agm          # a model-only file for ag-predict
 //   ag-train --help
 //
 // Each step: a batch of fresh examples, the encoder–decoder forward with teacher forcing, the
 // masked cross-entropy per valid token, backward, gradient clipping at --clip, an Adam update.
 // Every --eval-every steps it evaluates on a fixed held-out set (never trained on): the loss, the
 // token accuracy, and the exact-sequence accuracy of greedy decoding, with a few decoded examples.
+// Ctrl-C stops after the current step and, with --checkpoint, saves first.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -41,20 +49,33 @@ seq2seq::ModelConfig default_model() {
 }
 
 struct Options {
+  // What defines the run (saved in checkpoints; a resumed run takes them from the file).
   std::string task = "reverse";
   int64_t steps = 2500;
   int64_t batch_size = 64;
   double lr = 0.002;
   double clip = 1.0;
   std::string schedule = "cosine";  // constant | cosine | noam
-  int64_t warmup = 0;  // 0: min(200, steps / 10)
+  int64_t warmup = 0;               // 0: min(200, steps / 10)
   seq2seq::ModelConfig model = default_model();
   uint64_t seed = 0;
+  int64_t eval_size = 500;
+  // How this invocation runs and reports.
   int threads = 1;
   int64_t eval_every = 500;
-  int64_t eval_size = 500;
   int64_t show = 4;  // decoded examples printed at each evaluation
+  std::string checkpoint;
+  int64_t checkpoint_every = 0;  // 0: at each evaluation
+  int64_t keep = 0;              // numbered copies PATH.step-N kept besides PATH
+  std::string checkpoint_format = "binary";
+  std::string resume;
+  int64_t stop_after = 0;  // 0: run to --steps
+  std::string loss_log;
+  std::string save_model;
 };
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_interrupt(int) { interrupted = true; }
 
 std::string format_duration(double seconds) {
   const int64_t s = static_cast<int64_t>(seconds + 0.5);
@@ -77,8 +98,64 @@ void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const seq2seq:
   std::fflush(stdout);
 }
 
-int train(const Options& o) {
+// ---- the run's definition in a checkpoint --------------------------------------------------------
+
+void save_options(Checkpoint& c, const Options& o) {
+  c.integers["config.steps"] = static_cast<uint64_t>(o.steps);
+  c.integers["config.batch_size"] = static_cast<uint64_t>(o.batch_size);
+  c.reals["config.lr"] = o.lr;
+  c.reals["config.clip"] = o.clip;
+  c.strings["config.schedule"] = o.schedule;
+  c.integers["config.warmup"] = static_cast<uint64_t>(o.warmup);
+  c.integers["config.seed"] = o.seed;
+  c.integers["config.eval_size"] = static_cast<uint64_t>(o.eval_size);
+  c.integers["config.threads"] = static_cast<uint64_t>(o.threads);
+}
+
+// The run-defining options of a checkpoint, over this invocation's reporting options.
+Options options_from(const Checkpoint& c, Options o) {
+  o.task = c.string("config.task");
+  o.model = seq2seq::load_model_config(c);
+  o.steps = static_cast<int64_t>(c.integer("config.steps"));
+  o.batch_size = static_cast<int64_t>(c.integer("config.batch_size"));
+  o.lr = c.real("config.lr");
+  o.clip = c.real("config.clip");
+  o.schedule = c.string("config.schedule");
+  o.warmup = static_cast<int64_t>(c.integer("config.warmup"));
+  o.seed = c.integer("config.seed");
+  o.eval_size = static_cast<int64_t>(c.integer("config.eval_size"));
+  if (o.steps <= 0 || o.batch_size <= 0 || o.eval_size <= 0 || o.warmup <= 0 ||
+      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
+    throw CheckpointError("checkpoint: the saved run configuration is inconsistent");
+  const uint64_t saved_threads = c.integer("config.threads");
+  if (saved_threads != static_cast<uint64_t>(o.threads))
+    std::printf("note: the run was saved with %llu thread(s) and continues with %d; the result may differ in "
+                "the last bits from an uninterrupted run\n",
+                static_cast<unsigned long long>(saved_threads), o.threads);
+  return o;
+}
+
+void put_generator(Checkpoint& c, const std::string& name, const GeneratorState& s) {
+  c.integers["generator." + name + ".seed"] = s.seed;
+  c.integers["generator." + name + ".offset"] = s.offset;
+}
+GeneratorState get_generator(const Checkpoint& c, const std::string& name) {
+  return {c.integer("generator." + name + ".seed"), c.integer("generator." + name + ".offset")};
+}
+
+// ---- training ---------------------------------------------------------------------------------------
+
+int train(Options o) {
+  std::signal(SIGINT, on_interrupt);
   set_num_threads(o.threads);
+  std::optional<Checkpoint> resumed;
+  if (!o.resume.empty()) {
+    resumed = load_checkpoint(o.resume);  // the whole file is checked before anything is used
+    if (resumed->kind != "ag-train")
+      throw CheckpointError("checkpoint " + o.resume + ": holds a '" + resumed->kind +
+                            "', not an ag-train run (a model file cannot be resumed)");
+    o = options_from(*resumed, o);
+  }
   manual_seed(o.seed);  // model initialisation and dropout masks
   std::unique_ptr<seq2seq::Task> task = seq2seq::make_task(o.task);
   seq2seq::ModelConfig config = o.model;
@@ -96,6 +173,58 @@ int train(const Options& o) {
     };
   optim::Scheduler scheduler(optimizer, schedule);
 
+  int64_t first_step = 1;
+  if (resumed) {
+    // Everything that the next step depends on: weights, Adam's moments and step counts, the
+    // schedule's position, the dropout generator and the data stream.
+    model->load_state_dict(resumed->tensors_under("model"));
+    optimizer.load_state(*resumed, "optimizer");
+    const uint64_t step = resumed->integer("step");
+    if (step >= static_cast<uint64_t>(o.steps))
+      throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
+    scheduler.set_step(static_cast<int64_t>(resumed->integer("scheduler.step")));
+    default_generator().set_state(get_generator(*resumed, "default"));
+    stream.generator().set_state(get_generator(*resumed, "data"));
+    first_step = static_cast<int64_t>(step) + 1;
+    std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(), static_cast<long long>(first_step),
+                static_cast<long long>(o.steps));
+  }
+
+  auto save = [&](int64_t step) {
+    if (o.checkpoint.empty()) return;
+    Checkpoint c;
+    c.kind = "ag-train";
+    for (const auto& [name, t] : model->state_dict()) c.tensors["model." + name] = t;
+    optimizer.save_state(c, "optimizer");
+    seq2seq::save_model_config(c, o.task, config);
+    save_options(c, o);
+    c.integers["step"] = static_cast<uint64_t>(step);
+    c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
+    put_generator(c, "default", default_generator().state());
+    put_generator(c, "data", stream.generator().state());
+    const SaveOptions save_options{o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary, {}};
+    save_checkpoint(c, o.checkpoint, save_options);
+    if (o.keep > 0) {
+      // A numbered copy of this save, and only the newest --keep of them.
+      char suffix[32];
+      std::snprintf(suffix, sizeof suffix, ".step-%08lld", static_cast<long long>(step));
+      save_checkpoint(c, o.checkpoint + suffix, save_options);
+      namespace fs = std::filesystem;
+      const fs::path target(o.checkpoint);
+      const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+      const std::string stem = target.filename().string() + ".step-";
+      std::vector<fs::path> copies;
+      for (const auto& entry : fs::directory_iterator(folder)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(stem, 0) == 0 && name.size() == stem.size() + 8 &&
+            name.find_first_not_of("0123456789", stem.size()) == std::string::npos)
+          copies.push_back(entry.path());
+      }
+      std::sort(copies.begin(), copies.end());
+      for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i) fs::remove(copies[i]);
+    }
+  };
+
   std::printf("ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
               "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
               "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
@@ -106,24 +235,34 @@ int train(const Options& o) {
               static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
               static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 
+  std::ofstream loss_log;
+  if (!o.loss_log.empty()) {
+    loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
+    if (!loss_log) throw ValueError("cannot open --loss-log " + o.loss_log);
+    if (!resumed) loss_log << "step,loss\n";
+  }
   const bool terminal = isatty(STDOUT_FILENO);
+  const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
+  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
   const Clock::time_point start = Clock::now();
   double tokens = 0, loss_since_report = 0;
-  std::vector<double> recent_losses;  // the last 100 steps' losses, for the final summary
   int64_t steps_since_report = 0;
+  std::vector<double> recent_losses;  // the last 100 steps' losses, for the final summary
   seq2seq::Evaluation evaluation;
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  int64_t step = first_step;
+  for (; step <= last_step; ++step) {
     seq2seq::Batch batch = seq2seq::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
     const double loss = seq2seq::train_step(*model, optimizer, batch, o.clip);
     scheduler.step();
+    if (loss_log) loss_log << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
 
     tokens += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
     loss_since_report += loss;
+    ++steps_since_report;
     recent_losses.push_back(loss);
     if (recent_losses.size() > 100) recent_losses.erase(recent_losses.begin());
-    ++steps_since_report;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    const double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
+    const double eta = elapsed / static_cast<double>(step - first_step + 1) * static_cast<double>(last_step - step);
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
     if (terminal) {
       // One live line, rewritten in place.
@@ -143,11 +282,28 @@ int train(const Options& o) {
       evaluation = seq2seq::evaluate(*model, *task, held_out);
       print_evaluation(step, evaluation, *task, held_out, o.show);
     }
+    if (step % checkpoint_every == 0 || step == last_step) save(step);
+    if (interrupted) {
+      if (step % checkpoint_every != 0 && step != last_step) save(step);
+      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
+                  o.checkpoint.empty() ? " (not saved: no --checkpoint)" : ("; saved " + o.checkpoint).c_str());
+      return 130;
+    }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!o.save_model.empty()) {
+    seq2seq::save_model(o.save_model, *model, o.task, config,
+                        o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary);
+    std::printf("saved the model to %s\n", o.save_model.c_str());
+  }
+  if (last_step < o.steps) {
+    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step), static_cast<long long>(o.steps),
+                o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
+    return 0;
+  }
   double recent = 0;
   for (double l : recent_losses) recent += l;
-  recent /= static_cast<double>(recent_losses.size());
+  if (!recent_losses.empty()) recent /= static_cast<double>(recent_losses.size());
   std::printf("done: %lld steps in %s; training loss per token (mean of the last %zu steps) %.4f; "
               "held-out exact-sequence accuracy %.1f%%\n",
               static_cast<long long>(o.steps), format_duration(seconds).c_str(), recent_losses.size(), recent,
@@ -179,6 +335,16 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", o.eval_every, "evaluate every this many steps")->capture_default_str();
   app.add_option("--eval-size", o.eval_size, "held-out sequences")->capture_default_str();
   app.add_option("--show", o.show, "decoded examples printed at each evaluation")->capture_default_str();
+  app.add_option("--checkpoint", o.checkpoint, "save the run here (atomically) every --checkpoint-every steps and at the end");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0: at each evaluation)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")->capture_default_str();
+  app.add_option("--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN")->capture_default_str();
+  app.add_option("--resume", o.resume, "continue the run saved in this checkpoint (its settings replace the options "
+                                       "that define a run)");
+  app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")->capture_default_str();
+  app.add_option("--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
+  app.add_option("--save-model", o.save_model, "at the end, save the model alone here (for ag-predict)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -209,6 +375,12 @@ int main(int argc, char** argv) {
   else if (o.threads < 1) problem = "--threads must be at least 1";
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
     problem = "--eval-every and --eval-size must be positive, --show not negative";
+  else if (o.checkpoint_every < 0 || o.keep < 0 || o.stop_after < 0)
+    problem = "--checkpoint-every, --keep and --stop-after must not be negative";
+  else if (o.checkpoint_format != "binary" && o.checkpoint_format != "json")
+    problem = "unknown --checkpoint-format '" + o.checkpoint_format + "' (known: binary, json)";
+  else if (o.keep > 0 && o.checkpoint.empty())
+    problem = "--keep needs --checkpoint";
   if (!problem.empty()) {
     std::cerr << "ag-train: " << problem << "\n";
     return 2;
@@ -216,6 +388,9 @@ int main(int argc, char** argv) {
   if (o.warmup == 0) o.warmup = std::max<int64_t>(1, std::min<int64_t>(200, o.steps / 10));
   try {
     return train(o);
+  } catch (const CheckpointError& e) {
+    std::cerr << "\nag-train: " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "\nag-train: error: " << e.what() << "\n";
     return 1;

@@ -105,6 +105,58 @@ void Module::to(DType dtype) {
   for (auto& [name, b] : named_buffers()) convert(b);
 }
 
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> state;
+  for (auto& [name, t] : named_parameters()) state.emplace(name, t);
+  for (auto& [name, t] : named_buffers()) state.emplace(name, t);
+  return state;
+}
+
+std::vector<std::string> Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  const std::map<std::string, Tensor> own = state_dict();
+  // Check everything first; copy only what fits (and, when strict, only if everything fits).
+  std::vector<std::string> missing, unexpected, mismatched, problems;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
+  for (const auto& [name, target] : own) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    const Tensor& source = it->second;
+    if (source.shape() != target.shape())
+      mismatched.push_back("shape mismatch " + name + ": file " + shape_str(source.shape()) + ", model " +
+                           shape_str(target.shape()));
+    else if (source.dtype() != target.dtype())
+      mismatched.push_back("dtype mismatch " + name + ": file " + dtype_name(source.dtype()) + ", model " +
+                           dtype_name(target.dtype()));
+    else
+      copies.emplace_back(target, source);
+  }
+  for (const auto& [name, source] : state)
+    if (!own.count(name)) unexpected.push_back(name);
+  auto join = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  std::vector<std::string> parts;
+  if (!missing.empty()) parts.push_back("missing [" + join(missing) + "]");
+  if (!unexpected.empty()) parts.push_back("unexpected [" + join(unexpected) + "]");
+  for (const std::string& m : mismatched) parts.push_back(m);
+  if (strict && !parts.empty()) {
+    std::string message = "checkpoint: ";
+    for (std::size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
+    throw CheckpointError(message);
+  }
+  NoGradGuard no_grad;
+  for (auto& [target, source] : copies) target.copy_(source);
+  for (const std::string& n : missing) problems.push_back("missing " + n);
+  for (const std::string& n : unexpected) problems.push_back("unexpected " + n);
+  for (const std::string& m : mismatched) problems.push_back(m);
+  return problems;
+}
+
 std::string Module::repr() const {
   // PyTorch: "Name(extra)" for a leaf; otherwise "Name(" + extra and children, one per line,
   // each indented by two spaces (also the continuation lines of a child's own repr) + ")".

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 
 namespace ag::nn {
@@ -55,6 +57,16 @@ class Module {
 
   // Drops the gradients of every parameter.
   void zero_grad();
+
+  // ---- state (checkpoints) -------------------------------------------------------------------
+  // Every parameter and buffer by dotted name (the tensors themselves, not copies).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies `state` into the parameters and buffers of the same names. Strict (the default): the
+  // names must match exactly and every shape and dtype too; all problems are reported together in
+  // one CheckpointError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
+  // encoder.blks.0.ffn.dense1.weight: file [64,32], model [128,32]") and nothing is changed.
+  // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
+  std::vector<std::string> load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
   // Converts every parameter and buffer to `dtype` in place (float64 for gradient checks).
   // The handles the layers hold stay valid; gradients are dropped.

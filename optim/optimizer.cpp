@@ -29,7 +29,8 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGro
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
-                     const char* name) {
+                     const char* name)
+    : name_(name) {
   if (!(default_lr >= 0)) detail::fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
   if (!(default_weight_decay >= 0))
     detail::fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
@@ -42,6 +43,151 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double d
 void Optimizer::zero_grad() {
   for (const Group& g : groups_)
     for (const Tensor& p : g.params) p.zero_grad();
+}
+
+// ---- state ----------------------------------------------------------------------------------------
+
+std::string Optimizer::state_name(const std::string& prefix, std::size_t group, std::size_t index) {
+  return prefix + ".state." + std::to_string(group) + "." + std::to_string(index) + ".";
+}
+
+void Optimizer::save_state(Checkpoint& c, const std::string& prefix) const {
+  c.strings[prefix + ".type"] = name_;
+  c.integers[prefix + ".groups"] = groups_.size();
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string group = prefix + ".group." + std::to_string(g) + ".";
+    c.integers[group + "size"] = groups_[g].params.size();
+    c.reals[group + "lr"] = groups_[g].lr;
+    c.reals[group + "weight_decay"] = groups_[g].weight_decay;
+  }
+  save_extra(c, prefix);
+}
+
+void Optimizer::load_state(const Checkpoint& c, const std::string& prefix) {
+  std::vector<std::string> problems;
+  auto has = [](const auto& map, const std::string& key) { return map.count(key) > 0; };
+  if (!has(c.strings, prefix + ".type") || !has(c.integers, prefix + ".groups")) {
+    problems.push_back("no optimizer state under '" + prefix + "'");
+  } else if (c.strings.at(prefix + ".type") != name_) {
+    problems.push_back("the file holds " + c.strings.at(prefix + ".type") + " state, this optimizer is " + name_);
+  } else if (c.integers.at(prefix + ".groups") != groups_.size()) {
+    problems.push_back("the file has " + std::to_string(c.integers.at(prefix + ".groups")) +
+                       " parameter groups, this optimizer " + std::to_string(groups_.size()));
+  } else {
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const std::string group = prefix + ".group." + std::to_string(g) + ".";
+      if (!has(c.integers, group + "size") || !has(c.reals, group + "lr") || !has(c.reals, group + "weight_decay"))
+        problems.push_back("group " + std::to_string(g) + " is incomplete in the file");
+      else if (c.integers.at(group + "size") != groups_[g].params.size())
+        problems.push_back("group " + std::to_string(g) + " has " + std::to_string(c.integers.at(group + "size")) +
+                           " parameters in the file, " + std::to_string(groups_[g].params.size()) + " here");
+    }
+    if (problems.empty()) check_extra(c, prefix, problems);
+  }
+  if (!problems.empty()) {
+    std::string message = "checkpoint: " + name_ + " state does not fit: ";
+    for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+    throw CheckpointError(message);
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const std::string group = prefix + ".group." + std::to_string(g) + ".";
+    groups_[g].lr = c.reals.at(group + "lr");
+    groups_[g].weight_decay = c.reals.at(group + "weight_decay");
+  }
+  load_extra(c, prefix);
+}
+
+namespace {
+// Checks that a state tensor exists with its parameter's shape and dtype.
+void check_state_tensor(const Checkpoint& c, const std::string& name, const Tensor& param,
+                        std::vector<std::string>& problems) {
+  auto it = c.tensors.find(name);
+  if (it == c.tensors.end()) {
+    problems.push_back("missing " + name);
+  } else if (it->second.shape() != param.shape() || it->second.dtype() != param.dtype()) {
+    problems.push_back("shape mismatch " + name + ": file " + shape_str(it->second.shape()) + " " +
+                       dtype_name(it->second.dtype()) + ", parameter " + shape_str(param.shape()) + " " +
+                       dtype_name(param.dtype()));
+  }
+}
+Tensor copy_of(const Tensor& t) { return t.detach().clone(); }
+}  // namespace
+
+void SGD::save_extra(Checkpoint& c, const std::string& prefix) const {
+  c.reals[prefix + ".momentum"] = momentum;
+  c.reals[prefix + ".dampening"] = dampening;
+  c.integers[prefix + ".nesterov"] = nesterov;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i)
+      if (momentum_buffers[g][i].defined())
+        c.tensors[state_name(prefix, g, i) + "momentum_buffer"] = momentum_buffers[g][i];
+}
+
+void SGD::check_extra(const Checkpoint& c, const std::string& prefix, std::vector<std::string>& problems) const {
+  if (!c.reals.count(prefix + ".momentum") || !c.reals.count(prefix + ".dampening") || !c.integers.count(prefix + ".nesterov"))
+    problems.push_back("SGD hyper-parameters missing");
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const std::string name = state_name(prefix, g, i) + "momentum_buffer";
+      if (c.tensors.count(name)) check_state_tensor(c, name, groups_[g].params[i], problems);
+    }
+}
+
+void SGD::load_extra(const Checkpoint& c, const std::string& prefix) {
+  momentum = c.reals.at(prefix + ".momentum");
+  dampening = c.reals.at(prefix + ".dampening");
+  nesterov = c.integers.at(prefix + ".nesterov") != 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      auto it = c.tensors.find(state_name(prefix, g, i) + "momentum_buffer");
+      momentum_buffers[g][i] = it == c.tensors.end() ? Tensor() : copy_of(it->second);
+    }
+}
+
+void Adam::save_extra(Checkpoint& c, const std::string& prefix) const {
+  c.reals[prefix + ".beta1"] = beta1;
+  c.reals[prefix + ".beta2"] = beta2;
+  c.reals[prefix + ".eps"] = eps;
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const AdamState& s = state[g][i];
+      const std::string stem = state_name(prefix, g, i);
+      c.integers[stem + "step"] = static_cast<uint64_t>(s.step);
+      if (s.step > 0) {
+        c.tensors[stem + "exp_avg"] = s.exp_avg;
+        c.tensors[stem + "exp_avg_sq"] = s.exp_avg_sq;
+      }
+    }
+}
+
+void Adam::check_extra(const Checkpoint& c, const std::string& prefix, std::vector<std::string>& problems) const {
+  if (!c.reals.count(prefix + ".beta1") || !c.reals.count(prefix + ".beta2") || !c.reals.count(prefix + ".eps"))
+    problems.push_back(name_ + " hyper-parameters missing");
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const std::string stem = state_name(prefix, g, i);
+      auto step = c.integers.find(stem + "step");
+      if (step == c.integers.end()) {
+        problems.push_back("missing " + stem + "step");
+      } else if (step->second > 0) {
+        check_state_tensor(c, stem + "exp_avg", groups_[g].params[i], problems);
+        check_state_tensor(c, stem + "exp_avg_sq", groups_[g].params[i], problems);
+      }
+    }
+}
+
+void Adam::load_extra(const Checkpoint& c, const std::string& prefix) {
+  beta1 = c.reals.at(prefix + ".beta1");
+  beta2 = c.reals.at(prefix + ".beta2");
+  eps = c.reals.at(prefix + ".eps");
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const std::string stem = state_name(prefix, g, i);
+      AdamState& s = state[g][i];
+      s.step = static_cast<int64_t>(c.integers.at(stem + "step"));
+      s.exp_avg = s.step > 0 ? copy_of(c.tensors.at(stem + "exp_avg")) : Tensor();
+      s.exp_avg_sq = s.step > 0 ? copy_of(c.tensors.at(stem + "exp_avg_sq")) : Tensor();
+    }
 }
 
 // ---- SGD ----------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 
 namespace ag::optim {
@@ -34,6 +35,15 @@ class Optimizer {
   // Drops every parameter's gradient.
   void zero_grad();
 
+  // Writes the optimizer's whole state into `checkpoint` under `prefix` ("optimizer.type",
+  // "optimizer.group.0.lr", "optimizer.state.0.3.exp_avg", …), so that loading it into an
+  // optimizer built over the same parameters continues exactly where this one stopped.
+  void save_state(Checkpoint& checkpoint, const std::string& prefix = "optimizer") const;
+  // Checks everything first — the optimizer's type, the groups and their sizes, every state
+  // tensor's shape and dtype against its parameter — and changes nothing unless all of it fits;
+  // otherwise throws one CheckpointError listing the problems.
+  void load_state(const Checkpoint& checkpoint, const std::string& prefix = "optimizer");
+
   struct Group {
     std::vector<Tensor> params;
     double lr;
@@ -44,6 +54,15 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay, const char* name);
+  // Per-optimizer state: hyper-parameters and per-parameter tensors and counters.
+  virtual void save_extra(Checkpoint& checkpoint, const std::string& prefix) const = 0;
+  // Appends what does not fit to `problems`; applies nothing.
+  virtual void check_extra(const Checkpoint& checkpoint, const std::string& prefix,
+                           std::vector<std::string>& problems) const = 0;
+  virtual void load_extra(const Checkpoint& checkpoint, const std::string& prefix) = 0;
+  // "prefix.state.g.i.": the name stem of parameter i of group g.
+  static std::string state_name(const std::string& prefix, std::size_t group, std::size_t index);
+  std::string name_;
   std::vector<Group> groups_;
 };
 
@@ -64,6 +83,11 @@ class SGD : public Optimizer {
   bool nesterov;
   // Momentum buffers, per group and parameter (undefined until the first step with a gradient).
   std::vector<std::vector<Tensor>> momentum_buffers;
+
+ protected:
+  void save_extra(Checkpoint& checkpoint, const std::string& prefix) const override;
+  void check_extra(const Checkpoint& checkpoint, const std::string& prefix, std::vector<std::string>& problems) const override;
+  void load_extra(const Checkpoint& checkpoint, const std::string& prefix) override;
 };
 
 struct AdamState {
@@ -90,6 +114,9 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
        double weight_decay, bool decoupled, const char* name);
+  void save_extra(Checkpoint& checkpoint, const std::string& prefix) const override;
+  void check_extra(const Checkpoint& checkpoint, const std::string& prefix, std::vector<std::string>& problems) const override;
+  void load_extra(const Checkpoint& checkpoint, const std::string& prefix) override;
 
  private:
   bool decoupled_;  // AdamW: decay θ directly instead of adding λ·θ to the gradient

@@ -1,0 +1,86 @@
+// Checkpoint files: named tensors and named scalars, saved atomically, checked before they are read.
+//
+// A Checkpoint is a plain container — like the dict torch.save writes — that the layers above
+// fill: nn::Module::state_dict() gives its parameters and buffers, optim's optimizers their
+// moments and step counts, and a training program adds its step, generator states and
+// configuration. This file knows nothing of modules; it only stores and checks.
+//
+// On disk a checkpoint is a 28-byte header followed by a cereal archive (portable binary, or JSON
+// for reading by eye):
+//
+//   bytes 0–7    magic  89 41 47 43 0D 0A 1A 0A  ("\x89AGC\r\n\x1a\n", in the manner of PNG: it
+//                catches files of another kind and newline or 7-bit mangling)
+//   bytes 8–11   format version (little-endian u32), currently 1
+//   bytes 12–15  encoding: 0 portable binary, 1 JSON
+//   bytes 16–23  payload length in bytes (u64); must equal the file's size − 28
+//   bytes 24–27  CRC-32 (zlib) of the payload
+//
+// Reading checks all of that before cereal parses a byte of the payload, and the parser itself
+// never trusts a length: every count is checked against the bytes that remain, so a damaged or
+// hostile file can neither crash the reader nor make it allocate more than the file's size.
+// Writing goes to a temporary file in the same folder, is flushed and fsync'ed, and then renamed
+// over the target, so the target is always either the old complete file or the new one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+// Any problem with a checkpoint file or with fitting its contents to a model or optimizer.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class CheckpointFormat { binary, json };
+
+struct Checkpoint {
+  std::string kind;                          // what wrote it: "ag-train", "model", …
+  std::map<std::string, Tensor> tensors;     // contiguous copies, by dotted name
+  std::map<std::string, uint64_t> integers;  // step counts, generator states, sizes
+  std::map<std::string, double> reals;       // learning rates, hyper-parameters
+  std::map<std::string, std::string> strings;
+
+  // The entry of that name, or a CheckpointError naming the key and the file's kind.
+  const Tensor& tensor(const std::string& name) const;
+  uint64_t integer(const std::string& name) const;
+  double real(const std::string& name) const;
+  const std::string& string(const std::string& name) const;
+
+  // The entries whose name starts with prefix + ".", with the prefix removed (a sub-dictionary:
+  // checkpoint.tensors_under("model") gives the model's state).
+  std::map<std::string, Tensor> tensors_under(const std::string& prefix) const;
+};
+
+// The points of a save at which a test may stop the process (see SaveOptions::on_phase).
+enum class SavePhase { temp_file_opened, half_written, written, synced, renamed };
+
+struct SaveOptions {
+  CheckpointFormat format = CheckpointFormat::binary;
+  // Called as the save passes each phase; tests kill the process here to check atomicity.
+  std::function<void(SavePhase)> on_phase;
+};
+
+// Writes `checkpoint` to `path` atomically (see above). Throws CheckpointError on any I/O
+// failure, leaving whatever was at `path` untouched.
+void save_checkpoint(const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options = {});
+// Reads and checks a whole file. Throws CheckpointError for a missing, truncated, corrupted or
+// foreign file, with a message saying which.
+Checkpoint load_checkpoint(const std::string& path);
+
+// The complete file contents, and the reverse — for tests and the fuzzer.
+std::string serialize_checkpoint(const Checkpoint& checkpoint, CheckpointFormat format);
+Checkpoint parse_checkpoint(std::string_view file_bytes, const std::string& source = "<memory>");
+// The payload alone (no header, no CRC) — lets the fuzzer reach the parser past the checksum.
+Checkpoint parse_checkpoint_payload(std::string_view payload, CheckpointFormat format,
+                                    const std::string& source = "<memory>");
+
+uint32_t crc32(std::string_view bytes);
+
+}  // namespace ag
