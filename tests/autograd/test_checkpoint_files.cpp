@@ -1,0 +1,113 @@
+// Saving checkpoint files: atomic replacement, even when the saving process is killed halfway.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "autograd/checkpoint.h"
+#include "autograd/ops.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh empty folder under the system's temporary directory, removed at the end of the test.
+struct TempFolder {
+  fs::path path;
+  TempFolder() {
+    std::string pattern = (fs::temp_directory_path() / "ag-checkpoint-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempFolder() { fs::remove_all(path); }
+};
+
+Checkpoint make(const std::string& kind, int64_t size) {
+  Checkpoint c;
+  c.kind = kind;
+  Generator g(static_cast<uint64_t>(size));
+  c.tensors["weights"] = randn({size}, g);  // large enough that a write takes several pieces
+  c.integers["size"] = static_cast<uint64_t>(size);
+  return c;
+}
+
+std::vector<fs::path> files_in(const fs::path& folder) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(folder)) files.push_back(entry.path().filename());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("save then load gives the same checkpoint, and leaves no temporary file", "[checkpoint][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "run.agc").string();
+  for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
+    save_checkpoint(make("first", 1000), path, {format, {}});
+    save_checkpoint(make("second", 300), path, {format, {}});  // replaces it
+    Checkpoint back = load_checkpoint(path);
+    CHECK(back.kind == "second");
+    CHECK(back.integer("size") == 300);
+    CHECK(back.tensor("weights").to_vector<float>() == make("second", 300).tensor("weights").to_vector<float>());
+    CHECK(files_in(folder.path) == std::vector<fs::path>{"run.agc"});
+  }
+}
+
+TEST_CASE("a save that fails halfway leaves the old file and no temporary file", "[checkpoint][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "run.agc").string();
+  save_checkpoint(make("old", 100), path);
+  SaveOptions failing;
+  failing.on_phase = [](SavePhase phase) {
+    if (phase == SavePhase::half_written) throw std::runtime_error("disk full (simulated)");
+  };
+  CHECK_THROWS_WITH(save_checkpoint(make("new", 5000), path, failing), Contains("disk full"));
+  CHECK(load_checkpoint(path).kind == "old");
+  CHECK(files_in(folder.path) == std::vector<fs::path>{"run.agc"});
+}
+
+TEST_CASE("saving into a folder that does not exist is a clear error", "[checkpoint][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "missing" / "run.agc").string();
+  CHECK_THROWS_AS(save_checkpoint(make("x", 10), path), CheckpointError);
+  CHECK_THROWS_WITH(save_checkpoint(make("x", 10), path), Contains("run.agc") && Contains("cannot create the temporary file"));
+  CHECK_THROWS_WITH(load_checkpoint(path), Contains("run.agc") && Contains("cannot open"));
+}
+
+TEST_CASE("a process killed at any point of a save leaves a loadable checkpoint", "[checkpoint][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "run.agc").string();
+  const SavePhase phases[] = {SavePhase::temp_file_opened, SavePhase::half_written, SavePhase::written,
+                              SavePhase::synced, SavePhase::renamed};
+  for (SavePhase phase : phases) {
+    save_checkpoint(make("old", 100), path);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      // The child saves a new checkpoint and is killed — no cleanup, no exception — at `phase`.
+      SaveOptions dying;
+      dying.on_phase = [phase](SavePhase p) {
+        if (p == phase) ::raise(SIGKILL);
+      };
+      save_checkpoint(make("new", 20000), path, dying);
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    INFO("killed at phase " << static_cast<int>(phase));
+    REQUIRE(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+    // Either the old checkpoint or the new one, complete: before the rename the old, after it the new.
+    Checkpoint c = load_checkpoint(path);
+    CHECK(c.kind == (phase == SavePhase::renamed ? "new" : "old"));
+    CHECK(c.tensor("weights").numel() == static_cast<int64_t>(c.integer("size")));
+    // The killed child may leave its temporary file behind, never a damaged target.
+    for (const fs::path& f : files_in(folder.path))
+      if (f != "run.agc") fs::remove(folder.path / f);
+  }
+}
