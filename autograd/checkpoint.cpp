@@ -64,6 +64,16 @@ class Budget {
   const std::string& source_;
 };
 
+// Appends a dim read from the file to `shape` and updates `numel`; a dim larger than the payload
+// is damage (no tensor can hold more elements than the file has bytes), and the product saturates
+// just above the payload size instead of overflowing.
+void add_dim(Shape& shape, uint64_t& numel, uint64_t size, std::size_t payload_size, const std::string& tensor,
+             const std::string& source) {
+  if (size > payload_size) fail(source, "damaged payload: tensor '" + tensor + "' has a dim of size " + std::to_string(size));
+  numel = size == 0 ? 0 : (numel > payload_size / size ? payload_size + 1 : numel * size);
+  shape.push_back(static_cast<int64_t>(size));
+}
+
 void write_string(cereal::PortableBinaryOutputArchive& ar, const std::string& s) {
   ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
   if (!s.empty()) ar(cereal::binary_data(const_cast<char*>(s.data()), s.size()));
@@ -101,16 +111,15 @@ std::string write_binary(const Checkpoint& c) {
         if (data.numel() > 0) ar(cereal::binary_data(data.data<T>(), static_cast<std::size_t>(data.numel()) * sizeof(T)));
       });
     }
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(c.integers.size())));
-    for (const auto& [name, v] : c.integers) {
-      write_string(ar, name);
-      ar(v);
-    }
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(c.reals.size())));
-    for (const auto& [name, v] : c.reals) {
-      write_string(ar, name);
-      ar(v);
-    }
+    auto write_numbers = [&](const auto& map) {
+      ar(cereal::make_size_tag(static_cast<cereal::size_type>(map.size())));
+      for (const auto& [name, v] : map) {
+        write_string(ar, name);
+        ar(v);
+      }
+    };
+    write_numbers(c.integers);
+    write_numbers(c.reals);
     ar(cereal::make_size_tag(static_cast<cereal::size_type>(c.strings.size())));
     for (const auto& [name, v] : c.strings) {
       write_string(ar, name);
@@ -145,9 +154,7 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     for (uint64_t d = 0; d < ndim; ++d) {
       uint64_t size = 0;
       ar(size);
-      if (size > payload.size()) fail(source, "damaged payload: tensor '" + name + "' has a dim of size " + std::to_string(size));
-      numel = size == 0 ? 0 : (numel > payload.size() / size ? payload.size() + 1 : numel * size);
-      shape.push_back(static_cast<int64_t>(size));
+      add_dim(shape, numel, size, payload.size(), name, source);
     }
     budget.charge(numel, dtype_size(dtype), "a tensor's data");
     Tensor t = empty(shape, dtype);
@@ -156,20 +163,18 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     });
     insert_unique(c.tensors, std::move(name), t, source);
   }
-  const uint64_t integer_count = read_count(ar, budget, 9, "the integer list");
-  for (uint64_t i = 0; i < integer_count; ++i) {
-    std::string name = read_string(ar, budget, "an integer name");
-    uint64_t v = 0;
-    ar(v);
-    insert_unique(c.integers, std::move(name), v, source);
-  }
-  const uint64_t real_count = read_count(ar, budget, 9, "the real list");
-  for (uint64_t i = 0; i < real_count; ++i) {
-    std::string name = read_string(ar, budget, "a real name");
-    double v = 0;
-    ar(v);
-    insert_unique(c.reals, std::move(name), v, source);
-  }
+  // A name and an 8-byte number per entry.
+  auto read_numbers = [&](auto& map, const char* list) {
+    const uint64_t count = read_count(ar, budget, 9, list);
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string name = read_string(ar, budget, list);
+      typename std::remove_reference_t<decltype(map)>::mapped_type v{};
+      ar(v);
+      insert_unique(map, std::move(name), v, source);
+    }
+  };
+  read_numbers(c.integers, "the integer list");
+  read_numbers(c.reals, "the real list");
   const uint64_t string_count = read_count(ar, budget, 2, "the string list");
   for (uint64_t i = 0; i < string_count; ++i) {
     std::string name = read_string(ar, budget, "a string name");
@@ -277,9 +282,7 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
     for (cereal::size_type d = 0; d < ndim; ++d) {
       uint64_t size = 0;
       ar(size);
-      if (size > payload.size()) fail(source, "damaged payload: tensor '" + name + "' has a dim of size " + std::to_string(size));
-      numel = size == 0 ? 0 : (numel > payload.size() / size ? payload.size() + 1 : numel * size);
-      shape.push_back(static_cast<int64_t>(size));
+      add_dim(shape, numel, size, payload.size(), name, source);
     }
     ar.finishNode();
     ar.setNextName("data");
