@@ -13,11 +13,14 @@
 //   bytes 8–11   format version (little-endian u32), currently 1
 //   bytes 12–15  encoding: 0 portable binary, 1 JSON
 //   bytes 16–23  payload length in bytes (u64); must equal the file's size − 28
-//   bytes 24–27  CRC-32 (zlib) of the payload
+//   bytes 24–27  CRC-32 (zlib) of bytes 8–23 followed by the payload
 //
 // Reading checks all of that before cereal parses a byte of the payload, and the parser itself
 // never trusts a length: every count is checked against the bytes that remain, so a damaged or
-// hostile file can neither crash the reader nor make it allocate more than the file's size.
+// hostile file can neither crash the reader nor make it allocate more than the file warrants (the
+// file's size for the binary encoding; JSON's parse tree takes a bounded multiple of it). Numbers
+// in JSON are converted by std::from_chars, not by rapidjson, whose own conversion misreads or
+// overreads some inputs. What the reader refuses, the writer refuses to write.
 // Writing goes to a temporary file in the same folder, is flushed and fsync'ed, and then renamed
 // over the target, so the target is always either the old complete file or the new one.
 #pragma once

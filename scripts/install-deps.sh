@@ -14,6 +14,9 @@ packages=(
   catch2          # unit tests (Catch2 v2)
   libcereal-dev   # serialization (checkpoints)
   libcli11-dev    # command-line parsing
+  zlib1g-dev      # zlib's crc32 (checkpoint files)
+  clang           # the fuzzer (tests/fuzz/run.sh): clang 14 with -fsanitize=fuzzer
+  libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)
 )
 
 missing=()
