@@ -244,6 +244,9 @@ int train(Options o) {
   const bool terminal = isatty(STDOUT_FILENO);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  if (last_step < first_step)
+    throw ValueError("--stop-after " + std::to_string(o.stop_after) + " is before the resumed run's next step " +
+                     std::to_string(first_step));
   const Clock::time_point start = Clock::now();
   double tokens = 0, loss_since_report = 0;
   int64_t steps_since_report = 0;
