@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# compare_train.sh — ag against PyTorch on the training step of d2l's Transformer.
+#
+#   bench/compare_train.sh [--build DIR] [--out FILE] [--configs "tiny small medium mha"] [--steps S]
+#   bench/compare_train.sh --from FILE      # only print the table of an earlier run's results
+#
+# For every config it runs, each in its own process (so each peak RSS is one config's alone):
+#   ag-bench-train                      at 1 and 2 threads
+#   bench/bench_train_torch.py          at 1 thread, and at 2 threads twice: with the default OpenMP
+#                                       settings and with OMP_WAIT_POLICY=PASSIVE (the faster of
+#                                       the two is "torch best" at 2 threads)
+# collects their JSON lines in FILE (default: compare_train-<date>.jsonl in the current directory)
+# and prints the table and the goals (see docs/benchmarks.md, "Training step: ag vs PyTorch").
+#
+# --build DIR: the CMake build directory holding bench/ag-bench-train (default: build). Build it with
+#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j --target ag-bench-train
+# --steps S: timed steps for every run (default: each config's own, 20–100).
+# PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides it).
+# A full run takes about 6 minutes on 2 cores. Run it on a quiet machine: 2-thread runs need both cores.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+build="$root/build"
+out="compare_train-$(date +%Y%m%d-%H%M%S).jsonl"
+configs="tiny small medium mha"
+steps=()
+from=""
+python="${PYTHON:-/usr/bin/python3}"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --configs) configs="$2"; shift 2 ;;
+    --steps) steps=(--steps "$2"); shift 2 ;;
+    --from) from="$2"; shift 2 ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ -z "$from" ]]; then
+  bench_ag="$build/bench/ag-bench-train"
+  if [[ ! -x "$bench_ag" ]]; then
+    echo "compare_train.sh: $bench_ag not found; build it first:" >&2
+    echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j --target ag-bench-train" >&2
+    exit 1
+  fi
+  : > "$out"
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# results -> $out" >&2
+  run() {  # label, command...: one process, its JSON line appended to $out
+    local label="$1"; shift
+    echo "  $label" >&2
+    "$@" --json | tee -a "$out" >/dev/null
+  }
+  for config in $configs; do
+    for threads in 1 2; do
+      run "ag    $config, $threads thread(s)" "$bench_ag" --config "$config" --threads "$threads" "${steps[@]}"
+      if [[ $threads == 1 ]]; then
+        run "torch $config, 1 thread" env -u OMP_WAIT_POLICY "$python" "$here/bench_train_torch.py" \
+          --config "$config" --threads 1 "${steps[@]}"
+      else
+        run "torch $config, 2 threads, OpenMP defaults" env -u OMP_WAIT_POLICY "$python" \
+          "$here/bench_train_torch.py" --config "$config" --threads 2 "${steps[@]}"
+        run "torch $config, 2 threads, OMP_WAIT_POLICY=PASSIVE" env OMP_WAIT_POLICY=PASSIVE "$python" \
+          "$here/bench_train_torch.py" --config "$config" --threads 2 "${steps[@]}"
+      fi
+    done
+  done
+  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  from="$out"
+fi
+
+"$python" - "$from" <<'EOF'
+import json
+import sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+ag = {(r["config"], r["threads"]): r for r in rows if r["impl"] == "ag"}
+torch_runs = {}
+for r in rows:
+    if r["impl"] == "torch":
+        torch_runs.setdefault((r["config"], r["threads"]), []).append(r)
+best = {k: min(v, key=lambda r: r["ms_per_step"]) for k, v in torch_runs.items()}
+
+order = ["tiny", "small", "medium", "mha"]
+keys = sorted(ag, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
+ratio_goal = {"tiny": 0.2, "small": 0.5, "medium": 0.6}
+
+print("ms/step: median of the timed steps; torch at 2 threads: the faster of OpenMP defaults (omp=def)")
+print("and OMP_WAIT_POLICY=PASSIVE (omp=pas); ratio = ag / torch (lower is better for ag); RSS = VmHWM")
+print()
+head = (f"{'config':<7} {'thr':>3} {'ag ms':>9} {'torch ms':>9} {'omp':>4} {'ratio':>6} {'goal':>5} "
+        f"{'ag tok/s':>9} {'torch tok/s':>11} {'ag MB':>7} {'torch MB':>8} {'RSS x':>6} "
+        f"{'ag GF/s':>8} {'ag MFU':>7} {'torch MFU':>9}")
+print(head)
+print("-" * len(head))
+goals = []
+for key in keys:
+    a, t = ag[key], best.get(key)
+    config, threads = key
+    if t is None:
+        print(f"{config:<7} {threads:>3} {a['ms_per_step']:>9.2f}   (no torch run)")
+        continue
+    omp = "-" if threads == 1 else ("pas" if t["omp_wait_policy"] == "PASSIVE" else "def")
+    ratio = a["ms_per_step"] / t["ms_per_step"]
+    rss = a["peak_rss_mb"] / t["peak_rss_mb"]
+    goal = ratio_goal.get(config)
+    print(f"{config:<7} {threads:>3} {a['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} {omp:>4} {ratio:>6.3f} "
+          f"{'<=' + format(goal, 'g') if goal else '-':>5} {a['tokens_per_s']:>9.0f} {t['tokens_per_s']:>11.0f} "
+          f"{a['peak_rss_mb']:>7.1f} {t['peak_rss_mb']:>8.1f} {rss:>6.3f} {a['gflops']:>8.2f} "
+          f"{100 * a['mfu']:>6.1f}% {100 * t['mfu']:>8.1f}%")
+    if goal:
+        goals.append((f"ms/step ratio {config}, {threads} thread{'s' if threads > 1 else ''} <= {goal:g}",
+                      ratio <= goal, f"{ratio:.3f}"))
+    goals.append((f"peak RSS {config}, {threads} thread{'s' if threads > 1 else ''} <= 0.5x torch",
+                  rss <= 0.5, f"{rss:.3f}x ({a['peak_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} MB)"))
+
+print()
+for (config, threads), runs in sorted(torch_runs.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+    if threads > 1:
+        print(f"torch {config} {threads} threads: " + ", ".join(
+            f"{'PASSIVE' if r['omp_wait_policy'] == 'PASSIVE' else 'defaults'} {r['ms_per_step']:.2f} ms"
+            for r in runs))
+peaks = {}
+for r in rows:
+    peaks.setdefault((r["threads"], r["impl"]), []).append(r["sgemm_peak_gflops"])
+print("sgemm peak (2048^3, best of 5) measured by the runs, GFLOP/s: " + ", ".join(
+    f"{impl} {thr} thr {min(v):.0f}-{max(v):.0f}" for (thr, impl), v in sorted(peaks.items())))
+
+if ("medium", 1) in ag and ("medium", 2) in ag:
+    speedup = ag[("medium", 1)]["ms_per_step"] / ag[("medium", 2)]["ms_per_step"]
+    print(f"ag medium: 2 threads are {speedup:.2f}x as fast as 1 thread")
+    goals.append(("ag medium 2-thread speedup >= 1.6x", speedup >= 1.6, f"{speedup:.2f}x"))
+if ("medium", 1) in ag:
+    mfu = ag[("medium", 1)]["mfu"]
+    goals.append(("ag MFU on medium, 1 thread >= 60%", mfu >= 0.6, f"{100 * mfu:.1f}%"))
+
+print()
+print("goals:")
+for name, met, value in goals:
+    print(f"  {name:<44} {value:<26} {'met' if met else 'MISSED'}")
+EOF
