@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nn/attention.h"
+#include "nn/fused.h"
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/loss.h"

@@ -1,0 +1,31 @@
+// Fused kernels or the composed d2l path: one process-wide switch.
+//
+// Several layers have two implementations that compute the same function:
+//   - the composed path, written with ag's primitive ops exactly as d2l's PyTorch code is (the one
+//     to read when learning how backprop flows through attention), and
+//   - a fused kernel: one op with a hand-written backward that makes one pass over memory and saves
+//     only what its backward needs (faster, and far less memory held for the backward pass).
+// Both are tested against each other and by gradcheck. The fused kernels are the default;
+// set_fused_kernels(false), or a FusedKernelsGuard, selects the composed path everywhere.
+#pragma once
+
+namespace ag::nn {
+
+// Whether layers use their fused kernels (true by default).
+bool fused_kernels();
+void set_fused_kernels(bool enabled);
+
+// Sets fused_kernels() for a scope and restores the previous setting on exit:
+//   { nn::FusedKernelsGuard composed(false); Tensor y = layer.forward(x); }  // the d2l path
+class FusedKernelsGuard {
+ public:
+  explicit FusedKernelsGuard(bool enabled) : previous_(fused_kernels()) { set_fused_kernels(enabled); }
+  ~FusedKernelsGuard() { set_fused_kernels(previous_); }
+  FusedKernelsGuard(const FusedKernelsGuard&) = delete;
+  FusedKernelsGuard& operator=(const FusedKernelsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace ag::nn
