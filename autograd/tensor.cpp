@@ -8,7 +8,9 @@
 #include <new>
 #include <numbers>
 #include <ostream>
+#include <stdexcept>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -18,22 +20,17 @@ namespace ag {
 // ---- Storage ------------------------------------------------------------------------------------
 
 namespace {
-constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512 loads
 std::atomic<uint64_t> storage_allocations{0};
 }  // namespace
 
 uint64_t detail::storage_allocation_count() { return storage_allocations.load(std::memory_order_relaxed); }
 
-Storage::Storage(std::size_t nbytes) : nbytes_(nbytes) {
-  // Round up so aligned_alloc's size is a multiple of the alignment; never allocate 0 bytes.
-  std::size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (padded == 0) padded = kAlignment;
-  data_ = std::aligned_alloc(kAlignment, padded);
-  if (data_ == nullptr) throw std::bad_alloc();
+// The buffer comes from ag's caching allocator (autograd/allocator.h), 64-byte aligned.
+Storage::Storage(std::size_t nbytes) : data_(detail::allocate_storage(nbytes)), nbytes_(nbytes) {
   storage_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() { detail::release_storage(data_, nbytes_); }
 
 // ---- helpers ------------------------------------------------------------------------------------
 
@@ -437,28 +434,54 @@ Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype);
 
 namespace {
 
+// The words of one fill, in order. Blocks are computed kBufferBlocks at a time by
+// Generator::fill_blocks (vectorised), never past the blocks the fill reserved.
 class WordStream {
  public:
-  WordStream(const Generator& generator, uint64_t first_block)
-      : generator_(generator), next_block_(first_block) {}
+  static constexpr int64_t kBufferBlocks = 64;
+
+  WordStream(const Generator& generator, uint64_t first_block, int64_t num_blocks)
+      : generator_(generator), next_block_(first_block), blocks_left_(num_blocks) {}
+
   uint32_t next() {
-    if (lane_ == 4) {
-      words_ = generator_.block(next_block_++);
-      lane_ = 0;
+    if (position_ == available_) refill();
+    return buffer_[position_++];
+  }
+
+  // Calls chunk(words, count) on the next `n` words, in pieces of at most the buffer's size.
+  template <class Chunk>
+  void for_each_chunk(int64_t n, Chunk&& chunk) {
+    while (n > 0) {
+      if (position_ == available_) refill();
+      const int64_t count = std::min(n, available_ - position_);
+      chunk(buffer_.data() + position_, count);
+      position_ += count;
+      n -= count;
     }
-    return words_[lane_++];
   }
 
  private:
+  void refill() {
+    const int64_t blocks = std::min(kBufferBlocks, blocks_left_);
+    if (blocks <= 0) throw std::logic_error("ag: a random fill read past the Philox blocks it reserved");
+    generator_.fill_blocks(next_block_, buffer_.data(), blocks);
+    next_block_ += static_cast<uint64_t>(blocks);
+    blocks_left_ -= blocks;
+    available_ = 4 * blocks;
+    position_ = 0;
+  }
+
   const Generator& generator_;
   uint64_t next_block_;
-  std::array<uint32_t, 4> words_{};
-  int lane_ = 4;
+  int64_t blocks_left_;
+  std::array<uint32_t, 4 * kBufferBlocks> buffer_{};
+  int64_t position_ = 0, available_ = 0;
 };
 
 // Reserves blocks for `words` 32-bit words.
 WordStream reserve_words(Generator& generator, int64_t words) {
-  return WordStream(generator, generator.reserve_blocks(static_cast<uint64_t>((words + 3) / 4)));
+  const int64_t blocks = (words + 3) / 4;
+  return WordStream(generator, generator.reserve_blocks(static_cast<uint64_t>(blocks)), blocks);
 }
 
 template <class T>
@@ -479,11 +502,12 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& generator
   if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high))
     detail::fail<ValueError>("uniform: invalid range [", low, ", ", high, ")");
   Tensor t = empty(shape, dtype);
-  WordStream words = reserve_words(generator, t.numel() * words_per_element(dtype));
+  const int64_t n = t.numel();
+  WordStream words = reserve_words(generator, n * words_per_element(dtype));
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
     const T lo = static_cast<T>(low), width = static_cast<T>(high - low);
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = lo + width * next_uniform<T>(words);
+    for (int64_t i = 0; i < n; ++i) p[i] = lo + width * next_uniform<T>(words);
   });
   return t;
 }
@@ -517,12 +541,22 @@ Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype
   if (!(p >= 0.0 && p <= 1.0))
     detail::fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
   Tensor t = empty(shape, dtype);
-  WordStream words = reserve_words(generator, t.numel() * words_per_element(dtype));
-  dispatch(dtype, [&]<typename T>() {
-    T* out = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      out[i] = static_cast<double>(next_uniform<T>(words)) < p ? T(1) : T(0);
-  });
+  const int64_t n = t.numel();
+  WordStream words = reserve_words(generator, n * words_per_element(dtype));
+  if (dtype == float32) {
+    // u = (w >> 8) · 2⁻²⁴ < p  ⇔  (w >> 8) < p · 2²⁴  ⇔  (w >> 8) < ⌈p · 2²⁴⌉ (w >> 8 is an integer):
+    // the same draw as next_uniform<float>, compared as integers so that the loop vectorises.
+    const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1.0p24));
+    float* out = t.data<float>();
+    int64_t done = 0;
+    words.for_each_chunk(n, [&](const uint32_t* w, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) out[done + i] = (w[i] >> 8) < threshold ? 1.0f : 0.0f;
+      done += count;
+    });
+  } else {
+    double* out = t.data<double>();
+    for (int64_t i = 0; i < n; ++i) out[i] = next_uniform<double>(words) < p ? 1.0 : 0.0;
+  }
   return t;
 }
 

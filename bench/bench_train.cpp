@@ -26,6 +26,8 @@
 // small 40, medium 20, mha 40), each timed alone with steady_clock; the median is reported.
 //   tokens/s  = B·(T_src + T_tgt) per step / median step time   (mha: B·T)
 //   peak RSS  = VmHWM of /proc/self/status after the timed steps (before the sgemm measurement)
+//   system_allocs_per_step = storage buffers ag's caching allocator had to get from the system
+//               during the timed steps, per step (0: the steady state is served from the cache)
 //   GFLOP/s   = matmul FLOPs per step (analytical, see step_flops) / median step time
 //   mfu       = GFLOP/s / the sgemm peak this program measures afterwards at the same thread
 //               count: cblas_sgemm 2048×2048×2048 into a preallocated output, best of 5 calls
@@ -45,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "examples/seq2seq.h"
 #include "optim/optimizer.h"
 
@@ -156,7 +159,25 @@ struct Result {
   double first_loss = 0, last_loss = 0;
   int64_t parameters = 0;
   double rss_start_mb = 0;  // VmRSS just before the first (warm-up) step
+  // Buffers that ag's caching allocator had to get from the system during the timed steps, per
+  // step (0 in the steady state: every buffer comes from the cache).
+  double system_allocations_per_step = 0;
 };
+
+// Calls step(i) for the warm-up and the timed steps, timing each timed one alone.
+template <class Step>
+void time_steps(Result& r, int64_t warmup, int64_t steps, Step&& step) {
+  uint64_t system_allocations_at_start = 0;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) system_allocations_at_start = allocator_stats().system_allocations;
+    const auto start = Clock::now();
+    step(i);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (i >= warmup) r.seconds.push_back(seconds);
+  }
+  r.system_allocations_per_step =
+      double(allocator_stats().system_allocations - system_allocations_at_start) / double(steps);
+}
 
 Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   manual_seed(0);
@@ -189,15 +210,12 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   Result r;
   r.parameters = model->num_parameters();
   r.rss_start_mb = proc_status_mb("VmRSS");
-  for (int64_t i = 0; i < warmup + steps; ++i) {
+  time_steps(r, warmup, steps, [&](int64_t i) {
     const seq2seq::Batch& batch = batches[static_cast<std::size_t>(i) % batches.size()];
-    const auto start = Clock::now();
     const double loss = seq2seq::train_step(*model, optimizer, batch, 1.0);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (i == 0) r.first_loss = loss;
     r.last_loss = loss;
-    if (i >= warmup) r.seconds.push_back(seconds);
-  }
+  });
   return r;
 }
 
@@ -214,15 +232,12 @@ Result run_mha(const Config& c, int64_t warmup, int64_t steps) {
   Result r;
   r.parameters = mha.num_parameters();
   r.rss_start_mb = proc_status_mb("VmRSS");
-  for (int64_t i = 0; i < warmup + steps; ++i) {
-    const auto start = Clock::now();
+  time_steps(r, warmup, steps, [&](int64_t) {
     mha.zero_grad();
     X.zero_grad();
     Tensor out = mha.forward(X, X, X);
     out.backward(upstream);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (i >= warmup) r.seconds.push_back(seconds);
-  }
+  });
   g_sink = X.grad().data<float>()[0];
   return r;
 }
@@ -266,16 +281,19 @@ int main(int argc, char** argv) {
     std::printf("{\"impl\": \"ag\", \"config\": \"%s\", \"threads\": %d, \"ms_per_step\": %.3f, \"ms_min\": %.3f, "
                 "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
                 "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
-                "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f}\n",
+                "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
+                "\"system_allocs_per_step\": %.2f}\n",
                 c.name.c_str(), threads, seconds * 1e3, ms_min, tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops,
                 mfu, peak, flops, static_cast<long long>(steps), static_cast<long long>(warmup),
-                static_cast<long long>(r.parameters), r.first_loss, r.last_loss);
+                static_cast<long long>(r.parameters), r.first_loss, r.last_loss, r.system_allocations_per_step);
   } else {
     std::printf("ag-bench-train: config %s, %d thread(s), %lld timed steps after %lld warm-up\n", c.name.c_str(),
                 threads, static_cast<long long>(steps), static_cast<long long>(warmup));
     std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", seconds * 1e3, ms_min, tokens / seconds);
     std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n", peak_rss_mb,
                 r.rss_start_mb, static_cast<long long>(r.parameters));
+    std::printf("  %.2f buffers per timed step allocated from the system (the rest from the cache)\n",
+                r.system_allocations_per_step);
     std::printf("  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s; mfu %.1f%%\n",
                 flops * 1e-9, gflops, peak, 100 * mfu);
     if (c.name != "mha") std::printf("  loss %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);

@@ -149,6 +149,33 @@ TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors", "[generator]
         std::array<uint32_t, 4>{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
 }
 
+TEST_CASE("fill_blocks gives block() words, 16 lanes at a time, across 2^32", "[generator]") {
+  // 37 blocks: two full groups of 16 lanes and a partial one; the counters cross 2^32, where
+  // the counter's high word changes.
+  const Generator g(0x0123456789abcdefULL);
+  const uint64_t first = (uint64_t{1} << 32) - 20;
+  std::vector<uint32_t> words(4 * 37 + 1, 0xdeadbeef);
+  g.fill_blocks(first, words.data(), 37);
+  for (uint64_t i = 0; i < 37; ++i) {
+    const auto expected = g.block(first + i);
+    for (int w = 0; w < 4; ++w) CHECK(words[4 * i + w] == expected[w]);
+  }
+  CHECK(words.back() == 0xdeadbeef);  // nothing written past the blocks asked for
+}
+
+TEST_CASE("bernoulli draws word by word as rand does: 1 where the uniform is < p", "[generator]") {
+  // bernoulli compares the words as integers; rand from the same state gives the uniforms.
+  for (const double p : {0.0, 0.1, 0.5, 0.9, 1.0, 1.0 / 3.0}) {
+    for (const DType dtype : {float32, float64}) {
+      Generator a(11), b(11);
+      const std::vector<double> bits = bernoulli({1000}, p, a, dtype).to_vector<double>();
+      const std::vector<double> u = rand({1000}, b, dtype).to_vector<double>();
+      for (std::size_t i = 0; i < bits.size(); ++i) CHECK(bits[i] == (u[i] < p ? 1.0 : 0.0));
+      CHECK(a.state() == b.state());
+    }
+  }
+}
+
 TEST_CASE("the same seed gives the same numbers; state can be saved and restored", "[generator]") {
   Generator a(7), b(7), c(8);
   Tensor ra = randn({100}, a), rb = randn({100}, b), rc = randn({100}, c);

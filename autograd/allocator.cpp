@@ -1,0 +1,124 @@
+#include "autograd/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace ag {
+
+namespace {
+
+constexpr std::size_t kAlignment = 64;  // a cache line; enough for AVX-512 loads
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kDefaultCacheLimit = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr std::size_t kDefaultCacheLimit = 0;
+#else
+constexpr std::size_t kDefaultCacheLimit = std::size_t{1} << 30;
+#endif
+#else
+constexpr std::size_t kDefaultCacheLimit = std::size_t{1} << 30;
+#endif
+
+// Sizes are rounded up to the alignment (aligned_alloc needs a multiple of it); 0 becomes 64.
+std::size_t rounded_size(std::size_t nbytes) {
+  const std::size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  return padded == 0 ? kAlignment : padded;
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> free_lists;  // rounded size -> free buffers
+  std::size_t limit = kDefaultCacheLimit;
+  AllocatorStats stats;
+
+  // Frees every cached buffer; the caller holds the mutex.
+  void release_all() {
+    for (auto& [size, buffers] : free_lists)
+      for (void* buffer : buffers) std::free(buffer);
+    free_lists.clear();
+    stats.cached_bytes = 0;
+  }
+};
+
+// Never destroyed: storage of static tensors may be released after main returns.
+Cache& cache() {
+  static Cache* const instance = new Cache;
+  return *instance;
+}
+
+}  // namespace
+
+void* detail::allocate_storage(std::size_t nbytes) {
+  const std::size_t size = rounded_size(nbytes);
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    ++c.stats.requests;
+    c.stats.in_use_bytes += size;
+    auto it = c.free_lists.find(size);
+    if (it != c.free_lists.end() && !it->second.empty()) {
+      void* buffer = it->second.back();
+      it->second.pop_back();
+      c.stats.cached_bytes -= size;
+      return buffer;
+    }
+    ++c.stats.system_allocations;
+    c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes + c.stats.cached_bytes);
+  }
+  void* buffer = std::aligned_alloc(kAlignment, size);
+  if (buffer == nullptr) {
+    std::lock_guard lock(c.mutex);
+    c.stats.in_use_bytes -= size;
+    --c.stats.system_allocations;
+    throw std::bad_alloc();
+  }
+  return buffer;
+}
+
+void detail::release_storage(void* data, std::size_t nbytes) noexcept {
+  if (data == nullptr) return;
+  const std::size_t size = rounded_size(nbytes);
+  Cache& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    c.stats.in_use_bytes -= size;
+    if (c.stats.cached_bytes + size <= c.limit) {
+      try {
+        c.free_lists[size].push_back(data);
+        c.stats.cached_bytes += size;
+        return;
+      } catch (...) {  // no memory for the list entry: give the buffer back instead
+      }
+    }
+  }
+  std::free(data);
+}
+
+AllocatorStats allocator_stats() {
+  std::lock_guard lock(cache().mutex);
+  return cache().stats;
+}
+
+void empty_cache() {
+  std::lock_guard lock(cache().mutex);
+  cache().release_all();
+}
+
+void set_cache_limit(std::size_t bytes) {
+  std::lock_guard lock(cache().mutex);
+  cache().limit = bytes;
+  if (cache().stats.cached_bytes > bytes) cache().release_all();
+}
+
+std::size_t cache_limit() {
+  std::lock_guard lock(cache().mutex);
+  return cache().limit;
+}
+
+}  // namespace ag

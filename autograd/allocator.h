@@ -1,0 +1,46 @@
+// ag's caching allocator: where tensor storage comes from.
+//
+// A training step allocates the same buffers step after step — the activations of the forward
+// pass, the gradients of the backward pass — and frees them again. Handing each one back to the
+// system and asking for it again costs more than many of the small ops that use them: large blocks
+// come from mmap, and every fresh page is zeroed by the kernel on first touch. So a freed buffer
+// is kept in a free list for its size (rounded up to 64 bytes) and the next request of that size
+// takes it back. From the second step of a training loop on, every request is served from the
+// cache: a steady-state step allocates nothing from the system (tests/autograd checks it).
+//
+// The cache keeps at most cache_limit() bytes of free buffers (1 GiB by default); a buffer freed
+// beyond that goes back to the system. empty_cache() returns every cached buffer. Builds with
+// AddressSanitizer start with a limit of 0 (no caching), so that ASan still sees every
+// use-after-free; set_cache_limit() turns the cache on there too (its own tests do).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ag {
+
+struct AllocatorStats {
+  uint64_t requests = 0;            // storage buffers asked for, since the process started
+  uint64_t system_allocations = 0;  // of those, the ones the cache could not serve
+  std::size_t in_use_bytes = 0;     // held by live storage now
+  std::size_t cached_bytes = 0;     // held in the free lists now
+  std::size_t peak_bytes = 0;       // the most in_use + cached ever held at once
+};
+
+AllocatorStats allocator_stats();
+
+// Gives every cached buffer back to the system.
+void empty_cache();
+
+// The most bytes of free buffers the cache keeps; 0 turns caching off (and empties the cache).
+void set_cache_limit(std::size_t bytes);
+std::size_t cache_limit();
+
+namespace detail {
+// A 64-byte aligned buffer of at least `nbytes` bytes (never null: throws std::bad_alloc), and its
+// release. Storage is their only caller; release must get the size that allocate was given.
+void* allocate_storage(std::size_t nbytes);
+void release_storage(void* data, std::size_t nbytes) noexcept;
+}  // namespace detail
+
+}  // namespace ag
