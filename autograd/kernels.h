@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
 namespace ag::detail {
@@ -72,6 +73,46 @@ void for_each_row(Shape shape, std::array<Shape, K> strides, RowFn&& row) {
       counter[d] = 0;
     }
   }
+}
+
+// for_each_row with the work split across ag's threads (autograd/parallel.h): whole rows, or pieces
+// of the one row a contiguous tensor coalesces into. `row` must only write what its row owns.
+template <std::size_t K, class RowFn>
+void parallel_for_each_row(Shape shape, std::array<Shape, K> strides, RowFn&& row) {
+  for (int64_t size : shape)
+    if (size == 0) return;
+  coalesce(shape, strides);
+  std::array<int64_t, K> offsets{}, inner{};
+  if (shape.empty()) {  // a single element
+    row(offsets, int64_t{1}, inner);
+    return;
+  }
+  const std::size_t outer_dims = shape.size() - 1;
+  const int64_t n = shape.back();
+  int64_t rows = 1;
+  for (std::size_t d = 0; d < outer_dims; ++d) rows *= shape[d];
+  for (std::size_t k = 0; k < K; ++k) inner[k] = strides[k].back();
+  if (rows == 1) {
+    parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+      std::array<int64_t, K> start{};
+      for (std::size_t k = 0; k < K; ++k) start[k] = begin * inner[k];
+      row(start, end - begin, inner);
+    });
+    return;
+  }
+  parallel_for(rows, n, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      // Row r's multi-index over the outer dims (row-major), and each operand's offset.
+      std::array<int64_t, K> start{};
+      int64_t rest = r;
+      for (std::size_t d = outer_dims; d-- > 0;) {
+        const int64_t index = rest % shape[d];
+        rest /= shape[d];
+        for (std::size_t k = 0; k < K; ++k) start[k] += index * strides[k][d];
+      }
+      row(start, n, inner);
+    }
+  });
 }
 
 // dst[i] = src[i] for every index of dst's shape; src broadcasts to dst. Same dtype.

@@ -141,7 +141,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
 // ---- threads ----------------------------------------------------------------------------------
-// Threads used by OpenBLAS (and later by ag's own kernels). Default: OpenBLAS's own default.
+// Threads ag runs on: its matrix products (OpenBLAS stays on one thread, ag splits the work) and
+// its larger loops; see autograd/parallel.h. Default: the machine's cores. The same thread count
+// gives bit-identical results.
 void set_num_threads(int threads);
 int get_num_threads();
 

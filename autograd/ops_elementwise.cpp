@@ -36,6 +36,7 @@ namespace ag {
 
 using detail::broadcast_strides;
 using detail::for_each_row;
+using detail::parallel_for_each_row;
 
 // ---- broadcasting helpers -----------------------------------------------------------------------
 
@@ -81,7 +82,7 @@ Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
     T* po = out.data<T>();
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
-    for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+    parallel_for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
                     [&](const std::array<int64_t, 3>& off, int64_t n,
                         const std::array<int64_t, 3>& st) {
                       T* o = po + off[0];
@@ -111,7 +112,7 @@ Tensor map_unary(const Tensor& x, F f) {
   dispatch(x.dtype(), [&]<typename T>() {
     T* po = out.data<T>();
     const T* px = x.data<T>();
-    for_each_row<2>(x.shape(), {out.strides(), x.strides()},
+    parallel_for_each_row<2>(x.shape(), {out.strides(), x.strides()},
                     [&](const std::array<int64_t, 2>& off, int64_t n,
                         const std::array<int64_t, 2>& st) {
                       T* o = po + off[0];

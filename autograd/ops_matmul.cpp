@@ -10,20 +10,21 @@
 // the matrix, a slice with a step along both dims) are copied first.
 #include <cblas.h>
 
+#include <array>
 #include <climits>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag {
 
 void set_num_threads(int threads) {
   if (threads < 1) detail::fail<ValueError>("set_num_threads: ", threads, " threads (need >= 1)");
-  openblas_set_num_threads(threads);
+  detail::set_pool_threads(threads);
 }
-
-int get_num_threads() { return openblas_get_num_threads(); }
 
 namespace {
 
@@ -99,23 +100,41 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     const T* pa = a.tensor.data<T>();
     const T* pb = b.tensor.data<T>();
     T* pc = out.data<T>();
+    // op(A) rows [begin, end) start at row begin of A as stored, or at its column begin when A is
+    // read transposed.
+    auto a_rows = [&](const T* a_matrix, int64_t begin) {
+      return a_matrix + (a.trans == CblasNoTrans ? begin * a.ld : begin);
+    };
     const bool b_shared = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t s) { return s == 0; });
-    if (b_shared && a.trans == CblasNoTrans && batch_folds_into_rows(a, a_batch, batch)) {
-      // (B..., M, K) · (K, N): one tall gemm (B·M, K) · (K, N) instead of B small ones.
+    const bool one_product = numel(batch) == 1 ||
+                             (b_shared && a.trans == CblasNoTrans && batch_folds_into_rows(a, a_batch, batch));
+    if (one_product) {
+      // One gemm: (M, K) · (K, N), or (B..., M, K) · (K, N) as one tall (B·M, K) · (K, N) instead of
+      // B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) · op(B).
       const int64_t rows = numel(batch) * m;
       if (rows > INT_MAX)
         detail::fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
-      gemm<T>(a.trans, b.trans, static_cast<int>(rows), int(n), int(k), pa, a.ld, pb, b.ld, pc, int(n));
+      detail::parallel_for(rows, n * k, [&](int64_t begin, int64_t end) {
+        gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k), a_rows(pa, begin), a.ld, pb,
+                b.ld, pc + begin * n, int(n));
+      });
       return;
     }
+    // A batch of products (attention's B·H heads): threads split the batch, one gemm each.
+    std::vector<std::array<int64_t, 3>> offsets;  // per product: A's, B's and C's element offsets
+    offsets.reserve(static_cast<std::size_t>(numel(batch)));
     detail::for_each_row<3>(batch, {a_batch, b_batch, out_batch},
                             [&](const std::array<int64_t, 3>& off, int64_t count,
                                 const std::array<int64_t, 3>& st) {
                               for (int64_t i = 0; i < count; ++i)
-                                gemm<T>(a.trans, b.trans, int(m), int(n), int(k),
-                                        pa + off[0] + i * st[0], a.ld, pb + off[1] + i * st[1], b.ld,
-                                        pc + off[2] + i * st[2], int(n));
+                                offsets.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
                             });
+    detail::parallel_for(static_cast<int64_t>(offsets.size()), m * n * k, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const auto& off = offsets[static_cast<std::size_t>(i)];
+        gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld, pb + off[1], b.ld, pc + off[2], int(n));
+      }
+    });
   });
 }
 

@@ -94,17 +94,25 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   dispatch(dst.dtype(), [&]<typename T>() {
     T* out = dst.data<T>();
     const T* in = src.data<T>();
-    for_each_row<2>(dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape())},
-                    [&](const std::array<int64_t, 2>& off, int64_t n,
-                        const std::array<int64_t, 2>& st) {
-                      T* o = out + off[0];
-                      const T* s = in + off[1];
-                      if (st[0] == 1 && st[1] == 1) {
-                        std::memcpy(o, s, static_cast<std::size_t>(n) * sizeof(T));
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
-                      }
-                    });
+    auto copy_row = [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+      T* o = out + off[0];
+      const T* s = in + off[1];
+      if (st[0] == 1 && st[1] == 1) {
+        std::memcpy(o, s, static_cast<std::size_t>(n) * sizeof(T));
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
+      }
+    };
+    // A destination with a stride-0 dim (an expanded view) has elements written more than once:
+    // one thread then, so that no two write the same one.
+    bool distinct_elements = true;
+    for (int64_t d = 0; d < dst.dim(); ++d)
+      if (dst.strides()[d] == 0 && dst.shape()[d] > 1) distinct_elements = false;
+    const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape())};
+    if (distinct_elements)
+      parallel_for_each_row<2>(dst.shape(), strides, copy_row);
+    else
+      for_each_row<2>(dst.shape(), strides, copy_row);
   });
 }
 

@@ -7,7 +7,7 @@
 //                reported in GB/s of bytes read + written, against memcpy between two 16 MB
 //                buffers (also bytes read + written).
 //
-// Everything runs on one thread (ag::set_num_threads(1), which sets OpenBLAS's threads).
+// Everything runs on one thread (ag::set_num_threads(1); ag keeps OpenBLAS on one thread).
 //
 // Timing: each side is warmed up, then called in an inner loop long enough that one timed loop
 // lasts at least ~20 ms (steady_clock); a sample is that loop's time divided by its call count.

@@ -11,12 +11,16 @@ namespace {
 // Each optimizer updates parameters element by element; this walks parameter, gradient and the
 // per-parameter state tensors (all contiguous, same shape) together. Gradients may be views, so
 // they are made contiguous first.
+// Elements are independent, so ag's threads split them (autograd/parallel.h): the same result on
+// any number of threads.
 template <class T, class F>
 void for_each_element(const Tensor& param, const std::vector<Tensor>& others, F f) {
   T* p = param.data<T>();
   std::vector<T*> ptrs;
   for (const Tensor& t : others) ptrs.push_back(t.data<T>());
-  for (int64_t i = 0; i < param.numel(); ++i) f(p[i], ptrs, i);
+  detail::parallel_for(param.numel(), 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) f(p[i], ptrs, i);
+  });
 }
 
 void check_param(const Tensor& p, const char* optimizer) {
@@ -308,8 +312,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double total_sq = 0;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
-    // ‖∇ᵢ‖², accumulated in double.
-    for (double g : p.grad().to_vector<double>()) total_sq += g * g;
+    // ‖∇ᵢ‖², accumulated in double, element by element in order.
+    const Tensor grad = p.grad().contiguous();
+    dispatch(grad.dtype(), [&]<typename T>() {
+      const T* g = grad.data<T>();
+      for (int64_t i = 0, n = grad.numel(); i < n; ++i) total_sq += double(g[i]) * double(g[i]);
+    });
   }
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);

@@ -1,0 +1,149 @@
+#include "autograd/parallel.h"
+
+#include "autograd/ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ag {
+
+namespace {
+
+constexpr int64_t kMinWorkPerThread = 1 << 16;  // below this, waking a thread costs more than the work
+
+thread_local bool t_inside_parallel_loop = false;
+
+// A fixed set of workers that sleep until the caller hands them a job: worker w runs chunk w + 1
+// of it, the caller chunk 0; the caller returns when every chunk is done.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads) {
+    for (int w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& worker : workers_) worker.join();
+  }
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs chunk(0) .. chunk(chunks − 1), chunks ≤ size().
+  void run(int chunks, const std::function<void(int)>& chunk) {
+    std::unique_lock lock(mutex_);
+    job_ = &chunk;
+    chunks_ = chunks;
+    pending_ = chunks - 1;
+    error_ = nullptr;
+    ++generation_;
+    lock.unlock();
+    start_.notify_all();
+    run_chunk(0);
+    lock.lock();
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void work(int index) {
+    uint64_t seen = 0;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= chunks_) continue;
+      lock.unlock();
+      run_chunk(index);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  void run_chunk(int index) {
+    t_inside_parallel_loop = true;
+    try {
+      (*job_)(index);
+    } catch (...) {
+      std::lock_guard lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    t_inside_parallel_loop = false;
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_, error_mutex_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int chunks_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+std::mutex g_pool_mutex;  // held while the pool runs a loop or is replaced
+std::unique_ptr<ThreadPool> g_pool;
+std::atomic<int> g_num_threads{0};  // 0: not set yet, the machine's cores
+
+int default_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+// The pool of get_num_threads() threads, created on first use; the caller holds g_pool_mutex.
+ThreadPool& pool() {
+  const int threads = get_num_threads();
+  if (!g_pool || g_pool->size() != threads) {
+    openblas_set_num_threads(1);
+    g_pool.reset();
+    g_pool = std::make_unique<ThreadPool>(threads);
+  }
+  return *g_pool;
+}
+
+}  // namespace
+
+int get_num_threads() {
+  const int threads = g_num_threads.load(std::memory_order_relaxed);
+  return threads > 0 ? threads : default_threads();
+}
+
+void detail::set_pool_threads(int threads) {
+  std::lock_guard lock(g_pool_mutex);
+  g_num_threads.store(threads, std::memory_order_relaxed);
+  pool();
+}
+
+void detail::parallel_for(int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  const int64_t work = n * std::max<int64_t>(cost_per_item, 1);
+  if (t_inside_parallel_loop || work < 2 * kMinWorkPerThread) {
+    body(0, n);
+    return;
+  }
+  std::lock_guard lock(g_pool_mutex);  // one parallel loop at a time (callers on other threads wait)
+  ThreadPool& threads = pool();
+  const int64_t chunks = std::min<int64_t>({threads.size(), n, work / kMinWorkPerThread});
+  if (chunks <= 1) {
+    body(0, n);
+    return;
+  }
+  // Chunk c covers [c·n/chunks, (c+1)·n/chunks): contiguous, by index only.
+  threads.run(static_cast<int>(chunks), [&](int c) {
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    if (begin < end) body(begin, end);
+  });
+}
+
+}  // namespace ag
