@@ -1,6 +1,6 @@
 // ag's differentiable ops. Each is defined, forward and backward together, in one of
-// ops_elementwise.cpp, ops_reduce.cpp, ops_matmul.cpp, ops_shape.cpp and ops_random.cpp; the
-// table of every backward formula is docs/ops.md.
+// ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_loss.cpp, ops_matmul.cpp, ops_shape.cpp
+// and ops_random.cpp; the table of every backward formula is docs/ops.md.
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; both operands of an op must have the same dtype; every shape error is an
