@@ -11,7 +11,7 @@
   /* reductions (ops_reduce.cpp) */                                                               \
   X(sum) X(mean) X(max) X(var)                                                                   \
   /* softmax (ops_softmax.cpp) */                                                                 \
-  X(softmax) X(log_softmax)                                                                       \
+  X(softmax) X(log_softmax) X(length_masked_softmax)                                              \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \
