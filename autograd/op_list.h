@@ -8,8 +8,10 @@
   /* elementwise, broadcasting (ops_elementwise.cpp) */                                           \
   X(add) X(sub) X(mul) X(div) X(add_scalar) X(mul_scalar) X(div_scalar) X(rdiv_scalar) X(neg)    \
   X(pow) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(where) X(masked_fill)        \
-  /* reductions and softmax (ops_reduce.cpp) */                                                   \
-  X(sum) X(mean) X(max) X(var) X(softmax) X(log_softmax)                                         \
+  /* reductions (ops_reduce.cpp) */                                                               \
+  X(sum) X(mean) X(max) X(var)                                                                   \
+  /* softmax (ops_softmax.cpp) */                                                                 \
+  X(softmax) X(log_softmax) X(length_masked_softmax)                                              \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \

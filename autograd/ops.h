@@ -1,6 +1,6 @@
 // ag's differentiable ops. Each is defined, forward and backward together, in one of
-// ops_elementwise.cpp, ops_reduce.cpp, ops_matmul.cpp, ops_shape.cpp and ops_random.cpp; the
-// table of every backward formula is docs/ops.md.
+// ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_loss.cpp, ops_matmul.cpp, ops_shape.cpp
+// and ops_random.cpp; the table of every backward formula is docs/ops.md.
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; both operands of an op must have the same dtype; every shape error is an
@@ -89,6 +89,18 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 // x − max − log Σ exp(x − max) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Softmax over the last dim of X (B, Q, K) restricted to the first L entries of each row, as the
+// attention of d2l.ai masks padded keys (nn::masked_softmax; this is its fused kernel). valid_lens
+// holds integer values in any dtype and is (B,) — one L per batch row, shared by its Q queries —,
+// (B, Q) — one L per query — or undefined: no masking, a plain softmax over the last dim of an X
+// of any shape. It computes exactly d2l's function, which fills the masked scores with −1e6:
+//   y_k = exp(x_k − m) / Σ_{j<L} exp(x_j − m) for k < L, m = max_{j<L} x_j;  y_k = 0 for k ≥ L;
+//   y_k = 1/K for every k of a row with L = 0 (all K scores −1e6: a uniform softmax).
+// (d2l's masked entries would only get weight if every valid score were below about −1e6.)
+// The backward is y_i (g_i − Σ_{j<L} g_j y_j) on the valid entries and 0 on the others (every
+// entry of a row with L = 0, whose weights do not depend on X). Saves only y and the lengths.
+// Invalid valid_lens are a ShapeError starting "masked_softmax:", as nn::masked_softmax's were.
+Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 
 // ---- losses -------------------------------------------------------------------------------------
 enum class Reduction { none, mean, sum };

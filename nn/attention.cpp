@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nn/fused.h"
 #include "nn/init.h"
 
 namespace ag::nn {
@@ -9,6 +10,13 @@ namespace ag::nn {
 // ---- masked_softmax -------------------------------------------------------------------------------
 
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  // The fused kernel computes the same function as the composed code below, in one pass per row.
+  if (fused_kernels()) return length_masked_softmax(X, valid_lens);  // (B, Q, K)
+  return masked_softmax_composed(X, valid_lens);                     // (B, Q, K)
+}
+
+// d2l's code, op by op: a 0/1 mask from the positions and the lengths, −1e6 where it is 1, softmax.
+Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens) {
   if (!valid_lens.defined()) return softmax(X, -1);
   if (X.dim() != 3)
     detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));

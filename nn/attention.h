@@ -15,10 +15,22 @@ namespace ag::nn {
 // dtype.
 //
 // As in d2l, masked scores are replaced by −1e6 before the softmax, so masked positions get
-// weight exp(−1e6 − max) = 0 and, through masked_fill's backward, gradient 0. A valid length of
-// 0 masks a whole row: every score is then −1e6 and the weights are uniform (1/K) — d2l's result,
-// finite, never NaN.
+// weight exp(−1e6 − max) = 0 and gradient 0. A valid length of 0 masks a whole row: every score
+// is then −1e6 and the weights are uniform (1/K) — d2l's result, finite, never NaN — with gradient
+// 0 for the whole row.
+//
+// With nn::fused_kernels() (the default) this is the fused op ag::length_masked_softmax: one pass
+// per row that skips the masked positions, and a hand-written backward that saves only the
+// weights. Otherwise it is masked_softmax_composed, d2l's code op by op. Both compute the same
+// weights and gradients (tests/nn/test_masked_softmax_fused.cpp).
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens = Tensor());
+
+// d2l's masked_softmax written with ag's primitive ops, as d2l writes it in PyTorch:
+//   mask = arange(K) >= valid_len      (B, 1 or Q, K)
+//   softmax(masked_fill(X, mask, −1e6), −1)
+// so its gradient flows through softmax's and masked_fill's backward. Same arguments, values
+// and errors as masked_softmax.
+Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens = Tensor());
 
 // Scaled dot-product attention: softmax(Q·Kᵀ / √d) · V, with dropout on the weights.
 class DotProductAttention : public Module {

@@ -140,6 +140,20 @@ AG_GRADCHECK_CASE(log_softmax, "log_softmax over dims 0 and -1") {
   return gradcheck([](const Inputs& x) { return log_softmax(x[0], 0) + log_softmax(x[0], -1); },
                    {input({3, 4}, 1, -2.0, 2.0)});
 }
+AG_GRADCHECK_CASE(length_masked_softmax_per_row, "length_masked_softmax, (B,) lengths 3 and 0, X (2,3,5)") {
+  const Tensor valid_lens = tensor({3, 0});  // (B,)
+  return gradcheck([=](const Inputs& x) { return length_masked_softmax(x[0], valid_lens); },
+                   {input({2, 3, 5}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(length_masked_softmax_per_query, "length_masked_softmax, (B,Q) lengths with 0, 1 and K, X a transposed view") {
+  const Tensor valid_lens = tensor({1, 5, 3, 0, 2, 4}, {2, 3});  // (B, Q)
+  return gradcheck([=](const Inputs& x) { return length_masked_softmax(x[0].transpose(1, 2), valid_lens); },
+                   {input({2, 5, 3}, 2, -2.0, 2.0)});  // X = x.transpose(1, 2): (2, 3, 5), not contiguous
+}
+AG_GRADCHECK_CASE(length_masked_softmax_unmasked, "length_masked_softmax without valid lengths, X (2,3,4)") {
+  return gradcheck([](const Inputs& x) { return length_masked_softmax(x[0], Tensor()); },
+                   {input({2, 3, 4}, 3, -2.0, 2.0)});
+}
 
 // ---- losses ----------------------------------------------------------------------------------------
 

@@ -92,6 +92,51 @@ TEST_CASE("softmax rows sum to one along any dim", "[ops]") {
   }
 }
 
+TEST_CASE("float32 softmax, log_softmax and length_masked_softmax (fast exp) agree with float64", "[ops][softmax]") {
+  // The float32 rows use the fast exp of fast_exp.h, the float64 rows std::exp. The inputs are
+  // multiples of 1/8 in about [-40, 40], so x − max is exact in float32 as well; the float32
+  // weights are then within a few float ulps of the float64 ones: 2 for the exp, then the
+  // roundings of 1/Σ and of e · (1/Σ).
+  Generator g(11);
+  std::vector<double> eighths;
+  for (double v : randn({3, 4, 37}, g, float64).to_vector<double>()) eighths.push_back(std::round(v * 64.0) / 8.0);
+  const Tensor x32 = tensor(eighths, {3, 4, 37}, float32);  // rows longer than any vector width
+  const Tensor x64 = tensor(eighths, {3, 4, 37}, float64);
+  const Tensor lens = tensor({37, 0, 5, 1, 36, 20, 2, 0, 37, 9, 17, 30}, {3, 4});  // (B, Q)
+  auto check_close = [](const Tensor& single, const Tensor& reference, double rtol, double atol) {
+    const std::vector<double> a = values(single), b = values(reference);
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double excess = std::abs(a[i] - b[i]) / (atol + rtol * std::abs(b[i]));
+      if (!(excess <= worst)) worst = excess;
+    }
+    INFO("worst |float32 - float64| is " << worst << " times the tolerance");
+    CHECK(worst <= 1.0);
+  };
+  constexpr double kFourUlps = 4 * 1.2e-7;
+  for (int64_t dim : {0, 1, 2}) {
+    INFO("dim " << dim);
+    check_close(softmax(x32, dim), softmax(x64, dim), kFourUlps, 1e-30);
+    check_close(log_softmax(x32, dim), log_softmax(x64, dim), kFourUlps, 1e-6);
+  }
+  check_close(length_masked_softmax(x32, lens), length_masked_softmax(x64, lens), kFourUlps, 1e-30);
+  check_close(length_masked_softmax(x32, Tensor()), softmax(x64, -1), kFourUlps, 1e-30);
+}
+
+TEST_CASE("length_masked_softmax: zeros after each valid length, uniform rows for length 0", "[ops][softmax]") {
+  // X (1, 3, 4) with lengths 2, 0, 4 per query.
+  const Tensor X = tensor({0, 1, 5, 5, 3, 2, 1, 0, 0, 0, 0, 0}, {1, 3, 4}, float64);
+  const std::vector<double> y = values(length_masked_softmax(X, tensor({2, 0, 4}, {1, 3})));
+  const double e = std::exp(1.0);
+  const std::vector<double> expected = {1 / (1 + e), e / (1 + e), 0, 0, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25};
+  REQUIRE(y.size() == expected.size());
+  for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(expected[i]).epsilon(1e-15));
+  // Without lengths: a plain softmax over the last dim of any shape, 0-dim included.
+  CHECK(length_masked_softmax(tensor({2.0}, float64).reshape({}), Tensor()).item() == 1.0);
+  CHECK(values(length_masked_softmax(tensor({1.0, 1.0}, float64), Tensor())) == std::vector<double>{0.5, 0.5});
+}
+
 TEST_CASE("dropout: inverted scaling, identity at p = 0 and in eval, zeros at p = 1", "[ops][dropout]") {
   Tensor x = ones({1000}, float64);
   Generator g(11);

@@ -190,6 +190,9 @@ const std::vector<Family>& families() {
            AG_CASE("log_softmax_last", ag::log_softmax(in["x"], -1)),
            AG_CASE("log_softmax_dim0", ag::log_softmax(in["x"], 0)),
            AG_CASE("log_softmax_dim1", ag::log_softmax(in["x"], 1)),
+           AG_CASE("length_masked_softmax_per_row", ag::length_masked_softmax(in["x"], in["valid_lens"])),
+           AG_CASE("length_masked_softmax_per_query", ag::length_masked_softmax(in["x"], in["valid_lens"])),
+           AG_CASE("length_masked_softmax_unmasked", ag::length_masked_softmax(in["x"], ag::Tensor())),
        }},
       {"matmul",
        {

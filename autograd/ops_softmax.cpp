@@ -1,0 +1,210 @@
+// Softmax over a dim, and the length-masked softmax of attention, each with its backward.
+//
+//   op                             forward                               gradient
+//   softmax(x, d)                  y = exp(x − m) / Σ exp(x − m)         y · (g − Σ_d g·y)
+//   log_softmax(x, d)              y = x − m − log Σ exp(x − m)          g − exp(y) · Σ_d g
+//   length_masked_softmax(X, L)    softmax of the first L_r entries of   y · (g − Σ g·y) on the first
+//                                  each row r of the last dim, 0 after;  L_r entries, 0 after; 0 in
+//                                  1/K everywhere when L_r = 0           every entry when L_r = 0
+//
+// m is the maximum of the row (subtracting it changes nothing mathematically and keeps exp from
+// overflowing). Each row is computed in one place, row_softmax below: m, then e = exp(x − m) once
+// per element, written straight to the output, then Σ e (in double) and a multiply by 1 / Σ e.
+// float32 rows use the vectorised exp of fast_exp.h (within 2 ulps of the exact result); float64
+// rows keep std::exp, so the float64 gradchecks see full precision.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/fast_exp.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+using detail::for_each_row;
+
+namespace {
+
+// Calls lane(in, in_stride, out, out_stride) for every 1-D lane of x along `dim`, where `out` is
+// the matching lane of the contiguous tensor `out` of the same shape.
+template <class T, class LaneFn>
+void for_each_lane(const Tensor& x, const Tensor& out, int64_t dim, LaneFn&& lane) {
+  Shape outer = x.shape();
+  outer[dim] = 1;
+  const T* px = x.data<T>();
+  T* po = out.data<T>();
+  const int64_t x_stride = x.strides()[dim], out_stride = out.strides()[dim];
+  for_each_row<2>(outer, {x.strides(), out.strides()},
+                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                    for (int64_t i = 0; i < n; ++i)
+                      lane(px + off[0] + i * st[0], x_stride, po + off[1] + i * st[1], out_stride);
+                  });
+}
+
+// ---- one contiguous row ---------------------------------------------------------------------------
+
+// out[k] = e^(in[k] − shift) for k < n: the fast vectorised exp for float32, std::exp for float64.
+void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
+  detail::exp_shifted(in, shift, out, n);
+}
+void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) out[k] = std::exp(in[k] - shift);
+}
+
+// The largest of in[0, n), or 0 if all are −inf (so that x − m is −inf rather than NaN).
+template <class T>
+T row_max(const T* in, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t k = 0; k < n; ++k) m = std::max(m, in[k]);
+  return std::isinf(m) && m < 0 ? T(0) : m;
+}
+
+// y = e / Σ e with e = exp(x − max x), over in[0, n) into out[0, n) (distinct arrays).
+template <class T>
+void row_softmax(const T* in, T* out, int64_t n) {
+  const T m = row_max(in, n);
+  exp_shifted_row(in, m, out, n);  // out = e = exp(x − m), one exp per element
+  double total = 0;
+  for (int64_t k = 0; k < n; ++k) total += out[k];  // Σ e
+  const T inverse = static_cast<T>(1.0 / total);
+  for (int64_t k = 0; k < n; ++k) out[k] *= inverse;  // y = e / Σ e
+}
+
+// y = x − m − log Σ exp(x − m), over in[0, n) into out[0, n) (distinct arrays).
+template <class T>
+void row_log_softmax(const T* in, T* out, int64_t n) {
+  const T m = row_max(in, n);
+  exp_shifted_row(in, m, out, n);  // out = exp(x − m), only to be summed
+  double total = 0;
+  for (int64_t k = 0; k < n; ++k) total += out[k];
+  const double log_total = std::log(total);
+  for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(double(in[k] - m) - log_total);
+}
+
+// y = x − m − log Σ exp(x − m) (log = true) or y = exp(x − m) / Σ exp(x − m) along dim.
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  Tensor out = empty(x.shape(), x.dtype());
+  if (x.dim() == 0) {  // a single element: softmax 1, log_softmax 0
+    out.fill_(log ? 0.0 : 1.0);
+    return out;
+  }
+  const int64_t length = x.shape()[dim];
+  dispatch(x.dtype(), [&]<typename T>() {
+    auto row = [log](const T* in, T* o, int64_t n) { log ? row_log_softmax(in, o, n) : row_softmax(in, o, n); };
+    std::vector<T> lane_in, lane_out;  // a strided lane (a dim other than the last), gathered
+    for_each_lane<T>(x, out, dim, [&](const T* in, int64_t is, T* o, int64_t os) {
+      if (is == 1 && os == 1) return row(in, o, length);
+      lane_in.resize(static_cast<std::size_t>(length));
+      lane_out.resize(static_cast<std::size_t>(length));
+      for (int64_t k = 0; k < length; ++k) lane_in[k] = in[k * is];
+      row(lane_in.data(), lane_out.data(), length);
+      for (int64_t k = 0; k < length; ++k) o[k * os] = lane_out[k];
+    });
+  });
+  return out;
+}
+
+// ---- length_masked_softmax: checking the valid lengths --------------------------------------------
+
+// The valid length of every row (b, q) of X (B, Q, K), from valid_lens (B,) — shared by the Q
+// queries of a batch row — or (B, Q). Checked, with the messages nn::masked_softmax has always had.
+std::vector<int64_t> valid_length_per_row(const Tensor& X, const Tensor& valid_lens) {
+  if (X.dim() != 3)
+    detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
+  const int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
+  const bool per_row = valid_lens.shape() == Shape{B};
+  const bool per_query = valid_lens.shape() == Shape{B, Q};
+  if (!per_row && !per_query)
+    detail::fail<ShapeError>("masked_softmax: valid_lens of shape ", shape_str(valid_lens.shape()),
+                             " does not fit X of shape ", shape_str(X.shape()), " (expected [", B,
+                             "] or [", B, ",", Q, "])");
+  const std::vector<double> lens = valid_lens.to_vector<double>();
+  for (double len : lens)
+    if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
+      detail::fail<ShapeError>("masked_softmax: valid length ", len, " is not an integer in [0, ", K,
+                               "] (valid_lens of shape ", shape_str(valid_lens.shape()),
+                               ", X of shape ", shape_str(X.shape()), ")");
+  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t q = 0; q < Q; ++q)
+      lengths[b * Q + q] = static_cast<int64_t>(lens[per_row ? b : b * Q + q]);
+  return lengths;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "softmax");
+  Tensor out = softmax_forward(x, dim, /*log=*/false);
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+    // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j y_j)
+    if (y.dim() == 0) return {zeros_like(g)};
+    return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
+  });
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "log_softmax");
+  Tensor out = softmax_forward(x, dim, /*log=*/true);
+  if (!detail::any_requires_grad({x})) return out;
+  return detail::record(Op::log_softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+    // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
+    if (y.dim() == 0) return {zeros_like(g)};
+    return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
+  });
+}
+
+
+Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  // X seen as rows of its last dim: (B, Q, K) is B·Q rows of K (a 0-dim X is one row of 1).
+  const int64_t K = X.dim() == 0 ? 1 : X.size(-1);
+  const int64_t rows = K == 0 ? 0 : X.numel() / K;
+  // One valid length per row; empty when valid_lens is undefined (every row has all K).
+  std::vector<int64_t> lengths;
+  if (valid_lens.defined()) lengths = valid_length_per_row(X, valid_lens);
+  const Tensor x = contiguous(X.detach());  // row r starts at r·K
+  Tensor y = empty(X.shape(), X.dtype());
+  dispatch(X.dtype(), [&]<typename T>() {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* x_row = x.data<T>() + r * K;
+      T* y_row = y.data<T>() + r * K;
+      const int64_t valid = lengths.empty() ? K : lengths[r];
+      if (valid == 0) {
+        // d2l fills the whole row with −1e6: equal scores, so uniform weights.
+        std::fill(y_row, y_row + K, static_cast<T>(1.0 / static_cast<double>(K)));
+        continue;
+      }
+      row_softmax(x_row, y_row, valid);   // y_k = e_k / Σ_{j<L} e_j for k < L
+      std::fill(y_row + valid, y_row + K, T(0));  // d2l: exp(−1e6 − m) underflows to exactly 0
+    }
+  });
+  if (!detail::any_requires_grad({X})) return y;
+  return detail::record(Op::length_masked_softmax, y, {X},
+                        [y = y.detach(), lengths = std::move(lengths), rows, K](const Tensor& g, const NeedsGrad&) -> Grads {
+    // In the forward pass this was y_k = e_k / Σ_{j<L} e_j for k < L, and a constant for k ≥ L
+    // (0) or for every k when L = 0 (1/K). On the valid entries ∂y_j/∂x_i = y_j (δ_ij − y_i), so
+    //   dx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_{j<L} g_j y_j)   for i < L,
+    //   dx_i = 0                                                         otherwise.
+    const Tensor g_rows = contiguous(g);  // (…, K)
+    Tensor dx = empty(y.shape(), y.dtype());  // (…, K)
+    dispatch(y.dtype(), [&]<typename T>() {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* y_row = y.data<T>() + r * K;
+        const T* g_row = g_rows.data<T>() + r * K;
+        T* dx_row = dx.data<T>() + r * K;
+        const int64_t valid = lengths.empty() ? K : lengths[r];
+        double g_dot_y = 0;  // Σ_j g_j y_j
+        for (int64_t j = 0; j < valid; ++j) g_dot_y += double(g_row[j]) * double(y_row[j]);
+        for (int64_t i = 0; i < valid; ++i) dx_row[i] = y_row[i] * (g_row[i] - static_cast<T>(g_dot_y));
+        std::fill(dx_row + valid, dx_row + K, T(0));
+      }
+    });
+    return {dx};
+  });
+}
+
+}  // namespace ag
