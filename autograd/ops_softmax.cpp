@@ -169,18 +169,21 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   const Tensor x = contiguous(X.detach());  // row r starts at r·K
   Tensor y = empty(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<typename T>() {
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* x_row = x.data<T>() + r * K;
-      T* y_row = y.data<T>() + r * K;
-      const int64_t valid = lengths.empty() ? K : lengths[r];
-      if (valid == 0) {
-        // d2l fills the whole row with −1e6: equal scores, so uniform weights.
-        std::fill(y_row, y_row + K, static_cast<T>(1.0 / static_cast<double>(K)));
-        continue;
+    // Rows are independent: ag's threads split them (the same result on any number of threads).
+    detail::parallel_for(rows, 4 * K, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* x_row = x.data<T>() + r * K;
+        T* y_row = y.data<T>() + r * K;
+        const int64_t valid = lengths.empty() ? K : lengths[r];
+        if (valid == 0) {
+          // d2l fills the whole row with −1e6: equal scores, so uniform weights.
+          std::fill(y_row, y_row + K, static_cast<T>(1.0 / static_cast<double>(K)));
+          continue;
+        }
+        row_softmax(x_row, y_row, valid);   // y_k = e_k / Σ_{j<L} e_j for k < L
+        std::fill(y_row + valid, y_row + K, T(0));  // d2l: exp(−1e6 − m) underflows to exactly 0
       }
-      row_softmax(x_row, y_row, valid);   // y_k = e_k / Σ_{j<L} e_j for k < L
-      std::fill(y_row + valid, y_row + K, T(0));  // d2l: exp(−1e6 − m) underflows to exactly 0
-    }
+    });
   });
   if (!detail::any_requires_grad({X})) return y;
   return detail::record(Op::length_masked_softmax, y, {X},
@@ -192,16 +195,18 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
     const Tensor g_rows = contiguous(g);  // (…, K)
     Tensor dx = empty(y.shape(), y.dtype());  // (…, K)
     dispatch(y.dtype(), [&]<typename T>() {
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* y_row = y.data<T>() + r * K;
-        const T* g_row = g_rows.data<T>() + r * K;
-        T* dx_row = dx.data<T>() + r * K;
-        const int64_t valid = lengths.empty() ? K : lengths[r];
-        double g_dot_y = 0;  // Σ_j g_j y_j
-        for (int64_t j = 0; j < valid; ++j) g_dot_y += double(g_row[j]) * double(y_row[j]);
-        for (int64_t i = 0; i < valid; ++i) dx_row[i] = y_row[i] * (g_row[i] - static_cast<T>(g_dot_y));
-        std::fill(dx_row + valid, dx_row + K, T(0));
-      }
+      detail::parallel_for(rows, 3 * K, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const T* y_row = y.data<T>() + r * K;
+          const T* g_row = g_rows.data<T>() + r * K;
+          T* dx_row = dx.data<T>() + r * K;
+          const int64_t valid = lengths.empty() ? K : lengths[r];
+          double g_dot_y = 0;  // Σ_j g_j y_j
+          for (int64_t j = 0; j < valid; ++j) g_dot_y += double(g_row[j]) * double(y_row[j]);
+          for (int64_t i = 0; i < valid; ++i) dx_row[i] = y_row[i] * (g_row[i] - static_cast<T>(g_dot_y));
+          std::fill(dx_row + valid, dx_row + K, T(0));
+        }
+      });
     });
     return {dx};
   });
