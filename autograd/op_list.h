@@ -10,6 +10,8 @@
   X(pow) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(where) X(masked_fill)        \
   /* reductions and softmax (ops_reduce.cpp) */                                                   \
   X(sum) X(mean) X(max) X(var) X(softmax) X(log_softmax)                                         \
+  /* normalisation (ops_norm.cpp) */                                                              \
+  X(layer_norm)                                                                                   \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \
