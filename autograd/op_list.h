@@ -12,6 +12,8 @@
   X(sum) X(mean) X(max) X(var)                                                                   \
   /* softmax (ops_softmax.cpp) */                                                                 \
   X(softmax) X(log_softmax) X(length_masked_softmax)                                              \
+  /* normalisation (ops_norm.cpp) */                                                              \
+  X(layer_norm)                                                                                   \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \

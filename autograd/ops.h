@@ -1,6 +1,6 @@
 // ag's differentiable ops. Each is defined, forward and backward together, in one of
-// ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_loss.cpp, ops_matmul.cpp, ops_shape.cpp
-// and ops_random.cpp; the table of every backward formula is docs/ops.md.
+// ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp, ops_matmul.cpp,
+// ops_shape.cpp and ops_random.cpp; the table of every backward formula is docs/ops.md.
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; both operands of an op must have the same dtype; every shape error is an
@@ -101,6 +101,16 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // entry of a row with L = 0, whose weights do not depend on X). Saves only y and the lengths.
 // Invalid valid_lens are a ShapeError starting "masked_softmax:", as nn::masked_softmax's were.
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
+
+// ---- normalisation ------------------------------------------------------------------------------
+// As torch.nn.functional.layer_norm: each row of x over its trailing normalized_shape dims is
+// normalised with its mean and biased variance, then scaled by weight and shifted by bias:
+//   y = (x − mean) / sqrt(var + eps) · weight + bias
+// weight and bias have shape normalized_shape, or are undefined Tensors (no scale / no shift).
+// One fused op with a hand-written backward that saves only x, weight and each row's mean and
+// 1/sqrt(var + eps) (ops_norm.cpp).
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps = 1e-5);
 
 // ---- losses -------------------------------------------------------------------------------------
 enum class Reduction { none, mean, sum };

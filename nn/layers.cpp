@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nn/fused.h"
 #include "nn/init.h"
 
 namespace ag::nn {
@@ -74,6 +75,9 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   if (!fits)
     detail::fail<ShapeError>("LayerNorm: input of shape ", shape_str(x.shape()),
                              " does not end in normalized_shape ", shape_str(normalized_shape));
+  // The fused kernel: one op, whose backward saves only x, weight and each row's mean and rstd.
+  if (fused_kernels()) return layer_norm(x, normalized_shape, weight, bias, eps);  // (..., *normalized_shape)
+  // The composed d2l path: mean, var, sub, add, sqrt, div, mul, add.
   Shape dims;
   for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
   Tensor mu = mean(x, dims, /*keepdim=*/true);                  // (..., 1)

@@ -60,7 +60,9 @@ class Embedding : public Module {
 };
 
 // y = (x − mean) / sqrt(var + eps) · weight + bias over the last normalized_shape.size() dims,
-// with the biased variance, as torch.nn.LayerNorm. weight starts at 1, bias at 0.
+// with the biased variance, as torch.nn.LayerNorm. weight starts at 1, bias at 0. With
+// fused_kernels() (the default) it is the one op ag::layer_norm; otherwise it is composed of
+// mean, var and elementwise ops as in d2l (nn/fused.h).
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5);

@@ -86,6 +86,28 @@ TEST_CASE("shape op errors", "[errors]") {
   CHECK_THROWS_WITH(repeat_interleave(ones({2}), -1, 0), Contains("repeat_interleave: repeats -1 is negative (shape [2])"));
 }
 
+TEST_CASE("layer_norm errors", "[errors]") {
+  CHECK_THROWS_AS(layer_norm(ones({2, 3}), {4}, Tensor(), Tensor(), 1e-5), ShapeError);
+  CHECK_THROWS_WITH(layer_norm(ones({2, 3}), {4}, Tensor(), Tensor(), 1e-5),
+                    Equals("layer_norm: input of shape [2,3] does not end in normalized_shape [4]"));
+  CHECK_THROWS_WITH(layer_norm(ones({4}), {3, 4}, Tensor(), Tensor(), 1e-5),
+                    Equals("layer_norm: input of shape [4] does not end in normalized_shape [3,4]"));
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4, 3}), {3, 4}, Tensor(), Tensor(), 1e-5),
+                    Contains("[2,4,3] does not end in normalized_shape [3,4]"));
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4}), {4}, ones({3}), ones({4}), 1e-5),
+                    Equals("layer_norm: weight of shape [3] does not match normalized_shape [4] "
+                           "(input of shape [2,4])"));
+  CHECK_THROWS_WITH(layer_norm(ones({2, 3, 4}), {3, 4}, ones({3, 4}), ones({12}), 1e-5),
+                    Equals("layer_norm: bias of shape [12] does not match normalized_shape [3,4] "
+                           "(input of shape [2,3,4])"));
+  CHECK_THROWS_AS(layer_norm(ones({2, 4}), {4}, ones({4}, float64), Tensor(), 1e-5), DTypeError);
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4}), {4}, Tensor(), ones({4}, float64), 1e-5),
+                    Contains("layer_norm: dtypes float32 and float64 cannot be mixed"));
+  CHECK_THROWS_AS(layer_norm(ones({2, 4}), Shape{}, Tensor(), Tensor(), 1e-5), ValueError);
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4}), Shape{}, Tensor(), Tensor(), 1e-5),
+                    Contains("layer_norm: normalized_shape cannot be empty"));
+}
+
 TEST_CASE("value errors", "[errors]") {
   CHECK_THROWS_WITH(dropout(ones({2, 3}), 1.5), Contains("dropout: probability 1.5 is outside [0, 1] (input shape [2,3])"));
   CHECK_THROWS_WITH(bernoulli({2}, -0.1), Contains("bernoulli: probability -0.1"));

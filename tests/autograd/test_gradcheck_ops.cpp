@@ -155,6 +155,33 @@ AG_GRADCHECK_CASE(length_masked_softmax_unmasked, "length_masked_softmax without
                    {input({2, 3, 4}, 3, -2.0, 2.0)});
 }
 
+// ---- normalisation -----------------------------------------------------------------------------------
+// layer_norm's hand-written backward against finite differences. The weights stay away from 0 so
+// that the input gradient (through ĝ = g · w) is not near zero.
+
+AG_GRADCHECK_CASE(layer_norm_last_dim, "layer_norm over the last dim, (B,T,D) with weight and bias") {
+  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2], 1e-5); },
+                   {input({2, 3, 5}, 1, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5), input({5}, 3)});
+}
+AG_GRADCHECK_CASE(layer_norm_two_dims, "layer_norm over two trailing dims, weight and bias (2,4)") {
+  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {2, 4}, x[1], x[2], 1e-5); },
+                   {input({3, 2, 4}, 1, -2.0, 2.0), away_from_zero({2, 4}, 2, 0.5, 1.5), input({2, 4}, 3)});
+}
+AG_GRADCHECK_CASE(layer_norm_no_affine, "layer_norm without weight and bias, over two dims") {
+  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {3, 2}, Tensor(), Tensor(), 1e-5); },
+                   {input({4, 3, 2}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(layer_norm_weight_only_large_eps, "layer_norm with weight and no bias, eps 0.5") {
+  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {4}, x[1], Tensor(), 0.5); },
+                   {input({3, 4}, 1), away_from_zero({4}, 2, 0.5, 1.5)});
+}
+AG_GRADCHECK_CASE(layer_norm_of_transposed, "layer_norm of a transposed view, constant weight and bias") {
+  // Only x requires grad: the backward skips dw and db.
+  Tensor weight = away_from_zero({3}, 2, 0.5, 1.5).detach(), bias = input({3}, 3).detach();
+  return gradcheck([=](const Inputs& x) { return layer_norm(x[0].transpose(0, 1), {3}, weight, bias, 1e-5); },
+                   {input({3, 4}, 1, -2.0, 2.0)});
+}
+
 // ---- losses ----------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(cross_entropy_rows, "cross_entropy per row, (5,4) logits") {

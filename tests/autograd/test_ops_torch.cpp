@@ -194,6 +194,13 @@ const std::vector<Family>& families() {
            AG_CASE("length_masked_softmax_per_query", ag::length_masked_softmax(in["x"], in["valid_lens"])),
            AG_CASE("length_masked_softmax_unmasked", ag::length_masked_softmax(in["x"], ag::Tensor())),
        }},
+      {"layer_norm",
+       {
+           AG_CASE("layer_norm_op_last_dim", ag::layer_norm(in["x"], {4}, in["w"], in["b"], 1e-5)),
+           AG_CASE("layer_norm_op_two_dims_no_affine", ag::layer_norm(in["x"], {3, 4}, ag::Tensor(), ag::Tensor(), 1e-5)),
+           AG_CASE("layer_norm_op_weight_only_eps", ag::layer_norm(in["x"], {5}, in["w"], ag::Tensor(), 0.25)),
+           AG_CASE("layer_norm_op_of_transposed", ag::layer_norm(in["x"].transpose(0, 1), {3}, in["w"], in["b"], 1e-5)),
+       }},
       {"matmul",
        {
            AG_CASE("matmul_2d", ag::matmul(in["a"], in["b"])),
@@ -498,6 +505,7 @@ TEST_CASE("torch fixtures: unary math", "[torch]") { check_family("unary math");
 TEST_CASE("torch fixtures: where and masked_fill", "[torch]") { check_family("where and masked_fill"); }
 TEST_CASE("torch fixtures: reductions", "[torch]") { check_family("reductions"); }
 TEST_CASE("torch fixtures: softmax", "[torch]") { check_family("softmax"); }
+TEST_CASE("torch fixtures: layer_norm", "[torch]") { check_family("layer_norm"); }
 TEST_CASE("torch fixtures: matmul", "[torch]") { check_family("matmul"); }
 TEST_CASE("torch fixtures: shape and indexing", "[torch]") { check_family("shape and indexing"); }
 TEST_CASE("torch fixtures: non-contiguous operands", "[torch]") { check_family("non-contiguous operands"); }

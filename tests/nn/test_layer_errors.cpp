@@ -28,6 +28,18 @@ TEST_CASE("LayerNorm: an input not ending in normalized_shape", "[nn][errors]") 
   CHECK_THROWS_AS(nn::LayerNorm({}), ValueError);
 }
 
+TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inputs", "[nn][errors][fused]") {
+  for (bool fused : {true, false}) {
+    INFO("fused_kernels " << fused);
+    nn::FusedKernelsGuard path(fused);
+    nn::LayerNorm ln({4});
+    CHECK_THROWS_WITH(ln(ones({2, 3})),
+                      Equals("LayerNorm: input of shape [2,3] does not end in normalized_shape [4]"));
+    // float32 parameters, a float64 input.
+    CHECK_THROWS_AS(ln(ones({2, 4}, float64)), DTypeError);
+  }
+}
+
 TEST_CASE("PositionalEncoding: an input of the wrong width or rank", "[nn][errors]") {
   nn::PositionalEncoding encoding(8, 0.0, 10);
   CHECK_THROWS_AS(encoding(ones({2, 3, 6})), ShapeError);

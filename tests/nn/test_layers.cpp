@@ -49,6 +49,78 @@ TEST_CASE("LayerNorm normalises with the biased variance, then scales and shifts
   CHECK(max_abs_diff(ln2(x).reshape({4, 6}), flat) <= 1e-6);
 }
 
+namespace {
+// One LayerNorm forward and backward, on the fused kernel or the composed path: the output and
+// the gradients of x, weight and bias. The inputs, weight, bias and upstream gradient come from
+// `seed`, so both paths see the same numbers.
+struct LayerNormRun {
+  Tensor y, dx, dweight, dbias;
+  std::string op;  // the op that produced y
+};
+
+LayerNormRun run_layer_norm(bool fused, DType dtype, const Shape& normalized_shape,
+                            const Shape& x_shape, uint64_t seed) {
+  nn::FusedKernelsGuard path(fused);
+  nn::LayerNorm ln(normalized_shape);
+  ln.to(dtype);
+  Generator generator(seed);
+  {
+    NoGradGuard no_grad;  // weight and bias away from their initial 1 and 0
+    ln.weight.copy_(uniform(normalized_shape, 0.5, 1.5, generator, dtype));
+    ln.bias.copy_(randn(normalized_shape, generator, dtype));
+  }
+  // Rows with a mean away from 0 and a spread away from 1, as in a residual stream.
+  Tensor x = (randn(x_shape, generator, dtype) * 3.0 + 2.0).detach().requires_grad_();
+  Tensor upstream = randn(x_shape, generator, dtype);  // (..., *normalized_shape)
+  Tensor y = ln(x);
+  sum(y * upstream).backward();
+  return {y.detach(), x.grad(), ln.weight.grad(), ln.bias.grad(), y.grad_fn()->name()};
+}
+}  // namespace
+
+TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and gradients", "[nn][layers][fused]") {
+  struct Case {
+    Shape normalized_shape, x_shape;
+  };
+  // Over the last dim, over two dims, a single element per row (x̂ = 0), an empty batch.
+  const std::vector<Case> cases = {{{8}, {2, 3, 8}}, {{3, 4}, {5, 3, 4}}, {{1}, {4, 1}}, {{4}, {0, 4}}};
+  // |fused − composed| <= tolerance · (1 + |composed|), elementwise.
+  for (const auto& [dtype, tolerance] : {std::pair{float64, 1e-13}, std::pair{float32, 1e-6}}) {
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const Case& shapes = cases[c];
+      DYNAMIC_SECTION(dtype_name(dtype) << ", x " << shape_str(shapes.x_shape) << ", normalized_shape "
+                                        << shape_str(shapes.normalized_shape)) {
+        const LayerNormRun fused = run_layer_norm(true, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
+        const LayerNormRun composed = run_layer_norm(false, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
+        // The two paths really are different code: one layer_norm op against the last op of the
+        // composition (the bias add).
+        CHECK(fused.op == "layer_norm");
+        CHECK(composed.op == "add");
+        const std::pair<const char*, std::pair<Tensor, Tensor>> compared[] = {
+            {"y", {fused.y, composed.y}},
+            {"dx", {fused.dx, composed.dx}},
+            {"dweight", {fused.dweight, composed.dweight}},
+            {"dbias", {fused.dbias, composed.dbias}}};
+        for (const auto& [name, tensors] : compared) {
+          const auto& [a, b] = tensors;
+          REQUIRE(a.defined());
+          REQUIRE(b.defined());
+          CHECK(a.dtype() == dtype);
+          REQUIRE(a.shape() == b.shape());
+          const std::vector<double> va = values(a), vb = values(b);
+          double worst = 0;  // the largest |a − b| / (1 + |b|)
+          for (std::size_t i = 0; i < va.size(); ++i) {
+            const double d = std::abs(va[i] - vb[i]) / (1.0 + std::abs(vb[i]));
+            if (!(d <= worst)) worst = d;
+          }
+          INFO(name << ": largest relative difference " << worst);
+          CHECK(worst <= tolerance);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn][layers]") {
   manual_seed(1);
   nn::Embedding embedding(5, 3);
