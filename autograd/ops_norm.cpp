@@ -98,23 +98,26 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
     T* py = out.data<T>();
     double* pmean = mean.data<double>();
     double* prstd = rstd.data<double>();
-    for (int64_t r = 0; r < R; ++r) {
-      const T* x_row = px + r * N;
-      T* y_row = py + r * N;
-      // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as
-      // mean() and var() do — no cancellation as in Σx² − Nμ².
-      const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
-      const double variance = row_sum(N, [&](int64_t i) {
-                                const double centered = double(x_row[i]) - mu;
-                                return centered * centered;
-                              }) / double(N);
-      const double s = 1.0 / std::sqrt(variance + eps);
-      pmean[r] = mu;
-      prstd[r] = s;
-      // y = x̂ · w + b
-      for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
-    }
+    // Rows are independent: ag's threads split them.
+    detail::parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* x_row = px + r * N;
+        T* y_row = py + r * N;
+        // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as
+        // mean() and var() do — no cancellation as in Σx² − Nμ².
+        const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
+        const double variance = row_sum(N, [&](int64_t i) {
+                                  const double centered = double(x_row[i]) - mu;
+                                  return centered * centered;
+                                }) / double(N);
+        const double s = 1.0 / std::sqrt(variance + eps);
+        pmean[r] = mu;
+        prstd[r] = s;
+        // y = x̂ · w + b
+        for (int64_t i = 0; i < N; ++i)
+          y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+      }
+    });
   });
   if (!detail::any_requires_grad({input, weight, bias})) return out;
 
@@ -135,26 +138,34 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
           double* pdb = want_db ? db.data() : nullptr;
           const double* pmean = mean.data<double>();
           const double* prstd = rstd.data<double>();
-          for (int64_t r = 0; r < R; ++r) {
-            const T* x_row = px + r * N;
-            const T* g_row = pg + r * N;
-            const double mu = pmean[r], s = prstd[r];
-            // x̂_i = (x_i − μ) · rstd, rebuilt from the saved μ and rstd; ĝ_i = g_i · w_i.
-            auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
-            auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
-            if (pdw)  // dw = Σ_rows g · x̂
-              for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * x_hat(i);
-            if (pdb)  // db = Σ_rows g
-              for (int64_t i = 0; i < N; ++i) pdb[i] += double(g_row[i]);
-            if (!pdx) continue;
-            // dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂))
-            const double mean_g_hat = row_sum(N, g_hat) / double(N);
-            const double mean_g_hat_x_hat =
-                row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
-            T* dx_row = pdx + r * N;
-            for (int64_t i = 0; i < N; ++i)
-              dx_row[i] = static_cast<T>(s * (g_hat(i) - mean_g_hat - x_hat(i) * mean_g_hat_x_hat));
-          }
+          // x̂_i = (x_i − μ) · rstd of row r, rebuilt from the saved μ and rstd.
+          auto x_hat = [&](int64_t r, int64_t i) { return (double(px[r * N + i]) - pmean[r]) * prstd[r]; };
+          // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
+          if (pdx)
+            detail::parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
+              for (int64_t r = begin; r < end; ++r) {
+                const T* g_row = pg + r * N;
+                auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
+                const double mean_g_hat = row_sum(N, g_hat) / double(N);
+                const double mean_g_hat_x_hat =
+                    row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
+                T* dx_row = pdx + r * N;
+                for (int64_t i = 0; i < N; ++i)
+                  dx_row[i] = static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
+              }
+            });
+          // Pass 2, columns split across threads (each sums its columns over the rows in order, so
+          // the result is the same on any number of threads): dw = Σ_rows g · x̂, db = Σ_rows g.
+          if (pdw || pdb)
+            detail::parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
+              for (int64_t r = 0; r < R; ++r) {
+                const T* g_row = pg + r * N;
+                if (pdw)
+                  for (int64_t i = begin; i < end; ++i) pdw[i] += double(g_row[i]) * x_hat(r, i);
+                if (pdb)
+                  for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
+              }
+            });
         });
         // dw and db: (*normalized_shape), in x's dtype.
         auto to_tensor = [&](const std::vector<double>& sums) {
