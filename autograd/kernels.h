@@ -101,16 +101,26 @@ void parallel_for_each_row(Shape shape, std::array<Shape, K> strides, RowFn&& ro
     return;
   }
   parallel_for(rows, n, [&](int64_t begin, int64_t end) {
+    // The multi-index of row `begin` over the outer dims (row-major), and each operand's offset;
+    // then row by row like for_each_row's odometer.
+    std::vector<int64_t> counter(outer_dims, 0);
+    std::array<int64_t, K> start{};
+    int64_t rest = begin;
+    for (std::size_t d = outer_dims; d-- > 0;) {
+      counter[d] = rest % shape[d];
+      rest /= shape[d];
+      for (std::size_t k = 0; k < K; ++k) start[k] += counter[d] * strides[k][d];
+    }
     for (int64_t r = begin; r < end; ++r) {
-      // Row r's multi-index over the outer dims (row-major), and each operand's offset.
-      std::array<int64_t, K> start{};
-      int64_t rest = r;
-      for (std::size_t d = outer_dims; d-- > 0;) {
-        const int64_t index = rest % shape[d];
-        rest /= shape[d];
-        for (std::size_t k = 0; k < K; ++k) start[k] += index * strides[k][d];
-      }
       row(start, n, inner);
+      for (std::size_t d = outer_dims; d-- > 0;) {
+        if (++counter[d] < shape[d]) {
+          for (std::size_t k = 0; k < K; ++k) start[k] += strides[k][d];
+          break;
+        }
+        for (std::size_t k = 0; k < K; ++k) start[k] -= strides[k][d] * (shape[d] - 1);
+        counter[d] = 0;
+      }
     }
   });
 }

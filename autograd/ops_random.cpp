@@ -6,48 +6,50 @@
 // Scaling the kept units by 1/(1 − p) ("inverted dropout") keeps E[y] = x, so evaluation needs
 // no rescaling: outside training dropout is the identity.
 //
-// The mask is never stored. Philox is counter-based: element i's draw is a pure function of the
-// seed and the block counter the fill reserved, so the backward regenerates the same mask from
-// those two integers instead of keeping a mask tensor as large as x alive until the backward pass.
-// Element i keeps its unit when its uniform draw u_i < 1 − p — the draws bernoulli(x.shape(), 1 − p)
-// makes from the same generator state, word for word (see ag::bernoulli).
+// The mask is kept as one byte per element (a quarter of a float mask), computed once from the
+// generator's Philox words: element i keeps its unit when its uniform draw u_i < 1 − p — the draws
+// bernoulli(x.shape(), 1 − p) makes from the same generator state, word for word (see
+// ag::bernoulli).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag {
 
 namespace {
 
-// out_i = in_i · m_i for n contiguous elements, m_i = scale if draw i keeps its unit else 0, the
-// draws being those of the generator `seed` from block `first_block` on.
+// keep[i] = 1 if draw i keeps its unit (u_i < keep_prob), else 0, for the n draws of T elements
+// that the generator `seed` makes from block `first_block` on.
 template <class T>
-void apply_dropout_mask(const T* in, T* out, int64_t n, uint64_t seed, uint64_t first_block, double keep_prob,
-                        double scale) {
+void draw_keep_mask(uint8_t* keep, int64_t n, uint64_t seed, uint64_t first_block, double keep_prob) {
   constexpr int64_t kBlocks = 64, kWords = 4 * kBlocks;  // one buffer of Philox output
   constexpr int64_t kWordsPerElement = sizeof(T) == 4 ? 1 : 2;
   const Generator generator(seed);
-  uint32_t words[kWords];
-  const T kept = static_cast<T>(scale), dropped = T(0);
   // float32: u = (w >> 8) · 2⁻²⁴ < keep_prob  ⇔  (w >> 8) < ⌈keep_prob · 2²⁴⌉, compared as integers.
   const auto threshold = static_cast<uint32_t>(std::ceil(keep_prob * 0x1.0p24));
   const int64_t total_words = n * kWordsPerElement;
-  for (int64_t word = 0; word < total_words; word += kWords) {
-    const int64_t count_words = std::min(kWords, total_words - word);
-    generator.fill_blocks(first_block + static_cast<uint64_t>(word / 4), words, (count_words + 3) / 4);
-    const int64_t begin = word / kWordsPerElement, count = count_words / kWordsPerElement;
-    if constexpr (sizeof(T) == 4) {
-      for (int64_t i = 0; i < count; ++i)
-        out[begin + i] = in[begin + i] * ((words[i] >> 8) < threshold ? kept : dropped);
-    } else {
-      for (int64_t i = 0; i < count; ++i) {
-        const bool keep = detail::uniform_double(words[2 * i], words[2 * i + 1]) < keep_prob;
-        out[begin + i] = in[begin + i] * (keep ? kept : dropped);
+  const int64_t buffers = (total_words + kWords - 1) / kWords;
+  // Counter-based: buffer j's words depend only on its counter, so threads split the buffers.
+  detail::parallel_for(buffers, 4 * kWords, [&](int64_t first_buffer, int64_t end_buffer) {
+    uint32_t words[kWords];
+    for (int64_t word = first_buffer * kWords; word < std::min(end_buffer * kWords, total_words); word += kWords) {
+      const int64_t count_words = std::min(kWords, total_words - word);
+      generator.fill_blocks(first_block + static_cast<uint64_t>(word / 4), words, (count_words + 3) / 4);
+      const int64_t begin = word / kWordsPerElement, count = count_words / kWordsPerElement;
+      if constexpr (sizeof(T) == 4) {
+        for (int64_t i = 0; i < count; ++i) keep[begin + i] = (words[i] >> 8) < threshold;
+      } else {
+        for (int64_t i = 0; i < count; ++i)
+          keep[begin + i] = detail::uniform_double(words[2 * i], words[2 * i + 1]) < keep_prob;
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -59,16 +61,25 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
   const int64_t words_per_element = x.dtype() == float32 ? 1 : 2;
-  const uint64_t seed = generator.seed();
   const uint64_t first_block = generator.reserve_blocks(static_cast<uint64_t>((n * words_per_element + 3) / 4));
   // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
   const double keep_prob = 1.0 - p, scale = p == 1.0 ? 0.0 : 1.0 / keep_prob;
+  auto keep = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(n));  // (numel of x) 1 = kept
+  dispatch(x.dtype(), [&]<typename T>() {
+    draw_keep_mask<T>(keep->data(), n, generator.seed(), first_block, keep_prob);
+  });
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
   auto masked = [=](const Tensor& t) {
     const Tensor in = t.contiguous();
     Tensor out = empty(in.shape(), in.dtype());
     dispatch(in.dtype(), [&]<typename T>() {
-      apply_dropout_mask<T>(in.data<T>(), out.data<T>(), n, seed, first_block, keep_prob, scale);
+      const T* pin = in.data<T>();
+      T* pout = out.data<T>();
+      const uint8_t* k = keep->data();
+      const T kept = static_cast<T>(scale), dropped = T(0);
+      detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) pout[i] = pin[i] * (k[i] ? kept : dropped);
+      });
     });
     return out;
   };
@@ -78,7 +89,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     out = masked(x);  // (same shape as x)
   }
   return detail::record(Op::dropout, out, {x}, [masked](const Tensor& g, const NeedsGrad&) -> Grads {
-    // dy/dx = m: the same mask, regenerated from (seed, first_block)
+    // dy/dx = m: the forward's mask
     return {masked(g)};
   });
 }
