@@ -42,11 +42,12 @@ void draw_keep_mask(uint8_t* keep, int64_t n, uint64_t seed, uint64_t first_bloc
       const int64_t count_words = std::min(kWords, total_words - word);
       generator.fill_blocks(first_block + static_cast<uint64_t>(word / 4), words, (count_words + 3) / 4);
       const int64_t begin = word / kWordsPerElement, count = count_words / kWordsPerElement;
+      uint8_t* __restrict keep_chunk = keep + begin;
       if constexpr (sizeof(T) == 4) {
-        for (int64_t i = 0; i < count; ++i) keep[begin + i] = (words[i] >> 8) < threshold;
+        for (int64_t i = 0; i < count; ++i) keep_chunk[i] = (words[i] >> 8) < threshold;
       } else {
         for (int64_t i = 0; i < count; ++i)
-          keep[begin + i] = detail::uniform_double(words[2 * i], words[2 * i + 1]) < keep_prob;
+          keep_chunk[i] = detail::uniform_double(words[2 * i], words[2 * i + 1]) < keep_prob;
       }
     }
   });
@@ -73,12 +74,14 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     const Tensor in = t.contiguous();
     Tensor out = empty(in.shape(), in.dtype());
     dispatch(in.dtype(), [&]<typename T>() {
-      const T* pin = in.data<T>();
-      T* pout = out.data<T>();
-      const uint8_t* k = keep->data();
-      const T kept = static_cast<T>(scale), dropped = T(0);
-      detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) pout[i] = pin[i] * (k[i] ? kept : dropped);
+      // __restrict: the byte mask could alias anything as far as the compiler knows, which would
+      // keep it from vectorising the loop.
+      const T* __restrict pin = in.data<T>();
+      T* __restrict pout = out.data<T>();
+      const uint8_t* __restrict k = keep->data();
+      const T kept = static_cast<T>(scale);
+      detail::parallel_for(n, 1, [=](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) pout[i] = pin[i] * (static_cast<T>(k[i]) * kept);  // k = 0 or 1
       });
     });
     return out;
