@@ -1,16 +1,7 @@
 // The vectorised loop over exp_approx (see fast_exp.h).
 #include "autograd/fast_exp.h"
 
-// One copy of the loop per instruction set, picked when the program loads (GCC ≥ 6, clang ≥ 14):
-// AVX-512 and AVX2 evaluate 16 and 8 exps at once, where the portable x86-64 build has SSE2's 4.
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define AG_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef AG_TARGET_CLONES
-#define AG_TARGET_CLONES
-#endif
+#include "autograd/target_clones.h"  // one copy of the loop per instruction set
 
 namespace ag::detail {
 

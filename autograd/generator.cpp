@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/error.h"
+#include "autograd/target_clones.h"
 
 namespace ag {
 
@@ -39,10 +40,10 @@ std::array<uint32_t, 4> Generator::block(uint64_t counter) const {
       {static_cast<uint32_t>(state_.seed), static_cast<uint32_t>(state_.seed >> 32)});
 }
 
-void Generator::fill_blocks(uint64_t first, uint32_t* words, int64_t num_blocks) const {
+AG_TARGET_CLONES void Generator::fill_blocks(uint64_t first, uint32_t* words, int64_t num_blocks) const {
   // philox4x32_10 above, on kLanes counters at once, one array per word of the state
   // (struct of arrays), so each round is a loop over lanes the compiler turns into SIMD code.
-  constexpr int64_t kLanes = 16;
+  constexpr int64_t kLanes = 32;
   const uint32_t seed_lo = static_cast<uint32_t>(state_.seed), seed_hi = static_cast<uint32_t>(state_.seed >> 32);
   for (int64_t base = 0; base < num_blocks; base += kLanes) {
     uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];

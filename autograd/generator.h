@@ -39,7 +39,7 @@ class Generator {
   std::array<uint32_t, 4> block(uint64_t counter) const;
 
   // Blocks first, first + 1, ..., first + num_blocks − 1 into words[0 .. 4·num_blocks): the same
-  // words as block() gives one at a time, computed 16 blocks side by side so that the loop
+  // words as block() gives one at a time, computed 32 blocks side by side so that the loop
   // vectorises (does not advance).
   void fill_blocks(uint64_t first, uint32_t* words, int64_t num_blocks) const;
 
