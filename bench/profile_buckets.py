@@ -24,11 +24,13 @@ import sys
 
 BUCKETS = [  # (bucket, pattern); the first match wins
     ("gemm (OpenBLAS sgemm: kernels, packing, beta)", r"libopenblas|cblas_sgemm|sgemm_"),
-    ("dropout masks (bernoulli: Philox RNG, per-element compare)",
-     r"bernoulli|philox|Generator::block|next_uniform|reserve_words"),
+    ("dropout (Philox words, the keep mask, applying it)",
+     r"bernoulli|philox|Generator::block|fill_blocks|next_uniform|reserve_words|draw_keep_mask|ag::dropout"),
     ("exp in libm (scalar double exp, incl. its underflow path)",
      r"libm\.so|exp@plt|__exp|xflow|__math_check|with_errno|__ieee754|e_exp\.c|w_exp"),
-    ("softmax / log-softmax loops (ag's own code)", r"softmax_forward"),
+    ("softmax / masked softmax rows, incl. the fast float exp (ag's own code)",
+     r"softmax_forward|row_softmax|row_log_softmax|length_masked_softmax|exp_shifted|exp_approx"),
+    ("layer norm (fused kernel)", r"layer_norm"),
     ("reductions (sum, mean, var: LayerNorm, softmax backward, sum_to)",
      r"group_sums|var_impl|sum_impl|mean_impl|max_impl|sum_to"),
     ("shape re-evaluated per element (ag::numel, Tensor::numel/impl in loop bounds)",
