@@ -15,35 +15,43 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "autograd/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
 
 namespace {
 
-// out_i = in_i · m_i for n contiguous elements, m_i = scale if draw i keeps its unit else 0, the
-// draws being those of the generator `seed` from block `first_block` on.
+// out_i = in_i · m_i for elements first_element .. first_element + n − 1 of a tensor filled from
+// block mask.first_block on (in and out point at element first_element), m_i = mask.scale if
+// draw i keeps its unit else 0. Element i's draw is its 32-bit word i (float32) or its words 2i
+// and 2i + 1 (float64), word w being word w % 4 of block first_block + w / 4.
 template <class T>
-void apply_dropout_mask(const T* in, T* out, int64_t n, uint64_t seed, uint64_t first_block, double keep_prob,
-                        double scale) {
+void apply_dropout_mask_impl(const T* in, T* out, int64_t first_element, int64_t n, const detail::DropoutMask& mask) {
   constexpr int64_t kBlocks = 64, kWords = 4 * kBlocks;  // one buffer of Philox output
   constexpr int64_t kWordsPerElement = sizeof(T) == 4 ? 1 : 2;
-  const Generator generator(seed);
+  const Generator generator(mask.seed);
   uint32_t words[kWords];
-  const T kept = static_cast<T>(scale), dropped = T(0);
+  const T kept = static_cast<T>(mask.scale), dropped = T(0);
   // float32: u = (w >> 8) · 2⁻²⁴ < keep_prob  ⇔  (w >> 8) < ⌈keep_prob · 2²⁴⌉, compared as integers.
-  const auto threshold = static_cast<uint32_t>(std::ceil(keep_prob * 0x1.0p24));
-  const int64_t total_words = n * kWordsPerElement;
-  for (int64_t word = 0; word < total_words; word += kWords) {
-    const int64_t count_words = std::min(kWords, total_words - word);
-    generator.fill_blocks(first_block + static_cast<uint64_t>(word / 4), words, (count_words + 3) / 4);
-    const int64_t begin = word / kWordsPerElement, count = count_words / kWordsPerElement;
+  const auto threshold = static_cast<uint32_t>(std::ceil(mask.keep_prob * 0x1.0p24));
+  const int64_t first_word = first_element * kWordsPerElement;
+  const int64_t end_word = first_word + n * kWordsPerElement;
+  // Buffers start on a block boundary; the first may begin before first_word (mid-block).
+  for (int64_t buffer_start = first_word / 4 * 4; buffer_start < end_word; buffer_start += kWords) {
+    const int64_t buffer_end = std::min(buffer_start + kWords, end_word);
+    generator.fill_blocks(mask.first_block + static_cast<uint64_t>(buffer_start / 4), words,
+                          (buffer_end - buffer_start + 3) / 4);
+    const int64_t begin_word = std::max(buffer_start, first_word);
+    const uint32_t* w = words + (begin_word - buffer_start);
+    const int64_t begin = (begin_word - first_word) / kWordsPerElement;
+    const int64_t count = (buffer_end - begin_word) / kWordsPerElement;
     if constexpr (sizeof(T) == 4) {
       for (int64_t i = 0; i < count; ++i)
-        out[begin + i] = in[begin + i] * ((words[i] >> 8) < threshold ? kept : dropped);
+        out[begin + i] = in[begin + i] * ((w[i] >> 8) < threshold ? kept : dropped);
     } else {
       for (int64_t i = 0; i < count; ++i) {
-        const bool keep = detail::uniform_double(words[2 * i], words[2 * i + 1]) < keep_prob;
+        const bool keep = detail::uniform_double(w[2 * i], w[2 * i + 1]) < mask.keep_prob;
         out[begin + i] = in[begin + i] * (keep ? kept : dropped);
       }
     }
@@ -52,23 +60,41 @@ void apply_dropout_mask(const T* in, T* out, int64_t n, uint64_t seed, uint64_t 
 
 }  // namespace
 
+namespace detail {
+
+DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator& generator) {
+  const int64_t words_per_element = dtype == float32 ? 1 : 2;
+  DropoutMask mask;
+  mask.seed = generator.seed();
+  mask.first_block = generator.reserve_blocks(static_cast<uint64_t>((numel * words_per_element + 3) / 4));
+  // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
+  mask.keep_prob = 1.0 - p;
+  mask.scale = p == 1.0 ? 0.0 : 1.0 / mask.keep_prob;
+  return mask;
+}
+
+void apply_dropout_mask(const float* in, float* out, int64_t first_element, int64_t n, const DropoutMask& mask) {
+  apply_dropout_mask_impl(in, out, first_element, n, mask);
+}
+void apply_dropout_mask(const double* in, double* out, int64_t first_element, int64_t n, const DropoutMask& mask) {
+  apply_dropout_mask_impl(in, out, first_element, n, mask);
+}
+
+}  // namespace detail
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!(p >= 0.0 && p <= 1.0))
     detail::fail<ValueError>("dropout: probability ", p, " is outside [0, 1] (input shape ",
                              shape_str(x.shape()), ")");
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
-  const int64_t words_per_element = x.dtype() == float32 ? 1 : 2;
-  const uint64_t seed = generator.seed();
-  const uint64_t first_block = generator.reserve_blocks(static_cast<uint64_t>((n * words_per_element + 3) / 4));
-  // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
-  const double keep_prob = 1.0 - p, scale = p == 1.0 ? 0.0 : 1.0 / keep_prob;
+  const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
   auto masked = [=](const Tensor& t) {
     const Tensor in = t.contiguous();
     Tensor out = empty(in.shape(), in.dtype());
     dispatch(in.dtype(), [&]<typename T>() {
-      apply_dropout_mask<T>(in.data<T>(), out.data<T>(), n, seed, first_block, keep_prob, scale);
+      detail::apply_dropout_mask(in.data<T>(), out.data<T>(), 0, n, mask);
     });
     return out;
   };
