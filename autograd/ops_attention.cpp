@@ -72,9 +72,10 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
 }
 
 // A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
-// element b·strides[0] + h·strides[1] of data, its rows row_stride apart.
+// element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
+// dimension: H·C for a head view of a (B, T, H·C) projection).
 struct Heads {
-  Tensor tensor;  // the operand itself, or a contiguous copy when its last dim is not adjacent
+  Tensor tensor;  // the operand itself, or a contiguous copy when BLAS cannot read its heads
   int64_t batch_stride = 0, head_stride = 0, row_stride = 1;
 
   template <class T>
@@ -86,7 +87,7 @@ struct Heads {
 Heads heads_of(const Tensor& t) {
   const int64_t rows = t.size(2), cols = t.size(3);
   const bool columns_adjacent = t.strides()[3] == 1 || cols <= 1;
-  const bool rows_apart = rows <= 1 || t.strides()[2] >= std::max<int64_t>(cols, 1);
+  const bool rows_apart = rows <= 1 || (t.strides()[2] >= std::max<int64_t>(cols, 1) && t.strides()[2] <= INT_MAX);
   Tensor readable = t;
   if (!columns_adjacent || !rows_apart) {
     NoGradGuard no_grad;  // a private copy for reading; the op's input stays t
@@ -130,7 +131,7 @@ void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dr
   detail::check_same_dtype(q, v, kOpName);
   for (const Tensor* t : {&q, &k, &v})
     for (int64_t size : t->shape())
-      if (size > INT_MAX / 2)
+      if (size > INT_MAX)
         detail::fail<ShapeError>(kOpName, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
                                  shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
@@ -197,10 +198,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
         T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
-        // (1) S = Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
+        // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
         gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
                 P_head, Tk);
-        // (2) P = masked_softmax(S / √d), row by row in place
+        // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
         for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d, row_exp.data());
         // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
         const T* weights = P_head;
@@ -234,7 +235,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
       detail::parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
-        std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS
+        std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS / √d
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
@@ -255,8 +256,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: P̃ = P ⊙ D, so
           // (3) dP = dP̃ ⊙ D (in place)
           if (drop) detail::apply_dropout_mask(dS.data(), dS.data(), head * Tq * Tk, Tq * Tk, mask);
-          // in the forward pass this was: P = softmax(s) over the valid keys, s = S / √d, so
-          // (4) ds_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; then dS = ds / √d
+          // in the forward pass this was: P = softmax(S) over the valid keys, so
+          // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
+          //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
           for (int64_t i = 0; i < Tq; ++i) {
             T* dS_row = dS.data() + i * Tk;
             const T* P_row = P_head + i * Tk;
@@ -267,12 +269,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
             for (int64_t j = 0; j < len; ++j) dS_row[j] = P_row[j] * (dS_row[j] - dot) / sqrt_d;
             std::fill(dS_row + len, dS_row + Tk, T(0));  // masked scores were the constant −1e6
           }
-          // in the forward pass this was: S = Q·Kᵀ, so
-          // (5) dQ = dS·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
+          // in the forward pass this was: S = Q·Kᵀ / √d, so
+          // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
           if (want_q)
             gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h), K.row_stride,
                     dQ.head<T>(b, h), dQ.row_stride);
-          // (6) dK = dSᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
+          // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
           if (want_k)
             gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h), Q.row_stride,
                     dK.head<T>(b, h), dK.row_stride);
