@@ -131,6 +131,26 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
+// ---- dropout masks (ops_random.cpp) -------------------------------------------------------------
+// A dropout mask that is never stored: Philox draws are a pure function of the seed and the block
+// counter, so the mask of any element range can be regenerated from these four numbers.
+struct DropoutMask {
+  uint64_t seed = 0;
+  uint64_t first_block = 0;  // the first Philox block the mask reserved
+  double keep_prob = 1.0;    // 1 − p
+  double scale = 1.0;        // 1/(1 − p), or 0 when p = 1
+};
+
+// Reserves the blocks of a mask over `numel` elements of `dtype` from `generator` — as many, and
+// in the same place of its stream, as ag::dropout on a tensor of numel elements reserves.
+DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator& generator);
+
+// out[i] = in[i] · m_(first_element + i) for i in [0, n): the mask of elements first_element ..
+// first_element + n − 1 of a contiguous tensor, m being 1/(1 − p) or 0 (ag::dropout's draws).
+// in and out may be the same buffer.
+void apply_dropout_mask(const float* in, float* out, int64_t first_element, int64_t n, const DropoutMask& mask);
+void apply_dropout_mask(const double* in, double* out, int64_t first_element, int64_t n, const DropoutMask& mask);
+
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 

@@ -22,7 +22,9 @@
   X(reshape) X(permute) X(squeeze) X(unsqueeze) X(expand) X(slice) X(concat) X(index_select)     \
   X(repeat_interleave) X(contiguous) X(clone)                                                     \
   /* random (ops_random.cpp) */                                                                   \
-  X(dropout)
+  X(dropout)                                                                                      \
+  /* fused attention (ops_attention.cpp) */                                                       \
+  X(scaled_dot_product_attention)
 
 namespace ag {
 

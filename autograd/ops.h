@@ -1,6 +1,7 @@
 // ag's differentiable ops. Each is defined, forward and backward together, in one of
 // ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp, ops_matmul.cpp,
-// ops_shape.cpp and ops_random.cpp; the table of every backward formula is docs/ops.md.
+// ops_shape.cpp, ops_random.cpp and ops_attention.cpp; the table of every backward formula is
+// docs/ops.md.
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; both operands of an op must have the same dtype; every shape error is an
@@ -161,6 +162,24 @@ Tensor clone(const Tensor& x);       // always a copy
 // 1/(1 − p); p = 0 is the identity, p = 1 gives zeros; outside training it is the identity.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// ---- fused attention (ops_attention.cpp) -------------------------------------------------------
+// Scaled dot-product attention of B·H heads in one op, d2l's DotProductAttention fused:
+//   O = dropout(masked_softmax(Q·Kᵀ / √d, valid_lens)) · V
+// q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) -> O (B, H, Tq, dv). q, k, v may be any
+// strided views whose last dim has stride 1 (e.g. x.reshape({B,T,H,d}).permute({0,2,1,3})): each
+// head is read in place, never copied. O is a view of a dense (B, Tq, H, dv) buffer, so that
+// O.permute({0,2,1,3}).reshape({B, Tq, H·dv}) is a view too.
+// valid_lens is undefined, (B,) or (B, Tq) (integers in [0, Tk], any dtype; the same for every
+// head): key positions ≥ the valid length get weight 0, and a length of 0 gives the uniform
+// weights 1/Tk, as nn::masked_softmax. Dropout with probability dropout_p (when training) drops
+// the weights ag::dropout would drop on them as a contiguous (B·H, Tq, Tk) tensor drawn from
+// `generator`. weights_out, if given, receives the weights before dropout (B, H, Tq, Tk) — the
+// tensor the backward reads, so it must not be changed in place.
+// Gradients flow to q, k and v; the backward keeps P (B·H·Tq·Tk elements), not P̃ or the mask.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+                                    double dropout_p, bool training, Generator& generator,
+                                    Tensor* weights_out = nullptr);
 
 // ---- threads ----------------------------------------------------------------------------------
 // Threads ag runs on: its matrix products (OpenBLAS stays on one thread, ag splits the work) and

@@ -6,10 +6,12 @@
 // Scaling the kept units by 1/(1 − p) ("inverted dropout") keeps E[y] = x, so evaluation needs
 // no rescaling: outside training dropout is the identity.
 //
-// The mask is kept as one byte per element (a quarter of a float mask), computed once from the
-// generator's Philox words: element i keeps its unit when its uniform draw u_i < 1 − p — the draws
-// bernoulli(x.shape(), 1 − p) makes from the same generator state, word for word (see
-// ag::bernoulli).
+// Element i keeps its unit when its uniform draw u_i < 1 − p — the draws bernoulli(x.shape(), 1 − p)
+// makes from the same generator state, word for word (see ag::bernoulli). ag::dropout keeps its
+// mask as one byte per element (a quarter of a float mask), drawn once. Philox is counter-based —
+// element i's draw is a pure function of the seed and the block counter the mask reserved — so a
+// fused kernel can instead regenerate the mask of any element range from those numbers
+// (detail::apply_dropout_mask: scaled_dot_product_attention does, head by head, and stores none).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -53,7 +56,65 @@ void draw_keep_mask(uint8_t* keep, int64_t n, uint64_t seed, uint64_t first_bloc
   });
 }
 
+// out_i = in_i · m_i for elements first_element .. first_element + n − 1 of a tensor filled from
+// block mask.first_block on (in and out point at element first_element), m_i = mask.scale if
+// draw i keeps its unit else 0. Element i's draw is its 32-bit word i (float32) or its words 2i
+// and 2i + 1 (float64), word w being word w % 4 of block first_block + w / 4.
+template <class T>
+void apply_dropout_mask_impl(const T* in, T* out, int64_t first_element, int64_t n, const detail::DropoutMask& mask) {
+  constexpr int64_t kBlocks = 64, kWords = 4 * kBlocks;  // one buffer of Philox output
+  constexpr int64_t kWordsPerElement = sizeof(T) == 4 ? 1 : 2;
+  const Generator generator(mask.seed);
+  uint32_t words[kWords];
+  const T kept = static_cast<T>(mask.scale);
+  // float32: u = (w >> 8) · 2⁻²⁴ < keep_prob  ⇔  (w >> 8) < ⌈keep_prob · 2²⁴⌉, compared as integers.
+  const auto threshold = static_cast<uint32_t>(std::ceil(mask.keep_prob * 0x1.0p24));
+  const int64_t first_word = first_element * kWordsPerElement;
+  const int64_t end_word = first_word + n * kWordsPerElement;
+  // Buffers start on a block boundary; the first may begin before first_word (mid-block).
+  for (int64_t buffer_start = first_word / 4 * 4; buffer_start < end_word; buffer_start += kWords) {
+    const int64_t buffer_end = std::min(buffer_start + kWords, end_word);
+    generator.fill_blocks(mask.first_block + static_cast<uint64_t>(buffer_start / 4), words,
+                          (buffer_end - buffer_start + 3) / 4);
+    const int64_t begin_word = std::max(buffer_start, first_word);
+    const uint32_t* w = words + (begin_word - buffer_start);
+    const int64_t begin = (begin_word - first_word) / kWordsPerElement;
+    const int64_t count = (buffer_end - begin_word) / kWordsPerElement;
+    if constexpr (sizeof(T) == 4) {
+      for (int64_t i = 0; i < count; ++i)
+        out[begin + i] = in[begin + i] * (static_cast<T>((w[i] >> 8) < threshold) * kept);  // kept or 0
+    } else {
+      for (int64_t i = 0; i < count; ++i) {
+        const bool keep = detail::uniform_double(w[2 * i], w[2 * i + 1]) < mask.keep_prob;
+        out[begin + i] = in[begin + i] * (static_cast<T>(keep) * kept);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+namespace detail {
+
+DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator& generator) {
+  const int64_t words_per_element = dtype == float32 ? 1 : 2;
+  DropoutMask mask;
+  mask.seed = generator.seed();
+  mask.first_block = generator.reserve_blocks(static_cast<uint64_t>((numel * words_per_element + 3) / 4));
+  // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
+  mask.keep_prob = 1.0 - p;
+  mask.scale = p == 1.0 ? 0.0 : 1.0 / mask.keep_prob;
+  return mask;
+}
+
+void apply_dropout_mask(const float* in, float* out, int64_t first_element, int64_t n, const DropoutMask& mask) {
+  apply_dropout_mask_impl(in, out, first_element, n, mask);
+}
+void apply_dropout_mask(const double* in, double* out, int64_t first_element, int64_t n, const DropoutMask& mask) {
+  apply_dropout_mask_impl(in, out, first_element, n, mask);
+}
+
+}  // namespace detail
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!(p >= 0.0 && p <= 1.0))
@@ -61,13 +122,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
                              shape_str(x.shape()), ")");
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
-  const int64_t words_per_element = x.dtype() == float32 ? 1 : 2;
-  const uint64_t first_block = generator.reserve_blocks(static_cast<uint64_t>((n * words_per_element + 3) / 4));
-  // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
-  const double keep_prob = 1.0 - p, scale = p == 1.0 ? 0.0 : 1.0 / keep_prob;
+  const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
+  const double scale = mask.scale;
   auto keep = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(n));  // (numel of x) 1 = kept
   dispatch(x.dtype(), [&]<typename T>() {
-    draw_keep_mask<T>(keep->data(), n, generator.seed(), first_block, keep_prob);
+    draw_keep_mask<T>(keep->data(), n, mask.seed, mask.first_block, mask.keep_prob);
   });
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
   auto masked = [=](const Tensor& t) {

@@ -1,6 +1,7 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <typeinfo>
 
 #include "nn/fused.h"
 #include "nn/init.h"
@@ -146,6 +147,25 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
     detail::fail<ShapeError>("MultiHeadAttention: valid_lens of shape ", shape_str(valid_lens.shape()),
                              " does not fit queries of shape ", shape_str(queries.shape()), " (expected [",
                              queries.size(0), "] or [", queries.size(0), ",", queries.size(1), "])");
+  // The fused kernel computes what DotProductAttention::forward does, so a module deriving from
+  // it (and perhaps changing that) keeps the composed path.
+  const DotProductAttention& heads_attention = *attention;
+  if (fused_kernels() && typeid(heads_attention) == typeid(DotProductAttention)) {
+    const int64_t B = queries.size(0), Q = queries.size(1), K = keys.size(1);
+    // Heads as views: (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H), each head's rows H·D/H apart
+    Tensor q = W_q->forward(queries).reshape({B, Q, num_heads, -1}).permute({0, 2, 1, 3});  // (B, H, Q, D/H)
+    Tensor k = W_k->forward(keys).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});     // (B, H, K, D/H)
+    Tensor v = W_v->forward(values).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});   // (B, H, K, D/H)
+    Tensor weights;                                                                          // (B, H, Q, K)
+    const Dropout& weight_dropout = *attention->dropout;
+    // valid_lens (B,) or (B, Q) serve every head as they are.
+    Tensor output = scaled_dot_product_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
+                                                 default_generator(), &weights);  // (B, H, Q, D/H)
+    attention->set_attention_weights(weights.reshape({B * num_heads, Q, K}));   // (B·H, Q, K), a view
+    // The output's memory is (B, Q, H, D/H), so joining the heads is a view: (B, Q, D)
+    Tensor output_concat = output.permute({0, 2, 1, 3}).reshape({B, Q, -1});
+    return W_o->forward(output_concat);  // (B, Q, D)
+  }
   Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
   Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
   Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)

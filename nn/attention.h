@@ -45,6 +45,10 @@ class DotProductAttention : public Module {
   std::string type_name() const override { return "DotProductAttention"; }
   // The weights of the last forward (B, Q, K), after masking and before dropout (detached).
   const Tensor& attention_weights() const { return attention_weights_; }
+  // Stores (detached) the weights of an attention computed for this module by a fused kernel:
+  // MultiHeadAttention's fused path sets its (B·H, Q, K) weights here, where the composed path's
+  // forward would have put them.
+  void set_attention_weights(const Tensor& weights) { attention_weights_ = weights.detach(); }
 
   std::shared_ptr<Dropout> dropout;
 
@@ -86,6 +90,13 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads);
 // Multi-head attention, exactly d2l's: project queries, keys and values with W_q, W_k, W_v to
 // num_hiddens, run num_heads scaled dot-product attentions of width num_hiddens / num_heads in
 // parallel, concatenate the heads and project with W_o.
+//
+// With nn::fused_kernels() (the default) the heads run in ag::scaled_dot_product_attention: the
+// projections are split into heads by reshape/permute views instead of transpose_qkv's copies, the
+// per-head valid lengths need no repeat_interleave, and the output comes back as a view instead of
+// transpose_output's copy. Same results, same dropout draws, same attention_weights(); with
+// fused_kernels() false it runs d2l's composed code (transpose_qkv, DotProductAttention,
+// transpose_output).
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,

@@ -309,3 +309,64 @@ AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same ma
       },
       {input({4, 5}, 1)});
 }
+
+// ---- fused attention ---------------------------------------------------------------------------------
+// q, k, v are the head views MultiHeadAttention hands the op: leaves of shape (B, T, H, C),
+// permuted to (B, H, T, C) without a copy (each head's rows H·C apart).
+
+namespace {
+Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
+}  // namespace
+
+AG_GRADCHECK_CASE(sdpa_permuted_views, "scaled_dot_product_attention, permuted head views, no valid_lens") {
+  // B 2, H 2, Tq 3, Tk 4, d 3, dv 2
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator unused(0);
+        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), 0.0, true, unused);
+      },
+      {input({2, 3, 2, 3}, 1, -2, 2), input({2, 4, 2, 3}, 2, -2, 2), input({2, 4, 2, 2}, 3)});
+}
+
+AG_GRADCHECK_CASE(sdpa_batch_lens, "scaled_dot_product_attention, (B,) valid_lens 2, 0, 4, heads joined after") {
+  // B 3, H 2, Tq 3, Tk 4, d 3, dv 2; the output's heads joined as MultiHeadAttention does: the
+  // upstream gradient then reaches the op as a strided (B, H, Tq, dv) view.
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator unused(0);
+        const Tensor lens = tensor({2, 0, 4}, float64);
+        Tensor out = scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
+        return out.permute({0, 2, 1, 3}).reshape({3, 3, 4});  // (B, Tq, H·dv)
+      },
+      {input({3, 3, 2, 3}, 4, -2, 2), input({3, 4, 2, 3}, 5, -2, 2), input({3, 4, 2, 2}, 6)});
+}
+
+AG_GRADCHECK_CASE(sdpa_query_lens, "scaled_dot_product_attention, (B,Tq) valid_lens with 0 and Tk") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator unused(0);
+        const Tensor lens = tensor({1, 0, 4, 2, 3, 0}, {2, 3}, float64);
+        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
+      },
+      {input({2, 3, 2, 3}, 7, -2, 2), input({2, 4, 2, 3}, 8, -2, 2), input({2, 4, 2, 2}, 9)});
+}
+
+AG_GRADCHECK_CASE(sdpa_dropout, "scaled_dot_product_attention, dropout 0.3 with a reseeded generator") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator generator(42);  // reseeded each call, so finite differences see one mask
+        const Tensor lens = tensor({3, 4}, float64);
+        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.3, true, generator);
+      },
+      {input({2, 3, 2, 3}, 10, -2, 2), input({2, 4, 2, 3}, 11, -2, 2), input({2, 4, 2, 2}, 12)});
+}
+
+AG_GRADCHECK_CASE(sdpa_copied_operand, "scaled_dot_product_attention, contiguous q and a k whose last dim is strided") {
+  // k is the transpose of a (B, H, d, Tk) leaf: its last dim is not adjacent, so the op reads a copy.
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator unused(0);
+        return scaled_dot_product_attention(x[0], x[1].transpose(2, 3), x[2], Tensor(), 0.0, true, unused);
+      },
+      {input({1, 2, 3, 3}, 13, -2, 2), input({1, 2, 3, 4}, 14, -2, 2), input({1, 2, 4, 2}, 15)});
+}

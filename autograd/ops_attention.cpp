@@ -1,0 +1,289 @@
+// Fused scaled dot-product attention of B·H heads, forward and backward together (llm.c-style
+// numbered passes). The same function as d2l's composed DotProductAttention on transpose_qkv'd
+// inputs (nn/attention.cpp), in one op:
+//
+//   S  = Q·Kᵀ / √d                 (B, H, Tq, Tk)   one gemm per head, Kᵀ read with a BLAS flag
+//   P  = masked_softmax(S)         (B, H, Tq, Tk)   key positions ≥ valid_len get weight exactly 0;
+//                                                   a row with valid_len 0 is uniform 1/Tk (d2l's
+//                                                   −1e6 fill makes every score equal)
+//   P̃  = P ⊙ D                     (B, H, Tq, Tk)   D: dropout, 1/(1 − p) or 0 (ag::dropout's draws)
+//   O  = P̃·V                       (B, H, Tq, dv)
+//
+// No copies for the heads: q, k and v may be any strided (B, H, T, C) views whose last dim is
+// adjacent in memory — W_q(x).reshape({B,T,H,d}).permute({0,2,1,3}) is one — and each head's
+// (T, C) matrix is handed to BLAS with its row stride (H·d there) as the leading dimension. The
+// output is allocated as a dense (B, Tq, H, dv) buffer and returned as its (B, H, Tq, dv) view, so
+// that permute({0,2,1,3}).reshape({B, Tq, H·dv}) afterwards is a free view as well.
+//
+// Dropout: D is the mask ag::dropout would draw for P as a contiguous (B·H, Tq, Tk) tensor — the
+// same number of Philox blocks reserved at the same point of the generator's stream — so the fused
+// and the composed path drop the same weights. Like ag::dropout, D is never stored: the backward
+// regenerates it from the seed and the first block.
+//
+// Memory held for the backward: the q, k, v views (the caller's tensors, not copies), P
+// (B·H·Tq·Tk elements) and the four numbers of the dropout mask. The composed path holds P, P̃,
+// the masking tensor, and Q, K, V in their transpose_qkv copies.
+//
+// Backward, given dO (B, H, Tq, dv), per head (writing P̃ = P ⊙ D):
+//   (1) dV = P̃ᵀ·dO                              (Tk, Tq)·(Tq, dv) -> (Tk, dv)
+//   (2) dP̃ = dO·Vᵀ                               (Tq, dv)·(dv, Tk) -> (Tq, Tk)
+//   (3) dP = dP̃ ⊙ D                              the same mask, regenerated
+//   (4) dS = P ⊙ (dP − Σ_j dP_j P_j) per row     softmax's backward; 0 at masked positions (also in
+//                                                a valid_len-0 row, where P is uniform but every
+//                                                score was replaced by −1e6)
+//   (5) dQ = dS·K / √d                           (Tq, Tk)·(Tk, d) -> (Tq, d)
+//   (6) dK = dSᵀ·Q / √d                          (Tk, Tq)·(Tq, d) -> (Tk, d)
+// The B·H heads run in parallel on ag's threads (one single-threaded gemm each).
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+
+namespace ag {
+
+namespace {
+
+constexpr const char* kOpName = "scaled_dot_product_attention";
+
+// C (m × n, row stride ldc) = op(A) · op(B) for row-major matrices with leading dims lda, ldb.
+template <class T>
+void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = 0 (BLAS would not touch C)
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b, int(ldb),
+                0.0f, c, int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0, a, int(lda), b, int(ldb), 0.0,
+                c, int(ldc));
+}
+
+// A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
+// element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
+// dimension: H·C for a head view of a (B, T, H·C) projection).
+struct Heads {
+  Tensor tensor;  // the operand itself, or a contiguous copy when BLAS cannot read its heads
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 1;
+
+  template <class T>
+  T* head(int64_t b, int64_t h) const {
+    return tensor.data<T>() + b * batch_stride + h * head_stride;
+  }
+};
+
+Heads heads_of(const Tensor& t) {
+  const int64_t rows = t.size(2), cols = t.size(3);
+  const bool columns_adjacent = t.strides()[3] == 1 || cols <= 1;
+  const bool rows_apart = rows <= 1 || (t.strides()[2] >= std::max<int64_t>(cols, 1) && t.strides()[2] <= INT_MAX);
+  Tensor readable = t;
+  if (!columns_adjacent || !rows_apart) {
+    NoGradGuard no_grad;  // a private copy for reading; the op's input stays t
+    readable = contiguous(t);
+  }
+  const int64_t row_stride = rows <= 1 ? std::max<int64_t>(cols, 1) : readable.strides()[2];
+  return {readable, readable.strides()[0], readable.strides()[1], row_stride};
+}
+
+// The valid length of every query row, (B·Tq) entries in row-major (b, i) order; empty when
+// valid_lens is undefined (every key is valid). Checked as nn::masked_softmax checks them.
+std::vector<int64_t> query_valid_lengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k) {
+  if (!valid_lens.defined()) return {};
+  const int64_t B = q.size(0), Tq = q.size(2), Tk = k.size(2);
+  const bool per_batch = valid_lens.shape() == Shape{B};
+  const bool per_query = valid_lens.shape() == Shape{B, Tq};
+  if (!per_batch && !per_query)
+    detail::fail<ShapeError>(kOpName, ": valid_lens of shape ", shape_str(valid_lens.shape()),
+                             " does not fit queries of shape ", shape_str(q.shape()), " (expected [", B,
+                             "] or [", B, ",", Tq, "])");
+  const std::vector<double> given = valid_lens.to_vector<double>();
+  for (double len : given)
+    if (!(len >= 0 && len <= static_cast<double>(Tk)) || len != std::floor(len))
+      detail::fail<ShapeError>(kOpName, ": valid length ", len, " is not an integer in [0, ", Tk,
+                               "] (valid_lens of shape ", shape_str(valid_lens.shape()), ", keys of shape ",
+                               shape_str(k.shape()), ")");
+  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Tq));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < Tq; ++i)
+      lengths[static_cast<std::size_t>(b * Tq + i)] =
+          static_cast<int64_t>(given[static_cast<std::size_t>(per_batch ? b : b * Tq + i)]);
+  return lengths;
+}
+
+void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(0) != k.size(0) || q.size(0) != v.size(0) ||
+      q.size(1) != k.size(1) || q.size(1) != v.size(1) || q.size(3) != k.size(3) || k.size(2) != v.size(2))
+    detail::fail<ShapeError>(kOpName, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
+                             shape_str(v.shape()), " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv))");
+  detail::check_same_dtype(q, k, kOpName);
+  detail::check_same_dtype(q, v, kOpName);
+  for (const Tensor* t : {&q, &k, &v})
+    for (int64_t size : t->shape())
+      if (size > INT_MAX)
+        detail::fail<ShapeError>(kOpName, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
+                                 shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+    detail::fail<ValueError>(kOpName, ": dropout probability ", dropout_p, " is outside [0, 1] (q of shape ",
+                             shape_str(q.shape()), ")");
+}
+
+// Turns one row of raw scores Q_i·K_jᵀ (length Tk) into attention weights in place:
+//   s_j = score_j / √d,  P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0 for j ≥ len
+// and for len = 0 (every score masked, all −1e6 in d2l) P_j = 1/Tk. The arithmetic is softmax's
+// (ops_reduce.cpp): max in T, exponentials and their sum in double, so the fused and the composed
+// path give the same bits. row_exp is scratch for Tk doubles.
+template <class T>
+void masked_softmax_row(T* row, int64_t Tk, int64_t len, T sqrt_d, double* row_exp) {
+  if (len == 0) {
+    std::fill(row, row + Tk, static_cast<T>(1.0 / static_cast<double>(Tk)));
+    return;
+  }
+  T row_max = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < len; ++j) {
+    row[j] = row[j] / sqrt_d;
+    row_max = std::max(row_max, row[j]);
+  }
+  if (std::isinf(row_max) && row_max < 0) row_max = 0;  // all −inf: avoid (−inf) − (−inf) = NaN
+  double total = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    row_exp[j] = std::exp(double(row[j] - row_max));
+    total += row_exp[j];
+  }
+  for (int64_t j = 0; j < len; ++j) row[j] = static_cast<T>(row_exp[j] / total);
+  std::fill(row + len, row + Tk, T(0));
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+                                    double dropout_p, bool training, Generator& generator, Tensor* weights_out) {
+  check_operands(q, k, v, dropout_p);
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
+  const int64_t Tk = k.size(2), dv = v.size(3);
+  const std::vector<int64_t> lengths = query_valid_lengths(valid_lens, q, k);
+  const bool masked = !lengths.empty();
+  auto valid_length = [lengths, masked, Tq, Tk](int64_t b, int64_t i) {
+    return masked ? lengths[static_cast<std::size_t>(b * Tq + i)] : Tk;
+  };
+
+  // The dropout mask of P as a contiguous (B·H, Tq, Tk) tensor: reserved now, drawn per head.
+  const bool drop = training && dropout_p > 0.0;
+  detail::DropoutMask mask;
+  if (drop) mask = detail::reserve_dropout_mask(B * H * Tq * Tk, q.dtype(), dropout_p, generator);
+
+  const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
+  Tensor P = empty({B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
+  // O as a dense (B, Tq, H, dv) buffer, returned as its (B, H, Tq, dv) view
+  const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());                                     // (B, Tq, H, dv)
+  Tensor out = detail::make_view(out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
+  const Heads O = heads_of(out);
+
+  dispatch(q.dtype(), [&]<typename T>() {
+    const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
+    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
+      std::vector<double> row_exp(static_cast<std::size_t>(Tk));
+      std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
+      for (int64_t head = begin; head < end; ++head) {
+        const int64_t b = head / H, h = head % H;
+        T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
+        // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
+        gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
+                P_head, Tk);
+        // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
+        for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d, row_exp.data());
+        // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
+        const T* weights = P_head;
+        if (drop) {
+          detail::apply_dropout_mask(P_head, dropped.data(), head * Tq * Tk, Tq * Tk, mask);
+          weights = dropped.data();
+        }
+        // (4) O = P̃·V: (Tq, Tk)·(Tk, dv) -> (Tq, dv), written into O's interleaved rows
+        gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h), V.row_stride, O.head<T>(b, h),
+                O.row_stride);
+      }
+    });
+  });
+  if (weights_out) *weights_out = P;  // before dropout, as d2l's attention_weights
+  if (!detail::any_requires_grad({q, k, v})) return out;
+
+  auto backward = [Q, K, V, P, valid_length, drop, mask, B, H, Tq, Tk, d, dv](const Tensor& grad_out,
+                                                                                const NeedsGrad& needs) -> Grads {
+    const Heads dO = heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
+    const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
+    Tensor dq, dk, dv_tensor;
+    // Contiguous gradients: the engine keeps a contiguous gradient as it is, and the permute
+    // backward of a head view then needs the one copy into the projection's (B, T, H·C) layout.
+    if (want_q) dq = empty(Q.tensor.shape(), P.dtype());         // (B, H, Tq, d)
+    if (want_k) dk = empty(K.tensor.shape(), P.dtype());         // (B, H, Tk, d)
+    if (want_v) dv_tensor = empty(V.tensor.shape(), P.dtype());  // (B, H, Tk, dv)
+    const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
+    const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
+
+    dispatch(P.dtype(), [&]<typename T>() {
+      const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
+      detail::parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
+        std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
+        std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS / √d
+        for (int64_t head = begin; head < end; ++head) {
+          const int64_t b = head / H, h = head % H;
+          const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
+          const T* weights = P_head;                        // P̃ = P ⊙ D, regenerated
+          if (drop) {
+            detail::apply_dropout_mask(P_head, dropped.data(), head * Tq * Tk, Tq * Tk, mask);
+            weights = dropped.data();
+          }
+          // in the forward pass this was: O = P̃·V, so
+          // (1) dV = P̃ᵀ·dO: (Tk, Tq)·(Tq, dv) -> (Tk, dv)
+          if (want_v)
+            gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h), dO.row_stride,
+                    dV.head<T>(b, h), dV.row_stride);
+          if (!want_q && !want_k) continue;
+          // (2) dP̃ = dO·Vᵀ: (Tq, dv)·(dv, Tk) -> (Tq, Tk)
+          gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride, V.head<T>(b, h), V.row_stride,
+                  dS.data(), Tk);
+          // in the forward pass this was: P̃ = P ⊙ D, so
+          // (3) dP = dP̃ ⊙ D (in place)
+          if (drop) detail::apply_dropout_mask(dS.data(), dS.data(), head * Tq * Tk, Tq * Tk, mask);
+          // in the forward pass this was: P = softmax(S) over the valid keys, so
+          // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
+          //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
+          for (int64_t i = 0; i < Tq; ++i) {
+            T* dS_row = dS.data() + i * Tk;
+            const T* P_row = P_head + i * Tk;
+            const int64_t len = valid_length(b, i);
+            double row_dot = 0;  // Σ_j dP_j P_j (masked keys have P_j = 0 unless len = 0)
+            for (int64_t j = 0; j < len; ++j) row_dot += double(dS_row[j]) * double(P_row[j]);
+            const T dot = static_cast<T>(row_dot);
+            for (int64_t j = 0; j < len; ++j) dS_row[j] = P_row[j] * (dS_row[j] - dot) / sqrt_d;
+            std::fill(dS_row + len, dS_row + Tk, T(0));  // masked scores were the constant −1e6
+          }
+          // in the forward pass this was: S = Q·Kᵀ / √d, so
+          // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
+          if (want_q)
+            gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h), K.row_stride,
+                    dQ.head<T>(b, h), dQ.row_stride);
+          // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
+          if (want_k)
+            gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h), Q.row_stride,
+                    dK.head<T>(b, h), dK.row_stride);
+        }
+      });
+    });
+    return {dq, dk, dv_tensor};
+  };
+  return detail::record(Op::scaled_dot_product_attention, out, {q, k, v}, backward);
+}
+
+}  // namespace ag

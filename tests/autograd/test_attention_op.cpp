@@ -1,0 +1,194 @@
+// scaled_dot_product_attention against the same attention composed from ag's primitives (d2l's
+// DotProductAttention on (B, H, T, C) heads): outputs, weights, gradients and dropout draws agree;
+// the head views are read in place; bad shapes and values are errors naming the op and the shapes.
+// Its float64 gradchecks are in test_gradcheck_ops.cpp.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// d2l's composed attention on heads: q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv).
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double p,
+                          bool training, Generator& generator, Tensor* weights_out) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
+  Tensor scores = matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(q.size(3)));  // (B, H, Tq, Tk)
+  if (valid_lens.defined()) {
+    // masked_softmax's −1e6 fill at key positions >= the valid length
+    const Tensor lens = valid_lens.to(q.dtype()).reshape(valid_lens.dim() == 1 ? Shape{B, 1, 1, 1} : Shape{B, 1, Tq, 1});
+    const Tensor positions = arange(static_cast<double>(Tk), q.dtype()).reshape({1, 1, 1, Tk});
+    scores = masked_fill(scores, ge(positions, lens), -1e6);
+  }
+  Tensor weights = softmax(scores, -1);  // (B, H, Tq, Tk)
+  if (weights_out) *weights_out = weights.detach();
+  // Dropout on the weights as the (B·H, Tq, Tk) tensor DotProductAttention sees
+  Tensor dropped = dropout(weights.reshape({B * H, Tq, Tk}), p, training, generator).reshape({B, H, Tq, Tk});
+  return matmul(dropped, v);  // (B, H, Tq, dv)
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]);
+    if (!(d <= worst)) worst = d;  // NaN propagates as the worst
+  }
+  return worst;
+}
+
+Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
+
+struct Run {
+  Tensor out, weights, grad_q, grad_k, grad_v;
+  GeneratorState generator_after;
+};
+
+// One forward and backward from leaves (B, T, H, C) of the given values, with upstream gradient
+// `upstream` (B, H, Tq, dv), fused or composed.
+Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values, const Tensor& lens,
+        double p, bool training, const Tensor& upstream) {
+  Tensor q_source = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
+  Tensor k_source = k_values.detach().clone().requires_grad_();  // (B, Tk, H, d)
+  Tensor v_source = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
+  Generator generator(7);
+  Run r;
+  r.out = fused ? scaled_dot_product_attention(heads(q_source), heads(k_source), heads(v_source), lens, p, training,
+                                               generator, &r.weights)
+                : composed_attention(heads(q_source), heads(k_source), heads(v_source), lens, p, training, generator,
+                                     &r.weights);
+  r.generator_after = generator.state();
+  r.out.backward(upstream);
+  r.grad_q = q_source.grad();
+  r.grad_k = k_source.grad();
+  r.grad_v = v_source.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention equals the composed attention: output, weights, gradients, dropout",
+          "[attention_op]") {
+  const int64_t B = 3, H = 2, Tq = 4, Tk = 5, d = 3, dv = 2;
+  struct Lens {
+    std::string name;
+    Tensor lens;
+  };
+  const std::vector<Lens> cases = {
+      {"no valid_lens", Tensor()},
+      {"(B,) valid_lens 2, 0, 5", tensor({2, 0, 5})},
+      {"(B,Tq) valid_lens with 0 and Tk", tensor({1, 0, 5, 3, 2, 2, 4, 0, 5, 5, 1, 3}, {B, Tq})},
+  };
+  for (DType dtype : {float64, float32}) {
+    // float64 agrees to rounding; float32 differs only by the order of a few float sums
+    const double tolerance = dtype == float64 ? 1e-12 : 2e-6;
+    for (const Lens& c : cases)
+      for (double p : {0.0, 0.3})
+        for (bool training : {true, false}) {
+          INFO(dtype_name(dtype) << ", " << c.name << ", dropout " << p << (training ? ", training" : ", eval"));
+          Generator values(11);
+          const Tensor q = randn({B, Tq, H, d}, values, dtype), k = randn({B, Tk, H, d}, values, dtype);
+          const Tensor v = randn({B, Tk, H, dv}, values, dtype), upstream = randn({B, H, Tq, dv}, values, dtype);
+          const Run fused = run(true, q, k, v, c.lens, p, training, upstream);
+          const Run composed = run(false, q, k, v, c.lens, p, training, upstream);
+          CHECK(fused.out.shape() == Shape{B, H, Tq, dv});
+          CHECK(fused.weights.shape() == Shape{B, H, Tq, Tk});
+          CHECK(max_abs_diff(fused.out, composed.out) <= tolerance);
+          CHECK(max_abs_diff(fused.weights, composed.weights) <= tolerance);
+          CHECK(max_abs_diff(fused.grad_q, composed.grad_q) <= tolerance);
+          CHECK(max_abs_diff(fused.grad_k, composed.grad_k) <= tolerance);
+          CHECK(max_abs_diff(fused.grad_v, composed.grad_v) <= tolerance);
+          // Both reserved the same Philox blocks: the next draws of the generator agree too.
+          CHECK(fused.generator_after == composed.generator_after);
+        }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: dropout drops whole weights, as ag::dropout on (B·H, Tq, Tk)",
+          "[attention_op]") {
+  // With V the identity (Tk = dv), O = P̃: the output is the dropped weights themselves.
+  const int64_t B = 2, H = 3, Tq = 4, Tk = 6;
+  Generator values(3);
+  const Tensor q = randn({B, H, Tq, 5}, values, float64), k = randn({B, H, Tk, 5}, values, float64);
+  const Tensor identity = eq(arange(Tk, float64).reshape({Tk, 1}), arange(Tk, float64).reshape({1, Tk}));
+  const Tensor v = identity.reshape({1, 1, Tk, Tk}).expand({B, H, Tk, Tk}).contiguous();  // (B, H, Tk, Tk)
+  Generator fused_generator(5), reference_generator(5);
+  Tensor weights;
+  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.5, true, fused_generator, &weights);
+  const Tensor expected = dropout(weights.reshape({B * H, Tq, Tk}), 0.5, true, reference_generator);
+  CHECK(out.reshape({B * H, Tq, Tk}).to_vector<double>() == expected.to_vector<double>());
+  int64_t dropped = 0;
+  for (double w : out.to_vector<double>()) dropped += w == 0.0;
+  CHECK(dropped > 0);
+  CHECK(dropped < B * H * Tq * Tk);
+}
+
+TEST_CASE("scaled_dot_product_attention: only the inputs that require grad get one", "[attention_op]") {
+  Generator values(9), generator(1);
+  const Tensor q = randn({2, 3, 2, 4}, values, float64), k = randn({2, 5, 2, 4}, values, float64);
+  Tensor v = randn({2, 5, 2, 3}, values, float64).requires_grad_();
+  const Tensor upstream = randn({2, 2, 3, 3}, values, float64);
+  scaled_dot_product_attention(heads(q), heads(k), heads(v), tensor({3, 1}), 0.0, true, generator).backward(upstream);
+  Tensor v_reference = v.detach().clone().requires_grad_();
+  composed_attention(heads(q), heads(k), heads(v_reference), tensor({3, 1}), 0.0, true, generator, nullptr)
+      .backward(upstream);
+  CHECK(max_abs_diff(v.grad(), v_reference.grad()) <= 1e-12);
+}
+
+TEST_CASE("scaled_dot_product_attention reads permuted head views in place and returns a view of (B, Tq, H, dv)",
+          "[attention_op]") {
+  const int64_t B = 2, T = 5, H = 4, d = 3;
+  Generator values(2), generator(0);
+  // The projections as MultiHeadAttention has them: (B, T, H·d), split into heads by views.
+  const Tensor projected_q = randn({B, T, H * d}, values), projected_k = randn({B, T, H * d}, values);
+  const Tensor projected_v = randn({B, T, H * d}, values);
+  auto split = [&](const Tensor& x) { return x.reshape({B, T, H, d}).permute({0, 2, 1, 3}); };  // (B, H, T, d)
+  const Tensor q = split(projected_q), k = split(projected_k), v = split(projected_v);
+  REQUIRE(q.shares_storage(projected_q));
+  const Tensor lens = tensor({5, 2});
+  const uint64_t before = detail::storage_allocation_count();
+  Tensor weights;
+  const Tensor out = scaled_dot_product_attention(q, k, v, lens, 0.2, true, generator, &weights);
+  CHECK(detail::storage_allocation_count() == before + 2);  // the weights P and the output, nothing else
+  CHECK(out.shape() == Shape{B, H, T, d});
+  CHECK(out.strides() == Shape{T * H * d, d, H * d, 1});  // a dense (B, T, H, d) buffer seen as (B, H, T, d)
+  const Tensor joined = out.permute({0, 2, 1, 3}).reshape({B, T, H * d});  // (B, T, H·d)
+  CHECK(joined.shares_storage(out));
+  CHECK(joined.is_contiguous());
+  CHECK(detail::storage_allocation_count() == before + 2);
+}
+
+TEST_CASE("scaled_dot_product_attention: errors name the op and the shapes", "[attention_op][errors]") {
+  Generator g(0);
+  const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
+  CHECK_NOTHROW(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true, g));
+  CHECK_THROWS_AS(scaled_dot_product_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
+                    Contains("scaled_dot_product_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
+  // d of q and k differ; Tk of k and v differ; heads differ
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, zeros({2, 3, 6, 4}), v, Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, zeros({2, 2, 6, 5}), v, Tensor(), 0.0, true, g),
+                    Contains("k [2,2,6,5]") && Contains("(B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv)"));
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
+  // valid_lens: shape (B,) or (B, Tq), integers in [0, Tk]
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, zeros({3}), 0.0, true, g),
+                    Contains("scaled_dot_product_attention: valid_lens of shape [3] does not fit queries of shape "
+                             "[2,3,4,5] (expected [2] or [2,4])"));
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, zeros({2, 3}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
+                    Contains("scaled_dot_product_attention: valid length 7 is not an integer in [0, 6]") &&
+                        Contains("keys of shape [2,3,6,5]"));
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, tensor({-1, 1}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, tensor({1.5, 1}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, Tensor(), 1.5, true, g), ValueError);
+  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, Tensor(), -0.1, true, g),
+                    Contains("scaled_dot_product_attention: dropout probability -0.1 is outside [0, 1]"));
+}

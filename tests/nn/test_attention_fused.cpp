@@ -1,0 +1,129 @@
+// MultiHeadAttention's fused path (ag::scaled_dot_product_attention on head views) against d2l's
+// composed path (transpose_qkv, DotProductAttention, transpose_output): the same outputs, attention
+// weights and gradients of every parameter and input, in training with dropout (equal generator
+// states give equal masks) and in evaluation, in float64 and float32.
+#include "nn_test_util.h"
+
+using namespace ag;
+using nn_test::max_abs_diff;
+
+namespace {
+
+struct Pass {
+  Tensor output, weights;
+  std::vector<std::pair<std::string, Tensor>> parameter_grads;
+  Tensor queries_grad, keys_grad, values_grad;
+  GeneratorState generator_after;
+};
+
+// One forward and backward of `attention` with fused kernels on or off, the default generator
+// seeded with `seed` first.
+Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tensor& queries, const Tensor& keys,
+                      const Tensor& values, const Tensor& valid_lens, const Tensor& upstream, uint64_t seed) {
+  nn::FusedKernelsGuard guard(fused);
+  attention.zero_grad();
+  Tensor q = queries.detach().clone().requires_grad_(), k = keys.detach().clone().requires_grad_();
+  Tensor v = values.detach().clone().requires_grad_();
+  manual_seed(seed);
+  Pass pass;
+  pass.output = attention(q, k, v, valid_lens);  // (B, Q, D)
+  pass.generator_after = default_generator().state();
+  pass.weights = attention.attention_weights();  // (B, H, Q, K)
+  pass.output.backward(upstream);
+  for (const auto& [name, parameter] : attention.named_parameters()) pass.parameter_grads.emplace_back(name, parameter.grad());
+  pass.queries_grad = q.grad();
+  pass.keys_grad = k.grad();
+  pass.values_grad = v.grad();
+  return pass;
+}
+
+void check_same(const Pass& fused, const Pass& composed, double tolerance) {
+  CHECK(max_abs_diff(fused.output, composed.output) <= tolerance);
+  REQUIRE(fused.weights.defined());
+  CHECK(fused.weights.shape() == composed.weights.shape());
+  CHECK(max_abs_diff(fused.weights, composed.weights) <= tolerance);
+  CHECK(fused.generator_after == composed.generator_after);
+  REQUIRE(fused.parameter_grads.size() == composed.parameter_grads.size());
+  for (std::size_t i = 0; i < fused.parameter_grads.size(); ++i) {
+    INFO("gradient of " << fused.parameter_grads[i].first);
+    REQUIRE(fused.parameter_grads[i].second.defined());
+    CHECK(max_abs_diff(fused.parameter_grads[i].second, composed.parameter_grads[i].second) <= tolerance);
+  }
+  CHECK(max_abs_diff(fused.queries_grad, composed.queries_grad) <= tolerance);
+  CHECK(max_abs_diff(fused.keys_grad, composed.keys_grad) <= tolerance);
+  CHECK(max_abs_diff(fused.values_grad, composed.values_grad) <= tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("MultiHeadAttention: the fused path equals d2l's composed path, with dropout and in eval",
+          "[nn][mha][fused]") {
+  const int64_t B = 3, Q = 4, K = 6, H = 2, D = 8;
+  struct Lens {
+    std::string name;
+    Tensor lens;
+  };
+  const std::vector<Lens> cases = {
+      {"no valid_lens", Tensor()},
+      {"(B,) valid_lens 3, 0, 6", tensor({3, 0, 6})},
+      {"(B, Q) valid_lens with 0 and K", tensor({1, 2, 3, 4, 6, 0, 5, 5, 2, 6, 1, 0}, {B, Q})},
+  };
+  for (DType dtype : {float64, float32}) {
+    // float64 agrees to rounding; float32 differs only by the order of a few float sums
+    const double tolerance = dtype == float64 ? 1e-12 : 1e-5;
+    for (bool bias : {false, true})
+      for (const Lens& c : cases)
+        for (bool training : {true, false}) {
+          INFO(dtype_name(dtype) << (bias ? ", bias" : "") << ", " << c.name << (training ? ", training" : ", eval"));
+          manual_seed(1);
+          nn::MultiHeadAttention attention(5, 7, 3, D, H, 0.3, bias);  // key 5, query 7, value 3
+          attention.to(dtype);
+          attention.train(training);
+          Generator values_generator(2);
+          const Tensor queries = randn({B, Q, 7}, values_generator, dtype);
+          const Tensor keys = randn({B, K, 5}, values_generator, dtype);
+          const Tensor values = randn({B, K, 3}, values_generator, dtype);
+          const Tensor upstream = randn({B, Q, D}, values_generator, dtype);
+          const Pass fused = forward_backward(attention, true, queries, keys, values, c.lens, upstream, 42);
+          const Pass composed = forward_backward(attention, false, queries, keys, values, c.lens, upstream, 42);
+          check_same(fused, composed, tolerance);
+          if (training) {
+            // Dropout really ran: another seed gives another output.
+            const Pass reseeded = forward_backward(attention, true, queries, keys, values, c.lens, upstream, 43);
+            CHECK(max_abs_diff(fused.output, reseeded.output) > 1e-3);
+          }
+        }
+  }
+}
+
+TEST_CASE("MultiHeadAttention: the fused path splits and joins the heads without copies", "[nn][mha][fused]") {
+  // Per forward, the composed path copies Q, K and V in transpose_qkv, the valid lengths in
+  // repeat_interleave and the output in transpose_output; the fused path none of them.
+  const int64_t B = 2, T = 5, D = 8, H = 4;
+  nn::MultiHeadAttention attention(D, D, D, D, H, 0.0);
+  attention.eval();
+  const Tensor X = nn_test::randn32({B, T, D}, 3), lens = tensor({5, 2});
+  auto allocations = [&](bool fused) {
+    nn::FusedKernelsGuard guard(fused);
+    NoGradGuard no_grad;
+    const uint64_t before = detail::storage_allocation_count();
+    attention(X, X, X, lens);
+    return detail::storage_allocation_count() - before;
+  };
+  const uint64_t fused = allocations(true), composed = allocations(false);
+  // 4 projections, the weights and the output of the attention
+  CHECK(fused == 6);
+  CHECK(composed > fused + 4);
+}
+
+TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape errors", "[nn][mha][fused][errors]") {
+  nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
+  const Tensor X = zeros({2, 3, 4});
+  for (bool fused : {true, false}) {
+    nn::FusedKernelsGuard guard(fused);
+    INFO((fused ? "fused" : "composed"));
+    CHECK_THROWS_AS(attention(zeros({2, 3, 5}), X, X), ShapeError);
+    CHECK_THROWS_AS(attention(X, X, X, zeros({3})), ShapeError);
+    CHECK_THROWS_AS(attention(X, X, X, tensor({4, 1})), ShapeError);  // a valid length beyond K = 3
+  }
+}
