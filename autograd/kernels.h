@@ -131,9 +131,15 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
+// ---- softmax of one row (ops_softmax.cpp) ------------------------------------------------------------
+// out[k] = exp(in[k] − m) / Σ_j exp(in[j] − m), m = max in, for k < n; in may be out. ag::softmax's
+// row arithmetic (the fast float exp for float32), shared so that fused kernels give its bits.
+void softmax_row(const float* in, float* out, int64_t n);
+void softmax_row(const double* in, double* out, int64_t n);
+
 // ---- dropout masks (ops_random.cpp) -------------------------------------------------------------
-// A dropout mask that is never stored: Philox draws are a pure function of the seed and the block
-// counter, so the mask of any element range can be regenerated from these four numbers.
+// Philox draws are a pure function of the seed and the block counter, so the mask of any element
+// range can be drawn on its own (in parallel, head by head) from these four numbers.
 struct DropoutMask {
   uint64_t seed = 0;
   uint64_t first_block = 0;  // the first Philox block the mask reserved
@@ -145,11 +151,17 @@ struct DropoutMask {
 // in the same place of its stream, as ag::dropout on a tensor of numel elements reserves.
 DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator& generator);
 
-// out[i] = in[i] · m_(first_element + i) for i in [0, n): the mask of elements first_element ..
-// first_element + n − 1 of a contiguous tensor, m being 1/(1 − p) or 0 (ag::dropout's draws).
-// in and out may be the same buffer.
-void apply_dropout_mask(const float* in, float* out, int64_t first_element, int64_t n, const DropoutMask& mask);
-void apply_dropout_mask(const double* in, double* out, int64_t first_element, int64_t n, const DropoutMask& mask);
+// keep[i] = 1 if element first_element + i of the mask keeps its unit, else 0, for i in [0, n):
+// ag::dropout's draws for a contiguous tensor of `dtype` (bernoulli(1 − p)'s, word for word).
+void draw_dropout_keep(const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep);
+
+// out[i] = in[i] · m_i with m_i = scale where keep[i] else 0, for i in [0, n); in may be out.
+template <class T>
+void apply_dropout_keep(const T* in, T* out, const uint8_t* __restrict keep, int64_t n, double scale) {
+  const T kept = static_cast<T>(scale);
+  // keep is 0 or 1: a multiply instead of a select, so that the loop vectorises.
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (static_cast<T>(keep[i]) * kept);
+}
 
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);

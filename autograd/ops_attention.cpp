@@ -17,17 +17,16 @@
 //
 // Dropout: D is the mask ag::dropout would draw for P as a contiguous (B·H, Tq, Tk) tensor — the
 // same number of Philox blocks reserved at the same point of the generator's stream — so the fused
-// and the composed path drop the same weights. Like ag::dropout, D is never stored: the backward
-// regenerates it from the seed and the first block.
+// and the composed path drop the same weights. Like ag::dropout, D is kept as one byte per weight.
 //
 // Memory held for the backward: the q, k, v views (the caller's tensors, not copies), P
-// (B·H·Tq·Tk elements) and the four numbers of the dropout mask. The composed path holds P, P̃,
+// (B·H·Tq·Tk elements) and the dropout mask (B·H·Tq·Tk bytes). The composed path holds P, P̃,
 // the masking tensor, and Q, K, V in their transpose_qkv copies.
 //
 // Backward, given dO (B, H, Tq, dv), per head (writing P̃ = P ⊙ D):
 //   (1) dV = P̃ᵀ·dO                              (Tk, Tq)·(Tq, dv) -> (Tk, dv)
 //   (2) dP̃ = dO·Vᵀ                               (Tq, dv)·(dv, Tk) -> (Tq, Tk)
-//   (3) dP = dP̃ ⊙ D                              the same mask, regenerated
+//   (3) dP = dP̃ ⊙ D                              the forward's mask
 //   (4) dS = P ⊙ (dP − Σ_j dP_j P_j) per row     softmax's backward; 0 at masked positions (also in
 //                                                a valid_len-0 row, where P is uniform but every
 //                                                score was replaced by −1e6)
@@ -40,6 +39,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -141,27 +141,17 @@ void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dr
 
 // Turns one row of raw scores Q_i·K_jᵀ (length Tk) into attention weights in place:
 //   s_j = score_j / √d,  P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0 for j ≥ len
-// and for len = 0 (every score masked, all −1e6 in d2l) P_j = 1/Tk. The arithmetic is softmax's
-// (ops_reduce.cpp): max in T, exponentials and their sum in double, so the fused and the composed
-// path give the same bits. row_exp is scratch for Tk doubles.
+// and for len = 0 (every score masked, all −1e6 in d2l) P_j = 1/Tk. The division and the softmax
+// are the composed path's (the div op, then softmax's row arithmetic, detail::softmax_row), so
+// the fused and the composed path give the same bits.
 template <class T>
-void masked_softmax_row(T* row, int64_t Tk, int64_t len, T sqrt_d, double* row_exp) {
+void masked_softmax_row(T* row, int64_t Tk, int64_t len, T sqrt_d) {
   if (len == 0) {
     std::fill(row, row + Tk, static_cast<T>(1.0 / static_cast<double>(Tk)));
     return;
   }
-  T row_max = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < len; ++j) {
-    row[j] = row[j] / sqrt_d;
-    row_max = std::max(row_max, row[j]);
-  }
-  if (std::isinf(row_max) && row_max < 0) row_max = 0;  // all −inf: avoid (−inf) − (−inf) = NaN
-  double total = 0;
-  for (int64_t j = 0; j < len; ++j) {
-    row_exp[j] = std::exp(double(row[j] - row_max));
-    total += row_exp[j];
-  }
-  for (int64_t j = 0; j < len; ++j) row[j] = static_cast<T>(row_exp[j] / total);
+  for (int64_t j = 0; j < len; ++j) row[j] = row[j] / sqrt_d;
+  detail::softmax_row(row, row, len);
   std::fill(row + len, row + Tk, T(0));
 }
 
@@ -182,6 +172,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const bool drop = training && dropout_p > 0.0;
   detail::DropoutMask mask;
   if (drop) mask = detail::reserve_dropout_mask(B * H * Tq * Tk, q.dtype(), dropout_p, generator);
+  // The mask itself, one byte per weight (a quarter of P), drawn head by head in the forward and
+  // read again by the backward.
+  auto keep = std::make_shared<std::vector<uint8_t>>(drop ? static_cast<std::size_t>(B * H * Tq * Tk) : 0);
 
   const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
   Tensor P = empty({B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
@@ -193,7 +186,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
     detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
-      std::vector<double> row_exp(static_cast<std::size_t>(Tk));
       std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
@@ -202,11 +194,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
                 P_head, Tk);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
-        for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d, row_exp.data());
+        for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d);
         // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
         const T* weights = P_head;
         if (drop) {
-          detail::apply_dropout_mask(P_head, dropped.data(), head * Tq * Tk, Tq * Tk, mask);
+          uint8_t* keep_head = keep->data() + head * Tq * Tk;
+          detail::draw_dropout_keep(mask, P.dtype(), head * Tq * Tk, Tq * Tk, keep_head);
+          detail::apply_dropout_keep(P_head, dropped.data(), keep_head, Tq * Tk, mask.scale);
           weights = dropped.data();
         }
         // (4) O = P̃·V: (Tq, Tk)·(Tk, dv) -> (Tq, dv), written into O's interleaved rows
@@ -218,7 +212,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (weights_out) *weights_out = P;  // before dropout, as d2l's attention_weights
   if (!detail::any_requires_grad({q, k, v})) return out;
 
-  auto backward = [Q, K, V, P, valid_length, drop, mask, B, H, Tq, Tk, d, dv](const Tensor& grad_out,
+  auto backward = [Q, K, V, P, valid_length, drop, mask, keep, B, H, Tq, Tk, d, dv](const Tensor& grad_out,
                                                                                 const NeedsGrad& needs) -> Grads {
     const Heads dO = heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
@@ -239,9 +233,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
-          const T* weights = P_head;                        // P̃ = P ⊙ D, regenerated
+          const uint8_t* keep_head = drop ? keep->data() + head * Tq * Tk : nullptr;
+          const T* weights = P_head;  // P̃ = P ⊙ D, from the forward's mask
           if (drop) {
-            detail::apply_dropout_mask(P_head, dropped.data(), head * Tq * Tk, Tq * Tk, mask);
+            detail::apply_dropout_keep(P_head, dropped.data(), keep_head, Tq * Tk, mask.scale);
             weights = dropped.data();
           }
           // in the forward pass this was: O = P̃·V, so
@@ -255,7 +250,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                   dS.data(), Tk);
           // in the forward pass this was: P̃ = P ⊙ D, so
           // (3) dP = dP̃ ⊙ D (in place)
-          if (drop) detail::apply_dropout_mask(dS.data(), dS.data(), head * Tq * Tk, Tq * Tk, mask);
+          if (drop) detail::apply_dropout_keep(dS.data(), dS.data(), keep_head, Tq * Tk, mask.scale);
           // in the forward pass this was: P = softmax(S) over the valid keys, so
           // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
           //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)

@@ -62,7 +62,8 @@ T row_max(const T* in, int64_t n) {
   return std::isinf(m) && m < 0 ? T(0) : m;
 }
 
-// y = e / Σ e with e = exp(x − max x), over in[0, n) into out[0, n) (distinct arrays).
+// y = e / Σ e with e = exp(x − max x), over in[0, n) into out[0, n) (in may be out: the max is
+// taken first, and each e_k is computed from in[k] alone).
 template <class T>
 void row_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
@@ -135,6 +136,9 @@ std::vector<int64_t> valid_length_per_row(const Tensor& X, const Tensor& valid_l
 }
 
 }  // namespace
+
+void detail::softmax_row(const float* in, float* out, int64_t n) { row_softmax(in, out, n); }
+void detail::softmax_row(const double* in, double* out, int64_t n) { row_softmax(in, out, n); }
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim(), "softmax");

@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
   std::string config_name;
   int threads = 1;
   int64_t steps = 0, warmup = 3;
-  bool json = false, skip_peak = false;
+  bool json = false, skip_peak = false, composed = false;
   CLI::App app{"ag-bench-train: time the training step of d2l's Transformer (see docs/benchmarks.md)"};
   app.add_option("--config", config_name, "tiny | small | medium | mha")
       ->required()
@@ -262,12 +262,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000}));
   app.add_flag("--json", json, "print one JSON object on one line");
+  app.add_flag("--composed", composed, "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
   app.add_flag("--no-sgemm-peak", skip_peak, "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
   CLI11_PARSE(app, argc, argv);
 
   const Config& c = *std::find_if(kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
   if (steps == 0) steps = c.default_steps;
   set_num_threads(threads);
+  nn::set_fused_kernels(!composed);
 
   const Result r = c.name == "mha" ? run_mha(c, warmup, steps) : run_seq2seq(c, warmup, steps);
   const double peak_rss_mb = proc_status_mb("VmHWM");  // before the sgemm buffers exist
@@ -282,17 +284,17 @@ int main(int argc, char** argv) {
   const double ms_min = *std::min_element(r.seconds.begin(), r.seconds.end()) * 1e3;
 
   if (json) {
-    std::printf("{\"impl\": \"ag\", \"config\": \"%s\", \"threads\": %d, \"ms_per_step\": %.3f, \"ms_min\": %.3f, "
+    std::printf("{\"impl\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"ms_per_step\": %.3f, \"ms_min\": %.3f, "
                 "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
                 "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
                 "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
                 "\"system_allocs_per_step\": %.2f}\n",
-                c.name.c_str(), threads, seconds * 1e3, ms_min, tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops,
+                composed ? "ag-composed" : "ag", c.name.c_str(), threads, seconds * 1e3, ms_min, tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops,
                 mfu, peak, flops, static_cast<long long>(steps), static_cast<long long>(warmup),
                 static_cast<long long>(r.parameters), r.first_loss, r.last_loss, r.system_allocations_per_step);
   } else {
-    std::printf("ag-bench-train: config %s, %d thread(s), %lld timed steps after %lld warm-up\n", c.name.c_str(),
-                threads, static_cast<long long>(steps), static_cast<long long>(warmup));
+    std::printf("ag-bench-train: config %s%s, %d thread(s), %lld timed steps after %lld warm-up\n", c.name.c_str(),
+                composed ? " (composed d2l path)" : "", threads, static_cast<long long>(steps), static_cast<long long>(warmup));
     std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", seconds * 1e3, ms_min, tokens / seconds);
     std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n", peak_rss_mb,
                 r.rss_start_mb, static_cast<long long>(r.parameters));
