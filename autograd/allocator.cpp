@@ -100,6 +100,11 @@ void detail::release_storage(void* data, std::size_t nbytes) noexcept {
   std::free(data);
 }
 
+std::shared_ptr<uint8_t> detail::allocate_bytes(std::size_t nbytes) {
+  auto* data = static_cast<uint8_t*>(allocate_storage(nbytes));
+  return std::shared_ptr<uint8_t>(data, [nbytes](uint8_t* p) { release_storage(p, nbytes); });
+}
+
 AllocatorStats allocator_stats() {
   std::lock_guard lock(cache().mutex);
   return cache().stats;

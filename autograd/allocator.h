@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace ag {
 
@@ -41,6 +42,10 @@ namespace detail {
 // release. Storage is their only caller; release must get the size that allocate was given.
 void* allocate_storage(std::size_t nbytes);
 void release_storage(void* data, std::size_t nbytes) noexcept;
+
+// `nbytes` uninitialised bytes from the same cache, given back when the last owner lets go: for
+// what a kernel saves for its backward that is not a tensor (dropout's byte masks).
+std::shared_ptr<uint8_t> allocate_bytes(std::size_t nbytes);
 }  // namespace detail
 
 }  // namespace ag

@@ -43,6 +43,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -174,7 +175,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (drop) mask = detail::reserve_dropout_mask(B * H * Tq * Tk, q.dtype(), dropout_p, generator);
   // The mask itself, one byte per weight (a quarter of P), drawn head by head in the forward and
   // read again by the backward.
-  auto keep = std::make_shared<std::vector<uint8_t>>(drop ? static_cast<std::size_t>(B * H * Tq * Tk) : 0);
+  const std::shared_ptr<uint8_t> keep =
+      drop ? detail::allocate_bytes(static_cast<std::size_t>(B * H * Tq * Tk)) : nullptr;  // from the cache
 
   const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
   Tensor P = empty({B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
@@ -198,7 +200,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
         const T* weights = P_head;
         if (drop) {
-          uint8_t* keep_head = keep->data() + head * Tq * Tk;
+          uint8_t* keep_head = keep.get() + head * Tq * Tk;
           detail::draw_dropout_keep(mask, P.dtype(), head * Tq * Tk, Tq * Tk, keep_head);
           detail::apply_dropout_keep(P_head, dropped.data(), keep_head, Tq * Tk, mask.scale);
           weights = dropped.data();
@@ -233,7 +235,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
-          const uint8_t* keep_head = drop ? keep->data() + head * Tq * Tk : nullptr;
+          const uint8_t* keep_head = drop ? keep.get() + head * Tq * Tk : nullptr;
           const T* weights = P_head;  // P̃ = P ⊙ D, from the forward's mask
           if (drop) {
             detail::apply_dropout_keep(P_head, dropped.data(), keep_head, Tq * Tk, mask.scale);

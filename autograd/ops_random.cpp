@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -85,10 +86,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
   const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
-  auto keep = std::make_shared<std::vector<uint8_t>>(static_cast<std::size_t>(n));  // (numel of x) 1 = kept
+  // (numel of x) 1 = kept, from the caching allocator (no fresh pages every step)
+  const std::shared_ptr<uint8_t> keep = detail::allocate_bytes(static_cast<std::size_t>(n));
   // Any element range can be drawn on its own: ag's threads split them (the same draws).
   detail::parallel_for(n, 8, [&](int64_t begin, int64_t end) {
-    detail::draw_dropout_keep(mask, x.dtype(), begin, end - begin, keep->data() + begin);
+    detail::draw_dropout_keep(mask, x.dtype(), begin, end - begin, keep.get() + begin);
   });
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
   auto masked = [keep, n, scale = mask.scale](const Tensor& t) {
@@ -98,7 +100,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
       const T* pin = in.data<T>();
       T* pout = out.data<T>();
       detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-        detail::apply_dropout_keep(pin + begin, pout + begin, keep->data() + begin, end - begin, scale);
+        detail::apply_dropout_keep(pin + begin, pout + begin, keep.get() + begin, end - begin, scale);
       });
     });
     return out;
