@@ -125,6 +125,9 @@ void parallel_for_each_row(Shape shape, std::array<Shape, K> strides, RowFn&& ro
   });
 }
 
+// False if some element of t is reached by two indices (a stride-0 dim of size > 1).
+bool has_distinct_elements(const Tensor& t);
+
 // dst[i] = src[i] for every index of dst's shape; src broadcasts to dst. Same dtype.
 void copy_into(const Tensor& dst, const Tensor& src);
 

@@ -86,6 +86,14 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
                      shape_str(b.shape()), "); convert one of them first");
 }
 
+// False if some element of t is reached by two indices (a stride-0 dim of size > 1, as
+// expand() makes): then a loop writing t must not be split across threads.
+bool has_distinct_elements(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[d] == 0 && t.shape()[d] > 1) return false;
+  return true;
+}
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   check_same_dtype(dst, src, "copy");
   if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
@@ -105,11 +113,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     };
     // A destination with a stride-0 dim (an expanded view) has elements written more than once:
     // one thread then, so that no two write the same one.
-    bool distinct_elements = true;
-    for (int64_t d = 0; d < dst.dim(); ++d)
-      if (dst.strides()[d] == 0 && dst.shape()[d] > 1) distinct_elements = false;
     const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape())};
-    if (distinct_elements)
+    if (has_distinct_elements(dst))
       parallel_for_each_row<2>(dst.shape(), strides, copy_row);
     else
       for_each_row<2>(dst.shape(), strides, copy_row);
@@ -274,17 +279,21 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
     T* out = data<T>();
     const T* in = other.data<T>();
     const T a = static_cast<T>(alpha);
-    detail::for_each_row<2>(shape(), {strides(), detail::broadcast_strides(other, shape())},
-                            [&](const std::array<int64_t, 2>& off, int64_t n,
-                                const std::array<int64_t, 2>& st) {
-                              T* o = out + off[0];
-                              const T* s = in + off[1];
-                              if (st[0] == 1 && st[1] == 1) {
-                                for (int64_t i = 0; i < n; ++i) o[i] += a * s[i];
-                              } else {
-                                for (int64_t i = 0; i < n; ++i) o[i * st[0]] += a * s[i * st[1]];
-                              }
-                            });
+    auto add_row = [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+      T* o = out + off[0];
+      const T* s = in + off[1];
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[i] += a * s[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * st[0]] += a * s[i * st[1]];
+      }
+    };
+    const std::array<Shape, 2> operand_strides{strides(), detail::broadcast_strides(other, shape())};
+    // Threads split the rows unless an element of this tensor is reached twice (a stride-0 view).
+    if (detail::has_distinct_elements(*this))
+      detail::parallel_for_each_row<2>(shape(), operand_strides, add_row);
+    else
+      detail::for_each_row<2>(shape(), operand_strides, add_row);
   });
   return *this;
 }

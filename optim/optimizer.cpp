@@ -1,6 +1,8 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "autograd/kernels.h"
 
@@ -312,12 +314,23 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double total_sq = 0;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
-    // ‖∇ᵢ‖², accumulated in double, element by element in order.
+    // ‖∇ᵢ‖², accumulated in double: one partial sum per block of kBlock elements (threads split
+    // the blocks), then the partial sums in order — the same result on any number of threads.
+    constexpr int64_t kBlock = 4096;
     const Tensor grad = p.grad().contiguous();
+    const int64_t n = grad.numel(), blocks = (n + kBlock - 1) / kBlock;
+    std::vector<double> partial(static_cast<std::size_t>(blocks));
     dispatch(grad.dtype(), [&]<typename T>() {
       const T* g = grad.data<T>();
-      for (int64_t i = 0, n = grad.numel(); i < n; ++i) total_sq += double(g[i]) * double(g[i]);
+      detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          double sum = 0;
+          for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(g[i]) * double(g[i]);
+          partial[static_cast<std::size_t>(b)] = sum;
+        }
+      });
     });
+    for (double sum : partial) total_sq += sum;
   }
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);
