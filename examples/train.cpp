@@ -33,7 +33,7 @@ namespace {
 using namespace ag;
 using Clock = std::chrono::steady_clock;
 
-// The defaults train the reverse task to 100% held-out exact-sequence accuracy in about a minute
+// The defaults train the reverse task to 100% held-out exact-sequence accuracy in under a minute
 // on one core (seeds 0–2). They differ from d2l's chapter setting (32 wide, FFN 64, dropout 0.1,
 // constant lr 0.005, 2000 steps — which reaches about 50%, in PyTorch as in ag; see
 // docs/training.md): twice the width, a wider FFN, no dropout (every batch is fresh data, so there
