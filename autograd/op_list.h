@@ -13,7 +13,7 @@
   /* softmax (ops_softmax.cpp) */                                                                 \
   X(softmax) X(log_softmax) X(length_masked_softmax)                                              \
   /* normalisation (ops_norm.cpp) */                                                              \
-  X(layer_norm)                                                                                   \
+  X(layer_norm) X(dropout_add_layer_norm)                                                         \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \

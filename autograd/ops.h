@@ -112,6 +112,13 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 // 1/sqrt(var + eps) (ops_norm.cpp).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps = 1e-5);
+// layer_norm(x + dropout(y, p, training, generator), ...) in one op: d2l's AddNorm, the residual
+// connection around every Transformer sublayer. The same draws and the same numbers as the
+// composed ops (dropout's mask is the one ag::dropout(y) would draw from the same generator
+// state); one pass forms the sum, and the backward gives dx = dz and dy = m ⊙ dz from layer
+// norm's dz (ops_norm.cpp). x and y have the same shape, ending in normalized_shape.
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
+                              const Tensor& bias, double eps, double p, bool training, Generator& generator);
 
 // ---- losses -------------------------------------------------------------------------------------
 enum class Reduction { none, mean, sum };

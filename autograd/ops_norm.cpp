@@ -24,14 +24,25 @@
 // the leading dims); the backward rebuilds x̂ from them, so no (…, N) intermediate is kept. The
 // composed path (nn::LayerNorm with fused_kernels() off) records 8 ops and keeps x − μ and x̂,
 // two more full-size tensors, for its backward.
+//
+//   dropout_add_layer_norm(x, y, normalized_shape, w, b, eps, p)  =  layer_norm(x + dropout(y, p))
+//
+// d2l's AddNorm (the residual connection of every Transformer sublayer) as one op: the sum
+// z = x + m ⊙ y is formed in one pass with the mask m that ag::dropout(y, p) would draw (the same
+// Philox blocks, kept as bytes), then normalised as above. Its backward is layer norm's for dz,
+// then dx = dz and dy = m ⊙ dz. It saves z (instead of dropout(y) and z in the composed path).
+//
 // Like every ag backward, this one runs with grad mode off and is not itself differentiable (ag has
 // no double backward); it is plain loops over the rows, computing only the gradients asked for.
 #include <cmath>
+#include <memory>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag {
 
@@ -40,22 +51,22 @@ namespace {
 // Throws unless x ends in normalized_shape and weight and bias (when defined) have exactly that
 // shape and x's dtype.
 void check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                           const Tensor& bias) {
+                           const Tensor& bias, const char* op) {
   if (normalized_shape.empty())
-    detail::fail<ValueError>("layer_norm: normalized_shape cannot be empty (input of shape ",
+    detail::fail<ValueError>(op, ": normalized_shape cannot be empty (input of shape ",
                              shape_str(x.shape()), ")");
   const int64_t n = static_cast<int64_t>(normalized_shape.size());
   const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
   if (!fits)
-    detail::fail<ShapeError>("layer_norm: input of shape ", shape_str(x.shape()),
+    detail::fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()),
                              " does not end in normalized_shape ", shape_str(normalized_shape));
   for (const auto& [name, parameter] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
     if (!parameter->defined()) continue;
     if (parameter->shape() != normalized_shape)
-      detail::fail<ShapeError>("layer_norm: ", name, " of shape ", shape_str(parameter->shape()),
+      detail::fail<ShapeError>(op, ": ", name, " of shape ", shape_str(parameter->shape()),
                                " does not match normalized_shape ", shape_str(normalized_shape),
                                " (input of shape ", shape_str(x.shape()), ")");
-    detail::check_same_dtype(x, *parameter, "layer_norm");
+    detail::check_same_dtype(x, *parameter, op);
   }
 }
 
@@ -72,32 +83,30 @@ double row_sum(int64_t n, Term&& term) {
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
 
-}  // namespace
+// What the forward keeps for the backward: the rows it normalised, the scale, and per row μ and
+// rstd. x is (R, N) in memory — R rows (the leading dims) of N contiguous elements.
+struct NormalizedRows {
+  Tensor x, w;            // (..., *normalized_shape) contiguous, (*normalized_shape)
+  Tensor mean, rstd;      // (...) float64: μ and 1 / sqrt(σ² + eps) of each row
+  int64_t R = 0, N = 0;
+  Shape normalized_shape;
+};
 
-Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
-  check_layer_norm_args(input, normalized_shape, weight, bias);
-  // x: (R, N) in memory — R rows (the leading dims) of N contiguous elements.
-  const Tensor x = contiguous(input.detach());                 // (..., *normalized_shape)
-  // No affine is w = 1 and b = 0: N elements each, so that the loops below need no branches.
-  const Tensor w = weight.defined() ? contiguous(weight.detach())
-                                    : ones(normalized_shape, x.dtype());  // (*normalized_shape)
-  const Tensor b = bias.defined() ? contiguous(bias.detach())
-                                  : zeros(normalized_shape, x.dtype());  // (*normalized_shape)
-  const int64_t N = numel(normalized_shape);
-  const Shape row_shape(x.shape().begin(), x.shape().end() - static_cast<int64_t>(normalized_shape.size()));
-  const int64_t R = numel(row_shape);
-
-  Tensor out = empty(x.shape(), x.dtype());   // (..., *normalized_shape)
-  Tensor mean = empty(row_shape, float64);    // (...)  μ of each row, saved for the backward
-  Tensor rstd = empty(row_shape, float64);    // (...)  1 / sqrt(σ² + eps) of each row, saved
+// y = x̂ · w + b for every row of x (contiguous); fills rows.mean and rows.rstd.
+Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
+  const Tensor& x = rows.x;
+  const int64_t R = rows.R, N = rows.N;
+  const Shape row_shape(x.shape().begin(), x.shape().end() - static_cast<int64_t>(rows.normalized_shape.size()));
+  Tensor out = empty(x.shape(), x.dtype());       // (..., *normalized_shape)
+  rows.mean = empty(row_shape, float64);          // (...)  μ of each row, saved for the backward
+  rows.rstd = empty(row_shape, float64);          // (...)  1 / sqrt(σ² + eps) of each row, saved
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
-    const T* pw = w.data<T>();
+    const T* pw = rows.w.data<T>();
     const T* pb = b.data<T>();
     T* py = out.data<T>();
-    double* pmean = mean.data<double>();
-    double* prstd = rstd.data<double>();
+    double* pmean = rows.mean.data<double>();
+    double* prstd = rows.rstd.data<double>();
     // Rows are independent: ag's threads split them.
     detail::parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
@@ -119,64 +128,160 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       }
     });
   });
-  if (!detail::any_requires_grad({input, weight, bias})) return out;
+  return out;
+}
 
+// The gradients of layer norm with respect to x, w and b (each only if asked for), from the
+// upstream gradient g: see the formulas at the top of the file.
+Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bool want_dx, bool want_dw,
+                       bool want_db) {
+  const Tensor& x = rows.x;
+  const int64_t R = rows.R, N = rows.N;
+  const Tensor g = contiguous(grad_output);                             // (..., *normalized_shape)
+  Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();         // (..., *normalized_shape)
+  std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
+  std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pw = rows.w.data<T>();
+    const T* pg = g.data<T>();
+    T* pdx = want_dx ? dx.data<T>() : nullptr;
+    double* pdw = want_dw ? dw.data() : nullptr;
+    double* pdb = want_db ? db.data() : nullptr;
+    const double* pmean = rows.mean.data<double>();
+    const double* prstd = rows.rstd.data<double>();
+    // x̂_i = (x_i − μ) · rstd of row r, rebuilt from the saved μ and rstd.
+    auto x_hat = [&](int64_t r, int64_t i) { return (double(px[r * N + i]) - pmean[r]) * prstd[r]; };
+    // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
+    if (pdx)
+      detail::parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const T* g_row = pg + r * N;
+          auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
+          const double mean_g_hat = row_sum(N, g_hat) / double(N);
+          const double mean_g_hat_x_hat = row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
+          T* dx_row = pdx + r * N;
+          for (int64_t i = 0; i < N; ++i)
+            dx_row[i] = static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
+        }
+      });
+    // Pass 2, columns split across threads (each sums its columns over the rows in order, so the
+    // result is the same on any number of threads): dw = Σ_rows g · x̂, db = Σ_rows g.
+    if (pdw || pdb)
+      detail::parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
+        for (int64_t r = 0; r < R; ++r) {
+          const T* g_row = pg + r * N;
+          if (pdw)
+            for (int64_t i = begin; i < end; ++i) pdw[i] += double(g_row[i]) * x_hat(r, i);
+          if (pdb)
+            for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
+        }
+      });
+  });
+  // dw and db: (*normalized_shape), in x's dtype.
+  auto to_tensor = [&](const std::vector<double>& sums) {
+    Tensor t = empty(rows.normalized_shape, x.dtype());
+    dispatch(x.dtype(), [&]<typename T>() {
+      T* p = t.data<T>();
+      for (std::size_t i = 0; i < sums.size(); ++i) p[i] = static_cast<T>(sums[i]);
+    });
+    return t;
+  };
+  return {dx, want_dw ? to_tensor(dw) : Tensor(), want_db ? to_tensor(db) : Tensor()};
+}
+
+// The rows of x (contiguous) with w = weight or 1 and b = bias or 0 — no affine needs no branches.
+NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, Tensor& b,
+                       const Tensor& bias) {
+  NormalizedRows rows;
+  rows.x = x;
+  rows.w = weight.defined() ? contiguous(weight.detach()) : ones(normalized_shape, x.dtype());  // (*normalized_shape)
+  b = bias.defined() ? contiguous(bias.detach()) : zeros(normalized_shape, x.dtype());          // (*normalized_shape)
+  rows.N = numel(normalized_shape);
+  rows.R = rows.N == 0 ? 0 : x.numel() / rows.N;
+  rows.normalized_shape = normalized_shape;
+  return rows;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_layer_norm_args(input, normalized_shape, weight, bias, "layer_norm");
+  Tensor b;
+  NormalizedRows rows = rows_of(contiguous(input.detach()), normalized_shape, weight, b, bias);
+  Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
+  if (!detail::any_requires_grad({input, weight, bias})) return out;
+  return detail::record(Op::layer_norm, out, {input, weight, bias},
+                        [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
+                          return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
+                        });
+}
+
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
+                              const Tensor& bias, double eps, double p, bool training, Generator& generator) {
+  if (x.shape() != y.shape())
+    detail::fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()), " and y of shape ",
+                             shape_str(y.shape()), " differ (the residual sum x + dropout(y) needs one shape)");
+  detail::check_same_dtype(x, y, "dropout_add_layer_norm");
+  check_layer_norm_args(x, normalized_shape, weight, bias, "dropout_add_layer_norm");
+  if (!(p >= 0.0 && p <= 1.0))
+    detail::fail<ValueError>("dropout_add_layer_norm: probability ", p, " is outside [0, 1] (input shape ",
+                             shape_str(x.shape()), ")");
+  const int64_t n = x.numel();
+  const bool drop = training && p > 0.0;
+  // The mask ag::dropout(y, p) would draw from this generator state (the same blocks), as bytes.
+  detail::DropoutMask mask;
+  std::shared_ptr<uint8_t> keep;
+  if (drop) {
+    mask = detail::reserve_dropout_mask(n, y.dtype(), p, generator);
+    keep = detail::allocate_bytes(static_cast<std::size_t>(n));
+    detail::parallel_for(n, 8, [&](int64_t begin, int64_t end) {
+      detail::draw_dropout_keep(mask, y.dtype(), begin, end - begin, keep.get() + begin);
+    });
+  }
+  // z = x + dropout(y), one pass: (..., *normalized_shape)
+  const Tensor xc = contiguous(x.detach()), yc = contiguous(y.detach());
+  Tensor z = empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* px = xc.data<T>();
+    const T* py = yc.data<T>();
+    T* pz = z.data<T>();
+    detail::parallel_for(n, 2, [&](int64_t begin, int64_t end) {
+      if (drop) {
+        detail::apply_dropout_keep(py + begin, pz + begin, keep.get() + begin, end - begin, mask.scale);
+        for (int64_t i = begin; i < end; ++i) pz[i] = px[i] + pz[i];  // x + m ⊙ y, as add(x, dropout(y))
+      } else {
+        for (int64_t i = begin; i < end; ++i) pz[i] = px[i] + py[i];
+      }
+    });
+  });
+  Tensor b;
+  NormalizedRows rows = rows_of(z, normalized_shape, weight, b, bias);
+  Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
+  if (!detail::any_requires_grad({x, y, weight, bias})) return out;
   return detail::record(
-      Op::layer_norm, out, {input, weight, bias},
-      [x, w, mean, rstd, R, N, normalized_shape](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
-        const bool want_dx = needs[0], want_dw = needs[1], want_db = needs[2];
-        const Tensor g = contiguous(grad_output);                             // (..., *normalized_shape)
-        Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();         // (..., *normalized_shape)
-        std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
-        std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
-        dispatch(x.dtype(), [&]<typename T>() {
-          const T* px = x.data<T>();
-          const T* pw = w.data<T>();
-          const T* pg = g.data<T>();
-          T* pdx = want_dx ? dx.data<T>() : nullptr;
-          double* pdw = want_dw ? dw.data() : nullptr;
-          double* pdb = want_db ? db.data() : nullptr;
-          const double* pmean = mean.data<double>();
-          const double* prstd = rstd.data<double>();
-          // x̂_i = (x_i − μ) · rstd of row r, rebuilt from the saved μ and rstd.
-          auto x_hat = [&](int64_t r, int64_t i) { return (double(px[r * N + i]) - pmean[r]) * prstd[r]; };
-          // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
-          if (pdx)
-            detail::parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
-              for (int64_t r = begin; r < end; ++r) {
-                const T* g_row = pg + r * N;
-                auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
-                const double mean_g_hat = row_sum(N, g_hat) / double(N);
-                const double mean_g_hat_x_hat =
-                    row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
-                T* dx_row = pdx + r * N;
-                for (int64_t i = 0; i < N; ++i)
-                  dx_row[i] = static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
-              }
+      Op::dropout_add_layer_norm, out, {x, y, weight, bias},
+      [rows, keep, mask, drop, n](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
+        // In the forward pass this was out = layer_norm(z), z = x + m ⊙ y, so
+        //   dz = layer norm's dx (above),  dx = dz,  dy = m ⊙ dz,  dw and db as layer norm's.
+        Grads grads = layer_norm_grads(rows, grad_output, needs[0] || needs[1], needs[2], needs[3]);
+        const Tensor dz = grads[0];
+        Tensor dy;
+        if (needs[1]) {
+          dy = dz;
+          if (drop) {
+            dy = empty(dz.shape(), dz.dtype());
+            dispatch(dz.dtype(), [&]<typename T>() {
+              const T* pdz = dz.data<T>();
+              T* pdy = dy.data<T>();
+              detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+                detail::apply_dropout_keep(pdz + begin, pdy + begin, keep.get() + begin, end - begin, mask.scale);
+              });
             });
-          // Pass 2, columns split across threads (each sums its columns over the rows in order, so
-          // the result is the same on any number of threads): dw = Σ_rows g · x̂, db = Σ_rows g.
-          if (pdw || pdb)
-            detail::parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
-              for (int64_t r = 0; r < R; ++r) {
-                const T* g_row = pg + r * N;
-                if (pdw)
-                  for (int64_t i = begin; i < end; ++i) pdw[i] += double(g_row[i]) * x_hat(r, i);
-                if (pdb)
-                  for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
-              }
-            });
-        });
-        // dw and db: (*normalized_shape), in x's dtype.
-        auto to_tensor = [&](const std::vector<double>& sums) {
-          Tensor t = empty(normalized_shape, x.dtype());
-          dispatch(x.dtype(), [&]<typename T>() {
-            T* p = t.data<T>();
-            for (std::size_t i = 0; i < sums.size(); ++i) p[i] = static_cast<T>(sums[i]);
-          });
-          return t;
-        };
-        return {dx, want_dw ? to_tensor(dw) : Tensor(), want_db ? to_tensor(db) : Tensor()};
+          }
+        }
+        return {needs[0] ? dz : Tensor(), dy, grads[1], grads[2]};
       });
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "nn/fused.h"
+
 namespace ag::nn {
 
 // ---- PositionWiseFFN, AddNorm ---------------------------------------------------------------------
@@ -22,6 +24,10 @@ AddNorm::AddNorm(std::vector<int64_t> normalized_shape, double p) {
 }
 
 Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) const {
+  // The fused op computes the same as the composed line below, with one pass for the sum.
+  if (fused_kernels() && X.shape() == Y.shape())
+    return dropout_add_layer_norm(X, Y, ln->normalized_shape, ln->weight, ln->bias, ln->eps, dropout->p,
+                                  dropout->is_training(), default_generator());  // (B, T, D)
   return ln->forward(dropout->forward(Y) + X);  // (B, T, D)
 }
 

@@ -182,6 +182,26 @@ AG_GRADCHECK_CASE(layer_norm_of_transposed, "layer_norm of a transposed view, co
                    {input({3, 4}, 1, -2.0, 2.0)});
 }
 
+// dropout_add_layer_norm: layer_norm(x + dropout(y)) with gradients to x, y, weight and bias. The
+// generator is reseeded in every call, so finite differences see one mask.
+AG_GRADCHECK_CASE(dropout_add_layer_norm_train, "dropout_add_layer_norm, p=0.3 in training, weight and bias") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator generator(7);
+        return dropout_add_layer_norm(x[0], x[1], {5}, x[2], x[3], 1e-5, 0.3, /*training=*/true, generator);
+      },
+      {input({2, 3, 5}, 1, -2.0, 2.0), input({2, 3, 5}, 4, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5),
+       input({5}, 3)});
+}
+AG_GRADCHECK_CASE(dropout_add_layer_norm_eval_no_affine, "dropout_add_layer_norm in eval, no affine, two dims") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator generator(7);
+        return dropout_add_layer_norm(x[0], x[1], {2, 3}, Tensor(), Tensor(), 1e-5, 0.5, /*training=*/false, generator);
+      },
+      {input({4, 2, 3}, 1, -2.0, 2.0), input({4, 2, 3}, 5, -2.0, 2.0)});
+}
+
 // ---- losses ----------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(cross_entropy_rows, "cross_entropy per row, (5,4) logits") {

@@ -209,6 +209,12 @@ const std::vector<Family>& families() {
            AG_CASE("layer_norm_op_weight_only_eps", ag::layer_norm(in["x"], {5}, in["w"], ag::Tensor(), 0.25)),
            AG_CASE("layer_norm_op_of_transposed", ag::layer_norm(in["x"].transpose(0, 1), {3}, in["w"], in["b"], 1e-5)),
        }},
+      {"dropout_add_layer_norm",
+       {
+           AG_CASE("dropout_add_layer_norm_eval",
+                   ag::dropout_add_layer_norm(in["x"], in["y"], {4}, in["w"], in["b"], 1e-5, 0.5, /*training=*/false,
+                                              ag::default_generator())),
+       }},
       {"matmul",
        {
            AG_CASE("matmul_2d", ag::matmul(in["a"], in["b"])),
