@@ -139,9 +139,12 @@ TEST_CASE("a small model overfits a fixed batch", "[seq2seq][training]") {
   Batch batch = make_batch(examples, task->source_steps(), task->target_steps());
   auto model = make_transformer(small_config(task->vocab().size()));
   optim::Adam adam(model->parameters(), 0.01);
+  // From about 3 (uniform over 20 tokens) to near 0. Around step 300 the loss still spikes now and
+  // then (0.07 in one build, 0.001 in another: float rounding differs between -O3 and the
+  // sanitizer build's -O2), so the check comes after it has settled: ~0.0005 by step 500 in both.
   double loss = 0;
-  for (int step = 0; step < 300; ++step) loss = train_step(*model, adam, batch, 1.0);
-  CHECK(loss < 0.05);
+  for (int step = 0; step < 500; ++step) loss = train_step(*model, adam, batch, 1.0);
+  CHECK(loss < 0.01);
 }
 
 TEST_CASE("a short run on the copy task learns it", "[seq2seq][training]") {
