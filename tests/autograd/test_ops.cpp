@@ -185,6 +185,27 @@ TEST_CASE("dropout: the mask is bernoulli(1 - p) from the same state, and the ba
   }
 }
 
+TEST_CASE("cross_entropy (fused) equals the composed −Σ onehot · log_softmax, values and gradients",
+          "[ops][cross_entropy]") {
+  Generator gen(8);
+  const int64_t N = 6, V = 5;
+  const Tensor targets = tensor({0, 4, 2, 2, 1, 3}, {N}, float64);
+  // onehot[n, v] = 1 where v = t_n: (1, V) == (N, 1) -> (N, V)
+  const Tensor onehot = eq(arange(double(V), float64).reshape({1, V}), targets.reshape({N, 1}));
+  Tensor x_fused = mul(randn({N, V}, gen, float64), 3.0), x_composed = x_fused.clone();
+  x_fused.requires_grad_();
+  x_composed.requires_grad_();
+  Tensor fused = cross_entropy(x_fused, targets, Reduction::none);                 // (N,)
+  Tensor composed = neg(sum(mul(onehot, log_softmax(x_composed, -1)), {1}));      // (N,)
+  const std::vector<double> a = values(fused.detach()), b = values(composed.detach());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-13));
+  const Tensor upstream = randn({N}, gen, float64);
+  fused.backward(upstream);
+  composed.backward(upstream);
+  const std::vector<double> ga = values(x_fused.grad()), gb = values(x_composed.grad());
+  for (std::size_t i = 0; i < ga.size(); ++i) CHECK(ga[i] == Approx(gb[i]).epsilon(1e-12).margin(1e-15));
+}
+
 TEST_CASE("concat, split and index_select values", "[ops]") {
   Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {2, 1});
   CHECK(values(concat({a, b}, 1)) == std::vector<double>{1, 2, 5, 3, 4, 6});
