@@ -7,6 +7,13 @@
 //     only what its backward needs (faster, and far less memory held for the backward pass).
 // Both are tested against each other and by gradcheck. The fused kernels are the default;
 // set_fused_kernels(false), or a FusedKernelsGuard, selects the composed path everywhere.
+//
+//   layer                              fused op (autograd/)                 composed path
+//   masked_softmax                     length_masked_softmax                masked_softmax_composed
+//   MultiHeadAttention (its heads)     scaled_dot_product_attention         transpose_qkv, DotProductAttention,
+//                                                                          transpose_output
+//   LayerNorm                          layer_norm                           mean, var, sub, div, mul, add
+//   AddNorm                            dropout_add_layer_norm               dropout, add, LayerNorm
 #pragma once
 
 namespace ag::nn {
