@@ -40,11 +40,15 @@ std::array<uint32_t, 4> Generator::block(uint64_t counter) const {
       {static_cast<uint32_t>(state_.seed), static_cast<uint32_t>(state_.seed >> 32)});
 }
 
-AG_TARGET_CLONES void Generator::fill_blocks(uint64_t first, uint32_t* words, int64_t num_blocks) const {
+namespace detail {
+
+// Generator::fill_blocks's loop, a free function with external linkage so that it can have one
+// copy per instruction set (clang 14 does not multiversion member functions).
+AG_TARGET_CLONES void philox_fill_blocks(uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
   // philox4x32_10 above, on kLanes counters at once, one array per word of the state
   // (struct of arrays), so each round is a loop over lanes the compiler turns into SIMD code.
   constexpr int64_t kLanes = 32;
-  const uint32_t seed_lo = static_cast<uint32_t>(state_.seed), seed_hi = static_cast<uint32_t>(state_.seed >> 32);
+  const uint32_t seed_lo = static_cast<uint32_t>(seed), seed_hi = static_cast<uint32_t>(seed >> 32);
   for (int64_t base = 0; base < num_blocks; base += kLanes) {
     uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
     for (int64_t i = 0; i < kLanes; ++i) {
@@ -82,6 +86,12 @@ AG_TARGET_CLONES void Generator::fill_blocks(uint64_t first, uint32_t* words, in
       out[3] = c3[i];
     }
   }
+}
+
+}  // namespace detail
+
+void Generator::fill_blocks(uint64_t first, uint32_t* words, int64_t num_blocks) const {
+  detail::philox_fill_blocks(state_.seed, first, words, num_blocks);
 }
 
 uint64_t Generator::next_u64() {
