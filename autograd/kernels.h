@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "autograd/parallel.h"
@@ -139,6 +140,14 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 // row arithmetic (the fast float exp for float32), shared so that fused kernels give its bits.
 void softmax_row(const float* in, float* out, int64_t n);
 void softmax_row(const double* in, double* out, int64_t n);
+
+// ---- valid lengths (ops_softmax.cpp) --------------------------------------------------------------------
+// d2l's valid_lens for B·Q query rows over K keys: (B,) — one length per batch row, shared by its
+// Q queries — or (B, Q), holding integers in [0, K]. Returns the length of every row (b, q) in
+// row-major order, or throws a ShapeError starting "op:" that names valid_lens's shape and
+// `queries` (e.g. "X of shape [2,3,4]") for a wrong shape, or `keys` for a length out of range.
+std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K,
+                                             const char* op, const std::string& queries, const std::string& keys);
 
 // ---- dropout masks (ops_random.cpp) -------------------------------------------------------------
 // Philox draws are a pure function of the seed and the block counter, so the mask of any element

@@ -102,25 +102,9 @@ Heads heads_of(const Tensor& t) {
 // valid_lens is undefined (every key is valid). Checked as nn::masked_softmax checks them.
 std::vector<int64_t> query_valid_lengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k) {
   if (!valid_lens.defined()) return {};
-  const int64_t B = q.size(0), Tq = q.size(2), Tk = k.size(2);
-  const bool per_batch = valid_lens.shape() == Shape{B};
-  const bool per_query = valid_lens.shape() == Shape{B, Tq};
-  if (!per_batch && !per_query)
-    detail::fail<ShapeError>(kOpName, ": valid_lens of shape ", shape_str(valid_lens.shape()),
-                             " does not fit queries of shape ", shape_str(q.shape()), " (expected [", B,
-                             "] or [", B, ",", Tq, "])");
-  const std::vector<double> given = valid_lens.to_vector<double>();
-  for (double len : given)
-    if (!(len >= 0 && len <= static_cast<double>(Tk)) || len != std::floor(len))
-      detail::fail<ShapeError>(kOpName, ": valid length ", len, " is not an integer in [0, ", Tk,
-                               "] (valid_lens of shape ", shape_str(valid_lens.shape()), ", keys of shape ",
-                               shape_str(k.shape()), ")");
-  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Tq));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < Tq; ++i)
-      lengths[static_cast<std::size_t>(b * Tq + i)] =
-          static_cast<int64_t>(given[static_cast<std::size_t>(per_batch ? b : b * Tq + i)]);
-  return lengths;
+  return detail::valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), kOpName,
+                                         "queries of shape " + shape_str(q.shape()),
+                                         "keys of shape " + shape_str(k.shape()));
 }
 
 void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -110,32 +111,36 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
 
 // ---- length_masked_softmax: checking the valid lengths --------------------------------------------
 
-// The valid length of every row (b, q) of X (B, Q, K), from valid_lens (B,) — shared by the Q
-// queries of a batch row — or (B, Q). Checked, with the messages nn::masked_softmax has always had.
+// The valid length of every row (b, q) of X (B, Q, K), checked with the messages
+// nn::masked_softmax has always had.
 std::vector<int64_t> valid_length_per_row(const Tensor& X, const Tensor& valid_lens) {
   if (X.dim() != 3)
     detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
-  const int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
-  const bool per_row = valid_lens.shape() == Shape{B};
-  const bool per_query = valid_lens.shape() == Shape{B, Q};
-  if (!per_row && !per_query)
-    detail::fail<ShapeError>("masked_softmax: valid_lens of shape ", shape_str(valid_lens.shape()),
-                             " does not fit X of shape ", shape_str(X.shape()), " (expected [", B,
-                             "] or [", B, ",", Q, "])");
-  const std::vector<double> lens = valid_lens.to_vector<double>();
-  for (double len : lens)
-    if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
-      detail::fail<ShapeError>("masked_softmax: valid length ", len, " is not an integer in [0, ", K,
-                               "] (valid_lens of shape ", shape_str(valid_lens.shape()),
-                               ", X of shape ", shape_str(X.shape()), ")");
-  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t q = 0; q < Q; ++q)
-      lengths[b * Q + q] = static_cast<int64_t>(lens[per_row ? b : b * Q + q]);
-  return lengths;
+  const std::string x = "X of shape " + shape_str(X.shape());
+  return detail::valid_lengths_per_query(valid_lens, X.size(0), X.size(1), X.size(2), "masked_softmax", x, x);
 }
 
 }  // namespace
+
+std::vector<int64_t> detail::valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K,
+                                                     const char* op, const std::string& queries,
+                                                     const std::string& keys) {
+  const bool per_row = valid_lens.shape() == Shape{B};
+  const bool per_query = valid_lens.shape() == Shape{B, Q};
+  if (!per_row && !per_query)
+    detail::fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ", queries,
+                             " (expected [", B, "] or [", B, ",", Q, "])");
+  const std::vector<double> lens = valid_lens.to_vector<double>();
+  for (double len : lens)
+    if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
+      detail::fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K, "] (valid_lens of shape ",
+                               shape_str(valid_lens.shape()), ", ", keys, ")");
+  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t q = 0; q < Q; ++q)
+      lengths[static_cast<std::size_t>(b * Q + q)] = static_cast<int64_t>(lens[static_cast<std::size_t>(per_row ? b : b * Q + q)]);
+  return lengths;
+}
 
 void detail::softmax_row(const float* in, float* out, int64_t n) { row_softmax(in, out, n); }
 void detail::softmax_row(const double* in, double* out, int64_t n) { row_softmax(in, out, n); }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <typeinfo>
 
+#include "autograd/kernels.h"
 #include "nn/fused.h"
 #include "nn/init.h"
 
@@ -22,17 +23,10 @@ Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens) {
   if (X.dim() != 3)
     detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
   const int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
+  // valid_lens (B,) or (B, Q) of integers in [0, K]: checked as the fused kernel checks them.
+  const std::string x = "X of shape " + shape_str(X.shape());
+  (void)detail::valid_lengths_per_query(valid_lens, B, Q, K, "masked_softmax", x, x);
   const bool per_row = valid_lens.shape() == Shape{B};
-  const bool per_query = valid_lens.shape() == Shape{B, Q};
-  if (!per_row && !per_query)
-    detail::fail<ShapeError>("masked_softmax: valid_lens of shape ", shape_str(valid_lens.shape()),
-                             " does not fit X of shape ", shape_str(X.shape()), " (expected [", B,
-                             "] or [", B, ",", Q, "])");
-  for (double len : valid_lens.to_vector<double>())
-    if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
-      detail::fail<ShapeError>("masked_softmax: valid length ", len, " is not an integer in [0, ", K,
-                               "] (valid_lens of shape ", shape_str(valid_lens.shape()),
-                               ", X of shape ", shape_str(X.shape()), ")");
   Tensor lens;
   {
     NoGradGuard no_grad;
