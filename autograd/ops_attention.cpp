@@ -45,6 +45,7 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
+#include "autograd/blas.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -54,23 +55,6 @@ namespace ag {
 namespace {
 
 constexpr const char* kOpName = "scaled_dot_product_attention";
-
-// C (m × n, row stride ldc) = op(A) · op(B) for row-major matrices with leading dims lda, ldb.
-template <class T>
-void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: C = 0 (BLAS would not touch C)
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b, int(ldb),
-                0.0f, c, int(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0, a, int(lda), b, int(ldb), 0.0,
-                c, int(ldc));
-}
 
 // A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
 // element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
@@ -177,7 +161,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         const int64_t b = head / H, h = head % H;
         T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
         // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
-        gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
+        detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
                 P_head, Tk);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
         for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d);
@@ -190,7 +174,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           weights = dropped.data();
         }
         // (4) O = P̃·V: (Tq, Tk)·(Tk, dv) -> (Tq, dv), written into O's interleaved rows
-        gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h), V.row_stride, O.head<T>(b, h),
+        detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h), V.row_stride, O.head<T>(b, h),
                 O.row_stride);
       }
     });
@@ -228,11 +212,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: O = P̃·V, so
           // (1) dV = P̃ᵀ·dO: (Tk, Tq)·(Tq, dv) -> (Tk, dv)
           if (want_v)
-            gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h), dO.row_stride,
+            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h), dO.row_stride,
                     dV.head<T>(b, h), dV.row_stride);
           if (!want_q && !want_k) continue;
           // (2) dP̃ = dO·Vᵀ: (Tq, dv)·(dv, Tk) -> (Tq, Tk)
-          gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride, V.head<T>(b, h), V.row_stride,
+          detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride, V.head<T>(b, h), V.row_stride,
                   dS.data(), Tk);
           // in the forward pass this was: P̃ = P ⊙ D, so
           // (3) dP = dP̃ ⊙ D (in place)
@@ -253,11 +237,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: S = Q·Kᵀ / √d, so
           // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
           if (want_q)
-            gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h), K.row_stride,
+            detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h), K.row_stride,
                     dQ.head<T>(b, h), dQ.row_stride);
           // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
           if (want_k)
-            gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h), Q.row_stride,
+            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h), Q.row_stride,
                     dK.head<T>(b, h), dK.row_stride);
         }
       });

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/blas.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -53,14 +54,6 @@ BlasMatrix blas_matrix(const Tensor& t) {
 // to pay for waking a thread.
 constexpr int64_t gemm_cost(int64_t multiply_adds) { return std::max<int64_t>(multiply_adds / 16, 1); }
 
-template <class T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const T* a, int lda,
-          const T* b, int ldb, T* c, int ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
 
 // Whether the batch dims of a row-major operand followed by its rows form one evenly strided
 // run, so that the batch of matrices is a single tall matrix: (B..., M, K) -> (B·M, K).
@@ -120,7 +113,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
       if (rows > INT_MAX)
         detail::fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
       detail::parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
-        gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k), a_rows(pa, begin), a.ld, pb,
+        detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k), a_rows(pa, begin), a.ld, pb,
                 b.ld, pc + begin * n, int(n));
       });
       return;
@@ -138,7 +131,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
                          [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const auto& off = offsets[static_cast<std::size_t>(i)];
-        gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld, pb + off[1], b.ld, pc + off[2], int(n));
+        detail::gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld, pb + off[1], b.ld, pc + off[2], int(n));
       }
     });
   });
