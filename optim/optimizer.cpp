@@ -220,8 +220,7 @@ void SGD::step() {
       Tensor& buffer = momentum_buffers[gi][pi];
       const bool first = !buffer.defined();
       if (momentum != 0 && first) buffer = zeros_like(param);
-      std::vector<Tensor> others = {grad};
-      if (momentum != 0) others.push_back(buffer);
+      const std::vector<Tensor> others = momentum != 0 ? std::vector<Tensor>{grad, buffer} : std::vector<Tensor>{grad};
       dispatch(param.dtype(), [&]<typename T>() {
         const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum), damp = T(1 - dampening);
         for_each_element<T>(param, others, [&](T& p, const std::vector<T*>& s, int64_t i) {
