@@ -24,7 +24,7 @@
   /* random (ops_random.cpp) */                                                                   \
   X(dropout)                                                                                      \
   /* fused attention (ops_attention.cpp) */                                                       \
-  X(scaled_dot_product_attention)
+  X(scaled_dot_product_attention) X(flash_attention)
 
 namespace ag {
 

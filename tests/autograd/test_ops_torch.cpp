@@ -107,6 +107,13 @@ ag::Tensor fused_attention_of_heads(const Args& in) {
                                           /*training=*/true, unused);
 }
 
+ag::Tensor tiled_attention_of_heads(const Args& in) {
+  ag::Generator unused(0);
+  auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
+  return ag::flash_attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0, /*training=*/true,
+                             unused);
+}
+
 struct Family {
   std::string name;
   std::map<std::string, OpFn> cases;  // fixture name -> ag code
@@ -311,6 +318,8 @@ const std::vector<Family>& families() {
                               in["v"])),
            AG_CASE("scaled_dot_product_attention_batch_lens", fused_attention_of_heads(in)),
            AG_CASE("scaled_dot_product_attention_query_lens", fused_attention_of_heads(in)),
+           AG_CASE("flash_attention_batch_lens", tiled_attention_of_heads(in)),
+           AG_CASE("flash_attention_tiles", tiled_attention_of_heads(in)),
            AG_CASE("layer_norm", (in["x"] - in["x"].mean({-1}, true)) /
                                          ag::sqrt(in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true) + 1e-5) *
                                          in["w"] +
@@ -485,8 +494,8 @@ TEST_CASE("torch fixtures: every fixture has an ag lambda and every lambda a fix
 
 TEST_CASE("torch fixtures: every differentiable op is checked against PyTorch", "[torch]") {
   // Runs every case's backward in float64 and records the ops it goes through. dropout is the
-  // one op left out: its random mask cannot match PyTorch's generator (scaled_dot_product_attention's
-  // cases run it without dropout).
+  // one op left out: its random mask cannot match PyTorch's generator (the fused attention ops'
+  // cases run them without dropout).
   std::set<std::string> reached;
   ag::BackwardObserverGuard observe(
       [&](const ag::Node& node, const ag::Tensor&, const ag::Grads&) { reached.insert(node.name()); });
