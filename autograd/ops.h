@@ -182,7 +182,7 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 // weights 1/Tk, as nn::masked_softmax. Dropout with probability dropout_p (when training) drops
 // the weights ag::dropout would drop on them as a contiguous (B·H, Tq, Tk) tensor drawn from
 // `generator`. weights_out, if given, receives the weights before dropout (B, H, Tq, Tk) — the
-// tensor the backward reads, so it must not be changed in place.
+// tensor the backward reads, so it must not be changed in place. dv may be 0: the weights alone.
 // Gradients flow to q, k and v; the backward keeps P (B·H·Tq·Tk elements), not P̃ or the mask.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
                                     double dropout_p, bool training, Generator& generator,

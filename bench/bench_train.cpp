@@ -50,6 +50,7 @@
 
 #include "autograd/allocator.h"
 #include "examples/seq2seq.h"
+#include "nn/fused.h"
 #include "optim/optimizer.h"
 
 namespace {
@@ -253,6 +254,8 @@ int main(int argc, char** argv) {
   int threads = 1;
   int64_t steps = 0, warmup = 3;
   bool json = false, skip_peak = false, composed = false;
+  std::string attention = "auto";
+  int64_t sequence = 0;
   CLI::App app{"ag-bench-train: time the training step of d2l's Transformer (see docs/benchmarks.md)"};
   app.add_option("--config", config_name, "tiny | small | medium | mha")
       ->required()
@@ -263,11 +266,28 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000}));
   app.add_flag("--json", json, "print one JSON object on one line");
   app.add_flag("--composed", composed, "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
+  app.add_option("--attention", attention,
+                 "MultiHeadAttention's fused kernel: auto (tiled from nn::kTiledAttentionFromKeys keys on), "
+                 "whole (scaled_dot_product_attention) or tiled (flash_attention)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "whole", "tiled"}));
+  app.add_option("--sequence", sequence, "mha only: the sequence length T instead of 64")
+      ->check(CLI::Range(int64_t{1}, int64_t{16384}));
   app.add_flag("--no-sgemm-peak", skip_peak, "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
   CLI11_PARSE(app, argc, argv);
 
-  const Config& c = *std::find_if(kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
+  Config c = *std::find_if(kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
   if (steps == 0) steps = c.default_steps;
+  if (sequence > 0) {
+    if (c.name != "mha") {
+      std::fprintf(stderr, "ag-bench-train: --sequence applies to --config mha only\n");
+      return 2;
+    }
+    c.source_steps = sequence;
+  }
+  nn::set_attention_kernel(attention == "whole"   ? nn::AttentionKernel::whole_rows
+                           : attention == "tiled" ? nn::AttentionKernel::tiled
+                                                  : nn::AttentionKernel::automatic);
   set_num_threads(threads);
   nn::set_fused_kernels(!composed);
 
@@ -288,13 +308,16 @@ int main(int argc, char** argv) {
                 "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
                 "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
                 "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
-                "\"system_allocs_per_step\": %.2f}\n",
+                "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\"}\n",
                 composed ? "ag-composed" : "ag", c.name.c_str(), threads, seconds * 1e3, ms_min, tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops,
                 mfu, peak, flops, static_cast<long long>(steps), static_cast<long long>(warmup),
-                static_cast<long long>(r.parameters), r.first_loss, r.last_loss, r.system_allocations_per_step);
+                static_cast<long long>(r.parameters), r.first_loss, r.last_loss, r.system_allocations_per_step,
+                static_cast<long long>(c.source_steps), attention.c_str());
   } else {
-    std::printf("ag-bench-train: config %s%s, %d thread(s), %lld timed steps after %lld warm-up\n", c.name.c_str(),
-                composed ? " (composed d2l path)" : "", threads, static_cast<long long>(steps), static_cast<long long>(warmup));
+    std::printf("ag-bench-train: config %s%s, sequence %lld, attention %s, %d thread(s), %lld timed steps after %lld "
+                "warm-up\n",
+                c.name.c_str(), composed ? " (composed d2l path)" : "", static_cast<long long>(c.source_steps),
+                attention.c_str(), threads, static_cast<long long>(steps), static_cast<long long>(warmup));
     std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", seconds * 1e3, ms_min, tokens / seconds);
     std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n", peak_rss_mb,
                 r.rss_start_mb, static_cast<long long>(r.parameters));

@@ -56,8 +56,26 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
   Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
   Tensor weights = masked_softmax(scores, valid_lens);                    // (B, Q, K)
-  attention_weights_ = weights.detach();
+  set_attention_weights(weights);
   return matmul(dropout->forward(weights), values);                       // (B, Q, v)
+}
+
+const Tensor& DotProductAttention::attention_weights() const {
+  if (weights_source_) {
+    attention_weights_ = weights_source_().detach();
+    weights_source_ = nullptr;
+  }
+  return attention_weights_;
+}
+
+void DotProductAttention::set_attention_weights(const Tensor& weights) {
+  attention_weights_ = weights.detach();
+  weights_source_ = nullptr;
+}
+
+void DotProductAttention::set_attention_weights_source(std::function<Tensor()> source) {
+  attention_weights_ = Tensor();
+  weights_source_ = std::move(source);
 }
 
 // ---- AdditiveAttention ----------------------------------------------------------------------------
@@ -150,12 +168,29 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
     Tensor q = W_q->forward(queries).reshape({B, Q, num_heads, -1}).permute({0, 2, 1, 3});  // (B, H, Q, D/H)
     Tensor k = W_k->forward(keys).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});     // (B, H, K, D/H)
     Tensor v = W_v->forward(values).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});   // (B, H, K, D/H)
-    Tensor weights;                                                                          // (B, H, Q, K)
     const Dropout& weight_dropout = *attention->dropout;
     // valid_lens (B,) or (B, Q) serve every head as they are.
-    Tensor output = scaled_dot_product_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
-                                                 default_generator(), &weights);  // (B, H, Q, D/H)
-    attention->set_attention_weights(weights.reshape({B * num_heads, Q, K}));   // (B·H, Q, K), a view
+    Tensor output;  // (B, H, Q, D/H)
+    if (use_tiled_attention(K)) {
+      output = flash_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
+                               default_generator());
+      // flash_attention forms no weights; they are formed from the same q and k if asked for, by
+      // the whole-row kernel with no values (dv = 0), so they are its bits exactly.
+      attention->set_attention_weights_source(
+          [q = q.detach(), k = k.detach(), valid_lens, B, H = num_heads, Q, K]() {
+            NoGradGuard no_grad;
+            Generator unused(0);
+            const Tensor no_values = empty({B, H, K, 0}, q.dtype());  // (B, H, K, 0)
+            Tensor weights;                                          // (B, H, Q, K)
+            scaled_dot_product_attention(q, k, no_values, valid_lens, 0.0, false, unused, &weights);
+            return weights.reshape({B * H, Q, K});  // (B·H, Q, K), a view
+          });
+    } else {
+      Tensor weights;  // (B, H, Q, K)
+      output = scaled_dot_product_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
+                                            default_generator(), &weights);
+      attention->set_attention_weights(weights.reshape({B * num_heads, Q, K}));  // (B·H, Q, K), a view
+    }
     // The output's memory is (B, Q, H, D/H), so joining the heads is a view: (B, Q, D)
     Tensor output_concat = output.permute({0, 2, 1, 3}).reshape({B, Q, -1});
     return W_o->forward(output_concat);  // (B, Q, D)

@@ -44,16 +44,20 @@ class DotProductAttention : public Module {
   }
   std::string type_name() const override { return "DotProductAttention"; }
   // The weights of the last forward (B, Q, K), after masking and before dropout (detached).
-  const Tensor& attention_weights() const { return attention_weights_; }
+  const Tensor& attention_weights() const;
   // Stores (detached) the weights of an attention computed for this module by a fused kernel:
   // MultiHeadAttention's fused path sets its (B·H, Q, K) weights here, where the composed path's
   // forward would have put them.
-  void set_attention_weights(const Tensor& weights) { attention_weights_ = weights.detach(); }
+  void set_attention_weights(const Tensor& weights);
+  // Or, for a kernel that never forms the weights (ag::flash_attention), a function that forms
+  // them: attention_weights() calls it on its first request after the forward, and keeps the result.
+  void set_attention_weights_source(std::function<Tensor()> source);
 
   std::shared_ptr<Dropout> dropout;
 
  private:
-  Tensor attention_weights_;
+  mutable Tensor attention_weights_;                // (B, Q, K)
+  mutable std::function<Tensor()> weights_source_;  // set while the weights are still to be formed
 };
 
 // Additive attention: the score of query q and key k is w_vᵀ tanh(W_q q + W_k k).

@@ -16,11 +16,13 @@ struct Pass {
   GeneratorState generator_after;
 };
 
-// One forward and backward of `attention` with fused kernels on or off, the default generator
-// seeded with `seed` first.
+// One forward and backward of `attention` with fused kernels on or off (and, when on, the given
+// attention kernel), the default generator seeded with `seed` first.
 Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tensor& queries, const Tensor& keys,
-                      const Tensor& values, const Tensor& valid_lens, const Tensor& upstream, uint64_t seed) {
+                      const Tensor& values, const Tensor& valid_lens, const Tensor& upstream, uint64_t seed,
+                      nn::AttentionKernel kernel = nn::AttentionKernel::automatic) {
   nn::FusedKernelsGuard guard(fused);
+  nn::AttentionKernelGuard kernel_guard(kernel);
   attention.zero_grad();
   Tensor q = queries.detach().clone().requires_grad_(), k = keys.detach().clone().requires_grad_();
   Tensor v = values.detach().clone().requires_grad_();
@@ -126,4 +128,75 @@ TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape er
     CHECK_THROWS_AS(attention(X, X, X, zeros({3})), ShapeError);
     CHECK_THROWS_AS(attention(X, X, X, tensor({4, 1})), ShapeError);  // a valid length beyond K = 3
   }
+}
+
+TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the whole-row kernel and the composed path",
+          "[nn][mha][fused]") {
+  // 70 keys and 66 queries: two 64-wide tiles each way. The weights, never formed by the tiled
+  // kernel, are formed on request from the same q and k, so they are the whole-row kernel's bits.
+  const int64_t B = 2, Q = 66, K = 70, H = 2, D = 8;
+  std::vector<double> per_query(static_cast<std::size_t>(B * Q));
+  for (int64_t i = 0; i < B * Q; ++i) per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 13) % (K + 1));
+  const Tensor lens = tensor(per_query, {B, Q});  // (B, Q), 0 and K among them
+  for (DType dtype : {float64, float32}) {
+    const double tolerance = dtype == float64 ? 1e-12 : 1e-5;
+    for (bool training : {true, false}) {
+      INFO(dtype_name(dtype) << (training ? ", training" : ", eval"));
+      manual_seed(1);
+      nn::MultiHeadAttention attention(5, 7, 3, D, H, 0.2);
+      attention.to(dtype);
+      attention.train(training);
+      Generator values_generator(2);
+      const Tensor queries = randn({B, Q, 7}, values_generator, dtype);
+      const Tensor keys = randn({B, K, 5}, values_generator, dtype);
+      const Tensor values = randn({B, K, 3}, values_generator, dtype);
+      const Tensor upstream = randn({B, Q, D}, values_generator, dtype);
+      const Pass tiled = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
+                                          nn::AttentionKernel::tiled);
+      const Pass whole = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
+                                          nn::AttentionKernel::whole_rows);
+      const Pass composed = forward_backward(attention, false, queries, keys, values, lens, upstream, 42);
+      check_same(tiled, whole, tolerance);
+      check_same(tiled, composed, tolerance);
+      CHECK(tiled.weights.to_vector<double>() == whole.weights.to_vector<double>());
+    }
+  }
+}
+
+TEST_CASE("MultiHeadAttention: the tiled kernel's weights are formed on request, for the last forward",
+          "[nn][mha][fused]") {
+  nn::AttentionKernelGuard tiled(nn::AttentionKernel::tiled);
+  nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
+  attention.eval();
+  const Tensor first = nn_test::randn32({1, 3, 4}, 1), second = nn_test::randn32({1, 5, 4}, 2);
+  attention(first, first, first);
+  attention(second, second, second, tensor({2}));
+  const Tensor weights = attention.attention_weights();  // (B, H, Q, K) of the second forward
+  CHECK(weights.shape() == Shape{1, 2, 5, 5});
+  // valid length 2: keys 2..4 weigh 0, keys 0 and 1 share each row
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t i = 0; i < 5; ++i) {
+      const Tensor row = weights.select(0, 0).select(0, h).select(0, i);  // (K)
+      CHECK(row.to_vector<double>()[2] == 0.0);
+      CHECK(row.to_vector<double>()[4] == 0.0);
+      CHECK(std::abs(row.to_vector<double>()[0] + row.to_vector<double>()[1] - 1.0) < 1e-6);
+    }
+  CHECK(attention.attention_weights().shares_storage(weights));  // formed once, then kept
+}
+
+TEST_CASE("nn::AttentionKernel: automatic picks the tiled kernel from kTiledAttentionFromKeys keys on",
+          "[nn][mha][fused]") {
+  {
+    nn::AttentionKernelGuard automatic(nn::AttentionKernel::automatic);
+    CHECK_FALSE(nn::use_tiled_attention(64));
+    CHECK_FALSE(nn::use_tiled_attention(nn::kTiledAttentionFromKeys - 1));
+    CHECK(nn::use_tiled_attention(nn::kTiledAttentionFromKeys));
+  }
+  {
+    nn::AttentionKernelGuard whole(nn::AttentionKernel::whole_rows);
+    CHECK_FALSE(nn::use_tiled_attention(1 << 20));
+    nn::AttentionKernelGuard tiled(nn::AttentionKernel::tiled);
+    CHECK(nn::use_tiled_attention(1));
+  }
+  CHECK(nn::attention_kernel() == nn::AttentionKernel::automatic);
 }
