@@ -250,6 +250,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     });
     return {dq, dk, dv_tensor};
   };
+  // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP − rowsum(dP ⊙ P)) (0
+  //   where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d
   return detail::record(Op::scaled_dot_product_attention, out, {q, k, v}, backward);
 }
 
@@ -307,7 +309,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 namespace {
 
 constexpr int64_t kQueryBlock = 64;  // query rows per tile
-constexpr int64_t kKeyBlock = 64;    // keys per tile: a float (64 × 64) tile is 16 KB, in L1
+constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile is 32 KB, in L1
 
 // out[j] = e^(in[j] − shift) for j < n (in may be out): the fast float exp of the softmax
 // kernels, std::exp for float64.
@@ -517,6 +519,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     });
     return {dq, dk, dv_tensor};
   };
+  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D − rowsum(g ⊙ O))
+  //   (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
   return detail::record(Op::flash_attention, out, {q, k, v}, backward);
 }
 

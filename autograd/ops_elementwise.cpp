@@ -143,6 +143,7 @@ T normal_cdf(T x) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "add", [](auto x, auto y) { return x + y; });
+  // docs/ops.md, add: ga = sum_to(g), gb = sum_to(g)
   return detail::record(Op::add, out, {a, b},
                         [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
                           // d(a + b)/da = d(a + b)/db = 1
@@ -152,6 +153,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
+  // docs/ops.md, sub: ga = sum_to(g), gb = sum_to(−g)
   return detail::record(Op::sub, out, {a, b},
                         [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
                           // d(a − b)/da = 1, d(a − b)/db = −1
@@ -163,6 +165,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, mul: ga = sum_to(g · b), gb = sum_to(g · a)
   return detail::record(Op::mul, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
     // d(a · b)/da = b, d(a · b)/db = a
     return {needs[0] ? sum_to(mul(g, b), a.shape()) : Tensor(),
@@ -173,6 +176,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, div: ga = sum_to(g / b), gb = sum_to(−g · a / b²)
   return detail::record(Op::div, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
     // d(a / b)/da = 1 / b, d(a / b)/db = −a / b²
     return {needs[0] ? sum_to(div(g, b), a.shape()) : Tensor(),
@@ -187,6 +191,7 @@ Tensor add(const Tensor& a, double s) {
     return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; });
   });
   // d(x + s)/dx = 1
+  // docs/ops.md, add_scalar: g
   return detail::record(Op::add_scalar, out, {a},
                         [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
 }
@@ -200,6 +205,7 @@ Tensor mul(const Tensor& a, double s) {
     return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; });
   });
   // d(x · s)/dx = s
+  // docs/ops.md, mul_scalar: g · s
   return detail::record(Op::mul_scalar, out, {a},
                         [s](const Tensor& g, const NeedsGrad&) -> Grads { return {mul(g, s)}; });
 }
@@ -209,6 +215,7 @@ Tensor div(const Tensor& a, double s) {
     return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; });
   });
   // d(x / s)/dx = 1 / s
+  // docs/ops.md, div_scalar: g / s
   return detail::record(Op::div_scalar, out, {a},
                         [s](const Tensor& g, const NeedsGrad&) -> Grads { return {div(g, s)}; });
 }
@@ -218,6 +225,7 @@ Tensor div(double s, const Tensor& b) {
     return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; });
   });
   if (!detail::any_requires_grad({b})) return out;
+  // docs/ops.md, rdiv_scalar: −g · s / x²
   return detail::record(Op::rdiv_scalar, out, {b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(s / x)/dx = −s / x²
     return {div(mul(g, -s), mul(b, b))};
@@ -227,6 +235,7 @@ Tensor div(double s, const Tensor& b) {
 Tensor neg(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return -v; });
   // d(−x)/dx = −1
+  // docs/ops.md, neg: −g
   return detail::record(Op::neg, out, {x},
                         [](const Tensor& g, const NeedsGrad&) -> Grads { return {neg(g)}; });
 }
@@ -238,6 +247,7 @@ Tensor pow(const Tensor& x, double p) {
     return map_unary(x, [p](T v) { return static_cast<T>(std::pow(double(v), p)); });
   });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, pow: g · p · xᵖ⁻¹ (0 for p = 0)
   return detail::record(Op::pow, out, {x}, [x, p](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(x^p)/dx = p · x^(p−1)   (0 for p = 0, where x^0 is the constant 1)
     if (p == 0) return {zeros_like(g)};
@@ -248,6 +258,7 @@ Tensor pow(const Tensor& x, double p) {
 Tensor exp(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, exp: g · y
   return detail::record(Op::exp, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(eˣ)/dx = eˣ = y: reuse the output
     return {mul(g, y)};
@@ -257,6 +268,7 @@ Tensor exp(const Tensor& x) {
 Tensor log(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::log(v); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, log: g / x
   return detail::record(Op::log, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(ln x)/dx = 1 / x
     return {div(g, x)};
@@ -266,6 +278,7 @@ Tensor log(const Tensor& x) {
 Tensor sqrt(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, sqrt: g / (2y)
   return detail::record(Op::sqrt, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(√x)/dx = 1 / (2√x) = 1 / (2y)
     return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
@@ -275,6 +288,7 @@ Tensor sqrt(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, tanh: g · (1 − y²)
   return detail::record(Op::tanh, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(tanh x)/dx = 1 − tanh²x = 1 − y²
     return {map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
@@ -290,6 +304,7 @@ Tensor sigmoid(const Tensor& x) {
     return e / (T(1) + e);
   });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, sigmoid: g · y · (1 − y)
   return detail::record(Op::sigmoid, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
     // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
     return {map_binary(g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
@@ -299,6 +314,7 @@ Tensor sigmoid(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, relu: g · [x > 0]
   return detail::record(Op::relu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
     // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
     return {map_binary(g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
@@ -308,6 +324,7 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return v * normal_cdf(v); });
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, gelu: g · (Φ(x) + x · φ(x))
   return detail::record(Op::gelu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
     return {map_binary(g, x, "gelu_backward",
@@ -360,6 +377,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     });
   });
   if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, where: ga = sum_to(c ? g : 0), gb = sum_to(c ? 0 : g); c not differentiated
   return detail::record(Op::where, out, {a, b},
                         [condition, sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
                           // The gradient flows to a where the condition holds, to b elsewhere.
@@ -379,6 +397,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     out = where(mask, full({}, value, x.dtype()), x);
   }
   if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, masked_fill: gx = m ? 0 : g; m not differentiated
   return detail::record(Op::masked_fill, out, {x}, [mask](const Tensor& g, const NeedsGrad&) -> Grads {
     // Filled positions no longer depend on x: their gradient is 0.
     return {masked_fill(g, mask, 0.0)};

@@ -48,6 +48,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
       for (int64_t v = 0; v < V; ++v) prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
     }
   });
+  // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t))
   Tensor out = detail::record(Op::cross_entropy, losses, {logits},
                               [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
                                 // gx_nv = g_n · (softmax(x_n)_v − [v = t_n])

@@ -159,6 +159,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   Tensor out = empty(out_shape, a.dtype());
   matmul_into(a, b, out, batch);
   if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, matmul: dA = sum_to(dC · Bᵀ), dB = sum_to(Aᵀ · dC)
   return detail::record(Op::matmul, out, {a, b}, [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
     Tensor ga, gb;
     if (needs[0]) {

@@ -212,6 +212,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   NormalizedRows rows = rows_of(contiguous(input.detach()), normalized_shape, weight, b, bias);
   Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
   if (!detail::any_requires_grad({input, weight, bias})) return out;
+  // docs/ops.md, layer_norm: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)) with ĝ = g · w, dw = Σ_rows g · x̂, db =
+  //   Σ_rows g
   return detail::record(Op::layer_norm, out, {input, weight, bias},
                         [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
                           return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
@@ -260,6 +262,8 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
   NormalizedRows rows = rows_of(z, normalized_shape, weight, b, bias);
   Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
   if (!detail::any_requires_grad({x, y, weight, bias})) return out;
+  // docs/ops.md, dropout_add_layer_norm: dz from layer_norm's backward; dx = dz, dy = m ⊙ dz, dw and db as
+  //   layer_norm's
   return detail::record(
       Op::dropout_add_layer_norm, out, {x, y, weight, bias},
       [rows, keep, mask, drop, n](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {

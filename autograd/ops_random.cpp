@@ -110,6 +110,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     NoGradGuard no_grad;
     out = masked(x);  // (same shape as x)
   }
+  // docs/ops.md, dropout: g · m
   return detail::record(Op::dropout, out, {x}, [masked](const Tensor& g, const NeedsGrad&) -> Grads {
     // dy/dx = m: the forward's mask
     return {masked(g)};

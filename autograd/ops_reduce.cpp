@@ -103,6 +103,7 @@ Tensor expand_back(const Tensor& g, const ReductionPlan& r, const Shape& input_s
 
 Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0);
+  // docs/ops.md, sum: g broadcast back over the dims
   return detail::record(Op::sum, out, {x},
                         [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
                           // ∂(Σ x)/∂x_i = 1 for every x_i of the group
@@ -114,6 +115,7 @@ Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
   check_nonempty_groups(x, r, op);
   const double n = static_cast<double>(r.group_size);
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0 / n);
+  // docs/ops.md, mean: g / N broadcast back
   return detail::record(Op::mean, out, {x},
                         [r, n, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
                           // ∂(Σ x / N)/∂x_i = 1 / N
@@ -146,6 +148,7 @@ Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
                     });
     std::copy(best.begin(), best.end(), out.data<T>());
   });
+  // docs/ops.md, max: g at the first arg-max, 0 elsewhere
   return detail::record(Op::max, out, {x},
                         [argmax = std::move(argmax), shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
                           // ∂ max/∂x_i = 1 for the arg-max of each group, 0 for the others
@@ -187,6 +190,7 @@ Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   Tensor out = from_doubles(squares, r.out_shape, x.dtype(), 1.0 / static_cast<double>(dof));
   if (!detail::any_requires_grad({x})) return out;
   Tensor mean_kept = from_doubles(means, r.keep_shape, x.dtype(), 1.0);
+  // docs/ops.md, var: g · 2 (x − x̄) / (N − c)
   return detail::record(Op::var, out, {x},
                         [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
                           // ∂/∂x_i Σ (x − x̄)² / (N − c) = 2 (x_i − x̄) / (N − c)

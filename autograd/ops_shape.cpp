@@ -121,6 +121,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     detail::copy_into(copy, x);
     out = detail::make_view(copy, target, contiguous_strides(target), 0);
   }
+  // docs/ops.md, reshape: reshape(g, input shape)
   return record_reshape_like(Op::reshape, out, x);
 }
 
@@ -157,6 +158,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     inverse[order[i]] = i;
   }
   Tensor out = detail::make_view(x, shape, strides, x.offset());
+  // docs/ops.md, permute: permute(g, inverse order)
   return detail::record(Op::permute, out, {x}, [inverse](const Tensor& g, const NeedsGrad&) -> Grads {
     // Output dim i is input dim order[i]: put the gradient's dims back with the inverse order
     return {permute(g, inverse)};
@@ -184,6 +186,7 @@ Tensor squeeze(const Tensor& x) {
       strides.push_back(x.strides()[d]);
     }
   if (shape.size() == x.shape().size()) return x;
+  // docs/ops.md, squeeze: reshape(g, input shape)
   return record_reshape_like(Op::squeeze, detail::make_view(x, shape, strides, x.offset()), x);
 }
 
@@ -203,6 +206,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
   const int64_t stride = dim < x.dim() ? x.strides()[dim] * x.shape()[dim] : 1;
   shape.insert(shape.begin() + dim, 1);
   strides.insert(strides.begin() + dim, stride);
+  // docs/ops.md, unsqueeze: reshape(g, input shape)
   return record_reshape_like(Op::unsqueeze, detail::make_view(x, shape, strides, x.offset()), x);
 }
 
@@ -230,6 +234,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   }
   if (target == x.shape()) return x;
   Tensor out = detail::make_view(x, target, strides, x.offset());
+  // docs/ops.md, expand: sum_to(g, input shape)
   return detail::record(Op::expand, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
     // Each input element fed every position it was repeated to: sum those gradients
     return {sum_to(g, shape)};
@@ -256,6 +261,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   shape[dim] = length;
   strides[dim] *= step;
   Tensor out = detail::make_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
+  // docs/ops.md, slice: zeros with g written into the slice
   return detail::record(Op::slice, out, {x},
                         [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
                           // Sliced-out elements get 0; the others their gradient
@@ -344,6 +350,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     sizes.push_back(t.shape()[dim]);
     start += t.shape()[dim];
   }
+  // docs/ops.md, concat: narrow(g, d, offset_i, size_i) for input i
   return detail::record(Op::concat, out, tensors, [sizes, dim](const Tensor& g, const NeedsGrad& needs) -> Grads {
     // Each input receives the part of the gradient where it was placed
     Grads grads;
@@ -411,6 +418,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
       detail::fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
                                " of shape ", shape_str(x.shape()));
   Tensor out = gather_rows(x, dim, index);
+  // docs/ops.md, index_select: g scatter-added into rows i
   return detail::record(Op::index_select, out, {x},
                         [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
                           // Row index[j] of x receives g's row j — several times if the index
@@ -444,6 +452,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
   index.reserve(static_cast<std::size_t>(x.shape()[dim] * repeats));
   for (int64_t row = 0; row < x.shape()[dim]; ++row) index.insert(index.end(), repeats, row);
   Tensor out = gather_rows(x, dim, index);
+  // docs/ops.md, repeat_interleave: g summed over each run of r
   return detail::record(Op::repeat_interleave, out, {x},
                         [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
                           // Each input row fed `repeats` consecutive output rows: their
@@ -457,6 +466,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
 Tensor clone(const Tensor& x) {
   Tensor out = empty(x.shape(), x.dtype());
   detail::copy_into(out, x);
+  // docs/ops.md, clone: g
   return detail::record(Op::clone, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
     return {g};  // a copy: the identity
   });
@@ -466,6 +476,7 @@ Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
   Tensor out = empty(x.shape(), x.dtype());
   detail::copy_into(out, x);
+  // docs/ops.md, contiguous: g
   return detail::record(Op::contiguous, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
     return {g};  // same values, another layout: the identity
   });

@@ -1,6 +1,6 @@
 // flash_attention (the tiled, online-softmax kernel) against scaled_dot_product_attention (the
 // whole-row kernel, itself tested against d2l's composed attention in test_attention_op.cpp):
-// outputs, gradients and dropout draws agree for sequences that span several 64-wide tiles, for
+// outputs, gradients and dropout draws agree for sequences that span several tiles, for
 // every kind of valid_lens (none, (B,), (B, Tq) with 0 and Tk, causal); the backward holds no
 // (Tq × Tk) weights; bad shapes are errors naming the op. Its float64 gradchecks are in
 // test_gradcheck_ops.cpp.
@@ -69,15 +69,15 @@ struct LensCase {
 
 TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: output, gradients, dropout",
           "[flash_attention]") {
-  // Tq 130 and Tk 100: three query blocks and two key blocks, neither a multiple of 64.
-  const int64_t B = 2, H = 3, Tq = 130, Tk = 100, d = 8, dv = 5;
+  // Tq 130 and Tk 300: three query blocks of 64 and three key blocks of 128, the last ones partial.
+  const int64_t B = 2, H = 3, Tq = 130, Tk = 300, d = 8, dv = 5;
   std::vector<double> per_query(static_cast<std::size_t>(B * Tq));
   for (int64_t i = 0; i < B * Tq; ++i) per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 37) % (Tk + 1));
   per_query[3] = 0;    // a row with no valid key: uniform weights, zero dS
   per_query[140] = Tk;  // a row with every key
   const std::vector<LensCase> lens_cases = {
       {"none", Tensor()},
-      {"(B,) 100 and 37", tensor({100, 37})},
+      {"(B,) 300 and 137", tensor({300, 137})},
       {"(B, Tq) with 0 and Tk", tensor(per_query, {B, Tq})},
   };
   for (DType dtype : {float64, float32})
@@ -90,7 +90,7 @@ TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: out
           const Run tiled = run(true, q, k, v, c.lens, p, upstream);
           const Run whole = run(false, q, k, v, c.lens, p, upstream);
           // float64: both are exact up to rounding (~1e-16 per operation); float32: the fast exp
-          // and sums over 100 keys in another order, a few float ulps.
+          // and sums over 300 keys in another order, a few float ulps.
           const double tolerance = dtype == float64 ? 1e-12 : 5e-6;
           CHECK(tiled.out.shape() == Shape{B, H, Tq, dv});
           CHECK(tiled.out.strides() == whole.out.strides());
@@ -107,7 +107,7 @@ TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: out
 TEST_CASE("flash_attention with a causal mask skips the key tiles past the diagonal and still agrees",
           "[flash_attention]") {
   // The decoder's training mask: query i sees keys 0..i (d2l's dec_valid_lens = 1..T).
-  const int64_t B = 2, H = 2, T = 150, d = 4;
+  const int64_t B = 2, H = 2, T = 300, d = 4;
   std::vector<double> causal(static_cast<std::size_t>(B * T));
   for (int64_t i = 0; i < B * T; ++i) causal[static_cast<std::size_t>(i)] = static_cast<double>(i % T + 1);
   const Tensor lens = tensor(causal, {B, T});
@@ -145,13 +145,13 @@ TEST_CASE("flash_attention's backward holds O(T) per head, the whole-row kernel 
 
 TEST_CASE("flash_attention: only the inputs that require grad get one", "[flash_attention]") {
   Generator values(9), generator(1);
-  const Tensor q = randn({2, 70, 2, 4}, values, float64), k = randn({2, 66, 2, 4}, values, float64);
-  Tensor v = randn({2, 66, 2, 3}, values, float64).requires_grad_();
+  const Tensor q = randn({2, 70, 2, 4}, values, float64), k = randn({2, 140, 2, 4}, values, float64);
+  Tensor v = randn({2, 140, 2, 3}, values, float64).requires_grad_();
   const Tensor upstream = randn({2, 2, 70, 3}, values, float64);
-  const Tensor out = flash_attention(heads(q), heads(k), heads(v), tensor({65, 1}), 0.0, true, generator);
+  const Tensor out = flash_attention(heads(q), heads(k), heads(v), tensor({130, 1}), 0.0, true, generator);
   out.backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
-  scaled_dot_product_attention(heads(q), heads(k), heads(v_reference), tensor({65, 1}), 0.0, true, generator)
+  scaled_dot_product_attention(heads(q), heads(k), heads(v_reference), tensor({130, 1}), 0.0, true, generator)
       .backward(upstream);
   CHECK(relative_diff(v.grad(), v_reference.grad()) <= 1e-12);
 }

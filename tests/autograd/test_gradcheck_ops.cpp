@@ -391,26 +391,27 @@ AG_GRADCHECK_CASE(sdpa_copied_operand, "scaled_dot_product_attention, contiguous
       {input({1, 2, 3, 3}, 13, -2, 2), input({1, 2, 3, 4}, 14, -2, 2), input({1, 2, 4, 2}, 15)});
 }
 
-// flash_attention, across its 64-wide tiles: Tq 70 and Tk 67 make two query blocks and two key
-// blocks, so the online softmax rescales the running sums when the second key block arrives.
+// flash_attention, across its tiles (64 queries × 128 keys): Tq 70 and Tk 131 make two query
+// blocks and two key blocks, so the online softmax rescales the running sums when the second key
+// block arrives. The keys are scaled up with their position so that later blocks hold the larger
+// scores and the running maxima really move.
 
-AG_GRADCHECK_CASE(flash_tiles_query_lens, "flash_attention, two tiles each way, (B,Tq) valid_lens with 0, 65, Tk") {
+AG_GRADCHECK_CASE(flash_tiles_query_lens, "flash_attention, two tiles each way, (B,Tq) valid_lens with 0, 129, Tk") {
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
         std::vector<double> lens(70);
-        for (int64_t i = 0; i < 70; ++i) lens[static_cast<std::size_t>(i)] = static_cast<double>((i * 29) % 68);
-        lens[1] = 0;   // uniform weights
-        lens[2] = 65;  // one key of the second block
-        lens[3] = 67;  // every key
-        // Keys 64..66 (the second block) scaled up so that their scores raise the running maxima
-        std::vector<double> key_scale(67, 1.0);
-        std::fill(key_scale.begin() + 64, key_scale.end(), 4.0);
-        const Tensor k = x[1] * tensor(key_scale, {1, 67, 1, 1}, float64);  // (B, Tk, H, d)
+        for (int64_t i = 0; i < 70; ++i) lens[static_cast<std::size_t>(i)] = static_cast<double>((i * 29) % 132);
+        lens[1] = 0;    // uniform weights
+        lens[2] = 129;  // one key of the second block
+        lens[3] = 131;  // every key
+        std::vector<double> key_scale(131);
+        for (int64_t j = 0; j < 131; ++j) key_scale[static_cast<std::size_t>(j)] = 1.0 + 3.0 * static_cast<double>(j) / 131;
+        const Tensor k = x[1] * tensor(key_scale, {1, 131, 1, 1}, float64);  // (B, Tk, H, d)
         return flash_attention(heads(x[0]), heads(k), heads(x[2]), tensor(lens, {1, 70}, float64), 0.0, true,
                                unused);
       },
-      {input({1, 70, 1, 2}, 16, -2, 2), input({1, 67, 1, 2}, 17, -2, 2), input({1, 67, 1, 2}, 18)});
+      {input({1, 70, 1, 2}, 16, -2, 2), input({1, 131, 1, 2}, 17, -2, 2), input({1, 131, 1, 2}, 18)});
 }
 
 AG_GRADCHECK_CASE(flash_dropout_heads, "flash_attention, dropout 0.3 with a reseeded generator, (B,) valid_lens") {

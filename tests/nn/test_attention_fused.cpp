@@ -132,9 +132,9 @@ TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape er
 
 TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the whole-row kernel and the composed path",
           "[nn][mha][fused]") {
-  // 70 keys and 66 queries: two 64-wide tiles each way. The weights, never formed by the tiled
+  // 140 keys and 66 queries: two tiles each way (64 queries × 128 keys). The weights, never formed by the tiled
   // kernel, are formed on request from the same q and k, so they are the whole-row kernel's bits.
-  const int64_t B = 2, Q = 66, K = 70, H = 2, D = 8;
+  const int64_t B = 2, Q = 66, K = 140, H = 2, D = 8;
   std::vector<double> per_query(static_cast<std::size_t>(B * Q));
   for (int64_t i = 0; i < B * Q; ++i) per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 13) % (K + 1));
   const Tensor lens = tensor(per_query, {B, Q});  // (B, Q), 0 and K among them
