@@ -40,7 +40,7 @@ class FusedKernelsGuard {
 // Which fused kernel runs MultiHeadAttention's heads (when fused_kernels() is on):
 //   whole_rows  ag::scaled_dot_product_attention: each head's (Tq × Tk) weights at once, kept for
 //               the backward;
-//   tiled       ag::flash_attention: 64 × 64 tiles with an online softmax, no weights kept (the
+//   tiled       ag::flash_attention: 64 × 128 tiles with an online softmax, no weights kept (the
 //               backward recomputes them), O(T) memory per head instead of O(T²);
 //   automatic   (the default) tiled when there are at least kTiledAttentionFromKeys keys, where it
 //               is the faster one on the benchmark machine (docs/benchmarks.md); whole_rows below,
