@@ -284,6 +284,65 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
   return predictions;
 }
 
+DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vector<int64_t>& source,
+                                       int64_t max_steps) {
+  if (source.empty() || max_steps < 1)
+    detail::fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ", max_steps,
+                             " (need at least one of each)");
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  DecodedAttention result;
+  result.source = source;
+  result.source.push_back(Vocab::eos);
+  const int64_t Ts = static_cast<int64_t>(result.source.size());
+  std::vector<float> source_ids(result.source.begin(), result.source.end());
+  Tensor enc_X = tensor(source_ids, {1, Ts});                          // (1, Ts)
+  Tensor enc_valid_lens = tensor(std::vector<float>{float(Ts)}, {1});  // (1,): nothing is padding
+  Tensor enc_outputs = model.encoder->forward(enc_X, enc_valid_lens);  // (1, Ts, D)
+  for (const Tensor& w : model.encoder->attention_weights())           // per layer (1, H, Ts, Ts)
+    result.encoder.push_back(tensor(w.select(0, 0).to_vector<float>(), {w.size(1), Ts, Ts}));  // (H, Ts, Ts)
+
+  nn::DecoderState state = model.decoder->init_state(enc_outputs, enc_valid_lens);
+  const std::size_t layers = static_cast<std::size_t>(model.decoder->num_layers);
+  // Per layer, per step t: the step's query row of every head, (H, 1, t + 1) and (H, 1, Ts), flat.
+  std::vector<std::vector<std::vector<float>>> self_rows(layers), cross_rows(layers);
+  int64_t H = 0;
+  int64_t next = Vocab::bos;
+  for (int64_t step = 0; step < max_steps; ++step) {
+    result.decoder_input.push_back(next);
+    Tensor logits = model.decoder->forward(tensor(std::vector<float>{float(next)}, {1, 1}), state);  // (1, 1, V)
+    const std::vector<Tensor> self = model.decoder->self_attention_weights();    // per layer (1, H, 1, step + 1)
+    const std::vector<Tensor> cross = model.decoder->cross_attention_weights();  // per layer (1, H, 1, Ts)
+    for (std::size_t l = 0; l < layers; ++l) {
+      self_rows[l].push_back(self[l].to_vector<float>());
+      cross_rows[l].push_back(cross[l].to_vector<float>());
+    }
+    H = self[0].size(1);
+    next = static_cast<int64_t>(argmax(logits, -1).item());
+    if (next == Vocab::eos) break;
+    result.prediction.push_back(next);
+  }
+  model.train(was_training);
+
+  // Stack the rows: query t of head h holds t + 1 self-attention weights (keys 0 … t; the keys
+  // after t did not exist yet, weight 0) and Ts encoder–decoder weights.
+  const int64_t T = static_cast<int64_t>(result.decoder_input.size());
+  for (std::size_t l = 0; l < layers; ++l) {
+    std::vector<float> self(static_cast<std::size_t>(H * T * T), 0.0f), cross(static_cast<std::size_t>(H * T * Ts));
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const std::vector<float>& s = self_rows[l][static_cast<std::size_t>(t)];   // (H, 1, t + 1)
+        const std::vector<float>& c = cross_rows[l][static_cast<std::size_t>(t)];  // (H, 1, Ts)
+        for (int64_t k = 0; k <= t; ++k) self[(h * T + t) * T + k] = s[h * (t + 1) + k];
+        for (int64_t k = 0; k < Ts; ++k) cross[(h * T + t) * Ts + k] = c[h * Ts + k];
+      }
+    result.decoder_self.push_back(tensor(self, {H, T, T}));  // (H, T, T)
+    result.cross.push_back(tensor(cross, {H, T, Ts}));       // (H, T, Ts)
+  }
+  return result;
+}
+
 Evaluation evaluate(nn::EncoderDecoder& model, const Task& task, const std::vector<Example>& examples,
                     int64_t batch_size) {
   NoGradGuard no_grad;

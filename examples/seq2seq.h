@@ -134,6 +134,22 @@ double train_step(nn::EncoderDecoder& model, optim::Optimizer& optimizer, const 
 std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const Tensor& source,
                                                 const Tensor& source_valid_lens, int64_t max_steps);
 
+// Greedy decoding of one source with every attention weight kept, for pictures. The steps run as in
+// greedy_decode (one token per step with the key/value cache, eval mode, no graph); after each step
+// the decoder's weights — one query row per step, (1, H, 1, keys) — are copied into the full
+// matrices below. The source is not padded: Ts = its length + 1 (<eos>).
+struct DecodedAttention {
+  std::vector<int64_t> source;         // (Ts): the content tokens, then <eos>
+  std::vector<int64_t> decoder_input;  // (T): <bos>, then each predicted token fed back — one per step
+  std::vector<int64_t> prediction;     // the decoded tokens before <eos>
+  std::vector<Tensor> encoder;         // per layer (H, Ts, Ts): encoder self-attention
+  std::vector<Tensor> decoder_self;    // per layer (H, T, T): causal, 0 above the diagonal
+  std::vector<Tensor> cross;           // per layer (H, T, Ts): decoder queries over encoder keys
+};
+// Throws ValueError for an empty source or max_steps < 1.
+DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vector<int64_t>& source,
+                                       int64_t max_steps);
+
 struct Evaluation {
   double loss = 0;                  // masked cross-entropy per valid token, teacher forcing
   double token_accuracy = 0;        // argmax = label, over valid label tokens, teacher forcing

@@ -5,6 +5,8 @@
 //   ag-train --checkpoint run.agc              # saves every --checkpoint-every steps and at the end
 //   ag-train --resume run.agc                  # continues exactly where run.agc stopped
 //   ag-train --save-model reverse.agm          # a model-only file for ag-predict
+//   ag-train --curves-dir out                  # out/training_curves.csv and .png (gnuplot)
+//   ag-train --attention-png attention.png     # attention heatmaps of a decoded held-out example
 //   ag-train --help
 //
 // Each step: a batch of fresh examples, the encoder–decoder forward with teacher forcing, the
@@ -24,6 +26,7 @@
 #include <iostream>
 #include <string>
 
+#include "examples/plot.h"
 #include "examples/seq2seq.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -72,6 +75,9 @@ struct Options {
   int64_t stop_after = 0;  // 0: run to --steps
   std::string loss_log;
   std::string save_model;
+  std::string curves_dir;     // training_curves.csv (a row per evaluation) and training_curves.png
+  std::string attention_png;  // at the end: the attention weights of one decoded held-out example
+  int64_t attention_example = -1;  // -1: the first held-out example of the longest source
 };
 
 std::atomic<bool> interrupted{false};
@@ -96,6 +102,87 @@ void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const seq2seq:
                 correct ? "\u2713" : ("\u2717 (expected " + vocab.to_text(held_out[i].target) + ")").c_str());
   }
   std::fflush(stdout);
+}
+
+// ---- pictures --------------------------------------------------------------------------------------
+
+const char* const curves_header = "step,train_loss,heldout_loss,token_accuracy,sequence_accuracy";
+
+// training_curves.png from training_curves.csv: the losses above, the accuracies below.
+void plot_curves(const std::filesystem::path& dir, const std::string& task) {
+  const std::filesystem::path csv = dir / "training_curves.csv", png = dir / "training_curves.png";
+  plot::LineFigure figure;
+  figure.title = "ag-train, task " + task;
+  figure.points = true;
+  figure.panels.push_back({.title = "loss (masked cross-entropy per token)",
+                           .xlabel = "step",
+                           .ylabel = "loss",
+                           .curves = {{"train_loss", "training (mean since the previous evaluation)"},
+                                      {"heldout_loss", "held-out (teacher forcing)"}},
+                           .ymin = 0.0,
+                           .ymax = std::nullopt,
+                           .key = "top right"});
+  figure.panels.push_back({.title = "held-out accuracy",
+                           .xlabel = "step",
+                           .ylabel = "accuracy",
+                           .curves = {{"token_accuracy", "token (teacher forcing)"},
+                                      {"sequence_accuracy", "exact sequence (greedy decoding)"}},
+                           .ymin = 0.0,
+                           .ymax = 1.05,
+                           .key = "bottom right"});
+  plot::plot_csv(csv.string(), png.string(), figure);
+  std::printf("wrote %s and %s\n", png.c_str(), csv.c_str());
+}
+
+// One grid of heatmaps: a row of panels (one per head) for each layer of encoder self-attention,
+// decoder self-attention and encoder–decoder attention; queries down, keys across, weight 0 to 1.
+void write_attention_png(const std::string& path, nn::EncoderDecoder& model, const seq2seq::Task& task,
+                         const std::vector<seq2seq::Example>& held_out, int64_t index) {
+  if (index == -1) {
+    // The first of the longest sources: the most positions, the clearest pattern.
+    index = 0;
+    for (std::size_t i = 0; i < held_out.size(); ++i)
+      if (held_out[i].source.size() > held_out[static_cast<std::size_t>(index)].source.size())
+        index = static_cast<int64_t>(i);
+  }
+  if (index < 0 || index >= static_cast<int64_t>(held_out.size()))
+    throw ValueError("--attention-example " + std::to_string(index) + " is not one of the " +
+                     std::to_string(held_out.size()) + " held-out examples");
+  const seq2seq::Example& example = held_out[static_cast<std::size_t>(index)];
+  const seq2seq::DecodedAttention a = seq2seq::decode_with_attention(model, example.source, task.target_steps());
+  const seq2seq::Vocab& vocab = task.vocab();
+  auto labels = [&](const std::vector<int64_t>& ids) {
+    std::vector<std::string> out;
+    for (int64_t id : ids) out.push_back(vocab.token(id));
+    return out;
+  };
+  const std::vector<std::string> source = labels(a.source), decoder = labels(a.decoder_input);
+  std::vector<plot::HeatmapPanel> panels;
+  auto add = [&](const std::vector<Tensor>& per_layer, const std::string& name, const std::vector<std::string>& rows,
+                 const std::vector<std::string>& cols, const std::string& ylabel, const std::string& xlabel) {
+    for (std::size_t l = 0; l < per_layer.size(); ++l)
+      for (int64_t h = 0; h < per_layer[l].size(0); ++h)
+        panels.push_back({per_layer[l].select(0, h),  // (queries, keys) of head h
+                          {.title = name + " layer " + std::to_string(l) + " head " + std::to_string(h),
+                           .xlabel = xlabel,
+                           .ylabel = ylabel,
+                           .row_labels = rows,
+                           .col_labels = cols,
+                           .cell = 20,
+                           .font_scale = 1,
+                           .vmin = 0.0,
+                           .vmax = 1.0,
+                           .colorbar = true}});
+  };
+  add(a.encoder, "enc", source, source, "source", "source");                      // (H, Ts, Ts) per layer
+  add(a.decoder_self, "dec self", decoder, decoder, "decoder in", "decoder in");  // (H, T, T) per layer
+  add(a.cross, "enc-dec", decoder, source, "decoder in", "source");               // (H, T, Ts) per layer
+  const std::string decoded = vocab.to_text(example.source) + " -> " + vocab.to_text(a.prediction);
+  plot::write_heatmap_grid(path, panels, static_cast<int64_t>(a.encoder[0].size(0)),
+                           task.name() + ", held-out example " + std::to_string(index) + ": " + decoded +
+                               "  (rows: queries, columns: keys)");
+  std::printf("wrote %s (attention of every layer and head, held-out example %lld: %s)\n", path.c_str(),
+              static_cast<long long>(index), decoded.c_str());
 }
 
 // ---- the run's definition in a checkpoint --------------------------------------------------------
@@ -241,6 +328,17 @@ int train(Options o) {
     if (!loss_log) throw ValueError("cannot open --loss-log " + o.loss_log);
     if (!resumed) loss_log << "step,loss\n";
   }
+  std::ofstream curves;
+  if (!o.curves_dir.empty()) {
+    namespace fs = std::filesystem;
+    fs::create_directories(o.curves_dir);
+    const fs::path path = fs::path(o.curves_dir) / "training_curves.csv";
+    // A resumed run continues the file of the run it resumes (as --loss-log does).
+    const bool append = resumed && fs::exists(path) && fs::file_size(path) > 0;
+    curves.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!curves) throw ValueError("cannot open " + path.string() + " (--curves-dir)");
+    if (!append) curves << curves_header << '\n';
+  }
   const bool terminal = isatty(STDOUT_FILENO);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
@@ -248,8 +346,8 @@ int train(Options o) {
     throw ValueError("--stop-after " + std::to_string(o.stop_after) + " is before the resumed run's next step " +
                      std::to_string(first_step));
   const Clock::time_point start = Clock::now();
-  double tokens = 0, loss_since_report = 0;
-  int64_t steps_since_report = 0;
+  double tokens = 0, loss_since_report = 0, loss_since_evaluation = 0;
+  int64_t steps_since_report = 0, steps_since_evaluation = 0;
   std::vector<double> recent_losses;  // the last 100 steps' losses, for the final summary
   seq2seq::Evaluation evaluation;
   int64_t step = first_step;
@@ -262,6 +360,8 @@ int train(Options o) {
     tokens += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
     loss_since_report += loss;
     ++steps_since_report;
+    loss_since_evaluation += loss;
+    ++steps_since_evaluation;
     recent_losses.push_back(loss);
     if (recent_losses.size() > 100) recent_losses.erase(recent_losses.begin());
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -284,6 +384,15 @@ int train(Options o) {
     if (evaluate_now) {
       evaluation = seq2seq::evaluate(*model, *task, held_out);
       print_evaluation(step, evaluation, *task, held_out, o.show);
+      if (curves.is_open()) {
+        char row[160];
+        std::snprintf(row, sizeof row, "%lld,%.6g,%.6g,%.6g,%.6g\n", static_cast<long long>(step),
+                      loss_since_evaluation / static_cast<double>(steps_since_evaluation), evaluation.loss,
+                      evaluation.token_accuracy, evaluation.sequence_accuracy);
+        curves << row << std::flush;
+      }
+      loss_since_evaluation = 0;
+      steps_since_evaluation = 0;
     }
     if (step % checkpoint_every == 0 || step == last_step) save(step);
     if (interrupted) {
@@ -299,6 +408,11 @@ int train(Options o) {
                         o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary);
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
+  if (curves.is_open()) {
+    curves.close();
+    plot_curves(o.curves_dir, o.task);
+  }
+  if (!o.attention_png.empty()) write_attention_png(o.attention_png, *model, *task, held_out, o.attention_example);
   if (last_step < o.steps) {
     std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step), static_cast<long long>(o.steps),
                 o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
@@ -348,6 +462,13 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")->capture_default_str();
   app.add_option("--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
   app.add_option("--save-model", o.save_model, "at the end, save the model alone here (for ag-predict)");
+  app.add_option("--curves-dir", o.curves_dir, "write training_curves.csv (a row per evaluation) and, at the end, "
+                                               "training_curves.png (gnuplot) into this directory");
+  app.add_option("--attention-png", o.attention_png, "at the end, draw the attention weights of every layer and head "
+                                                     "for one decoded held-out example into this PNG");
+  app.add_option("--attention-example", o.attention_example,
+                 "the held-out example drawn by --attention-png (-1: the first with the longest source)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -384,6 +505,9 @@ int main(int argc, char** argv) {
     problem = "unknown --checkpoint-format '" + o.checkpoint_format + "' (known: binary, json)";
   else if (o.keep > 0 && o.checkpoint.empty())
     problem = "--keep needs --checkpoint";
+  else if (o.attention_example < -1 || o.attention_example >= o.eval_size)
+    problem = "--attention-example " + std::to_string(o.attention_example) + " must be -1 or in 0-" +
+              std::to_string(o.eval_size - 1) + " (an index into the --eval-size held-out examples)";
   if (!problem.empty()) {
     std::cerr << "ag-train: " << problem << "\n";
     return 2;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "examples/seq2seq.h"
@@ -33,6 +34,15 @@ int64_t resident_bytes() {
   int64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * sysconf(_SC_PAGESIZE);
+}
+
+// The largest |a − b| of two tensors of the same shape (infinity for different shapes).
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+  return worst;
 }
 
 ModelConfig small_config(int64_t vocab_size) {
@@ -145,6 +155,70 @@ TEST_CASE("a small model overfits a fixed batch", "[seq2seq][training]") {
   double loss = 0;
   for (int step = 0; step < 500; ++step) loss = train_step(*model, adam, batch, 1.0);
   CHECK(loss < 0.01);
+}
+
+TEST_CASE("decode_with_attention keeps each step's weights: the full matrices of a teacher-forced forward",
+          "[seq2seq][attention]") {
+  set_num_threads(1);
+  manual_seed(0);
+  auto task = make_task("reverse");
+  Generator g(4);
+  std::vector<Example> examples;
+  for (int i = 0; i < 8; ++i) examples.push_back(task->sample(g));
+  ModelConfig config = small_config(task->vocab().size());
+  config.num_layers = 2;
+  config.dropout = 0.1;  // off in eval mode, which decoding switches to
+  auto model = make_transformer(config);
+  optim::Adam adam(model->parameters(), 0.01);
+  // A little training on a fixed batch, so that decoding runs several steps before <eos>.
+  Batch batch = make_batch(examples, task->source_steps(), task->target_steps());
+  for (int step = 0; step < 150; ++step) train_step(*model, adam, batch, 1.0);
+  const Example& e = *std::max_element(examples.begin(), examples.end(), [](const Example& a, const Example& b) {
+    return a.source.size() < b.source.size();
+  });
+  REQUIRE(e.source.size() >= 5);
+  model->train();
+  const DecodedAttention a = decode_with_attention(*model, e.source, task->target_steps());
+  CHECK(model->is_training());  // the mode is restored
+
+  const int64_t Ts = static_cast<int64_t>(e.source.size()) + 1, T = static_cast<int64_t>(a.decoder_input.size());
+  INFO("source " << task->vocab().to_text(e.source) << ", decoder input " << task->vocab().to_text(a.decoder_input));
+  REQUIRE(T >= 3);
+  CHECK(a.source.back() == Vocab::eos);
+  CHECK(a.decoder_input[0] == Vocab::bos);
+  // The decoder was fed its own predictions, and they are greedy_decode's.
+  CHECK(std::equal(a.prediction.begin(), a.prediction.end(), a.decoder_input.begin() + 1));
+  Batch one = make_batch({e}, task->source_steps(), task->target_steps());
+  CHECK(greedy_decode(*model, one.source, one.source_valid_lens, task->target_steps())[0] == a.prediction);
+
+  // The same weights from one forward over the whole decoder input (the causal mask hides each
+  // query's future), in eval mode.
+  model->eval();
+  NoGradGuard no_grad;
+  std::vector<float> src(a.source.begin(), a.source.end()), dec(a.decoder_input.begin(), a.decoder_input.end());
+  model->forward(tensor(src, {1, Ts}), tensor(dec, {1, T}), tensor(std::vector<float>{float(Ts)}, {1}));
+  const auto encoder = model->encoder->attention_weights();           // per layer (1, H, Ts, Ts)
+  const auto self = model->decoder->self_attention_weights();         // per layer (1, H, T, T)
+  const auto cross = model->decoder->cross_attention_weights();       // per layer (1, H, T, Ts)
+  REQUIRE(a.encoder.size() == 2);
+  REQUIRE(a.decoder_self.size() == 2);
+  REQUIRE(a.cross.size() == 2);
+  for (std::size_t l = 0; l < 2; ++l) {
+    CHECK(a.encoder[l].shape() == Shape{2, Ts, Ts});
+    CHECK(a.decoder_self[l].shape() == Shape{2, T, T});
+    CHECK(a.cross[l].shape() == Shape{2, T, Ts});
+    CHECK(max_abs_diff(a.encoder[l], encoder[l].select(0, 0)) < 1e-5);
+    CHECK(max_abs_diff(a.decoder_self[l], self[l].select(0, 0)) < 1e-5);
+    CHECK(max_abs_diff(a.cross[l], cross[l].select(0, 0)) < 1e-5);
+    // Every query's weights sum to 1; self-attention puts exactly 0 on keys after the query.
+    for (const Tensor& w : {a.encoder[l], a.decoder_self[l], a.cross[l]})
+      CHECK(max_abs_diff(sum(w, {-1}), ones({2, w.size(1)})) < 1e-5);
+    const std::vector<float> causal = a.decoder_self[l].to_vector<float>();
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = t + 1; k < T; ++k) CHECK(causal[(h * T + t) * T + k] == 0.0f);
+  }
+  CHECK_THROWS_WITH(decode_with_attention(*model, {}, 5), Contains("decode_with_attention"));
 }
 
 TEST_CASE("a short run on the copy task learns it", "[seq2seq][training]") {

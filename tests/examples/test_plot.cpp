@@ -1,0 +1,307 @@
+// examples/plot.cpp: PNG files written and read back with libpng, the colour map, the bitmap font,
+// heatmaps and their grid, CSV files and gnuplot line plots, and the errors of each.
+#include <catch2/catch.hpp>
+
+#include "tests/examples/pictures_test_util.h"
+
+using namespace ag;
+using namespace ag::plot;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+using namespace ag::plot::testing;
+
+namespace {
+
+// Pixels of `image` that are not white.
+int64_t ink(const Image& image) {
+  int64_t count = 0;
+  for (int64_t y = 0; y < image.height(); ++y)
+    for (int64_t x = 0; x < image.width(); ++x) count += !(image.at(x, y) == white);
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("write_png writes RGB pixels that read_png reads back exactly", "[plot][png]") {
+  const fs::path dir = temp_dir();
+  const int64_t w = 7, h = 5;
+  std::vector<uint8_t> rgb;
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      rgb.push_back(static_cast<uint8_t>(30 * x));
+      rgb.push_back(static_cast<uint8_t>(50 * y));
+      rgb.push_back(static_cast<uint8_t>(x * y));
+    }
+  write_png((dir / "a.png").string(), w, h, rgb);
+  const Image back = read_png((dir / "a.png").string());
+  CHECK(back.width() == w);
+  CHECK(back.height() == h);
+  CHECK(back.rgb() == rgb);
+  CHECK(distinct_colours(back) == static_cast<std::size_t>(w * h));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("write_png and read_png name the path and the reason when they fail", "[plot][png][errors]") {
+  const std::vector<uint8_t> rgb(12, 0);
+  CHECK_THROWS_AS(write_png("/no-such-directory/x.png", 2, 2, rgb), PlotError);
+  CHECK_THROWS_WITH(write_png("/no-such-directory/x.png", 2, 2, rgb),
+                    Contains("write_png") && Contains("/no-such-directory/x.png") &&
+                        Contains("No such file or directory"));
+  CHECK_THROWS_WITH(write_png("x.png", 2, 3, rgb), Contains("write_png") && Contains("2x3") && Contains("18 bytes") &&
+                                                       Contains("got 12"));
+  CHECK_THROWS_AS(write_png("x.png", 0, 2, {}), ShapeError);
+  CHECK_THROWS_WITH(read_png("/no-such-directory/x.png"), Contains("read_png") && Contains("/no-such-directory/x.png"));
+  const fs::path dir = temp_dir();
+  std::ofstream(dir / "not.png") << "not a picture";
+  CHECK_THROWS_WITH(read_png((dir / "not.png").string()), Contains((dir / "not.png").string()) && Contains("Not a PNG"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("viridis runs from dark purple to yellow, always getting lighter", "[plot][colour]") {
+  CHECK(viridis(0.0) == Rgb{68, 1, 84});
+  CHECK(viridis(1.0) == Rgb{253, 231, 37});
+  CHECK(viridis(-3.0) == viridis(0.0));  // clamped
+  CHECK(viridis(7.0) == viridis(1.0));
+  double previous = -1;
+  for (int i = 0; i <= 200; ++i) {
+    const double l = luminance(viridis(i / 200.0));
+    INFO("t = " << i / 200.0);
+    CHECK(l > previous);
+    previous = l;
+  }
+  CHECK_THROWS_AS(viridis(NAN), ValueError);
+}
+
+TEST_CASE("the bitmap font has a distinct 5x7 glyph for every character it lists", "[plot][font]") {
+  const std::string characters = font_characters();
+  CHECK(characters.find('0') != std::string::npos);
+  CHECK(characters.find('Z') != std::string::npos);
+  CHECK(characters.find('<') != std::string::npos);
+  std::set<std::vector<std::string>> seen;
+  for (char c : characters) {
+    INFO("glyph '" << c << "'");
+    const auto& rows = glyph(c);
+    REQUIRE(rows.size() == static_cast<std::size_t>(glyph_height));
+    for (const std::string& row : rows) {
+      CHECK(row.size() == static_cast<std::size_t>(glyph_width));
+      CHECK(row.find_first_not_of(".#") == std::string::npos);
+    }
+    CHECK(seen.insert(rows).second);  // no two characters look the same
+  }
+  CHECK(glyph('a') == glyph('A'));        // lower case is drawn in capitals
+  CHECK(glyph('\x01') == glyph('?'));     // anything else as '?'
+  CHECK(text_width("", 2) == 0);
+  CHECK(text_width("ab", 1) == 11);      // 5 + 1 + 5
+  CHECK(text_width("ab", 3) == 33);
+}
+
+TEST_CASE("draw_text draws the same ink horizontally and turned a quarter turn", "[plot][font]") {
+  const std::string text = "L0";
+  Image flat(40, 40), turned(40, 40);
+  draw_text(flat, 0, 0, text, black, 2);
+  draw_text(turned, 0, 0, text, black, 2, true);
+  CHECK(ink(flat) > 0);
+  CHECK(ink(flat) == ink(turned));
+  // Bounding boxes: text_width × 14 flat, 14 × text_width turned.
+  auto box = [](const Image& image) {
+    int64_t right = 0, bottom = 0;
+    for (int64_t y = 0; y < image.height(); ++y)
+      for (int64_t x = 0; x < image.width(); ++x)
+        if (!(image.at(x, y) == white)) right = std::max(right, x + 1), bottom = std::max(bottom, y + 1);
+    return std::pair<int64_t, int64_t>{right, bottom};
+  };
+  CHECK(box(flat) == std::pair<int64_t, int64_t>{text_width(text, 2), 14});
+  CHECK(box(turned) == std::pair<int64_t, int64_t>{14, text_width(text, 2)});
+  // 'L' read upwards: its foot (the bottom row of the glyph) becomes the left column, starting at
+  // the bottom of the box.
+  CHECK(turned.at(13, text_width(text, 2) - 1) == black);
+  CHECK(turned.at(0, text_width(text, 2) - 1) == black);
+  // Drawing off the image is clipped, not an error.
+  CHECK_NOTHROW(draw_text(flat, 35, 35, "WIDE TEXT", black));
+}
+
+TEST_CASE("a heatmap colours each cell by its value: larger values are lighter", "[plot][heatmap]") {
+  // (2, 3): the values in a scrambled order, each twice in no cell.
+  const Tensor m = tensor({4.0, 0.0, 2.0, 1.0, 5.0, 3.0}, {2, 3});
+  HeatmapOptions o;
+  o.cell = 10;
+  o.colorbar = false;
+  const Image image = render_heatmap(m, o);
+  // No title or labels: the map starts at (pad, pad) = (4, 4).
+  auto centre = [&](int64_t r, int64_t c) { return image.at(4 + c * 10 + 5, 4 + r * 10 + 5); };
+  CHECK(centre(0, 1) == viridis(0.0));  // the minimum
+  CHECK(centre(1, 1) == viridis(1.0));  // the maximum
+  // Sorted by value, the cells' luminance rises strictly.
+  const std::vector<std::pair<int64_t, int64_t>> by_value{{0, 1}, {1, 0}, {0, 2}, {1, 2}, {0, 0}, {1, 1}};
+  for (std::size_t i = 1; i < by_value.size(); ++i)
+    CHECK(luminance(centre(by_value[i].first, by_value[i].second)) >
+          luminance(centre(by_value[i - 1].first, by_value[i - 1].second)));
+  // A whole cell is one colour.
+  CHECK(image.at(4 + 10, 4) == centre(0, 1));
+  CHECK(image.at(4 + 19, 4 + 9) == centre(0, 1));
+
+  // Written and read back: the same pixels.
+  const fs::path dir = temp_dir();
+  write_heatmap((dir / "m.png").string(), m, o);
+  const Image back = read_png((dir / "m.png").string());
+  CHECK(back.width() == image.width());
+  CHECK(back.height() == image.height());
+  CHECK(back.rgb() == image.rgb());
+  CHECK(distinct_colours(back) == 7);  // six cells and the white margin
+  fs::remove_all(dir);
+
+  // vmin/vmax fix the scale: with [0, 10] the maximum 5 is the middle colour.
+  o.vmin = 0.0;
+  o.vmax = 10.0;
+  const Image fixed = render_heatmap(m, o);
+  CHECK(fixed.at(4 + 15, 4 + 15) == viridis(0.5));
+}
+
+TEST_CASE("heatmap labels, title and colour bar make the picture larger and are drawn", "[plot][heatmap]") {
+  const Tensor m = tensor({0.1, 0.9, 0.5, 0.3}, {2, 2});
+  HeatmapOptions bare;
+  bare.colorbar = false;
+  HeatmapOptions labelled{.title = "enc layer 0 head 1",
+                          .xlabel = "keys",
+                          .ylabel = "queries",
+                          .row_labels = {"<bos>", "7"},
+                          .col_labels = {"3", "<eos>"},
+                          .cell = 20,
+                          .font_scale = 1,
+                          .vmin = 0.0,
+                          .vmax = 1.0,
+                          .colorbar = true};
+  const Image a = render_heatmap(m, bare), b = render_heatmap(m, labelled);
+  CHECK(b.width() > a.width() + text_width("<bos>") + text_width("1"));
+  CHECK(b.height() > a.height() + text_width("<eos>"));
+  CHECK(distinct_colours(b) > 20);  // the cells, text and the colour bar's gradient
+  // The title is drawn in the top text line.
+  int64_t title_ink = 0;
+  for (int64_t x = 0; x < b.width(); ++x)
+    for (int64_t y = 4; y < 4 + glyph_height; ++y) title_ink += !(b.at(x, y) == white);
+  CHECK(title_ink > 50);
+}
+
+TEST_CASE("heatmaps reject bad input with the function's name and the sizes", "[plot][heatmap][errors]") {
+  CHECK_THROWS_WITH(render_heatmap(tensor({1.0, 2.0, 3.0})), Contains("render_heatmap") && Contains("[3]"));
+  CHECK_THROWS_AS(render_heatmap(zeros({0, 3})), ShapeError);
+  HeatmapOptions o;
+  o.row_labels = {"a"};
+  CHECK_THROWS_WITH(render_heatmap(zeros({2, 3}), o), Contains("1 row labels") && Contains("[2,3]"));
+  o.row_labels = {};
+  o.col_labels = {"a", "b"};
+  CHECK_THROWS_WITH(render_heatmap(zeros({2, 3}), o), Contains("2 column labels") && Contains("[2,3]"));
+  CHECK_THROWS_WITH(render_heatmap(tensor({1.0, NAN, 3.0, 4.0}, {2, 2})),
+                    Contains("row 0, column 1") && Contains("nan"));
+  HeatmapOptions inverted;
+  inverted.vmin = 1.0;
+  inverted.vmax = 0.0;
+  CHECK_THROWS_AS(render_heatmap(zeros({2, 2}), inverted), ValueError);
+  CHECK_THROWS_AS(render_heatmap_grid({}, 2), ValueError);
+}
+
+TEST_CASE("a heatmap grid lays the panels out in rows of `columns`", "[plot][heatmap]") {
+  std::vector<HeatmapPanel> panels;
+  for (int i = 0; i < 5; ++i) {
+    HeatmapPanel p{tensor({0.0, 1.0, 2.0, double(i)}, {2, 2}), {}};
+    p.options.title = "panel " + std::to_string(i);
+    p.options.colorbar = false;
+    panels.push_back(p);
+  }
+  const Image one = render_heatmap(panels[0].matrix, panels[0].options);
+  const Image grid = render_heatmap_grid(panels, 2, "five panels");
+  CHECK(grid.width() == 2 * one.width());
+  // Three rows of panels under the title line (7 pixels and a pad of 4 above and below).
+  CHECK(grid.height() == 3 * one.height() + glyph_height + 8);
+  // Inside a panel the map starts at (pad, pad + title line) = (4, 15) and cells are 12 pixels, so
+  // cell (1, 1)'s centre is at (4 + 18, 15 + 18); the grid's title line is 15 pixels high. That
+  // cell holds panel i's value i: the minimum 0 of panel 0, the maximum 3 of panel 3 (row 1,
+  // column 1 of the grid).
+  CHECK(grid.at(22, 15 + 33) == viridis(0.0));
+  CHECK(grid.at(one.width() + 22, 15 + one.height() + 33) == viridis(1.0));
+  const fs::path dir = temp_dir();
+  write_heatmap_grid((dir / "grid.png").string(), panels, 2, "five panels");
+  CHECK(read_png((dir / "grid.png").string()).rgb() == grid.rgb());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("write_csv writes a header and one row per index", "[plot][csv]") {
+  const fs::path dir = temp_dir();
+  write_csv((dir / "a.csv").string(), {"x", "y"}, {{0, 1, 2}, {0.5, -1.25, 1e-7}});
+  CHECK(read_text(dir / "a.csv") == "x,y\n0,0.5\n1,-1.25\n2,1e-07\n");
+  CHECK_THROWS_WITH(write_csv((dir / "b.csv").string(), {"x", "y"}, {{0, 1}, {0}}),
+                    Contains("write_csv") && Contains("2 and 1 rows"));
+  CHECK_THROWS_AS(write_csv((dir / "b.csv").string(), {"x"}, {{0}, {1}}), ShapeError);
+  CHECK_THROWS_WITH(write_csv("/no-such-directory/a.csv", {"x"}, {{0}}),
+                    Contains("/no-such-directory/a.csv") && Contains("No such file"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plot_csv draws the CSV's columns with gnuplot into a PNG of the requested size", "[plot][gnuplot]") {
+  const fs::path dir = temp_dir();
+  std::vector<double> x, up, down;
+  for (int i = 0; i < 50; ++i) {
+    x.push_back(i);
+    up.push_back(i * 0.1);
+    down.push_back(5 - i * 0.1);
+  }
+  write_csv((dir / "lines.csv").string(), {"step", "up", "down"}, {x, up, down});
+  LineFigure figure;
+  figure.width = 500;
+  figure.height = 300;
+  figure.panels.push_back({.title = "two lines",
+                           .xlabel = "step",
+                           .ylabel = "value",
+                           .curves = {{"up", "rising"}, {"down", "falling"}},
+                           .ymin = std::nullopt,
+                           .ymax = std::nullopt,
+                           .key = "top right"});
+  plot_csv((dir / "lines.csv").string(), (dir / "lines.png").string(), figure);
+  const Image png = read_png((dir / "lines.png").string());
+  CHECK(png.width() == 500);
+  CHECK(png.height() == 300);
+  CHECK(distinct_colours(png) >= 3);  // background, axes/text and the curves' colours
+  const std::string script = read_text(dir / "lines.gp");
+  CHECK_THAT(script, Contains("using 1:2") && Contains("using 1:3") && Contains("title 'rising'"));
+
+  // Two panels: the default height is 360 per panel.
+  figure.height = 0;
+  figure.panels.push_back(figure.panels[0]);
+  plot_csv((dir / "lines.csv").string(), (dir / "two.png").string(), figure);
+  CHECK(read_png((dir / "two.png").string()).height() == 720);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plot_csv names the command, its exit status or the missing column when it fails", "[plot][gnuplot][errors]") {
+  const fs::path dir = temp_dir();
+  const std::string csv = (dir / "a.csv").string(), png = (dir / "a.png").string();
+  write_csv(csv, {"x", "y"}, {{0, 1}, {2, 3}});
+  LineFigure figure;
+  figure.panels.push_back({.title = "",
+                           .xlabel = "",
+                           .ylabel = "",
+                           .curves = {{"y", "y"}},
+                           .ymin = std::nullopt,
+                           .ymax = std::nullopt,
+                           .key = "top right"});
+  // gnuplot is not installed (here: a program that does not exist).
+  LineFigure missing = figure;
+  missing.gnuplot = "no-such-gnuplot-ag-test";
+  CHECK_THROWS_WITH(plot_csv(csv, png, missing), Contains("cannot run 'no-such-gnuplot-ag-test'") &&
+                                                     Contains("No such file or directory") && Contains("gnuplot-nox"));
+  // A program that fails: `false` exits with status 1.
+  LineFigure failing = figure;
+  failing.gnuplot = "false";
+  CHECK_THROWS_WITH(plot_csv(csv, png, failing), Contains("'false ") && Contains("exited with status 1"));
+  // gnuplot itself failing on a bad script line (here an invalid legend placement).
+  LineFigure bad_key = figure;
+  bad_key.panels[0].key = "nowhere-at-all";
+  CHECK_THROWS_WITH(plot_csv(csv, png, bad_key), Contains("gnuplot ") && Contains("exited with status"));
+  // A curve naming a column the CSV does not have.
+  LineFigure bad_column = figure;
+  bad_column.panels[0].curves = {{"z", "z"}};
+  CHECK_THROWS_WITH(plot_csv(csv, png, bad_column), Contains("no column 'z'") && Contains("it has: x, y"));
+  CHECK_THROWS_WITH(plot_csv((dir / "none.csv").string(), png, figure), Contains("none.csv"));
+  fs::remove_all(dir);
+}
