@@ -17,6 +17,7 @@ packages=(
   zlib1g-dev      # zlib's crc32 (checkpoint files)
   clang           # the fuzzer (tests/fuzz/run.sh): clang 14 with -fsanitize=fuzzer
   libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)
+  graphviz        # dot: ag-attention-graph --png renders graphs; tests/examples checks the PNG
 )
 
 missing=()
