@@ -341,7 +341,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
 
   if (root.is_leaf()) {
     TensorImpl& leaf = *root.impl_ptr();
-    if (!leaf.grad_hooks.empty()) seed = run_hooks(leaf.grad_hooks, std::move(seed), leaf.shape, leaf.dtype, "a leaf");
+    if (!leaf.grad_hooks.empty())
+      seed = run_hooks(leaf.grad_hooks, std::move(seed), leaf.shape, leaf.dtype, "a leaf");
     accumulate(leaf.grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf");
     return;
   }
@@ -388,9 +389,11 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           detail::fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
                                       shape_str(node->output_shape()),
                                       ") has no backward function");
-        if (!node->grad_hooks_.empty())
+        if (!node->grad_hooks_.empty()) {
+          const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
-                                  node->output_dtype(), (std::string("the output of '") + node->name() + "'").c_str());
+                                  node->output_dtype(), tensor_kind.c_str());
+        }
         std::vector<bool> flags;
         flags.reserve(node->inputs().size());
         for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());

@@ -172,7 +172,9 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
       // Edges into an op with several inputs carry the input's position (matmul's 0 and 1).
       std::string attributes = arity > 1 ? "label=\"" + std::to_string(i) + "\"" : "";
       if (constant) attributes += std::string(attributes.empty() ? "" : ", ") + "style=dashed, color=\"#999999\"";
-      edges << "  n" << producer << " -> n" << consumer << (attributes.empty() ? "" : " [" + attributes + "]") << ";\n";
+      edges << "  n" << producer << " -> n" << consumer;
+      if (!attributes.empty()) edges << " [" << attributes << "]";
+      edges << ";\n";
     }
   }
 

@@ -22,8 +22,9 @@
 // masked_softmax and Q·Kᵀ/√d to the three projections W_q, W_k, W_v; then the gradient norm of
 // every parameter (nn::grad_norm_summary).
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>

@@ -19,14 +19,20 @@ TEST_CASE("anomaly mode: log of a negative number fails in forward, naming log a
     CHECK(std::isnan(y.to_vector<double>()[1]));
   }
   AnomalyModeGuard anomaly;
-  CHECK_THROWS_MATCHES(log(x), AutogradError, WhatContains({"anomaly mode: forward of 'log'", "inputs [3] -> output [3]", "NaN at element 1"}));
+  CHECK_THROWS_MATCHES(log(x), AutogradError,
+      WhatContains({"anomaly mode: forward of 'log'",
+                    "inputs [3] -> output [3]",
+                    "NaN at element 1"}));
 }
 
 TEST_CASE("anomaly mode: 0/0 in forward names div and both input shapes", "[autograd][anomaly]") {
   Tensor a = zeros({2, 2}, float64).requires_grad_();
   Tensor b = zeros({2}, float64);
   AnomalyModeGuard anomaly;
-  CHECK_THROWS_MATCHES(a / b, AutogradError, WhatContains({"forward of 'div'", "inputs [2,2], [2] -> output [2,2]", "NaN at element 0"}));
+  CHECK_THROWS_MATCHES(a / b, AutogradError,
+      WhatContains({"forward of 'div'",
+                    "inputs [2,2], [2] -> output [2,2]",
+                    "NaN at element 0"}));
   CHECK_NOTHROW(a + b);  // finite outputs pass
 }
 
@@ -40,7 +46,11 @@ TEST_CASE("anomaly mode: a backward that produces Inf (sqrt at 0) names the op a
   }
   AnomalyModeGuard anomaly;
   Tensor y = sqrt(x).sum();  // forward is finite: √0 = 0
-  CHECK_THROWS_MATCHES(y.backward(), AutogradError, WhatContains({"anomaly mode: backward of 'sqrt'", "inputs [2] -> output [2]", "+Inf at element 1", "gradient for its input 0"}));
+  CHECK_THROWS_MATCHES(y.backward(), AutogradError,
+      WhatContains({"anomaly mode: backward of 'sqrt'",
+                    "inputs [2] -> output [2]",
+                    "+Inf at element 1",
+                    "gradient for its input 0"}));
   CHECK_FALSE(x.grad().defined());  // it stopped before anything reached the leaf
 }
 

@@ -144,7 +144,8 @@ TEST_CASE("to_dot shows values and gradients, small ones in full and large ones 
   options.max_printed = 4;
   const std::string dot = to_dot(y, options);
   CHECK_THAT(dot, Contains("small\\n[3] float32\\nvalue [1, -2, 0.5]\\ngrad [30, 30, 30]"));
-  CHECK_THAT(dot, Contains("large\\n[10] float32\\nvalue norm 9.487 min 3 max 3\\ngrad norm 1.581 min -0.5 max -0.5"));
+  CHECK_THAT(dot, Contains("large\\n[10] float32\\nvalue norm 9.487 min 3 max 3\\n"
+                           "grad norm 1.581 min -0.5 max -0.5"));
   CHECK_THAT(dot, Contains("mul\\n[] float32\\nvalue [-15]"));  // the root is alive: its value is known
   CHECK_THAT(to_dot(y), !Contains("value"));
 }
@@ -174,7 +175,9 @@ TEST_CASE("write_dot writes the file and names the path when it cannot", "[autog
   text << in.rdbuf();
   CHECK(text.str() == to_dot(y));
   std::remove(path.c_str());
-  CHECK_THROWS_MATCHES(write_dot("/nonexistent-dir-ag/graph.dot", y), Error, WhatContains({"write_dot", "/nonexistent-dir-ag/graph.dot"}));
+  CHECK_THROWS_MATCHES(write_dot("/nonexistent-dir-ag/graph.dot", y), Error,
+      WhatContains({"write_dot",
+                    "/nonexistent-dir-ag/graph.dot"}));
 }
 
 TEST_CASE("BackwardTraceGuard prints the nodes in backward's order with shapes and gradient norms",

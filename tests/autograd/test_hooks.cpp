@@ -114,12 +114,19 @@ TEST_CASE("a hook returning the wrong shape is an error naming register_hook and
           "[autograd][hooks]") {
   Tensor x = ones({2, 3}, float64).requires_grad_();
   x.register_hook([](const Tensor& g) { return g.sum({0}); });  // [3] for a [2,3] tensor
-  CHECK_THROWS_MATCHES((x * 2.0).sum().backward(), AutogradError, WhatContains({"register_hook", "[2,3]", "[3]"}));
+  CHECK_THROWS_MATCHES((x * 2.0).sum().backward(), AutogradError,
+      WhatContains({"register_hook",
+                    "[2,3]",
+                    "[3]"}));
 
   Tensor w = ones({4}, float64).requires_grad_();
   Tensor y = w * 2.0;
   y.register_hook([](const Tensor&) { return ones({2, 2}, float64); });
-  CHECK_THROWS_MATCHES(y.sum().backward(), AutogradError, WhatContains({"register_hook", "mul_scalar", "[4]", "[2,2]"}));
+  CHECK_THROWS_MATCHES(y.sum().backward(), AutogradError,
+      WhatContains({"register_hook",
+                    "mul_scalar",
+                    "[4]",
+                    "[2,2]"}));
 
   Tensor v = ones({2}, float64).requires_grad_();
   v.register_hook([](const Tensor& g) { return g.to(float32); });
@@ -128,7 +135,9 @@ TEST_CASE("a hook returning the wrong shape is an error naming register_hook and
 
 TEST_CASE("register_hook needs a tensor that requires grad", "[autograd][hooks]") {
   Tensor x = ones({2, 2});
-  CHECK_THROWS_MATCHES(x.register_hook([](const Tensor& g) { return g; }), AutogradError, WhatContains({"register_hook", "[2,2]"}));
+  CHECK_THROWS_MATCHES(x.register_hook([](const Tensor& g) { return g; }), AutogradError,
+      WhatContains({"register_hook",
+                    "[2,2]"}));
   Tensor y = ones({1}).requires_grad_();
   CHECK_THROWS_AS(y.register_hook(nullptr), ValueError);
 }

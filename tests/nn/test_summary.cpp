@@ -74,7 +74,8 @@ TEST_CASE("summary lists every module with its own parameters and the total", "[
       CHECK(counts_of(line) == std::pair<int64_t, int64_t>{64, 64});
     }
     if (modules.back() == "blks.0.addnorm1.ln") CHECK_THAT(line, Contains("weight [8], bias [8]"));
-    if (modules.back() == "blks.0") CHECK(counts_of(line).second == encoder.blks->at<nn::Module>(0)->num_parameters());
+    if (modules.back() == "blks.0")
+      CHECK(counts_of(line).second == encoder.blks->at<nn::Module>(0)->num_parameters());
   }
   CHECK(own_total == encoder.num_parameters());
   REQUIRE(modules.size() >= 4);
