@@ -23,8 +23,9 @@
 
 namespace ag {
 
-// Names for leaf tensors, e.g. module.named_parameters() ("W_q.weight"). A leaf is matched by
-// identity (the same TensorImpl), not by value.
+// Names for leaf tensors, e.g. module.named_parameters() ("W_q.weight"); from a map such as
+// module.state_dict(), TensorNames(map.begin(), map.end()). A leaf is matched by identity (the
+// same TensorImpl), not by value.
 using TensorNames = std::vector<std::pair<std::string, Tensor>>;
 
 struct DotOptions {

@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
           output.backward(upstream, /*retain_graph=*/true);
         }
         if (!fused)
-          info << "\nReading it against d2l's code (each block is one line of d2l, read bottom-up in the forward):\n"
+          info << "\nReading it against d2l's code (ops of the trace -> the line of d2l that recorded them):\n"
                   "  matmul, permute -> W_o.weight   W_o(output_concat): a Linear is X · Wᵀ, the permute is Wᵀ\n"
                   "  reshape, permute, reshape       transpose_output: the heads back into the width\n"
                   "  matmul [10,4,6], [10,6,20]      torch.bmm(dropout(attention_weights), values)\n"
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
                   "  div_scalar, matmul, permute     torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)\n"
                   "  reshape, permute, reshape,      transpose_qkv(self.W_v(values)), then the same for the keys\n"
                   "  matmul, permute -> W_v.weight   and the queries: the gradient of each projection weight\n"
-                  "The gradient of keys and values (the same Y) is not traced: the input needs none (\"-\").\n";
+                  "The inputs X and Y are data, not parameters: they need no gradient, so their column shows \"-\".\n";
       } else {
         output.backward(upstream, /*retain_graph=*/true);
       }
