@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <unordered_set>
 
 #include "autograd/ops.h"
@@ -15,10 +16,14 @@ thread_local bool grad_mode_enabled = true;
 std::atomic<uint64_t> next_sequence_nr{0};
 std::atomic<int64_t> live_nodes{0};
 thread_local std::vector<BackwardObserver> backward_observers;
+thread_local bool anomaly_mode_enabled = false;
 }  // namespace
 
 bool GradMode::is_enabled() { return grad_mode_enabled; }
 void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+bool AnomalyMode::is_enabled() { return anomaly_mode_enabled; }
+void AnomalyMode::set_enabled(bool enabled) { anomaly_mode_enabled = enabled; }
 
 BackwardObserverGuard::BackwardObserverGuard(BackwardObserver observer) {
   backward_observers.push_back(std::move(observer));
@@ -40,6 +45,152 @@ Node::Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape outpu
 }
 
 int64_t live_node_count() { return live_nodes.load(std::memory_order_relaxed); }
+
+void Node::set_forward_info(const std::vector<Tensor>& inputs, const Tensor& output) {
+  std::size_t count = 0;
+  for (const Tensor& input : inputs) count += 1 + (input.defined() ? input.shape().size() : 0);
+  input_dims_.clear();
+  input_dims_.reserve(count);
+  for (const Tensor& input : inputs) {
+    if (!input.defined()) {
+      input_dims_.push_back(-1);
+      continue;
+    }
+    input_dims_.push_back(input.dim());
+    input_dims_.insert(input_dims_.end(), input.shape().begin(), input.shape().end());
+  }
+  output_ = output.impl_ptr();
+}
+
+std::vector<std::optional<Shape>> Node::input_shapes() const {
+  std::vector<std::optional<Shape>> shapes;
+  for (std::size_t i = 0; i < input_dims_.size();) {
+    const int64_t rank = input_dims_[i++];
+    if (rank < 0) {
+      shapes.emplace_back(std::nullopt);
+      continue;
+    }
+    const auto first = input_dims_.begin() + static_cast<std::ptrdiff_t>(i);
+    shapes.emplace_back(Shape(first, first + rank));
+    i += static_cast<std::size_t>(rank);
+  }
+  return shapes;
+}
+
+Tensor Node::output() const {
+  std::shared_ptr<TensorImpl> impl = output_.lock();
+  return impl ? Tensor(std::move(impl)) : Tensor();
+}
+
+// ---- gradient hooks -------------------------------------------------------------------------------
+
+HookHandle Tensor::register_hook(GradHook hook) const {
+  if (!hook) throw ValueError("register_hook: the hook is an empty function");
+  if (!requires_grad())
+    detail::fail<AutogradError>("register_hook: the tensor of shape ", shape_str(shape()),
+                                " does not require grad, so no gradient would reach the hook "
+                                "(call requires_grad_() on a leaf first)");
+  static std::atomic<uint64_t> next_hook_id{1};
+  HookHandle handle;
+  handle.id_ = next_hook_id.fetch_add(1, std::memory_order_relaxed);
+  if (grad_fn()) {
+    grad_fn()->grad_hooks_.push_back({handle.id_, std::move(hook)});
+    handle.node_ = grad_fn();
+  } else {
+    impl().grad_hooks.push_back({handle.id_, std::move(hook)});
+    handle.leaf_ = impl_;
+  }
+  return handle;
+}
+
+namespace {
+bool erase_hook(std::vector<GradHookEntry>& hooks, uint64_t id) {
+  auto it = std::find_if(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+  if (it == hooks.end()) return false;
+  hooks.erase(it);
+  return true;
+}
+bool has_hook(const std::vector<GradHookEntry>& hooks, uint64_t id) {
+  return std::any_of(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+}
+}  // namespace
+
+void HookHandle::remove() {
+  if (auto leaf = leaf_.lock()) erase_hook(leaf->grad_hooks, id_);
+  if (auto node = node_.lock()) erase_hook(node->grad_hooks_, id_);
+  leaf_.reset();
+  node_.reset();
+}
+
+bool HookHandle::active() const {
+  if (auto leaf = leaf_.lock()) return has_hook(leaf->grad_hooks, id_);
+  if (auto node = node_.lock()) return has_hook(node->grad_hooks_, id_);
+  return false;
+}
+
+// ---- anomaly checks -------------------------------------------------------------------------------
+
+namespace {
+
+// The first NaN or ±Inf of `t` in row-major order: its index and value; index -1 if all finite.
+struct NonFinite {
+  int64_t index = -1;
+  double value = 0;
+};
+NonFinite first_non_finite(const Tensor& t) {
+  NonFinite found;
+  if (t.is_contiguous()) {
+    dispatch(t.dtype(), [&]<typename T>() {
+      const T* p = t.data<T>();
+      for (int64_t i = 0, n = t.numel(); i < n; ++i)
+        if (!std::isfinite(p[i])) {
+          found = {i, static_cast<double>(p[i])};
+          return;
+        }
+    });
+    return found;
+  }
+  const std::vector<double> values = t.to_vector<double>();  // a strided view: rare, debug-only
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i])) return {static_cast<int64_t>(i), values[i]};
+  return found;
+}
+
+const char* non_finite_name(double value) { return std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf"; }
+
+// "[3], none, [2,4]" — the shapes of an op's inputs (none: an undefined input).
+std::string shapes_str(const std::vector<std::optional<Shape>>& shapes) {
+  std::string out;
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    out += (i ? ", " : "") + (shapes[i] ? shape_str(*shapes[i]) : std::string("none"));
+  return out;
+}
+
+void check_forward_anomaly(const char* op, const Tensor& output, const std::vector<Tensor>& inputs) {
+  const NonFinite bad = first_non_finite(output);
+  if (bad.index < 0) return;
+  std::vector<std::optional<Shape>> shapes;
+  for (const Tensor& input : inputs)
+    shapes.push_back(input.defined() ? std::optional<Shape>(input.shape()) : std::nullopt);
+  detail::fail<AutogradError>("anomaly mode: forward of '", op, "' (inputs ", shapes_str(shapes),
+                              " -> output ", shape_str(output.shape()), ") produced ",
+                              non_finite_name(bad.value), " at element ", bad.index, " of its output");
+}
+
+void check_backward_anomaly(const Node& node, const Grads& grads) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const NonFinite bad = first_non_finite(grads[i]);
+    if (bad.index < 0) continue;
+    detail::fail<AutogradError>("anomaly mode: backward of '", node.name(), "' (inputs ",
+                                shapes_str(node.input_shapes()), " -> output ",
+                                shape_str(node.output_shape()), ") produced ", non_finite_name(bad.value),
+                                " at element ", bad.index, " of the gradient for its input ", i,
+                                " (shape ", shape_str(grads[i].shape()), ")");
+  }
+}
+
+}  // namespace
 
 namespace {
 // Nodes whose last owner went away while another ~Node was running; drained by the outermost one.
@@ -84,9 +235,11 @@ namespace {
 Tensor record_node(Op op, std::string custom_name, const Tensor& output,
                    const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return output;
+  const char* name = custom_name.empty() ? op_name(op) : custom_name.c_str();
   if (output.impl_ptr()->grad_fn || output.requires_grad())
-    fail<AutogradError>(custom_name.empty() ? op_name(op) : custom_name.c_str(),
-                        ": its output must be a fresh tensor, not one already in the graph");
+    fail<AutogradError>(name, ": its output must be a fresh tensor, not one already in the graph");
+  if (anomaly_mode_enabled) [[unlikely]]
+    check_forward_anomaly(name, output, inputs);
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const Tensor& input : inputs) {
@@ -101,6 +254,7 @@ Tensor record_node(Op op, std::string custom_name, const Tensor& output,
   }
   auto node = std::make_shared<Node>(op, std::move(custom_name), std::move(edges), output.shape(),
                                      output.dtype(), std::move(backward));
+  node->set_forward_info(inputs, output);
   TensorImpl& impl = *output.impl_ptr();
   impl.grad_fn = std::move(node);
   impl.requires_grad = true;
@@ -147,6 +301,23 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& exp
   Tensor(slot).add_(grad);
 }
 
+// Runs the hooks registered on a tensor (Tensor::register_hook) on its gradient `grad`, each on
+// the previous one's result; a hook that returns a defined tensor replaces the gradient.
+Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, const Shape& shape, DType dtype,
+                 const char* tensor_kind) {
+  const std::vector<GradHookEntry> hooks = registered;  // a hook may remove itself (or others)
+  for (const GradHookEntry& hook : hooks) {
+    Tensor replaced = hook.fn(grad);
+    if (!replaced.defined()) continue;
+    if (replaced.shape() != shape || replaced.dtype() != dtype)
+      detail::fail<AutogradError>("register_hook: a hook on ", tensor_kind, " of shape ", shape_str(shape), " (",
+                                  dtype_name(dtype), ") returned a gradient of shape ",
+                                  shape_str(replaced.shape()), " (", dtype_name(replaced.dtype()), ")");
+    grad = std::move(replaced);
+  }
+  return grad;
+}
+
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
@@ -169,7 +340,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   NoGradGuard no_grad;  // backward functions record nothing
 
   if (root.is_leaf()) {
-    accumulate(root.impl_ptr()->grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf");
+    TensorImpl& leaf = *root.impl_ptr();
+    if (!leaf.grad_hooks.empty())
+      seed = run_hooks(leaf.grad_hooks, std::move(seed), leaf.shape, leaf.dtype, "a leaf");
+    accumulate(leaf.grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf");
     return;
   }
 
@@ -196,6 +370,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     return a->sequence_nr() > b->sequence_nr();
   });
 
+  // Leaves with hooks collect their gradient here first, in the order backward first reaches
+  // them, so that each hook sees the leaf's whole gradient once, after the last node has run.
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> hooked_leaves;
+
   root.grad_fn()->pending_grad_ = std::move(seed);
   try {
     for (const std::shared_ptr<Node>& node : nodes) {
@@ -211,6 +389,11 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           detail::fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
                                       shape_str(node->output_shape()),
                                       ") has no backward function");
+        if (!node->grad_hooks_.empty()) {
+          const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
+          grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
+                                  node->output_dtype(), tensor_kind.c_str());
+        }
         std::vector<bool> flags;
         flags.reserve(node->inputs().size());
         for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());
@@ -220,6 +403,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
                                       " gradients for ", node->inputs().size(), " inputs");
         for (const BackwardObserver& observer : backward_observers)
           observer(*node, grad_output, grads);
+        if (anomaly_mode_enabled) [[unlikely]]
+          check_backward_anomaly(*node, grads);
         grad_output = Tensor();  // so a gradient passed through unchanged can be kept, not copied
         for (std::size_t i = 0; i < grads.size(); ++i) {
           const Edge& edge = node->inputs()[i];
@@ -230,8 +415,15 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
             accumulate(slot, std::move(grads[i]), edge.node->output_shape(), edge.node->output_dtype(),
                        node->name(), i, edge.node->name());
             edge.node->pending_grad_ = Tensor(slot);
-          } else {
+          } else if (edge.leaf->grad_hooks.empty()) {
             accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
+                       node->name(), i, "leaf");
+          } else {
+            auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
+                                       [&](const auto& entry) { return entry.first == edge.leaf; });
+            if (hooked == hooked_leaves.end())
+              hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
+            accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
                        node->name(), i, "leaf");
           }
         }
@@ -242,6 +434,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         node->inputs_.clear();
         node->released_ = true;
       }
+    }
+    for (auto& [leaf, grad] : hooked_leaves) {
+      Tensor hooked = run_hooks(leaf->grad_hooks, Tensor(std::move(grad)), leaf->shape, leaf->dtype, "a leaf");
+      accumulate(leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0, "leaf");
     }
   } catch (...) {
     for (const std::shared_ptr<Node>& node : nodes) node->pending_grad_ = Tensor();

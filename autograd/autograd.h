@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,24 @@ class Node {
   const std::vector<Edge>& inputs() const { return inputs_; }
   const Shape& output_shape() const { return output_shape_; }
   DType output_dtype() const { return output_dtype_; }
+  // The shapes of all the op's inputs as the forward saw them, in input order — also those that
+  // need no gradient (whose Edge is empty); an input that was an undefined Tensor has no shape
+  // (std::nullopt). Kept after backward frees the graph. For graph dumps, traces and messages.
+  std::vector<std::optional<Shape>> input_shapes() const;
+  // The op's output tensor while something else keeps it alive (the caller, or a later op's
+  // saved state); undefined otherwise. The node holds it weakly, so this creates no cycle.
+  Tensor output() const;
   // True once a backward() without retain_graph has run through this node.
   bool released() const { return released_; }
 
+  // Attaches what the recording op knows beyond the constructor's arguments: its inputs' shapes
+  // (see input_shapes) and a weak reference to its output. Called once by ag's recording.
+  void set_forward_info(const std::vector<Tensor>& inputs, const Tensor& output);
+
  private:
   friend void run_backward(const Tensor&, const Tensor&, bool);
+  friend class Tensor;      // register_hook
+  friend class HookHandle;  // remove
   Op op_;
   std::string custom_name_;
   uint64_t sequence_nr_;
@@ -69,6 +83,11 @@ class Node {
   BackwardFn backward_;
   bool released_ = false;
   Tensor pending_grad_;  // sum of the gradients received so far during a backward pass
+  // Every input's rank followed by its dims, back to back (rank -1: an undefined input): one
+  // allocation per node instead of one per input.
+  std::vector<int64_t> input_dims_;
+  std::weak_ptr<TensorImpl> output_;
+  std::vector<GradHookEntry> grad_hooks_;  // Tensor::register_hook on this node's output
 };
 
 // How many autograd nodes exist right now in this process: a training loop whose graph is freed
@@ -97,6 +116,37 @@ class NoGradGuard {
   bool previous_;
 };
 
+// ---- anomaly mode ---------------------------------------------------------------------------------
+// While anomaly mode is on (on this thread), every op recorded in the graph has its output checked
+// for NaN and ±Inf as the forward computes it, and backward checks every gradient an op returns
+// for its inputs. The first non-finite value throws an AutogradError that names the op, its input
+// shapes and output shape, which element went bad and whether it happened in forward or backward:
+//   anomaly mode: forward of 'log' (inputs [3] -> output [3]) produced NaN at element 1 of its output
+// It finds the op where a NaN is born instead of the loss where it shows up. Ops on tensors that
+// need no gradient (and everything under NoGradGuard) are not recorded and so not checked. It
+// costs one flag test per op when off; when on, one pass over every output and gradient.
+class AnomalyMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// Turns anomaly mode on for a scope (as torch.autograd.detect_anomaly) and restores the previous
+// setting on exit:
+//   { ag::AnomalyModeGuard anomaly; loss = model(x); loss.backward(); }
+class AnomalyModeGuard {
+ public:
+  explicit AnomalyModeGuard(bool enabled = true) : previous_(AnomalyMode::is_enabled()) {
+    AnomalyMode::set_enabled(enabled);
+  }
+  ~AnomalyModeGuard() { AnomalyMode::set_enabled(previous_); }
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // ---- user-defined ops ---------------------------------------------------------------------------
 // Connects `output`, computed by the caller from `inputs` without autograd, to the graph under
 // the op name `name`; `backward` computes the inputs' gradients. An empty `backward` makes an op
@@ -106,7 +156,9 @@ Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>
                BackwardFn backward);
 
 // ---- observing backward ---------------------------------------------------------------------------
-// Called for each node as backward runs it, after its gradients are computed.
+// Called for each node as backward runs it, after its gradients are computed (grad_output is the
+// gradient of the node's output after its hooks; see also BackwardTraceGuard in
+// autograd/graph_tools.h, which prints these calls).
 using BackwardObserver =
     std::function<void(const Node& node, const Tensor& grad_output, const Grads& grad_inputs)>;
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -21,6 +22,15 @@ namespace ag {
 using Shape = std::vector<int64_t>;
 
 class Node;
+class Tensor;
+
+// A gradient hook (see Tensor::register_hook): called with the gradient of a tensor; a defined
+// return value replaces that gradient, an undefined one (Tensor()) leaves it as it is.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+struct GradHookEntry {
+  uint64_t id;  // what a HookHandle removes it by
+  GradHook fn;
+};
 
 // A flat, 64-byte aligned buffer. Views of a tensor share one Storage.
 class Storage {
@@ -49,6 +59,23 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;         // the op that produced this tensor (null for leaves)
   std::shared_ptr<TensorImpl> grad;      // accumulated gradient of a leaf
   std::string name;                      // optional label: parameter names, graph dumps
+  std::vector<GradHookEntry> grad_hooks; // hooks of a leaf (an op output's live in its grad_fn)
+};
+
+// Returned by Tensor::register_hook; remove() unregisters the hook (a no-op if it is already
+// removed or its tensor is gone). Dropping the handle keeps the hook.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+  // Whether the hook is still registered.
+  bool active() const;
+
+ private:
+  friend class Tensor;
+  std::weak_ptr<TensorImpl> leaf_;  // the leaf that holds the hook, or
+  std::weak_ptr<Node> node_;        // the grad_fn of the op output that holds it
+  uint64_t id_ = 0;
 };
 
 class Tensor {
@@ -98,6 +125,21 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   // The same data, cut from the graph: no grad_fn, requires_grad false.
   Tensor detach() const;
+  // Registers `hook`, as PyTorch's Tensor.register_hook: during backward it is called with the
+  // gradient of this tensor once that gradient is complete (summed over every use), and a defined
+  // tensor it returns replaces the gradient — it must have this tensor's shape and dtype, or
+  // backward throws an AutogradError naming register_hook and both shapes. Return Tensor() to only
+  // look. Hooks run in the order they were registered, each on the previous one's result, with
+  // grad mode off.
+  //   - On a leaf, the hook runs before the gradient is added to .grad, once per backward() with
+  //     the sum of everything that reached the leaf in that pass.
+  //   - On an op output (a tensor with a grad_fn), it runs before the op's backward, so a
+  //     replaced gradient flows on to the op's inputs.
+  // The tensor must require grad (AutogradError otherwise). Hooks of an op output live as long as
+  // its grad_fn; those of a leaf as long as the leaf.
+  //   HookHandle h = x.register_hook([](const Tensor& g) { return g * 2.0; });  // doubles x's grad
+  //   h.remove();
+  HookHandle register_hook(GradHook hook) const;
 
   const std::string& name() const { return impl().name; }
   Tensor& set_name(std::string name);

@@ -1,4 +1,4 @@
-// Everything in ag::nn: modules, layers, attention and the Transformer.
+// Everything in ag::nn: modules, layers, attention, the Transformer and the summaries.
 #pragma once
 
 #include "nn/attention.h"
@@ -7,4 +7,5 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/summary.h"
 #include "nn/transformer.h"

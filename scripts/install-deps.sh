@@ -19,6 +19,7 @@ packages=(
   gnuplot-nox     # line plots of the pictures (positional encoding, training curves); its png terminal
   clang           # the fuzzer (tests/fuzz/run.sh): clang 14 with -fsanitize=fuzzer
   libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)
+  graphviz        # dot: ag-attention-graph --png renders graphs; tests/examples checks the PNG
 )
 
 missing=()

@@ -1,18 +1,26 @@
 // Checks that an installed ag can be compiled against, linked and run: one gradient with a known
-// value, and a gradcheck through matmul (OpenBLAS) and tanh.
+// value, a gradcheck through matmul (OpenBLAS) and tanh, and the graph of that gradient as DOT.
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
+#include "autograd/graph_tools.h"
 #include "autograd/ops.h"
 #include "autograd/tensor.h"
 
 int main() {
   // d/dx Σ x² = 2x
   ag::Tensor x = ag::tensor({1.0, 2.0, 3.0}, ag::float64).requires_grad_();
-  ag::sum(x * x).backward();
+  ag::Tensor y = ag::sum(x * x);
+  const std::string dot = ag::to_dot(y);
+  if (dot.find("sum\\n[] float64") == std::string::npos || dot.find("mul\\n[3] float64") == std::string::npos) {
+    std::fprintf(stderr, "ag_install_check: to_dot misses the sum and mul ops:\n%s", dot.c_str());
+    return 1;
+  }
+  y.backward();
   std::vector<double> grad = x.grad().to_vector();
   const std::vector<double> expected = {2.0, 4.0, 6.0};
   for (std::size_t i = 0; i < expected.size(); ++i) {

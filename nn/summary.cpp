@@ -1,0 +1,153 @@
+#include "nn/summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include "autograd/kernels.h"
+
+namespace ag::nn {
+
+namespace {
+
+// 12345 -> "12,345"
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+std::string num(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", value);
+  return buffer;
+}
+
+// A table with left-aligned text columns and right-aligned number columns, each as wide as its
+// widest cell, separated by two spaces.
+class Table {
+ public:
+  Table(std::vector<std::string> header, std::vector<bool> right_aligned)
+      : right_(std::move(right_aligned)) {
+    rows_.push_back(std::move(header));
+  }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string str() const {
+    std::vector<std::size_t> width(right_.size(), 0);
+    for (const auto& row : rows_)
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    std::size_t total = 0;
+    for (std::size_t w : width) total += w + 2;
+    std::string out;
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      std::string line;
+      for (std::size_t c = 0; c < rows_[r].size(); ++c) {
+        const std::string pad(width[c] - rows_[r][c].size(), ' ');
+        line += (c ? "  " : "") + (right_[c] ? pad + rows_[r][c] : rows_[r][c] + pad);
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+      if (r == 0) out += std::string(total - 2, '-') + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<bool> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Σ x² of `t` as optim::clip_grad_norm sums it: one double partial sum per block of 4096
+// elements (so the result does not depend on the number of threads), returned in order. The
+// caller adds the partials one by one, exactly as clip_grad_norm does, so that
+// grad_norms().total_norm equals clip_grad_norm's total to the last bit (tests/nn check this).
+std::vector<double> squared_partials(const Tensor& t) {
+  NoGradGuard no_grad;
+  constexpr int64_t kBlock = 4096;
+  const Tensor x = t.contiguous();
+  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks));
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* p = x.data<T>();
+    detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        double sum = 0;
+        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(p[i]) * double(p[i]);
+        partial[static_cast<std::size_t>(b)] = sum;
+      }
+    });
+  });
+  return partial;
+}
+
+double norm_of(const std::vector<double>& partials) {
+  double sum = 0;
+  for (double s : partials) sum += s;
+  return std::sqrt(sum);
+}
+
+}  // namespace
+
+std::string summary(const Module& module) {
+  Table table({"module", "type", "own parameters", "own", "with children"}, {false, false, false, true, true});
+  // Depth first, parents before children, in registration order — the order of named_parameters.
+  std::function<void(const std::string&, const Module&)> visit = [&](const std::string& name, const Module& m) {
+    std::string own_list;
+    int64_t own = 0;
+    // A module's own parameters are those of its named_parameters without a dot (names cannot
+    // contain dots; nested modules' parameters are "child.name").
+    for (const auto& [param_name, p] : m.named_parameters()) {
+      if (param_name.find('.') != std::string::npos) continue;
+      own_list += (own_list.empty() ? "" : ", ") + param_name + " " + shape_str(p.shape());
+      own += p.numel();
+    }
+    table.add({name.empty() ? "(root)" : name, m.type_name(), own_list.empty() ? "-" : own_list, with_commas(own),
+               with_commas(m.num_parameters())});
+    for (const auto& [child_name, child] : m.named_children())
+      visit(name.empty() ? child_name : name + "." + child_name, *child);
+  };
+  visit("", module);
+  int64_t buffer_elements = 0;
+  for (const auto& [name, b] : module.named_buffers()) buffer_elements += b.numel();
+  std::string out = module.type_name() + " summary\n" + table.str();
+  out += "total parameters: " + with_commas(module.num_parameters()) + "\n";
+  out += "buffer elements (saved, not trained): " + with_commas(buffer_elements) + "\n";
+  return out;
+}
+
+GradNormReport grad_norms(const Module& module) {
+  GradNormReport report;
+  double total_sq = 0;
+  for (const auto& [name, p] : module.named_parameters()) {
+    ParamGradNorm row{name, p.shape(), p.grad().defined(), 0.0, norm_of(squared_partials(p))};
+    if (row.has_grad) {
+      const std::vector<double> partials = squared_partials(p.grad());
+      for (double s : partials) total_sq += s;  // clip_grad_norm's order of additions
+      row.grad_norm = norm_of(partials);
+    }
+    report.params.push_back(std::move(row));
+  }
+  report.total_norm = std::sqrt(total_sq);
+  return report;
+}
+
+std::string grad_norm_summary(const Module& module) {
+  const GradNormReport report = grad_norms(module);
+  Table table({"parameter", "shape", "|grad|", "|param|", "|grad|/|param|"}, {false, false, true, true, true});
+  for (const ParamGradNorm& row : report.params) {
+    if (!row.has_grad) {
+      table.add({row.name, shape_str(row.shape), "no grad", num(row.param_norm), "-"});
+      continue;
+    }
+    table.add({row.name, shape_str(row.shape), num(row.grad_norm), num(row.param_norm),
+               row.param_norm > 0 ? num(row.grad_norm / row.param_norm) : "-"});
+  }
+  return table.str() + "total gradient norm (what optim::clip_grad_norm clips): " + num(report.total_norm) + "\n";
+}
+
+}  // namespace ag::nn

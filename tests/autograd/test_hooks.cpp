@@ -1,0 +1,143 @@
+// Tensor::register_hook: PyTorch's semantics — the hook sees the complete gradient of its tensor,
+// a defined return value replaces it, and the handle removes the hook.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "what_contains.h"
+#include "autograd/ops.h"
+
+using namespace ag;
+
+namespace {
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("a hook on a leaf replaces its gradient before it reaches .grad", "[autograd][hooks]") {
+  Tensor x = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();
+  x.register_hook([](const Tensor& g) { return g * 2.0; });
+  (x * 3.0).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{6.0, 6.0, 6.0});  // 2 · d(3x)/dx
+  // A second backward: the hook doubles the new gradient, which then accumulates.
+  (x * 1.0).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{8.0, 8.0, 8.0});
+}
+
+TEST_CASE("a leaf's hook runs once per backward with the sum over all its uses", "[autograd][hooks]") {
+  Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
+  int calls = 0;
+  std::vector<double> seen;
+  x.register_hook([&](const Tensor& g) {
+    ++calls;
+    seen = values(g);
+    return Tensor();  // only look
+  });
+  (x * 2.0 + x * x).sum().backward();  // d/dx = 2 + 2x
+  CHECK(calls == 1);
+  CHECK(seen == std::vector<double>{4.0, 6.0});
+  CHECK(values(x.grad()) == std::vector<double>{4.0, 6.0});
+}
+
+TEST_CASE("a hook on an op output changes the gradient that flows on to the inputs", "[autograd][hooks]") {
+  Tensor x = tensor({1.0, -2.0}, float64).requires_grad_();
+  Tensor y = x * 3.0;  // non-leaf
+  std::vector<double> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = values(g);
+    return g * 2.0;
+  });
+  (y * y).sum().backward();  // dL/dy = 2y = (6, -12)
+  CHECK(seen == std::vector<double>{6.0, -12.0});
+  CHECK(values(x.grad()) == std::vector<double>{36.0, -72.0});  // 3 · 2 · 2y
+  CHECK(!y.grad().defined());  // an op output keeps no .grad
+}
+
+TEST_CASE("hooks run in registration order, each on the previous result", "[autograd][hooks]") {
+  Tensor x = tensor({1.0}, float64).requires_grad_();
+  Tensor y = x * 1.0;
+  y.register_hook([](const Tensor& g) { return g + 1.0; });
+  y.register_hook([](const Tensor& g) { return g * 10.0; });
+  y.sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{20.0});  // (1 + 1) · 10, not 1 · 10 + 1
+}
+
+TEST_CASE("HookHandle::remove unregisters the hook", "[autograd][hooks]") {
+  Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
+  HookHandle leaf_hook = x.register_hook([](const Tensor& g) { return g * 2.0; });
+  CHECK(leaf_hook.active());
+  leaf_hook.remove();
+  CHECK_FALSE(leaf_hook.active());
+  leaf_hook.remove();  // twice is fine
+  (x * 5.0).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{5.0, 5.0});
+
+  Tensor z = tensor({1.0}, float64).requires_grad_();
+  Tensor y = z * 4.0;
+  HookHandle keep = y.register_hook([](const Tensor& g) { return g * 100.0; });
+  HookHandle drop = y.register_hook([](const Tensor& g) { return g * 3.0; });
+  drop.remove();
+  CHECK(keep.active());
+  y.sum().backward();
+  CHECK(values(z.grad()) == std::vector<double>{400.0});
+}
+
+TEST_CASE("a hook may remove itself while it runs", "[autograd][hooks]") {
+  Tensor x = tensor({1.0}, float64).requires_grad_();
+  HookHandle handle;
+  int calls = 0;
+  handle = x.register_hook([&](const Tensor& g) {
+    ++calls;
+    handle.remove();
+    return g * 2.0;
+  });
+  (x * 1.0).sum().backward();
+  (x * 1.0).sum().backward();
+  CHECK(calls == 1);
+  CHECK(values(x.grad()) == std::vector<double>{3.0});  // 2 from the first pass, 1 from the second
+}
+
+TEST_CASE("a hook on the root of backward sees the seed", "[autograd][hooks]") {
+  Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
+  x.register_hook([](const Tensor& g) { return g * -1.0; });
+  x.backward(tensor({0.5, 0.25}, float64));  // the root is the leaf itself
+  CHECK(values(x.grad()) == std::vector<double>{-0.5, -0.25});
+
+  Tensor y = x * 2.0;
+  x.zero_grad();
+  y.register_hook([](const Tensor& g) { return g * 10.0; });
+  y.backward(tensor({1.0, 1.0}, float64));
+  CHECK(values(x.grad()) == std::vector<double>{-20.0, -20.0});  // root hook · 2, then the leaf's hook
+}
+
+TEST_CASE("a hook returning the wrong shape is an error naming register_hook and both shapes",
+          "[autograd][hooks]") {
+  Tensor x = ones({2, 3}, float64).requires_grad_();
+  x.register_hook([](const Tensor& g) { return g.sum({0}); });  // [3] for a [2,3] tensor
+  CHECK_THROWS_MATCHES((x * 2.0).sum().backward(), AutogradError,
+      WhatContains({"register_hook",
+                    "[2,3]",
+                    "[3]"}));
+
+  Tensor w = ones({4}, float64).requires_grad_();
+  Tensor y = w * 2.0;
+  y.register_hook([](const Tensor&) { return ones({2, 2}, float64); });
+  CHECK_THROWS_MATCHES(y.sum().backward(), AutogradError,
+      WhatContains({"register_hook",
+                    "mul_scalar",
+                    "[4]",
+                    "[2,2]"}));
+
+  Tensor v = ones({2}, float64).requires_grad_();
+  v.register_hook([](const Tensor& g) { return g.to(float32); });
+  CHECK_THROWS_MATCHES((v * 1.0).sum().backward(), AutogradError, WhatContains({"float32"}));
+}
+
+TEST_CASE("register_hook needs a tensor that requires grad", "[autograd][hooks]") {
+  Tensor x = ones({2, 2});
+  CHECK_THROWS_MATCHES(x.register_hook([](const Tensor& g) { return g; }), AutogradError,
+      WhatContains({"register_hook",
+                    "[2,2]"}));
+  Tensor y = ones({1}).requires_grad_();
+  CHECK_THROWS_AS(y.register_hook(nullptr), ValueError);
+}

@@ -1,0 +1,112 @@
+// ag-attention-graph as a user runs it: the DOT file of the composed and the fused path, the PNG
+// that Graphviz's dot renders from it (checked by its header, without libpng), and the trace.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Runs ag-attention-graph with `args`, its stdout (and stderr unless only_stdout) into `log`;
+// returns the exit code.
+int run(const std::string& args, const fs::path& log, bool only_stdout = false) {
+  const std::string command = std::string("\"") + AG_ATTENTION_GRAPH_PATH + "\" " + args + " > \"" + log.string() +
+                              (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A fresh directory for one test's files, removed afterwards.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("ag_attention_graph_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+uint32_t big_endian_u32(const std::string& bytes, std::size_t at) {
+  uint32_t v = 0;
+  for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("ag-attention-graph writes the composed graph by default and renders it to a PNG", "[examples][graph]") {
+  INFO("Graphviz's dot must be installed: scripts/install-deps.sh installs it (package graphviz)");
+  REQUIRE(std::system("command -v dot > /dev/null 2>&1") == 0);
+  TempDir dir;
+  const fs::path dot = dir.path / "attention.dot", png = dir.path / "attention.png", log = dir.path / "log";
+  REQUIRE(run("--dot \"" + dot.string() + "\" --png \"" + png.string() + "\"", log) == 0);
+  const std::string out = read(log);
+  INFO(out);
+  CHECK(out.find("path: composed") != std::string::npos);
+  CHECK(out.find("total parameters: 40,000") != std::string::npos);  // the summary: 4 × 100·100
+
+  const std::string text = read(dot);
+  CHECK(text.rfind("digraph ag {", 0) == 0);
+  CHECK(text.find("masked_fill\\n[10,4,6] float32") != std::string::npos);
+  CHECK(text.find("W_q.weight\\n[100,100] float32") != std::string::npos);
+  CHECK(text.find("scaled_dot_product_attention") == std::string::npos);
+
+  // A PNG: the 8-byte signature, then the IHDR chunk (length 13, "IHDR", width, height).
+  const std::string bytes = read(png);
+  REQUIRE(bytes.size() > 24);
+  CHECK(bytes.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8));
+  CHECK(big_endian_u32(bytes, 8) == 13);
+  CHECK(bytes.substr(12, 4) == "IHDR");
+  const uint32_t width = big_endian_u32(bytes, 16), height = big_endian_u32(bytes, 20);
+  CHECK(width > 0);
+  CHECK(height > 0);
+  CHECK(height > width);  // a tall graph: the ops of attention stacked from the inputs to W_o
+}
+
+TEST_CASE("ag-attention-graph --fused --dot - prints the fused graph on stdout", "[examples][graph]") {
+  TempDir dir;
+  const fs::path log = dir.path / "log";
+  REQUIRE(run("--fused --dot -", log, /*only_stdout=*/true) == 0);
+  const std::string text = read(log);
+  INFO(text);
+  CHECK(text.rfind("digraph ag {", 0) == 0);  // only the DOT text on stdout
+  CHECK(text.find("scaled_dot_product_attention\\n[2,5,4,20] float32") != std::string::npos);
+  CHECK(text.find("softmax") == std::string::npos);
+}
+
+TEST_CASE("ag-attention-graph --trace prints backward from W_o to W_q", "[examples][graph][trace]") {
+  TempDir dir;
+  const fs::path log = dir.path / "log";
+  REQUIRE(run("--trace --dot \"" + (dir.path / "a.dot").string() + "\"", log) == 0);
+  const std::string out = read(log);
+  INFO(out);
+  const std::size_t w_o = out.find("-> W_o.weight"), softmax = out.find("  softmax "),
+                    w_q = out.find("-> W_q.weight"), table = out.find("W_q.weight  [100,100]");
+  REQUIRE(w_o != std::string::npos);
+  REQUIRE(softmax != std::string::npos);
+  REQUIRE(w_q != std::string::npos);
+  REQUIRE(table != std::string::npos);  // the grad-norm table after the trace
+  CHECK(w_o < softmax);
+  CHECK(softmax < w_q);
+  CHECK(w_q < table);
+  CHECK(out.find("total gradient norm") != std::string::npos);
+}
+
+TEST_CASE("ag-attention-graph reports a DOT file it cannot write", "[examples][graph]") {
+  TempDir dir;
+  const fs::path log = dir.path / "log";
+  CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 1);
+  CHECK(read(log).find("write_dot: cannot open '/nonexistent-dir-ag/attention.dot'") != std::string::npos);
+}
