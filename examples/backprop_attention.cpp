@@ -1,11 +1,12 @@
 // ag-backprop-attention: the numbers of docs/backprop_attention.md.
 //
-// Five small computations, each in float64, each printing what the guide quotes:
+// Six small computations, each in float64, each printing what the guide quotes:
 //   1. scaled dot-product attention: the forward, the backward by the formulas, and autograd's
 //   2. masked softmax: masked keys get weight 0 and gradient 0; a row of valid length 0
 //   3. transpose_qkv's backward is transpose_output
 //   4. layer norm's backward and the two sums it makes 0
 //   5. the positional encoding's rotation property
+//   6. the backward trace of a whole MultiHeadAttention, composed and fused
 // tests/examples/test_backprop_guide.cpp runs this program and checks that every output block the
 // guide quotes is still printed exactly so.
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "autograd/graph_tools.h"
 #include "nn/nn.h"
 
 using namespace ag;
@@ -147,6 +149,30 @@ void positional_encoding_rotation() {
             << yes_no(worst < 1e-6) << "\n";
 }
 
+// 6. One MultiHeadAttention (D 8, 2 heads) on B 1, Q 3 queries, K 4 key–value pairs, valid length
+//    3; backward from a fixed upstream gradient, with every node printed as it runs.
+void multi_head_attention_trace() {
+  section("6. the backward trace of multi-head attention");
+  manual_seed(0);
+  nn::MultiHeadAttention attention(8, 8, 8, 8, 2, 0.0);
+  attention.to(float64);
+  attention.eval();
+  Generator data(1);
+  const Tensor queries = randn({1, 3, 8}, data, float64);   // (B, Q, D)
+  const Tensor keys = randn({1, 4, 8}, data, float64);      // (B, K, D), also the values
+  const Tensor upstream = randn({1, 3, 8}, data, float64);  // (B, Q, D) dLoss/dOutput
+  const Tensor valid_lens = tensor({3}, float64);           // (B,)
+  for (bool fused : {false, true}) {
+    nn::FusedKernelsGuard path(fused);
+    attention.zero_grad();
+    Tensor output = attention(queries, keys, keys, valid_lens);  // (B, Q, D)
+    std::cout << (fused ? "fused kernels (nn::fused_kernels() on, the default):\n"
+                        : "composed d2l path (nn::set_fused_kernels(false)):\n");
+    BackwardTraceGuard trace(std::cout, attention.named_parameters());
+    output.backward(upstream);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -156,5 +182,6 @@ int main() {
   transpose_qkv_backward();
   layer_norm_backward();
   positional_encoding_rotation();
+  multi_head_attention_trace();
   return 0;
 }
