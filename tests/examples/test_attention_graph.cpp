@@ -1,15 +1,19 @@
 // ag-attention-graph as a user runs it: the DOT file of the composed and the fused path, the PNG
-// that Graphviz's dot renders from it (checked by its header, without libpng), and the trace.
+// that Graphviz's dot renders from it (its header, then its pixels), and the trace.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include <unistd.h>
+
+#include "examples/plot.h"
 
 namespace {
 
@@ -73,6 +77,20 @@ TEST_CASE("ag-attention-graph writes the composed graph by default and renders i
   CHECK(width > 0);
   CHECK(height > 0);
   CHECK(height > width);  // a tall graph: the ops of attention stacked from the inputs to W_o
+  // Not blank: decoded, the picture has the white page, the black text and edges, the grey op
+  // boxes and the blue parameter ellipses (and their anti-aliased blends).
+  const ag::plot::Image image = ag::plot::read_png(png.string());
+  CHECK(image.width() == int64_t{width});
+  CHECK(image.height() == int64_t{height});
+  std::set<std::tuple<int, int, int>> colours;
+  for (int64_t y = 0; y < image.height(); ++y)
+    for (int64_t x = 0; x < image.width(); ++x) {
+      const ag::plot::Rgb c = image.at(x, y);
+      colours.insert({c.r, c.g, c.b});
+    }
+  CHECK(colours.size() >= 4);
+  CHECK(colours.count({255, 255, 255}) == 1);
+  CHECK(colours.count({0, 0, 0}) == 1);
 }
 
 TEST_CASE("ag-attention-graph --fused --dot - prints the fused graph on stdout", "[examples][graph]") {
