@@ -175,6 +175,13 @@ void apply_dropout_keep(const T* in, T* out, const uint8_t* __restrict keep, int
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (static_cast<T>(keep[i]) * kept);
 }
 
+// ---- squared norms (ops_reduce.cpp) --------------------------------------------------------------
+// Σ x² of t's elements in double, as one partial sum per block of 4096 elements (ag's threads
+// split the blocks), returned in block order: adding them in that order gives the same result on
+// any number of threads. optim::clip_grad_norm and nn::grad_norms both sum through this, so the
+// norm the summary reports is the one clipping sees, to the last bit.
+std::vector<double> squared_norm_partials(const Tensor& t);
+
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 

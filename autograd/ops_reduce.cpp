@@ -9,6 +9,7 @@
 // N is the number of elements in each reduced group. Sums accumulate in double.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/kernels.h"
@@ -246,6 +247,25 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
                     });
   });
   return reshape(indices, r.out_shape);
+}
+
+std::vector<double> detail::squared_norm_partials(const Tensor& t) {
+  NoGradGuard no_grad;
+  constexpr int64_t kBlock = 4096;
+  const Tensor x = t.contiguous();
+  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<std::size_t>(blocks));  // Σ x² of block b
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* p = x.data<T>();
+    detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        double sum = 0;
+        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(p[i]) * double(p[i]);
+        partial[static_cast<std::size_t>(b)] = sum;
+      }
+    });
+  });
+  return partial;
 }
 
 }  // namespace ag

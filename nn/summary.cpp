@@ -62,29 +62,7 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// Σ x² of `t` as optim::clip_grad_norm sums it: one double partial sum per block of 4096
-// elements (so the result does not depend on the number of threads), returned in order. The
-// caller adds the partials one by one, exactly as clip_grad_norm does, so that
-// grad_norms().total_norm equals clip_grad_norm's total to the last bit (tests/nn check this).
-std::vector<double> squared_partials(const Tensor& t) {
-  NoGradGuard no_grad;
-  constexpr int64_t kBlock = 4096;
-  const Tensor x = t.contiguous();
-  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(static_cast<std::size_t>(blocks));
-  dispatch(x.dtype(), [&]<typename T>() {
-    const T* p = x.data<T>();
-    detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        double sum = 0;
-        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(p[i]) * double(p[i]);
-        partial[static_cast<std::size_t>(b)] = sum;
-      }
-    });
-  });
-  return partial;
-}
-
+// ‖x‖ from detail::squared_norm_partials, added in block order as optim::clip_grad_norm adds them.
 double norm_of(const std::vector<double>& partials) {
   double sum = 0;
   for (double s : partials) sum += s;
@@ -124,9 +102,9 @@ GradNormReport grad_norms(const Module& module) {
   GradNormReport report;
   double total_sq = 0;
   for (const auto& [name, p] : module.named_parameters()) {
-    ParamGradNorm row{name, p.shape(), p.grad().defined(), 0.0, norm_of(squared_partials(p))};
+    ParamGradNorm row{name, p.shape(), p.grad().defined(), 0.0, norm_of(detail::squared_norm_partials(p))};
     if (row.has_grad) {
-      const std::vector<double> partials = squared_partials(p.grad());
+      const std::vector<double> partials = detail::squared_norm_partials(p.grad());
       for (double s : partials) total_sq += s;  // clip_grad_norm's order of additions
       row.grad_norm = norm_of(partials);
     }

@@ -313,23 +313,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double total_sq = 0;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
-    // ‖∇ᵢ‖², accumulated in double: one partial sum per block of kBlock elements (threads split
-    // the blocks), then the partial sums in order — the same result on any number of threads.
-    constexpr int64_t kBlock = 4096;
-    const Tensor grad = p.grad().contiguous();
-    const int64_t n = grad.numel(), blocks = (n + kBlock - 1) / kBlock;
-    std::vector<double> partial(static_cast<std::size_t>(blocks));
-    dispatch(grad.dtype(), [&]<typename T>() {
-      const T* g = grad.data<T>();
-      detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          double sum = 0;
-          for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(g[i]) * double(g[i]);
-          partial[static_cast<std::size_t>(b)] = sum;
-        }
-      });
-    });
-    for (double sum : partial) total_sq += sum;
+    // ‖∇ᵢ‖², accumulated in double, the same on any number of threads
+    for (double sum : detail::squared_norm_partials(p.grad())) total_sq += sum;
   }
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);
