@@ -191,12 +191,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The same attention, tiled with an online softmax (FlashAttention's algorithm on a CPU): the
 // queries are taken in blocks of 64 and the keys in blocks of 128, and a head's (Tq × Tk) weights
 // are never held — only one (64 × 128) tile at a time, which stays in cache. Same arguments,
-// output, dropout draws and errors as scaled_dot_product_attention (the values agree up to
-// rounding: ~1e-7 relative in float32); no weights_out, since there are none to give. The backward
-// keeps O and one log-sum-exp per query row (B·H·Tq numbers) and recomputes the tiles of P from Q
-// and K, so the memory held is O(T) per head instead of O(T²). Key blocks beyond every query's
-// valid length are skipped (a causal decoder mask skips about half the tiles). Faster than the
-// whole-row kernel once a head's weights outgrow the cache (docs/benchmarks.md, "Tiled
+// output, dropout draws and errors as scaled_dot_product_attention (the values agree up to the
+// rounding of sums taken in another order); no weights_out, since there are none to give. The
+// backward keeps O and one log-sum-exp per query row (B·H·Tq numbers) and recomputes the tiles of
+// P from Q and K, so the memory held is O(T) per head instead of O(T²). Key blocks beyond every
+// query's valid length are skipped (a causal decoder mask skips about half the tiles). Faster than
+// the whole-row kernel once a head's weights outgrow the cache (docs/benchmarks.md, "Tiled
 // attention"); nn::MultiHeadAttention picks it by the key length (nn/fused.h).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double dropout_p,
                        bool training, Generator& generator);
