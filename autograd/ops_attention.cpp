@@ -326,6 +326,17 @@ struct RowKeys {
   bool uniform = false;   // valid length 0: every score taken as 0, dS = 0
 };
 
+// One row of a tile of raw scores Q_i·K_jᵀ (cols of them) as the softmax sees them, in place:
+// s_j = score_j / √d for the n keys that count (all 0 in a uniform row), 0 past them. The forward
+// and the backward both call it, so the backward recomputes the forward's scores bit for bit.
+template <class T>
+void scale_scores(T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d) {
+  if (keys.uniform) std::fill(s, s + n, T(0));
+  else
+    for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
+  std::fill(s + n, s + cols, T(0));
+}
+
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double dropout_p,
@@ -382,10 +393,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               T* s = tile.data() + r * kKeyBlock;  // (cols) this row's scores, then its weights
               const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);  // keys that count
               // s_j = score_j / √d (all 0 for a uniform row); the keys past the valid length weigh 0
-              if (keys[r].uniform) std::fill(s, s + n, T(0));
-              else
-                for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
-              std::fill(s + n, s + cols, T(0));
+              scale_scores(s, keys[r], n, cols, sqrt_d);
               if (n == 0) continue;  // nothing of this row in the tile: m, l and O stay
               // m' = max(m, max_j s_j); the old sums are rescaled by exp(m − m') (0 on the first tile)
               const T new_max = std::max(row_max[r], *std::max_element(s, s + n));
@@ -474,32 +482,32 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               for (int64_t r = 0; r < rows; ++r) {
                 T* p = P.data() + r * kKeyBlock;
                 const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
-                if (keys[r].uniform) std::fill(p, p + n, T(0));
-                else
-                  for (int64_t j = 0; j < n; ++j) p[j] = p[j] / sqrt_d;
+                scale_scores(p, keys[r], n, cols, sqrt_d);
                 exp_shifted_row(p, L[i0 + r], p, n);
-                std::fill(p + n, p + cols, T(0));
+                // the forward's dropout draws of this tile row, for (2) and (5)
+                if (drop) detail::draw_dropout_keep(mask, dtype, (head * Tq + i0 + r) * Tk + j0, n,
+                                                    keep.data() + r * kKeyBlock);
               }
+              const bool want_scores = want_q || want_k;  // dS serves only (6) and (7)
               // (4) dP̃ = dO_I·V_Jᵀ: (rows, dv)·(dv, cols) -> (rows, cols)
-              detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, dv, dO_block, dO.row_stride, V_block, V.row_stride,
-                              dS.data(), kKeyBlock);
+              if (want_scores)
+                detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, dv, dO_block, dO.row_stride, V_block,
+                                V.row_stride, dS.data(), kKeyBlock);
               for (int64_t r = 0; r < rows; ++r) {
                 T* p = P.data() + r * kKeyBlock;
                 T* ds = dS.data() + r * kKeyBlock;
+                const uint8_t* keep_row = keep.data() + r * kKeyBlock;
                 const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
-                // (5) dS = P ⊙ (dP̃ ⊙ D − Δ) / √d, with (2)'s mask; 0 past the valid length and in a
-                //     uniform row
-                if (drop) {
-                  uint8_t* keep_row = keep.data() + r * kKeyBlock;
-                  detail::draw_dropout_keep(mask, dtype, (head * Tq + i0 + r) * Tk + j0, n, keep_row);
-                  detail::apply_dropout_keep(ds, ds, keep_row, n, mask.scale);
+                // (5) dS = P ⊙ (dP̃ ⊙ D − Δ) / √d; 0 past the valid length and in a uniform row
+                if (want_scores) {
+                  if (drop) detail::apply_dropout_keep(ds, ds, keep_row, n, mask.scale);
+                  if (keys[r].uniform) std::fill(ds, ds + n, T(0));
+                  else
+                    for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta[r]) / sqrt_d;
+                  std::fill(ds + n, ds + cols, T(0));
                 }
-                if (keys[r].uniform) std::fill(ds, ds + n, T(0));
-                else
-                  for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta[r]) / sqrt_d;
-                std::fill(ds + n, ds + cols, T(0));
                 // (2) P̃ = P ⊙ D, for (3)
-                if (drop) detail::apply_dropout_keep(p, p, keep.data() + r * kKeyBlock, n, mask.scale);
+                if (drop) detail::apply_dropout_keep(p, p, keep_row, n, mask.scale);
               }
               // (3) dV_J += P̃ᵀ·dO_I: (cols, rows)·(rows, dv) -> (cols, dv)
               if (want_v)
