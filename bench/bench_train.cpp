@@ -49,7 +49,8 @@
 #include <vector>
 
 #include "autograd/allocator.h"
-#include "examples/seq2seq.h"
+#include "models/model_file.h"
+#include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
 
@@ -146,13 +147,13 @@ double sgemm_peak_gflops(int threads) {
 }
 
 // small / medium: full-length random sequences (see the top of the file).
-seq2seq::Batch random_batch(const Config& c, Generator& gen) {
+data::Batch random_batch(const Config& c, Generator& gen) {
   const int64_t B = c.batch, S = c.source_steps, T = c.target_steps;
   std::vector<float> source(B * S), decoder_input(B * T), labels(B * T);
   for (auto& x : source) x = float(gen.randint(3, c.vocab));
   for (auto& x : labels) x = float(gen.randint(3, c.vocab));
   for (int64_t b = 0; b < B; ++b) {
-    decoder_input[b * T] = float(seq2seq::Vocab::bos);
+    decoder_input[b * T] = float(data::TaskVocab::bos);
     for (int64_t t = 1; t < T; ++t) decoder_input[b * T + t] = labels[b * T + t - 1];
   }
   return {tensor(source, {B, S}), full({B}, double(S)), tensor(decoder_input, {B, T}), tensor(labels, {B, T}),
@@ -197,16 +198,16 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   model->train();
   optim::Adam optimizer(model->parameters(), 0.005);
 
-  std::vector<seq2seq::Batch> batches;
+  std::vector<data::Batch> batches;
   if (c.name == "tiny") {
-    auto task = seq2seq::make_task("reverse");
+    auto task = data::make_task("reverse");
     if (task->vocab().size() != c.vocab || task->source_steps() != c.source_steps ||
         task->target_steps() != c.target_steps)
       throw std::runtime_error("the reverse task no longer has the tiny config's shape");
-    const auto held_out = seq2seq::held_out_set(*task, 500);
-    seq2seq::TrainingStream stream(*task, held_out, 1);
+    const auto held_out = data::held_out_set(*task, 500);
+    data::TrainingStream stream(*task, held_out, 1);
     for (int i = 0; i < 8; ++i)
-      batches.push_back(seq2seq::make_batch(stream.next(c.batch), task->source_steps(), task->target_steps()));
+      batches.push_back(data::make_batch(stream.next(c.batch), task->source_steps(), task->target_steps()));
   } else {
     Generator gen(1);
     for (int i = 0; i < 8; ++i) batches.push_back(random_batch(c, gen));
@@ -216,7 +217,7 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   r.parameters = model->num_parameters();
   r.rss_start_mb = proc_status_mb("VmRSS");
   time_steps(r, warmup, steps, [&](int64_t i) {
-    const seq2seq::Batch& batch = batches[static_cast<std::size_t>(i) % batches.size()];
+    const data::Batch& batch = batches[static_cast<std::size_t>(i) % batches.size()];
     const double loss = seq2seq::train_step(*model, optimizer, batch, 1.0);
     if (i == 0) r.first_loss = loss;
     r.last_loss = loss;

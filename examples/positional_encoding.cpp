@@ -24,7 +24,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "examples/plot.h"
+#include "viz/viz.h"
 #include "nn/nn.h"
 
 namespace {
@@ -64,7 +64,7 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
   std::vector<std::string> header{"position"};
   std::vector<std::vector<double>> columns{std::vector<double>()};
   for (int64_t i = 0; i < num_steps; ++i) columns[0].push_back(static_cast<double>(i));
-  plot::LinePanel panel{.title = "Positional encoding: columns 6-9 of P (d = " + std::to_string(num_hiddens) + ")",
+  viz::LinePanel panel{.title = "Positional encoding: columns 6-9 of P (d = " + std::to_string(num_hiddens) + ")",
                         .xlabel = "Row (position)",
                         .ylabel = "P[i, col]",
                         .curves = {},
@@ -79,22 +79,22 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
   const std::filesystem::path csv = out_dir / "positional_encoding_columns.csv",
                               line_png = out_dir / "positional_encoding_columns.png",
                               heatmap_png = out_dir / "positional_encoding_heatmap.png";
-  plot::write_csv(csv.string(), header, columns);
-  plot::LineFigure figure;
+  viz::write_csv(csv.string(), header, columns);
+  viz::LineFigure figure;
   figure.panels = {panel};
   figure.width = 720;
   figure.height = 360;
-  plot::plot_csv(csv.string(), line_png.string(), figure);
+  viz::plot_csv(csv.string(), line_png.string(), figure);
   std::printf("wrote %s (columns 6-9 of P against the position) and %s\n", line_png.c_str(), csv.c_str());
 
   // The whole (T, d) table: rows are positions, columns encoding dimensions. Along a row the
   // frequency ω_j falls from column to column, like the bits of the binary numbers below.
-  plot::write_heatmap(heatmap_png.string(), P,
+  viz::write_heatmap(heatmap_png.string(), P,
                       {.title = "P: " + std::to_string(num_steps) + " positions x " + std::to_string(num_hiddens),
                        .xlabel = "Column (encoding dimension)",
                        .ylabel = "Row (position)",
-                       .row_labels = plot::index_labels(num_steps),
-                       .col_labels = plot::index_labels(num_hiddens),
+                       .row_labels = viz::index_labels(num_steps),
+                       .col_labels = viz::index_labels(num_hiddens),
                        .cell = 8,
                        .font_scale = 1,
                        .vmin = -1.0,

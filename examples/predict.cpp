@@ -8,7 +8,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "examples/seq2seq.h"
+#include "models/model_file.h"
+#include "models/seq2seq.h"
 
 int main(int argc, char** argv) {
   if (argc < 3 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -17,10 +18,10 @@ int main(int argc, char** argv) {
   }
   try {
     ag::seq2seq::LoadedModel loaded = ag::seq2seq::load_model(argv[1]);
-    const ag::seq2seq::Task& task = *loaded.task;
-    std::vector<ag::seq2seq::Example> examples;
+    const ag::data::Task& task = *loaded.task;
+    std::vector<ag::data::Example> examples;
     for (int i = 2; i < argc; ++i) examples.push_back({task.vocab().from_text(argv[i]), {}});
-    ag::seq2seq::Batch batch = ag::seq2seq::make_batch(examples, task.source_steps(), task.target_steps());
+    ag::data::Batch batch = ag::data::make_batch(examples, task.source_steps(), task.target_steps());
     auto predictions = ag::seq2seq::greedy_decode(*loaded.model, batch.source, batch.source_valid_lens, task.target_steps());
     for (std::size_t i = 0; i < examples.size(); ++i)
       std::printf("%s -> %s\n", task.vocab().to_text(examples[i].source).c_str(),

@@ -26,8 +26,9 @@
 #include <iostream>
 #include <string>
 
-#include "examples/plot.h"
-#include "examples/seq2seq.h"
+#include "viz/viz.h"
+#include "models/model_file.h"
+#include "models/seq2seq.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -90,11 +91,11 @@ std::string format_duration(double seconds) {
   return buffer;
 }
 
-void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const seq2seq::Task& task,
-                      const std::vector<seq2seq::Example>& held_out, int64_t show) {
+void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
+                      const std::vector<data::Example>& held_out, int64_t show) {
   std::printf("eval @ step %lld: held-out loss %.4f  token accuracy %.1f%%  exact-sequence accuracy %.1f%%\n",
               static_cast<long long>(step), e.loss, 100 * e.token_accuracy, 100 * e.sequence_accuracy);
-  const seq2seq::Vocab& vocab = task.vocab();
+  const data::TaskVocab& vocab = task.vocab();
   for (int64_t i = 0; i < show && i < static_cast<int64_t>(held_out.size()); ++i) {
     const bool correct = e.predictions[i] == held_out[i].target;
     std::printf("  %s -> %s %s\n", vocab.to_text(held_out[i].source).c_str(),
@@ -111,7 +112,7 @@ const char* const curves_header = "step,train_loss,heldout_loss,token_accuracy,s
 // training_curves.png from training_curves.csv: the losses above, the accuracies below.
 void plot_curves(const std::filesystem::path& dir, const std::string& task) {
   const std::filesystem::path csv = dir / "training_curves.csv", png = dir / "training_curves.png";
-  plot::LineFigure figure;
+  viz::LineFigure figure;
   figure.title = "ag-train, task " + task;
   figure.points = true;
   figure.panels.push_back({.title = "loss (masked cross-entropy per token)",
@@ -130,14 +131,14 @@ void plot_curves(const std::filesystem::path& dir, const std::string& task) {
                            .ymin = 0.0,
                            .ymax = 1.05,
                            .key = "bottom right"});
-  plot::plot_csv(csv.string(), png.string(), figure);
+  viz::plot_csv(csv.string(), png.string(), figure);
   std::printf("wrote %s and %s\n", png.c_str(), csv.c_str());
 }
 
 // One grid of heatmaps: a row of panels (one per head) for each layer of encoder self-attention,
 // decoder self-attention and encoder–decoder attention; queries down, keys across, weight 0 to 1.
-void write_attention_png(const std::string& path, nn::EncoderDecoder& model, const seq2seq::Task& task,
-                         const std::vector<seq2seq::Example>& held_out, int64_t index) {
+void write_attention_png(const std::string& path, nn::EncoderDecoder& model, const data::Task& task,
+                         const std::vector<data::Example>& held_out, int64_t index) {
   if (index == -1) {
     // The first of the longest sources: the most positions, the clearest pattern.
     index = 0;
@@ -148,16 +149,16 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
   if (index < 0 || index >= static_cast<int64_t>(held_out.size()))
     throw ValueError("--attention-example " + std::to_string(index) + " is not one of the " +
                      std::to_string(held_out.size()) + " held-out examples");
-  const seq2seq::Example& example = held_out[static_cast<std::size_t>(index)];
+  const data::Example& example = held_out[static_cast<std::size_t>(index)];
   const seq2seq::DecodedAttention a = seq2seq::decode_with_attention(model, example.source, task.target_steps());
-  const seq2seq::Vocab& vocab = task.vocab();
+  const data::TaskVocab& vocab = task.vocab();
   auto labels = [&](const std::vector<int64_t>& ids) {
     std::vector<std::string> out;
     for (int64_t id : ids) out.push_back(vocab.token(id));
     return out;
   };
   const std::vector<std::string> source = labels(a.source), decoder = labels(a.decoder_input);
-  std::vector<plot::HeatmapPanel> panels;
+  std::vector<viz::HeatmapPanel> panels;
   auto add = [&](const std::vector<Tensor>& per_layer, const std::string& name, const std::vector<std::string>& rows,
                  const std::vector<std::string>& cols, const std::string& ylabel, const std::string& xlabel) {
     for (std::size_t l = 0; l < per_layer.size(); ++l)
@@ -178,7 +179,7 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
   add(a.decoder_self, "dec self", decoder, decoder, "decoder in", "decoder in");  // (H, T, T) per layer
   add(a.cross, "enc-dec", decoder, source, "decoder in", "source");               // (H, T, Ts) per layer
   const std::string decoded = vocab.to_text(example.source) + " -> " + vocab.to_text(a.prediction);
-  plot::write_heatmap_grid(path, panels, static_cast<int64_t>(a.encoder[0].size(0)),
+  viz::write_heatmap_grid(path, panels, static_cast<int64_t>(a.encoder[0].size(0)),
                            task.name() + ", held-out example " + std::to_string(index) + ": " + decoded +
                                "  (rows: queries, columns: keys)");
   std::printf("wrote %s (attention of every layer and head, held-out example %lld: %s)\n", path.c_str(),
@@ -244,12 +245,12 @@ int train(Options o) {
     o = options_from(*resumed, o);
   }
   manual_seed(o.seed);  // model initialisation and dropout masks
-  std::unique_ptr<seq2seq::Task> task = seq2seq::make_task(o.task);
+  std::unique_ptr<data::Task> task = data::make_task(o.task);
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = task->vocab().size();
   auto model = seq2seq::make_transformer(config);
-  const std::vector<seq2seq::Example> held_out = seq2seq::held_out_set(*task, o.eval_size);
-  seq2seq::TrainingStream stream(*task, held_out, o.seed + 1);
+  const std::vector<data::Example> held_out = data::held_out_set(*task, o.eval_size);
+  data::TrainingStream stream(*task, held_out, o.seed + 1);
   optim::Adam optimizer(model->parameters(), o.lr);
   optim::Schedule schedule = [](int64_t) { return 1.0; };
   if (o.schedule == "cosine") schedule = optim::cosine_with_warmup(o.warmup, o.steps, 0.0);
@@ -352,7 +353,7 @@ int train(Options o) {
   seq2seq::Evaluation evaluation;
   int64_t step = first_step;
   for (; step <= last_step; ++step) {
-    seq2seq::Batch batch = seq2seq::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
+    data::Batch batch = data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
     const double loss = seq2seq::train_step(*model, optimizer, batch, o.clip);
     scheduler.step();
     if (loss_log) loss_log << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
@@ -479,7 +480,7 @@ int main(int argc, char** argv) {
   }
   // Option values CLI11 cannot check by type alone.
   std::string problem;
-  const auto names = seq2seq::task_names();
+  const auto names = data::task_names();
   if (std::find(names.begin(), names.end(), o.task) == names.end())
     problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add)";
   else if (o.steps <= 0) problem = "--steps must be positive";

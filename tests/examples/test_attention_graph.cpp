@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "examples/plot.h"
+#include "viz/viz.h"
 
 namespace {
 
@@ -79,13 +79,13 @@ TEST_CASE("ag-attention-graph writes the composed graph by default and renders i
   CHECK(height > width);  // a tall graph: the ops of attention stacked from the inputs to W_o
   // Not blank: decoded, the picture has the white page, the black text and edges, the grey op
   // boxes and the blue parameter ellipses (and their anti-aliased blends).
-  const ag::plot::Image image = ag::plot::read_png(png.string());
+  const ag::viz::Image image = ag::viz::read_png(png.string());
   CHECK(image.width() == int64_t{width});
   CHECK(image.height() == int64_t{height});
   std::set<std::tuple<int, int, int>> colours;
   for (int64_t y = 0; y < image.height(); ++y)
     for (int64_t x = 0; x < image.width(); ++x) {
-      const ag::plot::Rgb c = image.at(x, y);
+      const ag::viz::Rgb c = image.at(x, y);
       colours.insert({c.r, c.g, c.b});
     }
   CHECK(colours.size() >= 4);

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "tests/examples/pictures_test_util.h"
+#include "tests/pictures_test_util.h"
 
-using namespace ag::plot;
-using namespace ag::plot::testing;
+using namespace ag::viz;
+using namespace ag::viz::testing;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 

@@ -2,10 +2,10 @@
 // --attention-png's grid of attention heatmaps, from short runs in separate processes.
 #include <catch2/catch.hpp>
 
-#include "tests/examples/pictures_test_util.h"
+#include "tests/pictures_test_util.h"
 
-using namespace ag::plot;
-using namespace ag::plot::testing;
+using namespace ag::viz;
+using namespace ag::viz::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 namespace fs = std::filesystem;

@@ -2,14 +2,17 @@
 // heatmaps and their grid, CSV files and gnuplot line plots, and the errors of each.
 #include <catch2/catch.hpp>
 
-#include "tests/examples/pictures_test_util.h"
+#include <set>
+#include <tuple>
+
+#include "tests/pictures_test_util.h"
 
 using namespace ag;
-using namespace ag::plot;
+using namespace ag::viz;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
-using namespace ag::plot::testing;
+using namespace ag::viz::testing;
 
 namespace {
 
@@ -224,6 +227,42 @@ TEST_CASE("a heatmap grid lays the panels out in rows of `columns`", "[plot][hea
   write_heatmap_grid((dir / "grid.png").string(), panels, 2, "five panels");
   CHECK(read_png((dir / "grid.png").string()).rgb() == grid.rgb());
   fs::remove_all(dir);
+}
+
+TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale", "[plot][heatmap]") {
+  // 2 x 3 matrices of shape (2, 4); matrix (r, c) holds the value 3r + c everywhere, 0 to 5.
+  std::vector<double> values;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c)
+      for (int i = 0; i < 8; ++i) values.push_back(3 * r + c);
+  const Tensor matrices = tensor(values, {2, 3, 2, 4});  // (num_rows, num_cols, Q, K)
+  ShowHeatmapsOptions options;
+  options.titles = {"head 0", "head 1", "head 2"};
+  options.row_labels = {"q0", "q1"};
+  options.col_labels = {"k0", "k1", "k2", "k3"};
+  const Image picture = render_show_heatmaps(matrices, options);
+  // Each matrix alone is uniform (one heatmap of it would be viridis' middle colour); on the
+  // shared scale matrix (0, 0) is the minimum, (1, 2) the maximum and (0, 2) is 2/5 of the way.
+  std::set<std::tuple<int, int, int>> colours;
+  for (int64_t y = 0; y < picture.height(); ++y)
+    for (int64_t x = 0; x < picture.width(); ++x) colours.insert({picture.at(x, y).r, picture.at(x, y).g, picture.at(x, y).b});
+  for (double t : {0.0, 0.2, 0.4, 0.6, 0.8, 1.0}) {
+    const Rgb c = viridis(t);
+    CHECK(colours.count({c.r, c.g, c.b}) == 1);
+  }
+  // Six panels, three to a row: the picture is three panels wide and two high.
+  const Image last = render_heatmap(zeros({2, 4}), {.title = "head 2", .xlabel = "Keys", .ylabel = "Queries",
+                                                    .row_labels = options.row_labels,
+                                                    .col_labels = options.col_labels});
+  CHECK(picture.width() == 3 * last.width());
+  CHECK(picture.height() == 2 * last.height());
+  const fs::path dir = temp_dir();
+  show_heatmaps(matrices, (dir / "weights.png").string(), options);
+  CHECK(read_png((dir / "weights.png").string()).rgb() == picture.rgb());
+  fs::remove_all(dir);
+  CHECK_THROWS_WITH(render_show_heatmaps(zeros({3, 2, 4})), Contains("show_heatmaps") && Contains("[3,2,4]"));
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, {.titles = {"only one"}}), ShapeError);
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, {.row_labels = {"q0"}}), ShapeError);
 }
 
 TEST_CASE("write_csv writes a header and one row per index", "[plot][csv]") {

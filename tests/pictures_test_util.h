@@ -15,9 +15,9 @@
 #include <string>
 #include <tuple>
 
-#include "examples/plot.h"
+#include "viz/viz.h"
 
-namespace ag::plot::testing {
+namespace ag::viz::testing {
 
 // A fresh directory under the system's temporary directory.
 inline std::filesystem::path temp_dir() {
@@ -67,4 +67,4 @@ inline std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-}  // namespace ag::plot::testing
+}  // namespace ag::viz::testing

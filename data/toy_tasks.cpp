@@ -1,0 +1,148 @@
+#include "data/toy_tasks.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "autograd/error.h"
+
+namespace ag::data {
+
+// ---- vocabulary -----------------------------------------------------------------------------------
+
+TaskVocab::TaskVocab(const std::vector<std::string>& content_tokens) : tokens_{"<pad>", "<bos>", "<eos>"} {
+  for (const std::string& t : content_tokens) {
+    if (t.empty() || t.find(' ') != std::string::npos || std::count(tokens_.begin(), tokens_.end(), t))
+      detail::fail<ValueError>("Vocab: token '", t, "' is empty, has a space or is repeated");
+    tokens_.push_back(t);
+  }
+}
+
+const std::string& TaskVocab::token(int64_t id) const {
+  if (id < 0 || id >= size()) detail::fail<ValueError>("Vocab: id ", id, " is outside [0, ", size(), ")");
+  return tokens_[static_cast<std::size_t>(id)];
+}
+
+int64_t TaskVocab::id(const std::string& token) const {
+  auto it = std::find(tokens_.begin(), tokens_.end(), token);
+  if (it == tokens_.end()) detail::fail<ValueError>("Vocab: unknown token '", token, "'");
+  return it - tokens_.begin();
+}
+
+std::string TaskVocab::to_text(const std::vector<int64_t>& ids) const {
+  std::string text;
+  for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + token(ids[i]);
+  return text;
+}
+
+std::vector<int64_t> TaskVocab::from_text(const std::string& text) const {
+  std::istringstream words(text);
+  std::vector<int64_t> ids;
+  for (std::string word; words >> word;) ids.push_back(id(word));
+  return ids;
+}
+
+// ---- tasks ----------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> number_tokens(int first, int last) {
+  std::vector<std::string> tokens;
+  for (int i = first; i <= last; ++i) tokens.push_back(std::to_string(i));
+  return tokens;
+}
+
+// copy, reverse and sort share the sampling: length uniform in 1–9, tokens 3–19 uniform.
+class SequenceTask : public Task {
+ public:
+  enum class Kind { copy, reverse, sort };
+  explicit SequenceTask(Kind kind) : Task(TaskVocab(number_tokens(3, 19)), 9, 9), kind_(kind) {}
+  std::string name() const override {
+    return kind_ == Kind::copy ? "copy" : kind_ == Kind::reverse ? "reverse" : "sort";
+  }
+  Example sample(Generator& generator) const override {
+    const int64_t length = generator.randint(1, max_source_len_ + 1);
+    Example e;
+    for (int64_t i = 0; i < length; ++i) e.source.push_back(generator.randint(3, vocab_.size()));
+    e.target = e.source;
+    if (kind_ == Kind::reverse) std::reverse(e.target.begin(), e.target.end());
+    // Sorting the ids sorts the tokens by value: id − 3 + 3 = the number written on the token.
+    if (kind_ == Kind::sort) std::sort(e.target.begin(), e.target.end());
+    return e;
+  }
+
+ private:
+  Kind kind_;
+};
+
+// a + b for a, b of 1–3 digits, written digit by digit: "1 2 + 9 5" -> "1 0 7".
+class AdditionTask : public Task {
+ public:
+  AdditionTask() : Task(TaskVocab([] {
+                          auto t = number_tokens(0, 9);
+                          t.push_back("+");
+                          return t;
+                        }()),
+                        7, 4) {}
+  std::string name() const override { return "add"; }
+  Example sample(Generator& generator) const override {
+    // A number of 1, 2 or 3 digits (each as likely), uniform among the numbers of that length.
+    auto number = [&] {
+      constexpr int64_t low[] = {0, 10, 100}, high[] = {10, 100, 1000};
+      const int64_t digits = generator.randint(1, 4);
+      return generator.randint(low[digits - 1], high[digits - 1]);
+    };
+    const int64_t a = number(), b = number();
+    Example e;
+    auto append_digits = [&](std::vector<int64_t>& out, int64_t value) {
+      for (char c : std::to_string(value)) out.push_back(vocab_.id(std::string(1, c)));
+    };
+    append_digits(e.source, a);
+    e.source.push_back(vocab_.id("+"));
+    append_digits(e.source, b);
+    append_digits(e.target, a + b);
+    return e;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> task_names() { return {"copy", "reverse", "sort", "add"}; }
+
+std::unique_ptr<Task> make_task(const std::string& name) {
+  if (name == "copy") return std::make_unique<SequenceTask>(SequenceTask::Kind::copy);
+  if (name == "reverse") return std::make_unique<SequenceTask>(SequenceTask::Kind::reverse);
+  if (name == "sort") return std::make_unique<SequenceTask>(SequenceTask::Kind::sort);
+  if (name == "add") return std::make_unique<AdditionTask>();
+  detail::fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
+}
+
+// ---- held-out set and training stream ---------------------------------------------------------------
+
+std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed) {
+  Generator generator(seed);
+  std::set<std::vector<int64_t>> seen;
+  std::vector<Example> examples;
+  for (int64_t attempts = 0; static_cast<int64_t>(examples.size()) < count; ++attempts) {
+    if (attempts > 1000 * count)
+      detail::fail<ValueError>("held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
+    Example e = task.sample(generator);
+    if (seen.insert(e.source).second) examples.push_back(std::move(e));
+  }
+  return examples;
+}
+
+TrainingStream::TrainingStream(const Task& task, const std::vector<Example>& held_out, uint64_t seed)
+    : task_(task), generator_(seed) {
+  for (const Example& e : held_out) held_out_sources_.insert(e.source);
+}
+
+std::vector<Example> TrainingStream::next(int64_t batch_size) {
+  std::vector<Example> batch;
+  while (static_cast<int64_t>(batch.size()) < batch_size) {
+    Example e = task_.sample(generator_);
+    if (!held_out_sources_.count(e.source)) batch.push_back(std::move(e));
+  }
+  return batch;
+}
+
+}  // namespace ag::data

@@ -1,0 +1,105 @@
+// The toy tasks of ag-train and their batches: the vocabulary, the tasks' targets, d2l's reverse
+// setting, make_batch's layout, and the held-out set that training never sees.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "data/batch.h"
+#include "data/toy_tasks.h"
+
+using namespace ag;
+using namespace ag::data;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<int64_t> ids(const Tensor& t, int64_t row) {
+  std::vector<int64_t> out;
+  for (float v : t.select(0, row).to_vector<float>()) out.push_back(static_cast<int64_t>(v));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("TaskVocab turns tokens into text and back", "[data]") {
+  TaskVocab vocab({"a", "b", "+"});
+  CHECK(vocab.size() == 6);
+  CHECK(vocab.token(TaskVocab::pad) == "<pad>");
+  CHECK(vocab.token(TaskVocab::bos) == "<bos>");
+  CHECK(vocab.token(TaskVocab::eos) == "<eos>");
+  CHECK(vocab.to_text({3, 5, 4}) == "a + b");
+  CHECK(vocab.from_text("a + b") == std::vector<int64_t>{3, 5, 4});
+  CHECK_THROWS_WITH(vocab.from_text("a c"), Contains("unknown token 'c'"));
+  CHECK_THROWS_AS(vocab.token(6), ValueError);
+  CHECK_THROWS_AS(TaskVocab({"a", "a"}), ValueError);
+}
+
+TEST_CASE("the tasks make the right targets from seeded sources", "[data]") {
+  Generator g(1);
+  for (const std::string& name : task_names()) {
+    auto task = make_task(name);
+    CHECK(task->name() == name);
+    for (int i = 0; i < 200; ++i) {
+      Example e = task->sample(g);
+      REQUIRE(!e.source.empty());
+      CHECK(static_cast<int64_t>(e.source.size()) < task->source_steps());
+      CHECK(static_cast<int64_t>(e.target.size()) < task->target_steps());
+      for (int64_t id : e.source) CHECK((id >= 3 && id < task->vocab().size()));
+      std::vector<int64_t> expected = e.source;
+      if (name == "reverse") std::reverse(expected.begin(), expected.end());
+      if (name == "sort") std::sort(expected.begin(), expected.end());
+      if (name == "add") {
+        // "1 2 + 9 5" -> "1 0 7"
+        std::string text = task->vocab().to_text(e.source);
+        text.erase(std::remove(text.begin(), text.end(), ' '), text.end());
+        const std::size_t plus = text.find('+');
+        const int sum = std::stoi(text.substr(0, plus)) + std::stoi(text.substr(plus + 1));
+        std::string digits;
+        for (char c : std::to_string(sum)) digits += std::string(digits.empty() ? "" : " ") + c;
+        expected = task->vocab().from_text(digits);
+      }
+      CHECK(e.target == expected);
+    }
+  }
+  CHECK_THROWS_WITH(make_task("rot13"), Contains("unknown task 'rot13'") && Contains("reverse"));
+}
+
+TEST_CASE("the reverse task is d2l's setting: vocabulary 20, lengths 1-9, 10 steps", "[data]") {
+  auto task = make_task("reverse");
+  CHECK(task->vocab().size() == 20);
+  CHECK(task->source_steps() == 10);
+  CHECK(task->target_steps() == 10);
+  Generator g(2);
+  std::vector<int> length_counts(10, 0);
+  for (int i = 0; i < 9000; ++i) ++length_counts[task->sample(g).source.size()];
+  CHECK(length_counts[0] == 0);
+  for (int length = 1; length <= 9; ++length) CHECK(length_counts[length] == Approx(1000).margin(150));
+}
+
+TEST_CASE("make_batch lays out sources, decoder inputs and labels with padding", "[data]") {
+  std::vector<Example> examples = {{{5, 6, 7}, {7, 6, 5}}, {{9}, {9}}};
+  Batch batch = make_batch(examples, 5, 5);
+  CHECK(batch.source.shape() == Shape{2, 5});
+  CHECK(ids(batch.source, 0) == std::vector<int64_t>{5, 6, 7, TaskVocab::eos, TaskVocab::pad});
+  CHECK(ids(batch.source, 1) == std::vector<int64_t>{9, TaskVocab::eos, TaskVocab::pad, TaskVocab::pad, TaskVocab::pad});
+  CHECK(ids(batch.decoder_input, 0) == std::vector<int64_t>{TaskVocab::bos, 7, 6, 5, TaskVocab::pad});
+  CHECK(ids(batch.labels, 0) == std::vector<int64_t>{7, 6, 5, TaskVocab::eos, TaskVocab::pad});
+  CHECK(batch.source_valid_lens.to_vector<double>() == std::vector<double>{4, 2});
+  CHECK(batch.label_valid_lens.to_vector<double>() == std::vector<double>{4, 2});
+  CHECK_THROWS_WITH(make_batch(examples, 3, 5), Contains("make_batch") && Contains("does not fit"));
+}
+
+TEST_CASE("the held-out set is fixed, distinct, and never trained on", "[data]") {
+  auto task = make_task("reverse");
+  std::vector<Example> held_out = held_out_set(*task, 500);
+  CHECK(held_out.size() == 500);
+  std::set<std::vector<int64_t>> sources;
+  for (const Example& e : held_out) sources.insert(e.source);
+  CHECK(sources.size() == 500);
+  CHECK(held_out_set(*task, 500)[123].source == held_out[123].source);
+  TrainingStream stream(*task, held_out, 7);
+  for (int i = 0; i < 100; ++i)
+    for (const Example& e : stream.next(64)) CHECK_FALSE(sources.count(e.source));
+}

@@ -1,0 +1,28 @@
+// Text in pictures without a font library: a built-in 5×7 bitmap font.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "viz/image.h"
+
+namespace ag::viz {
+
+// A 5×7 bitmap font of digits, capital letters and the punctuation  <>-+.,:()/_=?%'![]*  — lower
+// case is drawn in capitals, any other character as '?'. Each glyph is 5 pixels wide with 1 pixel
+// of spacing, scaled up by `scale` (an integer ≥ 1).
+inline constexpr int64_t glyph_width = 5, glyph_height = 7, glyph_advance = 6;
+// The glyph of a character: 7 rows of 5 characters, '#' for ink and '.' for background.
+const std::vector<std::string>& glyph(char c);
+// Characters the font draws (their lower-case letters aside).
+std::string font_characters();
+// Width in pixels of `text` drawn horizontally: 6 · length · scale − scale (0 for "").
+int64_t text_width(const std::string& text, int64_t scale = 1);
+// Draws `text` with its top-left corner at (x, y). vertical: rotated a quarter turn
+// counter-clockwise (read from bottom to top), its bounding box 7·scale wide and text_width high
+// with the top-left corner at (x, y).
+void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour, int64_t scale = 1,
+               bool vertical = false);
+
+}  // namespace ag::viz

@@ -1,0 +1,68 @@
+// Heatmaps of matrices — attention weights, the positional-encoding table — as PNG files: cells
+// coloured by viridis, tick labels and titles in the built-in font, an optional colour bar; several
+// heatmaps in a grid; and d2l's show_heatmaps.
+//
+//   ag::viz::write_heatmap("P.png", P, {.title = "P", .xlabel = "column", .ylabel = "row"});
+//   ag::viz::show_heatmaps(attention_weights.reshape({1, 1, Q, K}), "weights.png");  // d2l 10.1
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "viz/image.h"
+
+namespace ag::viz {
+
+struct HeatmapOptions {
+  std::string title;                    // above the map
+  std::string xlabel, ylabel;           // axis names: below the column labels, left of the row labels
+  std::vector<std::string> row_labels;  // tick labels, one per row (empty: none)
+  std::vector<std::string> col_labels;  // one per column, drawn vertically (empty: none)
+  int64_t cell = 12;                    // pixels per matrix cell (square)
+  int64_t font_scale = 1;
+  std::optional<double> vmin, vmax;     // the values of the ends of the colour map (default: data min, max)
+  bool colorbar = true;                 // a colour bar labelled with vmin and vmax, right of the map
+};
+
+// "0", "1", …, "n − 1": tick labels for positions.
+std::vector<std::string> index_labels(int64_t n);
+
+// A 2-D tensor (rows, cols), float32 or float64, drawn as a rows × cols grid of cells of
+// options.cell pixels: value v gets viridis((v − vmin) / (vmax − vmin)) (vmax = vmin: the middle
+// colour). Tick labels that would overlap are thinned to every k-th row or column. Throws
+// ShapeError for a tensor that is not 2-D or labels whose count does not match, ValueError for a
+// non-finite value (naming its row and column) or bad options.
+Image render_heatmap(const Tensor& matrix, const HeatmapOptions& options = {});
+void write_heatmap(const std::string& path, const Tensor& matrix, const HeatmapOptions& options = {});
+
+struct HeatmapPanel {
+  Tensor matrix;  // (rows, cols)
+  HeatmapOptions options;
+};
+// Several heatmaps in one picture, `columns` panels per row in the given order, each panel in a
+// cell as large as the largest panel, under an optional overall title.
+Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns, const std::string& title = "",
+                          int64_t font_scale = 1);
+void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels, int64_t columns,
+                        const std::string& title = "", int64_t font_scale = 1);
+
+// d2l's show_heatmaps(matrices, xlabel, ylabel, titles) (chapter 10.1): `matrices` of shape
+// (num_rows, num_cols, Q, K) drawn as a num_rows × num_cols grid of heatmaps, each with the shared
+// axis names and its title (titles: empty, or one per column as in d2l), on one colour scale
+// from the smallest to the largest value of all the matrices. Labels name each row and column of
+// every matrix (the query and key tokens of attention weights; empty: none).
+struct ShowHeatmapsOptions {
+  std::string xlabel = "Keys", ylabel = "Queries";
+  std::vector<std::string> titles;      // one per grid column, or empty
+  std::vector<std::string> row_labels;  // Q labels, or empty
+  std::vector<std::string> col_labels;  // K labels, or empty
+  int64_t cell = 12;                    // pixels per matrix cell
+};
+// Throws ShapeError for a tensor that is not 4-D or labels and titles of the wrong count.
+Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& options = {});
+void show_heatmaps(const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options = {});
+
+}  // namespace ag::viz
