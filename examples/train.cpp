@@ -26,11 +26,11 @@
 #include <iostream>
 #include <string>
 
-#include "viz/viz.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "viz/viz.h"
 
 namespace {
 
@@ -186,7 +186,7 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
               static_cast<long long>(index), decoded.c_str());
 }
 
-// ---- the run's definition in a checkpoint --------------------------------------------------------
+// ---- checkpoints: the run's definition and state ---------------------------------------------------
 
 void save_options(Checkpoint& c, const Options& o) {
   c.integers["config.steps"] = static_cast<uint64_t>(o.steps);
@@ -223,6 +223,16 @@ Options options_from(const Checkpoint& c, Options o) {
   return o;
 }
 
+// --resume: the checked file, and the options it defines over this invocation's.
+Checkpoint load_run(Options& o) {
+  Checkpoint c = load_checkpoint(o.resume);  // the whole file is checked before anything is used
+  if (c.kind != "ag-train")
+    throw CheckpointError("checkpoint " + o.resume + ": holds a '" + c.kind +
+                          "', not an ag-train run (a model file cannot be resumed)");
+  o = options_from(c, o);
+  return c;
+}
+
 void put_generator(Checkpoint& c, const std::string& name, const GeneratorState& s) {
   c.integers["generator." + name + ".seed"] = s.seed;
   c.integers["generator." + name + ".offset"] = s.offset;
@@ -231,19 +241,196 @@ GeneratorState get_generator(const Checkpoint& c, const std::string& name) {
   return {c.integer("generator." + name + ".seed"), c.integer("generator." + name + ".offset")};
 }
 
+// Everything the next step depends on: weights, Adam's moments and step counts, the schedule's
+// position, the dropout generator and the data stream. Returns the step to continue with.
+int64_t restore_run(const Checkpoint& c, const Options& o, nn::EncoderDecoder& model, optim::Optimizer& optimizer,
+                    optim::Scheduler& scheduler, data::TrainingStream& stream) {
+  model.load_state_dict(c.tensors_under("model"));
+  optimizer.load_state(c, "optimizer");
+  const uint64_t step = c.integer("step");
+  if (step >= static_cast<uint64_t>(o.steps))
+    throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
+  scheduler.set_step(static_cast<int64_t>(c.integer("scheduler.step")));
+  default_generator().set_state(get_generator(c, "default"));
+  stream.generator().set_state(get_generator(c, "data"));
+  std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(), static_cast<long long>(step + 1),
+              static_cast<long long>(o.steps));
+  return static_cast<int64_t>(step) + 1;
+}
+
+CheckpointFormat checkpoint_format(const Options& o) {
+  return o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary;
+}
+
+// Saves the run after `step` to --checkpoint (atomically) and, with --keep K, a numbered copy
+// PATH.step-NNNNNNNN of which only the newest K are kept.
+void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config, const nn::EncoderDecoder& model,
+              const optim::Optimizer& optimizer, const optim::Scheduler& scheduler, data::TrainingStream& stream) {
+  if (o.checkpoint.empty()) return;
+  Checkpoint c;
+  c.kind = "ag-train";
+  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
+  optimizer.save_state(c, "optimizer");
+  seq2seq::save_model_config(c, o.task, config);
+  save_options(c, o);
+  c.integers["step"] = static_cast<uint64_t>(step);
+  c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
+  put_generator(c, "default", default_generator().state());
+  put_generator(c, "data", stream.generator().state());
+  const SaveOptions save_options{checkpoint_format(o), {}};
+  save_checkpoint(c, o.checkpoint, save_options);
+  if (o.keep == 0) return;
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, ".step-%08lld", static_cast<long long>(step));
+  save_checkpoint(c, o.checkpoint + suffix, save_options);
+  namespace fs = std::filesystem;
+  const fs::path target(o.checkpoint);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string stem = target.filename().string() + ".step-";
+  std::vector<fs::path> copies;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) == 0 && name.size() == stem.size() + 8 &&
+        name.find_first_not_of("0123456789", stem.size()) == std::string::npos)
+      copies.push_back(entry.path());
+  }
+  std::sort(copies.begin(), copies.end());
+  for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i) fs::remove(copies[i]);
+}
+
+// ---- the learning-rate schedule ---------------------------------------------------------------------
+
+optim::Schedule make_schedule(const Options& o, const seq2seq::ModelConfig& config) {
+  if (o.schedule == "cosine") return optim::cosine_with_warmup(o.warmup, o.steps, 0.0);
+  // The paper's schedule, rescaled so that its peak (at the end of warm-up) is --lr.
+  if (o.schedule == "noam")
+    return [base = optim::transformer_schedule(config.num_hiddens, o.warmup), w = o.warmup](int64_t t) {
+      return base(t) / base(w);
+    };
+  return [](int64_t) { return 1.0; };
+}
+
+// ---- reporting ----------------------------------------------------------------------------------------
+
+// What the run prints and logs: the progress line (rewritten in place on a terminal, every 100
+// steps otherwise), --loss-log's row per step, the evaluations with a few decoded examples,
+// --curves-dir's row per evaluation, and the final summary.
+class Report {
+ public:
+  Report(const Options& o, int64_t first_step, int64_t last_step, bool resumed)
+      : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO)) {
+    if (!o.loss_log.empty()) {
+      loss_log_.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
+      if (!loss_log_) throw ValueError("cannot open --loss-log " + o.loss_log);
+      if (!resumed) loss_log_ << "step,loss\n";
+    }
+    if (!o.curves_dir.empty()) {
+      namespace fs = std::filesystem;
+      fs::create_directories(o.curves_dir);
+      const fs::path path = fs::path(o.curves_dir) / "training_curves.csv";
+      // A resumed run continues the file of the run it resumes (as --loss-log does).
+      const bool append = resumed && fs::exists(path) && fs::file_size(path) > 0;
+      curves_.open(path, append ? std::ios::app : std::ios::trunc);
+      if (!curves_) throw ValueError("cannot open " + path.string() + " (--curves-dir)");
+      if (!append) curves_ << curves_header << '\n';
+    }
+  }
+
+  void step(int64_t step, double loss, const data::Batch& batch, bool evaluate_now) {
+    if (loss_log_) loss_log_ << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
+    tokens_ += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
+    loss_since_report_ += loss;
+    ++steps_since_report_;
+    loss_since_evaluation_ += loss;
+    ++steps_since_evaluation_;
+    recent_losses_.push_back(loss);
+    if (recent_losses_.size() > 100) recent_losses_.erase(recent_losses_.begin());
+    const double elapsed = seconds();
+    const double eta = elapsed / static_cast<double>(step - first_step_ + 1) * static_cast<double>(last_step_ - step);
+    if (terminal_) {
+      // One live line, rewritten in place.
+      std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ", static_cast<long long>(step),
+                  static_cast<long long>(o_.steps), loss, tokens_ / elapsed, format_duration(eta).c_str());
+      if (evaluate_now) std::printf("\n");
+      std::fflush(stdout);
+    } else if (step % 100 == 0 || evaluate_now) {
+      std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n", static_cast<long long>(step),
+                  static_cast<long long>(o_.steps), loss_since_report_ / static_cast<double>(steps_since_report_),
+                  tokens_ / elapsed, format_duration(eta).c_str());
+      loss_since_report_ = 0;
+      steps_since_report_ = 0;
+      std::fflush(stdout);
+    }
+  }
+
+  void evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
+                  const std::vector<data::Example>& held_out) {
+    last_evaluation_ = e;
+    print_evaluation(step, e, task, held_out, o_.show);
+    if (curves_.is_open()) {
+      char row[160];
+      std::snprintf(row, sizeof row, "%lld,%.6g,%.6g,%.6g,%.6g\n", static_cast<long long>(step),
+                    loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_), e.loss, e.token_accuracy,
+                    e.sequence_accuracy);
+      curves_ << row << std::flush;
+    }
+    loss_since_evaluation_ = 0;
+    steps_since_evaluation_ = 0;
+  }
+
+  // The curves' PNG, drawn once the CSV is complete.
+  void plot() {
+    if (!curves_.is_open()) return;
+    curves_.close();
+    plot_curves(o_.curves_dir, o_.task);
+  }
+
+  void summary(double seconds) const {
+    double recent = 0;
+    for (double l : recent_losses_) recent += l;
+    if (!recent_losses_.empty()) recent /= static_cast<double>(recent_losses_.size());
+    std::printf("done: %lld steps in %s; training loss per token (mean of the last %zu steps) %.4f; "
+                "held-out exact-sequence accuracy %.1f%%\n",
+                static_cast<long long>(o_.steps), format_duration(seconds).c_str(), recent_losses_.size(), recent,
+                100 * last_evaluation_.sequence_accuracy);
+  }
+
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  const Options& o_;
+  int64_t first_step_, last_step_;
+  bool terminal_;
+  Clock::time_point start_ = Clock::now();
+  std::ofstream loss_log_, curves_;
+  double tokens_ = 0, loss_since_report_ = 0, loss_since_evaluation_ = 0;
+  int64_t steps_since_report_ = 0, steps_since_evaluation_ = 0;
+  std::vector<double> recent_losses_;  // the last 100 steps' losses, for the final summary
+  seq2seq::Evaluation last_evaluation_;
+};
+
+void print_run(const Options& o, const seq2seq::ModelConfig& config, const data::Task& task,
+               const nn::EncoderDecoder& model) {
+  std::printf("ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
+              "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
+              "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
+              o.task.c_str(), static_cast<long long>(config.vocab_size), static_cast<long long>(task.source_steps()),
+              static_cast<long long>(task.target_steps()), static_cast<long long>(model.num_parameters()),
+              static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
+              static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers), config.dropout,
+              static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
+              static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
+}
+
 // ---- training ---------------------------------------------------------------------------------------
 
 int train(Options o) {
   std::signal(SIGINT, on_interrupt);
   set_num_threads(o.threads);
   std::optional<Checkpoint> resumed;
-  if (!o.resume.empty()) {
-    resumed = load_checkpoint(o.resume);  // the whole file is checked before anything is used
-    if (resumed->kind != "ag-train")
-      throw CheckpointError("checkpoint " + o.resume + ": holds a '" + resumed->kind +
-                            "', not an ag-train run (a model file cannot be resumed)");
-    o = options_from(*resumed, o);
-  }
+  if (!o.resume.empty()) resumed = load_run(o);  // its options replace those that define a run
+
+  // The task, the model and the optimizer, as d2l's train_seq2seq sets them up.
   manual_seed(o.seed);  // model initialisation and dropout masks
   std::unique_ptr<data::Task> task = data::make_task(o.task);
   seq2seq::ModelConfig config = o.model;
@@ -252,180 +439,51 @@ int train(Options o) {
   const std::vector<data::Example> held_out = data::held_out_set(*task, o.eval_size);
   data::TrainingStream stream(*task, held_out, o.seed + 1);
   optim::Adam optimizer(model->parameters(), o.lr);
-  optim::Schedule schedule = [](int64_t) { return 1.0; };
-  if (o.schedule == "cosine") schedule = optim::cosine_with_warmup(o.warmup, o.steps, 0.0);
-  // The paper's schedule, rescaled so that its peak (at the end of warm-up) is --lr.
-  if (o.schedule == "noam")
-    schedule = [base = optim::transformer_schedule(config.num_hiddens, o.warmup), w = o.warmup](int64_t t) {
-      return base(t) / base(w);
-    };
-  optim::Scheduler scheduler(optimizer, schedule);
-
-  int64_t first_step = 1;
-  if (resumed) {
-    // Everything that the next step depends on: weights, Adam's moments and step counts, the
-    // schedule's position, the dropout generator and the data stream.
-    model->load_state_dict(resumed->tensors_under("model"));
-    optimizer.load_state(*resumed, "optimizer");
-    const uint64_t step = resumed->integer("step");
-    if (step >= static_cast<uint64_t>(o.steps))
-      throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
-    scheduler.set_step(static_cast<int64_t>(resumed->integer("scheduler.step")));
-    default_generator().set_state(get_generator(*resumed, "default"));
-    stream.generator().set_state(get_generator(*resumed, "data"));
-    first_step = static_cast<int64_t>(step) + 1;
-    std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(), static_cast<long long>(first_step),
-                static_cast<long long>(o.steps));
-  }
-
-  auto save = [&](int64_t step) {
-    if (o.checkpoint.empty()) return;
-    Checkpoint c;
-    c.kind = "ag-train";
-    for (const auto& [name, t] : model->state_dict()) c.tensors["model." + name] = t;
-    optimizer.save_state(c, "optimizer");
-    seq2seq::save_model_config(c, o.task, config);
-    save_options(c, o);
-    c.integers["step"] = static_cast<uint64_t>(step);
-    c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
-    put_generator(c, "default", default_generator().state());
-    put_generator(c, "data", stream.generator().state());
-    const SaveOptions save_options{o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary, {}};
-    save_checkpoint(c, o.checkpoint, save_options);
-    if (o.keep > 0) {
-      // A numbered copy of this save, and only the newest --keep of them.
-      char suffix[32];
-      std::snprintf(suffix, sizeof suffix, ".step-%08lld", static_cast<long long>(step));
-      save_checkpoint(c, o.checkpoint + suffix, save_options);
-      namespace fs = std::filesystem;
-      const fs::path target(o.checkpoint);
-      const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-      const std::string stem = target.filename().string() + ".step-";
-      std::vector<fs::path> copies;
-      for (const auto& entry : fs::directory_iterator(folder)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind(stem, 0) == 0 && name.size() == stem.size() + 8 &&
-            name.find_first_not_of("0123456789", stem.size()) == std::string::npos)
-          copies.push_back(entry.path());
-      }
-      std::sort(copies.begin(), copies.end());
-      for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i) fs::remove(copies[i]);
-    }
-  };
-
-  std::printf("ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
-              "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
-              "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
-              o.task.c_str(), static_cast<long long>(config.vocab_size), static_cast<long long>(task->source_steps()),
-              static_cast<long long>(task->target_steps()), static_cast<long long>(model->num_parameters()),
-              static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
-              static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers), config.dropout,
-              static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
-              static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
-
-  std::ofstream loss_log;
-  if (!o.loss_log.empty()) {
-    loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
-    if (!loss_log) throw ValueError("cannot open --loss-log " + o.loss_log);
-    if (!resumed) loss_log << "step,loss\n";
-  }
-  std::ofstream curves;
-  if (!o.curves_dir.empty()) {
-    namespace fs = std::filesystem;
-    fs::create_directories(o.curves_dir);
-    const fs::path path = fs::path(o.curves_dir) / "training_curves.csv";
-    // A resumed run continues the file of the run it resumes (as --loss-log does).
-    const bool append = resumed && fs::exists(path) && fs::file_size(path) > 0;
-    curves.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!curves) throw ValueError("cannot open " + path.string() + " (--curves-dir)");
-    if (!append) curves << curves_header << '\n';
-  }
-  const bool terminal = isatty(STDOUT_FILENO);
-  const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
+  optim::Scheduler scheduler(optimizer, make_schedule(o, config));
+  const int64_t first_step = resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
   if (last_step < first_step)
     throw ValueError("--stop-after " + std::to_string(o.stop_after) + " is before the resumed run's next step " +
                      std::to_string(first_step));
-  const Clock::time_point start = Clock::now();
-  double tokens = 0, loss_since_report = 0, loss_since_evaluation = 0;
-  int64_t steps_since_report = 0, steps_since_evaluation = 0;
-  std::vector<double> recent_losses;  // the last 100 steps' losses, for the final summary
-  seq2seq::Evaluation evaluation;
-  int64_t step = first_step;
-  for (; step <= last_step; ++step) {
-    data::Batch batch = data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
-    const double loss = seq2seq::train_step(*model, optimizer, batch, o.clip);
-    scheduler.step();
-    if (loss_log) loss_log << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
+  const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
+  print_run(o, config, *task, *model);
+  Report report(o, first_step, last_step, resumed.has_value());
 
-    tokens += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
-    loss_since_report += loss;
-    ++steps_since_report;
-    loss_since_evaluation += loss;
-    ++steps_since_evaluation;
-    recent_losses.push_back(loss);
-    if (recent_losses.size() > 100) recent_losses.erase(recent_losses.begin());
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    const double eta = elapsed / static_cast<double>(step - first_step + 1) * static_cast<double>(last_step - step);
+  for (int64_t step = first_step; step <= last_step; ++step) {
+    data::Batch batch = data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
+    Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
+    optimizer.zero_grad();
+    loss.backward();  // frees the graph
+    optim::clip_grad_norm(model->parameters(), o.clip);
+    optimizer.step();
+    scheduler.step();  // the learning rate of the next step
+
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
-    if (terminal) {
-      // One live line, rewritten in place.
-      std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ", static_cast<long long>(step),
-                  static_cast<long long>(o.steps), loss, tokens / elapsed, format_duration(eta).c_str());
-      if (evaluate_now) std::printf("\n");
-      std::fflush(stdout);
-    } else if (step % 100 == 0 || evaluate_now) {
-      std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n", static_cast<long long>(step),
-                  static_cast<long long>(o.steps), loss_since_report / static_cast<double>(steps_since_report),
-                  tokens / elapsed, format_duration(eta).c_str());
-      loss_since_report = 0;
-      steps_since_report = 0;
-      std::fflush(stdout);
-    }
-    if (evaluate_now) {
-      evaluation = seq2seq::evaluate(*model, *task, held_out);
-      print_evaluation(step, evaluation, *task, held_out, o.show);
-      if (curves.is_open()) {
-        char row[160];
-        std::snprintf(row, sizeof row, "%lld,%.6g,%.6g,%.6g,%.6g\n", static_cast<long long>(step),
-                      loss_since_evaluation / static_cast<double>(steps_since_evaluation), evaluation.loss,
-                      evaluation.token_accuracy, evaluation.sequence_accuracy);
-        curves << row << std::flush;
-      }
-      loss_since_evaluation = 0;
-      steps_since_evaluation = 0;
-    }
-    if (step % checkpoint_every == 0 || step == last_step) save(step);
-    if (interrupted) {
-      if (step % checkpoint_every != 0 && step != last_step) save(step);
+    report.step(step, loss.item(), batch, evaluate_now);
+    if (evaluate_now) report.evaluation(step, seq2seq::evaluate(*model, *task, held_out), *task, held_out);
+    const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
+    if (step % checkpoint_every == 0 || step == last_step || stop)
+      save_run(step, o, config, *model, optimizer, scheduler, stream);
+    if (stop) {
       std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
                   o.checkpoint.empty() ? " (not saved: no --checkpoint)" : ("; saved " + o.checkpoint).c_str());
       return 130;
     }
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  const double seconds = report.seconds();
   if (!o.save_model.empty()) {
-    seq2seq::save_model(o.save_model, *model, o.task, config,
-                        o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary);
+    seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o));
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
-  if (curves.is_open()) {
-    curves.close();
-    plot_curves(o.curves_dir, o.task);
-  }
+  report.plot();
   if (!o.attention_png.empty()) write_attention_png(o.attention_png, *model, *task, held_out, o.attention_example);
   if (last_step < o.steps) {
     std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step), static_cast<long long>(o.steps),
                 o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
     return 0;
   }
-  double recent = 0;
-  for (double l : recent_losses) recent += l;
-  if (!recent_losses.empty()) recent /= static_cast<double>(recent_losses.size());
-  std::printf("done: %lld steps in %s; training loss per token (mean of the last %zu steps) %.4f; "
-              "held-out exact-sequence accuracy %.1f%%\n",
-              static_cast<long long>(o.steps), format_duration(seconds).c_str(), recent_losses.size(), recent,
-              100 * evaluation.sequence_accuracy);
+  report.summary(seconds);
   return 0;
 }
 
