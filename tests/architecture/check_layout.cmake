@@ -1,0 +1,75 @@
+# The include rules of docs/architecture.md, checked over the source tree (run by ctest as
+# `cmake -DAG_SOURCE_DIR=... -P check_layout.cmake`; it fails the test with every violation listed).
+#
+# Each library folder may include only itself and the folders listed for it: a layer sees the
+# layers below it, never one above or beside it. Programs (examples/, bench/) and tests may
+# include any library, but no folder includes examples/, bench/ or tests/ code except tests/.
+cmake_minimum_required(VERSION 3.25)
+if(NOT AG_SOURCE_DIR)
+  message(FATAL_ERROR "check_layout.cmake: pass -DAG_SOURCE_DIR=<the ag source tree>")
+endif()
+
+# folder -> the folders its files may include besides itself (keep in step with the table in
+# docs/architecture.md).
+set(allowed_autograd "")
+set(allowed_nn "autograd")
+set(allowed_optim "autograd")
+set(allowed_data "autograd")
+set(allowed_viz "autograd")
+set(allowed_io "autograd;nn;optim")
+set(allowed_models "autograd;nn;optim;data;io")
+set(allowed_distributed "autograd;nn;optim;data;io")
+set(libraries autograd nn optim data viz io models distributed)
+set(all_code_folders ${libraries} examples bench tests)
+
+set(problems "")
+foreach(folder IN LISTS all_code_folders)
+  file(GLOB_RECURSE sources RELATIVE "${AG_SOURCE_DIR}" "${AG_SOURCE_DIR}/${folder}/*.h"
+       "${AG_SOURCE_DIR}/${folder}/*.cpp")
+  foreach(source IN LISTS sources)
+    file(STRINGS "${AG_SOURCE_DIR}/${source}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    foreach(line IN LISTS includes)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]*)\".*" "\\1" included "${line}")
+      string(REGEX MATCH "^[a-z_]+/" top "${included}")
+      string(REGEX REPLACE "/$" "" top "${top}")
+      if(top STREQUAL "")
+        continue()  # a file beside it (tests' helpers), or a system header in quotes
+      endif()
+      if(folder IN_LIST libraries)
+        if(NOT top STREQUAL folder AND NOT top IN_LIST allowed_${folder})
+          list(APPEND problems "${source} includes \"${included}\": ${folder}/ may include only "
+                               "${folder}/ and [${allowed_${folder}}]")
+        endif()
+        # Internal headers are internal to their own library.
+        if(included MATCHES "^[a-z_]+/detail/" AND NOT top STREQUAL folder)
+          list(APPEND problems "${source} includes \"${included}\", an internal header of ${top}/")
+        endif()
+      elseif(top MATCHES "^(examples|bench)$" OR (top STREQUAL "tests" AND NOT folder STREQUAL "tests"))
+        list(APPEND problems "${source} includes \"${included}\": programs and tests are not libraries")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+
+# examples/ holds programs only: every source defines main, and no library is built there.
+file(GLOB example_sources "${AG_SOURCE_DIR}/examples/*.cpp")
+foreach(source IN LISTS example_sources)
+  file(STRINGS "${source}" mains REGEX "^int main\\(")
+  if(NOT mains)
+    list(APPEND problems "${source} defines no main(): library code belongs in a library folder")
+  endif()
+endforeach()
+file(GLOB example_headers "${AG_SOURCE_DIR}/examples/*.h")
+if(example_headers)
+  list(APPEND problems "examples/ holds headers (${example_headers}): shared code belongs in a library")
+endif()
+file(STRINGS "${AG_SOURCE_DIR}/examples/CMakeLists.txt" example_libraries REGEX "add_library")
+if(example_libraries)
+  list(APPEND problems "examples/CMakeLists.txt defines a library: ${example_libraries}")
+endif()
+
+if(problems)
+  list(JOIN problems "\n  " listed)
+  message(FATAL_ERROR "the layout rules of docs/architecture.md do not hold:\n  ${listed}")
+endif()
+message(STATUS "layout rules hold")
