@@ -251,9 +251,13 @@ TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale
     CHECK(colours.count({c.r, c.g, c.b}) == 1);
   }
   // Six panels, three to a row: the picture is three panels wide and two high.
-  const Image last = render_heatmap(zeros({2, 4}), {.title = "head 2", .xlabel = "Keys", .ylabel = "Queries",
-                                                    .row_labels = options.row_labels,
-                                                    .col_labels = options.col_labels});
+  HeatmapOptions last_panel;
+  last_panel.title = "head 2";
+  last_panel.xlabel = "Keys";
+  last_panel.ylabel = "Queries";
+  last_panel.row_labels = options.row_labels;
+  last_panel.col_labels = options.col_labels;
+  const Image last = render_heatmap(zeros({2, 4}), last_panel);
   CHECK(picture.width() == 3 * last.width());
   CHECK(picture.height() == 2 * last.height());
   const fs::path dir = temp_dir();
@@ -261,8 +265,11 @@ TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale
   CHECK(read_png((dir / "weights.png").string()).rgb() == picture.rgb());
   fs::remove_all(dir);
   CHECK_THROWS_WITH(render_show_heatmaps(zeros({3, 2, 4})), Contains("show_heatmaps") && Contains("[3,2,4]"));
-  CHECK_THROWS_AS(render_show_heatmaps(matrices, {.titles = {"only one"}}), ShapeError);
-  CHECK_THROWS_AS(render_show_heatmaps(matrices, {.row_labels = {"q0"}}), ShapeError);
+  ShowHeatmapsOptions one_title, one_row_label;
+  one_title.titles = {"only one"};
+  one_row_label.row_labels = {"q0"};
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, one_title), ShapeError);
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, one_row_label), ShapeError);
 }
 
 TEST_CASE("write_csv writes a header and one row per index", "[plot][csv]") {
