@@ -6,6 +6,21 @@
 
 namespace ag::nn {
 
+namespace {
+
+// The last forward's weights of one attention module of every block, in block order:
+// per_block_weights<TransformerDecoderBlock>(*blks, &TransformerDecoderBlock::attention2).
+template <class Block>
+std::vector<Tensor> per_block_weights(const ModuleList& blks,
+                                      std::shared_ptr<MultiHeadAttention> Block::*attention) {
+  std::vector<Tensor> weights;
+  for (std::size_t i = 0; i < blks.size(); ++i)
+    weights.push_back(((*blks.at<Block>(i)).*attention)->attention_weights());  // (B, H, Q, K)
+  return weights;
+}
+
+}  // namespace
+
 // ---- PositionWiseFFN, AddNorm ---------------------------------------------------------------------
 
 PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs) {
@@ -75,10 +90,7 @@ Tensor TransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_len
 }
 
 std::vector<Tensor> TransformerEncoder::attention_weights() const {
-  std::vector<Tensor> weights;
-  for (std::size_t i = 0; i < blks->size(); ++i)
-    weights.push_back(blks->at<TransformerEncoderBlock>(i)->attention->attention_weights());
-  return weights;
+  return per_block_weights(*blks, &TransformerEncoderBlock::attention);
 }
 
 // ---- decoder ----------------------------------------------------------------------------------------
@@ -164,17 +176,11 @@ Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
 }
 
 std::vector<Tensor> TransformerDecoder::self_attention_weights() const {
-  std::vector<Tensor> weights;
-  for (std::size_t i = 0; i < blks->size(); ++i)
-    weights.push_back(blks->at<TransformerDecoderBlock>(i)->attention1->attention_weights());
-  return weights;
+  return per_block_weights(*blks, &TransformerDecoderBlock::attention1);
 }
 
 std::vector<Tensor> TransformerDecoder::cross_attention_weights() const {
-  std::vector<Tensor> weights;
-  for (std::size_t i = 0; i < blks->size(); ++i)
-    weights.push_back(blks->at<TransformerDecoderBlock>(i)->attention2->attention_weights());
-  return weights;
+  return per_block_weights(*blks, &TransformerDecoderBlock::attention2);
 }
 
 // ---- encoder–decoder ----------------------------------------------------------------------------------
