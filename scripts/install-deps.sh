@@ -15,7 +15,7 @@ packages=(
   libcereal-dev   # serialization (checkpoints)
   libcli11-dev    # command-line parsing
   zlib1g-dev      # zlib's crc32 (checkpoint files)
-  libpng-dev      # PNG files of the pictures (examples/plot.cpp: heatmaps, attention weights)
+  libpng-dev      # PNG files of the pictures (viz/: heatmaps, attention weights)
   gnuplot-nox     # line plots of the pictures (positional encoding, training curves); its png terminal
   clang           # the fuzzer (tests/fuzz/run.sh): clang 14 with -fsanitize=fuzzer
   libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)

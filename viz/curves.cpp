@@ -121,7 +121,7 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
   const fs::path csv = fs::absolute(csv_path), png = fs::absolute(png_path);
   const fs::path script_path = fs::path(png).replace_extension(".gp");
   std::ostringstream gp;
-  gp << "# Drawn by ag (examples/plot.cpp); redraw with: gnuplot " << quoted(script_path.string()) << "\n"
+  gp << "# Drawn by ag (viz/curves.cpp); redraw with: gnuplot " << quoted(script_path.string()) << "\n"
      << "set terminal png noenhanced size " << figure.width << "," << height << "\n"
      << "set output " << quoted(png.string()) << "\n"
      << "set datafile separator ','\n"

@@ -1,4 +1,4 @@
-// examples/plot.cpp: PNG files written and read back with libpng, the colour map, the bitmap font,
+// viz/: PNG files written and read back with libpng, the colour map, the bitmap font,
 // heatmaps and their grid, CSV files and gnuplot line plots, and the errors of each.
 #include <catch2/catch.hpp>
 
