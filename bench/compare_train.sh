@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare_train.sh — ag against PyTorch on the training step of d2l's Transformer.
 #
-#   bench/compare_train.sh [--build DIR] [--out FILE] [--configs "tiny small medium mha"] [--steps S]
+#   bench/compare_train.sh [--build DIR] [--baseline DIR] [--out FILE] [--configs "tiny small medium mha"]
+#                          [--steps S]
 #   bench/compare_train.sh --from FILE      # only print the table of an earlier run's results
 #
 # For every config it runs, each in its own process (so each peak RSS is one config's alone):
@@ -12,6 +13,9 @@
 # collects their JSON lines in FILE (default: compare_train-<date>.jsonl in the current directory)
 # and prints the table and the goals (see docs/benchmarks.md, "Training step: ag vs PyTorch").
 #
+# --baseline DIR: also run another build's ag-bench-train (e.g. of the commit before a change),
+#   right after this build's in each config and thread count, and print its ms/step, its ratio to
+#   the same PyTorch runs, and the change: an A/B comparison measured in one run.
 # --build DIR: the CMake build directory holding bench/ag-bench-train (default: build). Build it with
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j --target ag-bench-train
 # --steps S: timed steps for every run (default: each config's own, 20–100).
@@ -26,16 +30,18 @@ out="compare_train-$(date +%Y%m%d-%H%M%S).jsonl"
 configs="tiny small medium mha"
 steps=()
 from=""
+baseline=""
 python="${PYTHON:-/usr/bin/python3}"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
+    --baseline) baseline="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --configs) configs="$2"; shift 2 ;;
     --steps) steps=(--steps "$2"); shift 2 ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +51,10 @@ if [[ -z "$from" ]]; then
   if [[ ! -x "$bench_ag" ]]; then
     echo "compare_train.sh: $bench_ag not found; build it first:" >&2
     echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j --target ag-bench-train" >&2
+    exit 1
+  fi
+  if [[ -n "$baseline" && ! -x "$baseline/bench/ag-bench-train" ]]; then
+    echo "compare_train.sh: $baseline/bench/ag-bench-train (--baseline) not found" >&2
     exit 1
   fi
   : > "$out"
@@ -58,6 +68,11 @@ if [[ -z "$from" ]]; then
   for config in $configs; do
     for threads in 1 2; do
       run "ag    $config, $threads thread(s)" "$bench_ag" --config "$config" --threads "$threads" "${steps[@]}"
+      if [[ -n "$baseline" ]]; then  # the same JSON line, marked as the baseline's
+        echo "  ag    $config, $threads thread(s), baseline $baseline" >&2
+        "$baseline/bench/ag-bench-train" --config "$config" --threads "$threads" "${steps[@]}" --json |
+          sed 's/"impl": *"ag"/"impl": "ag-baseline"/' | tee -a "$out" >/dev/null
+      fi
       if [[ $threads == 1 ]]; then
         run "torch $config, 1 thread" env -u OMP_WAIT_POLICY "$python" "$here/bench_train_torch.py" \
           --config "$config" --threads 1 "${steps[@]}"
@@ -79,6 +94,7 @@ import sys
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
 ag = {(r["config"], r["threads"]): r for r in rows if r["impl"] == "ag"}
+baseline = {(r["config"], r["threads"]): r for r in rows if r["impl"] == "ag-baseline"}
 torch_runs = {}
 for r in rows:
     if r["impl"] == "torch":
@@ -117,6 +133,18 @@ for key in keys:
                       ratio <= goal, f"{ratio:.3f}"))
     goals.append((f"peak RSS {config}, {threads} thread{'s' if threads > 1 else ''} <= 0.5x torch",
                   rss <= 0.5, f"{rss:.3f}x ({a['peak_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} MB)"))
+
+if baseline:
+    print()
+    print("A/B: this build against --baseline, each run right after the other, against the same torch runs")
+    print(f"{'config':<7} {'thr':>3} {'ag ms':>9} {'base ms':>9} {'ratio':>6} {'base ratio':>10} {'change':>7}")
+    for key in keys:
+        if key not in baseline or key not in best:
+            continue
+        a, b, t = ag[key], baseline[key], best[key]
+        print(f"{key[0]:<7} {key[1]:>3} {a['ms_per_step']:>9.2f} {b['ms_per_step']:>9.2f} "
+              f"{a['ms_per_step'] / t['ms_per_step']:>6.3f} {b['ms_per_step'] / t['ms_per_step']:>10.3f} "
+              f"{100 * (a['ms_per_step'] / b['ms_per_step'] - 1):>+6.1f}%")
 
 print()
 for (config, threads), runs in sorted(torch_runs.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
