@@ -80,7 +80,7 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
-// The gradient goes to the first maximal element of each reduced group.
+// The largest element, over all elements or over `dims`.
 Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
@@ -101,8 +101,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 //   y_k = exp(x_k − m) / Σ_{j<L} exp(x_j − m) for k < L, m = max_{j<L} x_j;  y_k = 0 for k ≥ L;
 //   y_k = 1/K for every k of a row with L = 0 (all K scores −1e6: a uniform softmax).
 // (d2l's masked entries would only get weight if every valid score were below about −1e6.)
-// The backward is y_i (g_i − Σ_{j<L} g_j y_j) on the valid entries and 0 on the others (every
-// entry of a row with L = 0, whose weights do not depend on X). Saves only y and the lengths.
+// Its backward saves only y and the lengths.
 // Invalid valid_lens are a ShapeError starting "masked_softmax:", as nn::masked_softmax's were.
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 
@@ -118,8 +117,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // layer_norm(x + dropout(y, p, training, generator), ...) in one op: d2l's AddNorm, the residual
 // connection around every Transformer sublayer. The same draws and the same numbers as the
 // composed ops (dropout's mask is the one ag::dropout(y) would draw from the same generator
-// state); one pass forms the sum, and the backward gives dx = dz and dy = m ⊙ dz from layer
-// norm's dz (ops_norm.cpp). x and y have the same shape, ending in normalized_shape.
+// state); one pass forms the sum (ops_norm.cpp). x and y have the same shape, ending in
+// normalized_shape.
 Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
                               const Tensor& bias, double eps, double p, bool training, Generator& generator);
 
@@ -127,8 +126,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
 enum class Reduction { none, mean, sum };
 // Softmax cross-entropy of logits (N, V) against target class ids (N,) (integer values, any
 // dtype): loss_n = log Σ_v exp(x_nv) − x_n,t_n, fused from log-sum-exp so that it stays finite for
-// any logits; its backward is softmax(x) − onehot(t). Per row with Reduction::none, else the mean
-// or the sum over rows.
+// any logits. Per row with Reduction::none, else the mean or the sum over rows.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
 
 // ---- matrix product -------------------------------------------------------------------------
@@ -159,7 +157,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Rows (along dim) of x picked by the integer values of the 1-D `index` (any dtype) — an
-// embedding lookup when dim is 0. The backward scatter-adds into the picked rows.
+// embedding lookup when dim is 0.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index);
 // Each element along dim repeated `repeats` times: [a, b] -> [a, a, b, b].
