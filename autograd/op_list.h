@@ -23,7 +23,7 @@
   X(repeat_interleave) X(contiguous) X(clone)                                                     \
   /* random (ops_random.cpp) */                                                                   \
   X(dropout)                                                                                      \
-  /* fused attention (ops_attention.cpp) */                                                       \
+  /* ag::attention's kernels (ops_attention.cpp, ops_flash_attention.cpp) */                      \
   X(scaled_dot_product_attention) X(flash_attention)
 
 namespace ag {

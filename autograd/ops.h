@@ -1,13 +1,16 @@
-// ag's differentiable ops. Each is defined, forward and backward together, in one of
-// ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp, ops_matmul.cpp,
-// ops_shape.cpp, ops_random.cpp and ops_attention.cpp; the table of every backward formula is
-// docs/ops.md.
+// ag's differentiable ops: what each computes. Each is defined, forward and backward together, in
+// one of ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp,
+// ops_matmul.cpp, ops_shape.cpp, ops_random.cpp, ops_attention.cpp and ops_flash_attention.cpp. Its
+// gradient is written in one checked place: beside its backward there, as the line
+// `// docs/ops.md, <op>: ...`, and in the table of docs/ops.md (tests/autograd/test_docs.cpp
+// keeps the two equal).
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; both operands of an op must have the same dtype; every shape error is an
 // ag::ShapeError naming the op and the full shapes.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -77,7 +80,7 @@ Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
-// The gradient goes to the first maximal element of each reduced group.
+// The largest element, over all elements or over `dims`.
 Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
@@ -98,8 +101,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 //   y_k = exp(x_k − m) / Σ_{j<L} exp(x_j − m) for k < L, m = max_{j<L} x_j;  y_k = 0 for k ≥ L;
 //   y_k = 1/K for every k of a row with L = 0 (all K scores −1e6: a uniform softmax).
 // (d2l's masked entries would only get weight if every valid score were below about −1e6.)
-// The backward is y_i (g_i − Σ_{j<L} g_j y_j) on the valid entries and 0 on the others (every
-// entry of a row with L = 0, whose weights do not depend on X). Saves only y and the lengths.
+// Its backward saves only y and the lengths.
 // Invalid valid_lens are a ShapeError starting "masked_softmax:", as nn::masked_softmax's were.
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 
@@ -115,8 +117,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // layer_norm(x + dropout(y, p, training, generator), ...) in one op: d2l's AddNorm, the residual
 // connection around every Transformer sublayer. The same draws and the same numbers as the
 // composed ops (dropout's mask is the one ag::dropout(y) would draw from the same generator
-// state); one pass forms the sum, and the backward gives dx = dz and dy = m ⊙ dz from layer
-// norm's dz (ops_norm.cpp). x and y have the same shape, ending in normalized_shape.
+// state); one pass forms the sum (ops_norm.cpp). x and y have the same shape, ending in
+// normalized_shape.
 Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
                               const Tensor& bias, double eps, double p, bool training, Generator& generator);
 
@@ -124,8 +126,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
 enum class Reduction { none, mean, sum };
 // Softmax cross-entropy of logits (N, V) against target class ids (N,) (integer values, any
 // dtype): loss_n = log Σ_v exp(x_nv) − x_n,t_n, fused from log-sum-exp so that it stays finite for
-// any logits; its backward is softmax(x) − onehot(t). Per row with Reduction::none, else the mean
-// or the sum over rows.
+// any logits. Per row with Reduction::none, else the mean or the sum over rows.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
 
 // ---- matrix product -------------------------------------------------------------------------
@@ -156,7 +157,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Rows (along dim) of x picked by the integer values of the 1-D `index` (any dtype) — an
-// embedding lookup when dim is 0. The backward scatter-adds into the picked rows.
+// embedding lookup when dim is 0.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index);
 // Each element along dim repeated `repeats` times: [a, b] -> [a, a, b, b].
@@ -170,36 +171,80 @@ Tensor clone(const Tensor& x);       // always a copy
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
-// ---- fused attention (ops_attention.cpp) -------------------------------------------------------
+// ---- attention (ops_attention.cpp, ops_flash_attention.cpp) -------------------------------------
+// Which kernel ag::attention runs; both compute the same function (up to the rounding of sums
+// taken in another order), with the same dropout draws and the same weights on request:
+//   whole_rows  each head's (Tq × Tk) weights at once, kept for the backward; recorded as
+//               Op::scaled_dot_product_attention;
+//   tiled       64 × 128 tiles with an online softmax (FlashAttention's algorithm on a CPU), no
+//               weights kept: the backward recomputes them, O(T) memory per head instead of O(T²);
+//               recorded as Op::flash_attention;
+//   automatic   (the default) tiled from kTiledAttentionFromKeys keys on, where it is the faster
+//               one on the benchmark machine (docs/benchmarks.md, "Tiled attention"); whole_rows
+//               below, where a head's weights fit in the core's cache anyway.
+// One process-wide setting, like nn::fused_kernels(): benchmarks and tests force a kernel with it.
+enum class AttentionKernel { automatic, whole_rows, tiled };
+inline constexpr int64_t kTiledAttentionFromKeys = 1024;
+
+AttentionKernel attention_kernel();
+void set_attention_kernel(AttentionKernel kernel);
+// Whether ag::attention runs the tiled kernel for `keys` keys under the current setting.
+bool use_tiled_attention(int64_t keys);
+
+// Sets attention_kernel() for a scope and restores the previous setting on exit:
+//   { ag::AttentionKernelGuard tiled(ag::AttentionKernel::tiled); Tensor O = ag::attention(...); }
+class AttentionKernelGuard {
+ public:
+  explicit AttentionKernelGuard(AttentionKernel kernel) : previous_(attention_kernel()) {
+    set_attention_kernel(kernel);
+  }
+  ~AttentionKernelGuard() { set_attention_kernel(previous_); }
+  AttentionKernelGuard(const AttentionKernelGuard&) = delete;
+  AttentionKernelGuard& operator=(const AttentionKernelGuard&) = delete;
+
+ private:
+  AttentionKernel previous_;
+};
+
+// The attention weights of one ag::attention call, before dropout, as d2l's attention_weights.
+// The whole-row kernel forms them anyway and they are kept; the tiled kernel never does, so they
+// are formed on the first request (from that call's q and k, by the whole-row kernel: the same
+// bits either way) and then kept.
+class AttentionWeights {
+ public:
+  AttentionWeights() = default;  // none: tensor() is undefined
+  // (B, H, Tq, Tk), detached. The whole-row kernel's backward reads this very tensor: do not change
+  // it in place.
+  const Tensor& tensor() const;
+
+ private:
+  friend Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& valid_lens, double dropout_p, bool training,
+                          Generator& generator, AttentionWeights* weights_out);
+  explicit AttentionWeights(Tensor weights) : weights_(std::move(weights)) {}
+  AttentionWeights(Tensor queries, Tensor keys, Tensor valid_lens)
+      : queries_(std::move(queries)), keys_(std::move(keys)), valid_lens_(std::move(valid_lens)) {}
+
+  mutable Tensor weights_;                        // (B, H, Tq, Tk), once formed
+  mutable Tensor queries_, keys_, valid_lens_;    // the tiled call's, until then
+};
+
 // Scaled dot-product attention of B·H heads in one op, d2l's DotProductAttention fused:
 //   O = dropout(masked_softmax(Q·Kᵀ / √d, valid_lens)) · V
-// q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) -> O (B, H, Tq, dv). q, k, v may be any
-// strided views whose last dim has stride 1 (e.g. x.reshape({B,T,H,d}).permute({0,2,1,3})): each
-// head is read in place, never copied. O is a view of a dense (B, Tq, H, dv) buffer, so that
+// q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) -> O (B, H, Tq, dv), by the kernel
+// attention_kernel() picks for Tk keys (above). q, k, v may be any strided views whose last dim
+// has stride 1 (e.g. x.reshape({B,T,H,d}).permute({0,2,1,3})): each head is read in place, never
+// copied. O is a view of a dense (B, Tq, H, dv) buffer, so that
 // O.permute({0,2,1,3}).reshape({B, Tq, H·dv}) is a view too.
 // valid_lens is undefined, (B,) or (B, Tq) (integers in [0, Tk], any dtype; the same for every
 // head): key positions ≥ the valid length get weight 0, and a length of 0 gives the uniform
 // weights 1/Tk, as nn::masked_softmax. Dropout with probability dropout_p (when training) drops
 // the weights ag::dropout would drop on them as a contiguous (B·H, Tq, Tk) tensor drawn from
-// `generator`. weights_out, if given, receives the weights before dropout (B, H, Tq, Tk) — the
-// tensor the backward reads, so it must not be changed in place. dv may be 0: the weights alone.
-// Gradients flow to q, k and v; the backward keeps P (B·H·Tq·Tk elements), not P̃ or the mask.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-                                    double dropout_p, bool training, Generator& generator,
-                                    Tensor* weights_out = nullptr);
-
-// The same attention, tiled with an online softmax (FlashAttention's algorithm on a CPU): the
-// queries are taken in blocks of 64 and the keys in blocks of 128, and a head's (Tq × Tk) weights
-// are never held — only one (64 × 128) tile at a time, which stays in cache. Same arguments,
-// output, dropout draws and errors as scaled_dot_product_attention (the values agree up to the
-// rounding of sums taken in another order); no weights_out, since there are none to give. The
-// backward keeps O and one log-sum-exp per query row (B·H·Tq numbers) and recomputes the tiles of
-// P from Q and K, so the memory held is O(T) per head instead of O(T²). Key blocks beyond every
-// query's valid length are skipped (a causal decoder mask skips about half the tiles). Faster than
-// the whole-row kernel once a head's weights outgrow the cache (docs/benchmarks.md, "Tiled
-// attention"); nn::MultiHeadAttention picks it by the key length (nn/fused.h).
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double dropout_p,
-                       bool training, Generator& generator);
+// `generator`. weights_out, if given, receives the weights (AttentionWeights). dv may be 0.
+// Errors name the kernel's op: "scaled_dot_product_attention: ..." or "flash_attention: ...".
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+                 double dropout_p, bool training, Generator& generator,
+                 AttentionWeights* weights_out = nullptr);
 
 // ---- threads ----------------------------------------------------------------------------------
 // Threads ag runs on: its matrix products (OpenBLAS stays on one thread, ag splits the work) and

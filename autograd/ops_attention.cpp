@@ -1,6 +1,20 @@
-// Fused scaled dot-product attention of B·H heads, forward and backward together (llm.c-style
-// numbered passes). The same function as d2l's composed DotProductAttention on transpose_qkv'd
-// inputs (nn/attention.cpp), in one op:
+// Attention of B·H heads as one op, ag::attention, and the first of the two kernels it chooses
+// between (the d2l function both compute is in ops.h):
+//
+//   kernel                                        runs (automatic)    holds for the backward
+//   scaled_dot_product_attention (below)          Tk < 1024 keys      each head's (Tq × Tk) weights
+//   flash_attention (ops_flash_attention.cpp)     Tk ≥ 1024 keys      one log-sum-exp per query row
+//
+// as tinygrad's scaled_dot_product_attention chooses its flash kernel inside: the layers above
+// (nn::MultiHeadAttention) call one op. The 1024 is kTiledAttentionFromKeys, where the tiled kernel
+// became the faster one on the benchmark machine (docs/benchmarks.md, "Tiled attention");
+// set_attention_kernel forces either kernel. What both kernels share — reading the heads in place,
+// checking the operands, the valid length of each query row, the scaled scores — is in this file
+// too (declared in detail/attention_kernels.h), so they cannot drift apart.
+//
+// The whole-row kernel: fused scaled dot-product attention, forward and backward together
+// (llm.c-style numbered passes). The same function as d2l's composed DotProductAttention on
+// transpose_qkv'd inputs (nn/attention.cpp), in one op:
 //
 //   S  = Q·Kᵀ / √d                 (B, H, Tq, Tk)   one gemm per head, Kᵀ read with a BLAS flag
 //   P  = masked_softmax(S)         (B, H, Tq, Tk)   key positions ≥ valid_len get weight exactly 0;
@@ -36,39 +50,79 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
-#include <limits>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/blas.h"
-#include "autograd/fast_exp.h"
+#include "autograd/detail/attention_kernels.h"
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
 namespace ag {
 
+// ---- the kernel choice -------------------------------------------------------------------------
+
 namespace {
+std::atomic<AttentionKernel> g_attention_kernel{AttentionKernel::automatic};
+}  // namespace
 
-constexpr const char* kOpName = "scaled_dot_product_attention";
+AttentionKernel attention_kernel() { return g_attention_kernel.load(std::memory_order_relaxed); }
+void set_attention_kernel(AttentionKernel kernel) {
+  g_attention_kernel.store(kernel, std::memory_order_relaxed);
+}
 
-// A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
-// element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
-// dimension: H·C for a head view of a (B, T, H·C) projection).
-struct Heads {
-  Tensor tensor;  // the operand itself, or a contiguous copy when BLAS cannot read its heads
-  int64_t batch_stride = 0, head_stride = 0, row_stride = 1;
-
-  template <class T>
-  T* head(int64_t b, int64_t h) const {
-    return tensor.data<T>() + b * batch_stride + h * head_stride;
+bool use_tiled_attention(int64_t keys) {
+  switch (attention_kernel()) {
+    case AttentionKernel::whole_rows: return false;
+    case AttentionKernel::tiled: return true;
+    case AttentionKernel::automatic: break;
   }
-};
+  return keys >= kTiledAttentionFromKeys;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+                 double dropout_p, bool training, Generator& generator,
+                 AttentionWeights* weights_out) {
+  // The number of keys decides; a k that is not (B, H, Tk, d) is reported by the kernel's checks.
+  const int64_t keys = k.dim() == 4 ? k.size(2) : 0;
+  if (!use_tiled_attention(keys)) {
+    Tensor weights;  // (B, H, Tq, Tk), before dropout
+    Tensor out = detail::scaled_dot_product_attention(  // (B, H, Tq, dv)
+        q, k, v, valid_lens, dropout_p, training, generator, weights_out ? &weights : nullptr);
+    if (weights_out) *weights_out = AttentionWeights(weights.detach());
+    return out;
+  }
+  Tensor out = detail::flash_attention(  // (B, H, Tq, dv)
+      q, k, v, valid_lens, dropout_p, training, generator);
+  // The tiled kernel never forms the weights: keep what forms them, should they be asked for.
+  if (weights_out) *weights_out = AttentionWeights(q.detach(), k.detach(), valid_lens);
+  return out;
+}
+
+const Tensor& AttentionWeights::tensor() const {
+  if (!weights_.defined() && queries_.defined()) {
+    // The whole-row kernel with no values (dv = 0) on the tiled call's q and k: its weights, bit
+    // for bit, with no dropout (d2l's attention_weights are taken before it).
+    NoGradGuard no_grad;
+    Generator unused(0);
+    const int64_t B = keys_.size(0), H = keys_.size(1), Tk = keys_.size(2);
+    const Tensor no_values = empty({B, H, Tk, 0}, keys_.dtype());  // (B, H, Tk, 0)
+    detail::scaled_dot_product_attention(queries_, keys_, no_values, valid_lens_, 0.0, false,
+                                         unused, &weights_);  // weights (B, H, Tq, Tk)
+    queries_ = keys_ = valid_lens_ = Tensor();  // formed once, then kept
+  }
+  return weights_;
+}
+
+namespace detail {
+
+// ---- what the two kernels share ----------------------------------------------------------------
 
 Heads heads_of(const Tensor& t) {
   const int64_t rows = t.size(2), cols = t.size(3);
@@ -83,61 +137,63 @@ Heads heads_of(const Tensor& t) {
   return {readable, readable.strides()[0], readable.strides()[1], row_stride};
 }
 
-// The valid length of every query row, (B·Tq) entries in row-major (b, i) order; empty when
-// valid_lens is undefined (every key is valid). Checked as nn::masked_softmax checks them.
-std::vector<int64_t> query_valid_lengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k,
-                                         const char* op = kOpName) {
-  if (!valid_lens.defined()) return {};
-  return detail::valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), op,
-                                         "queries of shape " + shape_str(q.shape()),
-                                         "keys of shape " + shape_str(k.shape()));
+ValidLengths::ValidLengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k,
+                           const char* op)
+    : queries_(q.size(2)), keys_(k.size(2)) {
+  if (!valid_lens.defined()) return;
+  per_query_ = valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), op,
+                                       "queries of shape " + shape_str(q.shape()),
+                                       "keys of shape " + shape_str(k.shape()));
 }
 
-void check_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, const char* op = kOpName) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(0) != k.size(0) || q.size(0) != v.size(0) ||
-      q.size(1) != k.size(1) || q.size(1) != v.size(1) || q.size(3) != k.size(3) || k.size(2) != v.size(2))
-    detail::fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
-                             shape_str(v.shape()), " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv))");
-  detail::check_same_dtype(q, k, op);
-  detail::check_same_dtype(q, v, op);
+void check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                              const char* op) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(0) != k.size(0) ||
+      q.size(0) != v.size(0) || q.size(1) != k.size(1) || q.size(1) != v.size(1) ||
+      q.size(3) != k.size(3) || k.size(2) != v.size(2))
+    fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
+                     shape_str(v.shape()),
+                     " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv))");
+  check_same_dtype(q, k, op);
+  check_same_dtype(q, v, op);
   for (const Tensor* t : {&q, &k, &v})
     for (int64_t size : t->shape())
       if (size > INT_MAX)
-        detail::fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
-                                 shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
+        fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
+                         shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
-    detail::fail<ValueError>(op, ": dropout probability ", dropout_p, " is outside [0, 1] (q of shape ",
-                             shape_str(q.shape()), ")");
+    fail<ValueError>(op, ": dropout probability ", dropout_p, " is outside [0, 1] (q of shape ",
+                     shape_str(q.shape()), ")");
 }
+
+// ---- the whole-row kernel ----------------------------------------------------------------------
+
+namespace {
 
 // Turns one row of raw scores Q_i·K_jᵀ (length Tk) into attention weights in place:
 //   s_j = score_j / √d,  P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0 for j ≥ len
-// and for len = 0 (every score masked, all −1e6 in d2l) P_j = 1/Tk. The division and the softmax
-// are the composed path's (the div op, then softmax's row arithmetic, detail::softmax_row), so
-// the fused and the composed path give the same bits.
+// and for a uniform row (len = 0: every score masked, all −1e6 in d2l) P_j = 1/Tk. The division
+// and the softmax are the composed path's (the div op, then softmax's row arithmetic,
+// softmax_row), so the fused and the composed path give the same bits.
 template <class T>
-void masked_softmax_row(T* row, int64_t Tk, int64_t len, T sqrt_d) {
-  if (len == 0) {
+void masked_softmax_row(T* row, int64_t Tk, const RowKeys& keys, T sqrt_d) {
+  if (keys.uniform) {
     std::fill(row, row + Tk, static_cast<T>(1.0 / static_cast<double>(Tk)));
     return;
   }
-  for (int64_t j = 0; j < len; ++j) row[j] = row[j] / sqrt_d;
-  detail::softmax_row(row, row, len);
-  std::fill(row + len, row + Tk, T(0));
+  scale_scores(row, keys, keys.length, Tk, sqrt_d);
+  softmax_row(row, row, keys.length);
 }
 
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
                                     double dropout_p, bool training, Generator& generator, Tensor* weights_out) {
-  check_operands(q, k, v, dropout_p);
+  constexpr const char* kOpName = "scaled_dot_product_attention";
+  check_attention_operands(q, k, v, dropout_p, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
   const int64_t Tk = k.size(2), dv = v.size(3);
-  const std::vector<int64_t> lengths = query_valid_lengths(valid_lens, q, k);
-  const bool masked = !lengths.empty();
-  auto valid_length = [lengths, masked, Tq, Tk](int64_t b, int64_t i) {
-    return masked ? lengths[static_cast<std::size_t>(b * Tq + i)] : Tk;
-  };
+  const ValidLengths valid_length(valid_lens, q, k, kOpName);  // valid_length(b, i) of row (b, i)
 
   // The dropout mask of P as a contiguous (B·H, Tq, Tk) tensor: reserved now, drawn per head.
   const bool drop = training && dropout_p > 0.0;
@@ -166,7 +222,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
                 P_head, Tk);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
-        for (int64_t i = 0; i < Tq; ++i) masked_softmax_row(P_head + i * Tk, Tk, valid_length(b, i), sqrt_d);
+        for (int64_t i = 0; i < Tq; ++i)
+          masked_softmax_row(P_head + i * Tk, Tk, valid_length.keys(b, i), sqrt_d);
         // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
         const T* weights = P_head;
         if (drop) {
@@ -255,282 +312,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return detail::record(Op::scaled_dot_product_attention, out, {q, k, v}, backward);
 }
 
-// ================================================================================================
-// Tiled attention with an online softmax: the FlashAttention idea on a CPU
-// ================================================================================================
-//
-// The same function as scaled_dot_product_attention, computed without ever holding a head's
-// (Tq × Tk) weights: the queries are taken in blocks of kQueryBlock rows, the keys in blocks of
-// kKeyBlock, and each (query block × key block) tile of scores lives only in a small buffer that
-// stays in the core's cache. The softmax is computed "online": for every query row i the kernel
-// keeps the running maximum m_i of the scores seen so far, the running sum l_i of exp(s − m_i), and
-// the running output O_i = Σ exp(s_j − m_i) D_j V_j; when a key block raises the maximum to m', the
-// old sums are rescaled by exp(m_i − m') (the same rows, just measured from a new maximum):
-//
-//   for each key block J:
-//     S_J   = Q·K_Jᵀ / √d                          (rows × cols), the tile
-//     m'    = max(m, max_j S_J)                     per row
-//     P_J   = exp(S_J − m')                         unnormalised weights; 0 at masked keys
-//     l     = l · exp(m − m') + Σ_j P_J             the denominator, without dropout
-//     O     = O · exp(m − m') + (P_J ⊙ D_J) · V_J   the numerator, with dropout (one gemm)
-//     m     = m'
-//   O = O / l,   L = m + log l                      the row's log-sum-exp, kept for the backward
-//
-// At the end O_i = Σ_j P_ij D_ij V_j with P_ij = exp(s_ij − L_i) = softmax(s_i)_j: the weights are
-// those of scaled_dot_product_attention, and so is the output, up to the rounding of the sums,
-// taken in another order (tests/autograd/test_flash_attention.cpp holds outputs and gradients to
-// 5e-6 of the largest value in float32 and 1e-12 in float64).
-// Key blocks past the longest valid length of a query block are skipped outright, so the causal
-// mask of a decoder (valid length i + 1 for query i) halves the work.
-//
-// Memory held for the backward: q, k, v (the caller's views), O, and L (B·H·Tq numbers): no P and
-// no dropout mask — the backward recomputes each tile of P from Q, K and L, and redraws the
-// dropout mask from the generator's reserved Philox blocks (a pure function of the element
-// index). scaled_dot_product_attention saves B·H·Tq·Tk numbers and as many mask bytes.
-//
-// Backward, given dO, per head (FlashAttention-2's order):
-//   (0) Δ_i = Σ_c dO_ic O_ic                     = Σ_j dP_ij P_ij, softmax's row sum (below)
-//   then for each query block I and key block J:
-//   (1) P   = exp(Q_I·K_Jᵀ / √d − L_I)          the forward's weights of the tile, recomputed
-//   (2) P̃   = P ⊙ D                              the same dropout draws as the forward
-//   (3) dV_J += P̃ᵀ·dO_I                          (cols, rows)·(rows, dv)
-//   (4) dP̃  = dO_I·V_Jᵀ                          (rows, dv)·(dv, cols)
-//   (5) dS  = P ⊙ (dP̃ ⊙ D − Δ_I) / √d            softmax's backward, as in the whole-row kernel;
-//                                                0 at masked keys
-//   (6) dQ_I += dS·K_J                           (rows, cols)·(cols, d)
-//   (7) dK_J += dSᵀ·Q_I                          (cols, rows)·(rows, d)
-// Why Δ = rowsum(dO ⊙ O): softmax's backward needs Σ_j dP_j P_j with dP_j = (dO·V_j) D_j, and
-// Σ_j (dO·V_j) D_j P_j = dO·(Σ_j P̃_j V_j) = dO·O — one dot product per row instead of a pass over
-// the row's Tk weights.
-//
-// A row with valid length 0 gets the uniform weights 1/Tk over all Tk keys, as
-// scaled_dot_product_attention: its scores are taken as all equal (0), so the online softmax gives
-// exactly 1/Tk, and its dS is 0 (d2l replaced every score by the constant −1e6).
 
-namespace {
-
-constexpr int64_t kQueryBlock = 64;  // query rows per tile
-constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile is 32 KB, in L1
-
-// out[j] = e^(in[j] − shift) for j < n (in may be out): the fast float exp of the softmax
-// kernels, std::exp for float64.
-void exp_shifted_row(const float* in, float shift, float* out, int64_t n) { detail::exp_shifted(in, shift, out, n); }
-void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = std::exp(in[j] - shift);
-}
-
-// Per query row of one block: how many of the tile's keys count, and whether the row is the
-// uniform one of valid length 0.
-struct RowKeys {
-  int64_t length = 0;     // keys [0, length) count (Tk for a valid length of 0)
-  bool uniform = false;   // valid length 0: every score taken as 0, dS = 0
-};
-
-// One row of a tile of raw scores Q_i·K_jᵀ (cols of them) as the softmax sees them, in place:
-// s_j = score_j / √d for the n keys that count (all 0 in a uniform row), 0 past them. The forward
-// and the backward both call it, so the backward recomputes the forward's scores bit for bit.
-template <class T>
-void scale_scores(T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d) {
-  if (keys.uniform) std::fill(s, s + n, T(0));
-  else
-    for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
-  std::fill(s + n, s + cols, T(0));
-}
-
-}  // namespace
-
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double dropout_p,
-                       bool training, Generator& generator) {
-  constexpr const char* kFlash = "flash_attention";
-  check_operands(q, k, v, dropout_p, kFlash);
-  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
-  const int64_t Tk = k.size(2), dv = v.size(3);
-  const std::vector<int64_t> lengths = query_valid_lengths(valid_lens, q, k, kFlash);
-  // The keys that count for query row i of batch row b (see RowKeys).
-  auto row_keys = [lengths, Tq, Tk](int64_t b, int64_t i) {
-    const int64_t length = lengths.empty() ? Tk : lengths[static_cast<std::size_t>(b * Tq + i)];
-    return length == 0 ? RowKeys{Tk, true} : RowKeys{length, false};
-  };
-
-  // The dropout mask of the weights as a contiguous (B·H, Tq, Tk) tensor, as
-  // scaled_dot_product_attention reserves it: never stored, drawn tile by tile.
-  const bool drop = training && dropout_p > 0.0;
-  detail::DropoutMask mask;
-  if (drop) mask = detail::reserve_dropout_mask(B * H * Tq * Tk, q.dtype(), dropout_p, generator);
-
-  const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
-  const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());  // (B, Tq, H, dv), O's memory
-  Tensor out = detail::make_view(out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
-  const Heads O = heads_of(out);
-  Tensor logsumexp = empty({B, H, Tq}, q.dtype());  // (B, H, Tq): L_i = m_i + log l_i
-
-  dispatch(q.dtype(), [&]<typename T>() {
-    const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
-      std::vector<T> tile(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) S, then P ⊙ D
-      std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kKeyBlock) : 0);  // one row of the tile's mask
-      T row_max[kQueryBlock], row_sum[kQueryBlock];                               // m_i and l_i
-      RowKeys keys[kQueryBlock];
-      for (int64_t head = begin; head < end; ++head) {
-        const int64_t b = head / H, h = head % H;
-        for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
-          const int64_t rows = std::min(kQueryBlock, Tq - i0);
-          T* O_block = O.head<T>(b, h) + i0 * O.row_stride;  // (rows, dv), rows O.row_stride apart
-          int64_t block_keys = 0;                            // the longest valid length of the block
-          for (int64_t r = 0; r < rows; ++r) {
-            keys[r] = row_keys(b, i0 + r);
-            block_keys = std::max(block_keys, keys[r].length);
-            row_max[r] = -std::numeric_limits<T>::infinity();
-            row_sum[r] = 0;
-            std::fill(O_block + r * O.row_stride, O_block + r * O.row_stride + dv, T(0));
-          }
-          for (int64_t j0 = 0; j0 < block_keys; j0 += kKeyBlock) {
-            const int64_t cols = std::min(kKeyBlock, Tk - j0);
-            // S = Q_I·K_Jᵀ: (rows, d)·(d, cols) -> (rows, cols), row stride kKeyBlock
-            detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q.head<T>(b, h) + i0 * Q.row_stride, Q.row_stride,
-                            K.head<T>(b, h) + j0 * K.row_stride, K.row_stride, tile.data(), kKeyBlock);
-            for (int64_t r = 0; r < rows; ++r) {
-              T* s = tile.data() + r * kKeyBlock;  // (cols) this row's scores, then its weights
-              const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);  // keys that count
-              // s_j = score_j / √d (all 0 for a uniform row); the keys past the valid length weigh 0
-              scale_scores(s, keys[r], n, cols, sqrt_d);
-              if (n == 0) continue;  // nothing of this row in the tile: m, l and O stay
-              // m' = max(m, max_j s_j); the old sums are rescaled by exp(m − m') (0 on the first tile)
-              const T new_max = std::max(row_max[r], *std::max_element(s, s + n));
-              const T rescale = std::exp(row_max[r] - new_max);
-              row_max[r] = new_max;
-              exp_shifted_row(s, new_max, s, n);  // P_j = exp(s_j − m')
-              T tile_sum = 0;
-              for (int64_t j = 0; j < n; ++j) tile_sum += s[j];
-              row_sum[r] = row_sum[r] * rescale + tile_sum;  // l = l·exp(m − m') + Σ_j P_j
-              T* O_row = O_block + r * O.row_stride;         // (dv)
-              if (rescale != T(1))
-                for (int64_t c = 0; c < dv; ++c) O_row[c] *= rescale;
-              if (drop) {  // P̃_j = P_j ⊙ D_j: the mask of elements (head, i0 + r, j0 .. j0 + n)
-                detail::draw_dropout_keep(mask, q.dtype(), (head * Tq + i0 + r) * Tk + j0, n, keep.data());
-                detail::apply_dropout_keep(s, s, keep.data(), n, mask.scale);
-              }
-            }
-            // O_I += P̃·V_J: (rows, cols)·(cols, dv) -> (rows, dv)
-            detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, dv, cols, tile.data(), kKeyBlock,
-                            V.head<T>(b, h) + j0 * V.row_stride, V.row_stride, O_block, O.row_stride,
-                            /*accumulate=*/true);
-          }
-          // O = O / l and L = m + log l (a row without keys, Tk = 0, keeps O = 0)
-          T* L_block = logsumexp.data<T>() + head * Tq + i0;
-          for (int64_t r = 0; r < rows; ++r) {
-            const T inverse = row_sum[r] > T(0) ? T(1) / row_sum[r] : T(0);
-            for (int64_t c = 0; c < dv; ++c) O_block[r * O.row_stride + c] *= inverse;
-            L_block[r] = row_sum[r] > T(0) ? row_max[r] + std::log(row_sum[r]) : T(0);
-          }
-        }
-      }
-    });
-  });
-  if (!detail::any_requires_grad({q, k, v})) return out;
-
-  // O for the backward's Δ, as a second view of its buffer (the returned `out` carries the node,
-  // which must not hold itself).
-  const Heads O_saved = heads_of(detail::make_view(out_buffer, out.shape(), out.strides(), 0));
-  auto backward = [Q, K, V, O_saved, logsumexp, row_keys, drop, mask, B, H, Tq, Tk, d, dv](
-                      const Tensor& grad_out, const NeedsGrad& needs) -> Grads {
-    const Heads dO = heads_of(grad_out);  // (B, H, Tq, dv)
-    const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
-    const DType dtype = logsumexp.dtype();
-    // Accumulated tile by tile, so they start at 0.
-    Tensor dq, dk, dv_tensor;
-    if (want_q) dq = zeros(Q.tensor.shape(), dtype);         // (B, H, Tq, d)
-    if (want_k) dk = zeros(K.tensor.shape(), dtype);         // (B, H, Tk, d)
-    if (want_v) dv_tensor = zeros(V.tensor.shape(), dtype);  // (B, H, Tk, dv)
-    const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
-    const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
-
-    dispatch(dtype, [&]<typename T>() {
-      const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      detail::parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
-        std::vector<T> P(static_cast<std::size_t>(kQueryBlock * kKeyBlock));   // (rows, cols) P, then P̃
-        std::vector<T> dS(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) dP̃, then dS
-        std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kQueryBlock * kKeyBlock) : 0);
-        T delta[kQueryBlock];  // Δ_i
-        RowKeys keys[kQueryBlock];
-        for (int64_t head = begin; head < end; ++head) {
-          const int64_t b = head / H, h = head % H;
-          const T* L = logsumexp.data<T>() + head * Tq;  // (Tq)
-          for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
-            const int64_t rows = std::min(kQueryBlock, Tq - i0);
-            const T* Q_block = Q.head<T>(b, h) + i0 * Q.row_stride;     // (rows, d)
-            const T* dO_block = dO.head<T>(b, h) + i0 * dO.row_stride;  // (rows, dv)
-            T* dQ_block = want_q ? dQ.head<T>(b, h) + i0 * dQ.row_stride : nullptr;  // (rows, d)
-            int64_t block_keys = 0;
-            for (int64_t r = 0; r < rows; ++r) {
-              keys[r] = row_keys(b, i0 + r);
-              block_keys = std::max(block_keys, keys[r].length);
-              // (0) Δ_i = dO_i · O_i
-              const T* O_row = O_saved.head<T>(b, h) + (i0 + r) * O_saved.row_stride;
-              double dot = 0;
-              for (int64_t c = 0; c < dv; ++c) dot += double(dO_block[r * dO.row_stride + c]) * double(O_row[c]);
-              delta[r] = static_cast<T>(dot);
-            }
-            for (int64_t j0 = 0; j0 < block_keys; j0 += kKeyBlock) {
-              const int64_t cols = std::min(kKeyBlock, Tk - j0);
-              const T* K_block = K.head<T>(b, h) + j0 * K.row_stride;  // (cols, d)
-              const T* V_block = V.head<T>(b, h) + j0 * V.row_stride;  // (cols, dv)
-              // in the forward pass this was: P = exp(Q·Kᵀ / √d − L), so
-              // (1) P of the tile, recomputed: (rows, d)·(d, cols) -> (rows, cols)
-              detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q_block, Q.row_stride, K_block, K.row_stride,
-                              P.data(), kKeyBlock);
-              for (int64_t r = 0; r < rows; ++r) {
-                T* p = P.data() + r * kKeyBlock;
-                const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
-                scale_scores(p, keys[r], n, cols, sqrt_d);
-                exp_shifted_row(p, L[i0 + r], p, n);
-                // the forward's dropout draws of this tile row, for (2) and (5)
-                if (drop) detail::draw_dropout_keep(mask, dtype, (head * Tq + i0 + r) * Tk + j0, n,
-                                                    keep.data() + r * kKeyBlock);
-              }
-              const bool want_scores = want_q || want_k;  // dS serves only (6) and (7)
-              // (4) dP̃ = dO_I·V_Jᵀ: (rows, dv)·(dv, cols) -> (rows, cols)
-              if (want_scores)
-                detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, dv, dO_block, dO.row_stride, V_block,
-                                V.row_stride, dS.data(), kKeyBlock);
-              for (int64_t r = 0; r < rows; ++r) {
-                T* p = P.data() + r * kKeyBlock;
-                T* ds = dS.data() + r * kKeyBlock;
-                const uint8_t* keep_row = keep.data() + r * kKeyBlock;
-                const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
-                // (5) dS = P ⊙ (dP̃ ⊙ D − Δ) / √d; 0 past the valid length and in a uniform row
-                if (want_scores) {
-                  if (drop) detail::apply_dropout_keep(ds, ds, keep_row, n, mask.scale);
-                  if (keys[r].uniform) std::fill(ds, ds + n, T(0));
-                  else
-                    for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta[r]) / sqrt_d;
-                  std::fill(ds + n, ds + cols, T(0));
-                }
-                // (2) P̃ = P ⊙ D, for (3)
-                if (drop) detail::apply_dropout_keep(p, p, keep_row, n, mask.scale);
-              }
-              // (3) dV_J += P̃ᵀ·dO_I: (cols, rows)·(rows, dv) -> (cols, dv)
-              if (want_v)
-                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, dv, rows, P.data(), kKeyBlock, dO_block, dO.row_stride,
-                                dV.head<T>(b, h) + j0 * dV.row_stride, dV.row_stride, /*accumulate=*/true);
-              // (6) dQ_I += dS·K_J: (rows, cols)·(cols, d) -> (rows, d)
-              if (want_q)
-                detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, d, cols, dS.data(), kKeyBlock, K_block, K.row_stride,
-                                dQ_block, dQ.row_stride, /*accumulate=*/true);
-              // (7) dK_J += dSᵀ·Q_I: (cols, rows)·(rows, d) -> (cols, d)
-              if (want_k)
-                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, d, rows, dS.data(), kKeyBlock, Q_block, Q.row_stride,
-                                dK.head<T>(b, h) + j0 * dK.row_stride, dK.row_stride, /*accumulate=*/true);
-            }
-          }
-        }
-      });
-    });
-    return {dq, dk, dv_tensor};
-  };
-  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D − rowsum(g ⊙ O))
-  //   (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
-  return detail::record(Op::flash_attention, out, {q, k, v}, backward);
-}
+}  // namespace detail
 
 }  // namespace ag

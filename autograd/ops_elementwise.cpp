@@ -1,30 +1,10 @@
-// Elementwise ops with NumPy/PyTorch broadcasting, each with its backward.
+// Elementwise ops with NumPy/PyTorch broadcasting, each with its backward. Each op's gradient is
+// written once, in the docs/ops.md tag beside its backward (test_docs checks it against the table).
 //
 // Broadcasting: shapes are aligned at the right; two sizes are compatible when equal or when one
 // is 1, and the result takes the larger. An input broadcast along some dims received the same
 // value in many output positions, so its gradient is the sum of the output gradient over those
 // dims: sum_to(grad, input_shape), the one helper every broadcasting op's backward uses.
-//
-//   op               forward                 gradient(s)
-//   add(a, b)        a + b                   ga = sum_to(g),        gb = sum_to(g)
-//   sub(a, b)        a − b                   ga = sum_to(g),        gb = sum_to(−g)
-//   mul(a, b)        a · b                   ga = sum_to(g · b),    gb = sum_to(g · a)
-//   div(a, b)        a / b                   ga = sum_to(g / b),    gb = sum_to(−g · a / b²)
-//   add_scalar       x + s                   g
-//   mul_scalar       x · s                   g · s
-//   div_scalar       x / s                   g / s
-//   rdiv_scalar      s / x                   −g · s / x²
-//   neg              −x                      −g
-//   pow(x, p)        x^p                     g · p · x^(p−1)
-//   exp              y = eˣ                  g · y
-//   log              ln x                    g / x
-//   sqrt             y = √x                  g / (2y)
-//   tanh             y = tanh x              g · (1 − y²)
-//   sigmoid          y = 1 / (1 + e⁻ˣ)       g · y · (1 − y)
-//   relu             max(x, 0)               g · [x > 0]
-//   gelu             x · Φ(x)                g · (Φ(x) + x · φ(x))
-//   where(c, a, b)   c ? a : b               ga = sum_to(c ? g : 0), gb = sum_to(c ? 0 : g)
-//   masked_fill      m ? v : x               gx = sum_to(m ? 0 : g)
 #include <cmath>
 #include <numbers>
 

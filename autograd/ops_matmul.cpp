@@ -1,13 +1,13 @@
 // Matrix product on OpenBLAS, with its backward.
 //
 //   C = A · B        A: (..., M, K)   B: (..., K, N)   C: (..., M, N), batch dims broadcast
-//   dA = dC · Bᵀ     (..., M, N)·(..., N, K) -> (..., M, K), summed over dims A was broadcast on
-//   dB = Aᵀ · dC     (..., K, M)·(..., M, N) -> (..., K, N), summed over dims B was broadcast on
+//
+// Its gradient is the docs/ops.md tag beside its backward, with the shapes of each product.
 //
 // BLAS reads a row-major matrix either as it is or transposed, so an operand whose last two dims
-// are a transposed view (Kᵀ in Q·Kᵀ, the Bᵀ and Aᵀ above) is passed with a transpose flag and its
-// own leading dimension — no copy. Only layouts BLAS cannot express (a stride-0 broadcast inside
-// the matrix, a slice with a step along both dims) are copied first.
+// are a transposed view (Kᵀ in Q·Kᵀ, the Bᵀ and Aᵀ of the backward) is passed with a transpose
+// flag and its own leading dimension — no copy. Only layouts BLAS cannot express (a stride-0
+// broadcast inside the matrix, a slice with a step along both dims) are copied first.
 #include <cblas.h>
 
 #include <array>

@@ -1,7 +1,8 @@
 // Dropout, with its backward.
 //
 //   dropout(x, p)   y = x · m,  m_i = 1/(1 − p) with probability 1 − p, else 0
-//   gradient        g · m       (the same mask: dropped units pass no gradient)
+//
+// Its gradient is the docs/ops.md tag beside its backward: the same mask.
 //
 // Scaling the kept units by 1/(1 − p) ("inverted dropout") keeps E[y] = x, so evaluation needs
 // no rescaling: outside training dropout is the identity.

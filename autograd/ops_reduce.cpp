@@ -1,12 +1,7 @@
-// Reductions, each with its backward (softmax and log_softmax are in ops_softmax.cpp).
-//
-//   op                  forward                               gradient
-//   sum(x, dims)        Σ over dims                           g broadcast back over the dims
-//   mean(x, dims)       Σ / N                                 g / N broadcast back
-//   max(x, dims)        largest element of each group         g to the first arg-max, 0 elsewhere
-//   var(x, dims, c)     Σ (x − x̄)² / (N − c)                  g · 2 (x − x̄) / (N − c)
-//
-// N is the number of elements in each reduced group. Sums accumulate in double.
+// Reductions, each with its backward (softmax and log_softmax are in ops_softmax.cpp). Each op's
+// gradient is written once, in the docs/ops.md tag beside its backward (test_docs checks it
+// against the table), where N is the number of elements in each reduced group. Sums accumulate
+// in double.
 #include <algorithm>
 #include <cmath>
 #include <vector>

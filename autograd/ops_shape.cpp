@@ -1,16 +1,8 @@
 // Shape and indexing ops, each with its backward. Most are views: they share the input's storage
 // and only change shape, strides and offset.
 //
-//   op                   forward                                 gradient
-//   reshape / view       same elements, new shape                reshape(g, input shape)
-//   permute(dims)        dims reordered (strided view)           permute(g, inverse dims)
-//   squeeze / unsqueeze  drop / insert size-1 dims               reshape(g, input shape)
-//   expand(shape)        size-1 dims repeated (stride 0)         sum_to(g, input shape)
-//   slice(d, a, b, s)    every s-th element in [a, b) along d     zeros with g written into the slice
-//   concat(xs, d)        inputs joined along d                   the matching narrow of g per input
-//   index_select(d, i)   rows i along d                          g scatter-added into the rows i
-//   repeat_interleave    each element repeated r times along d   g summed over each run of r
-//   contiguous / clone   a row-major copy                        g
+// Each op's gradient is written once, in the docs/ops.md tag beside its backward (test_docs
+// checks it against the table).
 #include <cmath>
 #include <cstring>
 #include <numeric>

@@ -1,15 +1,11 @@
-// Softmax over a dim, and the length-masked softmax of attention, each with its backward.
+// Softmax over a dim, and the length-masked softmax of attention, each with its backward. Each op's
+// gradient is written once, in the docs/ops.md tag beside its backward (test_docs checks it
+// against the table).
 //
-//   op                             forward                               gradient
-//   softmax(x, d)                  y = exp(x − m) / Σ exp(x − m)         y · (g − Σ_d g·y)
-//   log_softmax(x, d)              y = x − m − log Σ exp(x − m)          g − exp(y) · Σ_d g
-//   length_masked_softmax(X, L)    softmax of the first L_r entries of   y · (g − Σ g·y) on the first
-//                                  each row r of the last dim, 0 after;  L_r entries, 0 after; 0 in
-//                                  1/K everywhere when L_r = 0           every entry when L_r = 0
-//
-// m is the maximum of the row (subtracting it changes nothing mathematically and keeps exp from
-// overflowing). Each row is computed in one place, row_softmax below: m, then e = exp(x − m) once
-// per element, written straight to the output, then Σ e (in double) and a multiply by 1 / Σ e.
+// Softmax is taken as exp(x − m) / Σ exp(x − m) with m the maximum of the row (subtracting it
+// changes nothing mathematically and keeps exp from overflowing). Each row is computed in one
+// place, row_softmax below: m, then e = exp(x − m) once per element, written straight to the
+// output, then Σ e (in double) and a multiply by 1 / Σ e.
 // float32 rows use the vectorised exp of fast_exp.h (within 2 ulps of the exact result); float64
 // rows keep std::exp, so the float64 gradchecks see full precision.
 #include <algorithm>

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "autograd/allocator.h"
-#include "models/model_file.h"
+#include "autograd/ops.h"
 #include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
@@ -268,8 +268,9 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object on one line");
   app.add_flag("--composed", composed, "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
   app.add_option("--attention", attention,
-                 "MultiHeadAttention's fused kernel: auto (tiled from nn::kTiledAttentionFromKeys keys on), "
-                 "whole (scaled_dot_product_attention) or tiled (flash_attention)")
+                 "MultiHeadAttention's fused kernel: auto (tiled from "
+                 "ag::kTiledAttentionFromKeys keys on), whole (scaled_dot_product_attention) or "
+                 "tiled (flash_attention)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "whole", "tiled"}));
   app.add_option("--sequence", sequence, "mha only: the sequence length T instead of 64")
@@ -286,9 +287,9 @@ int main(int argc, char** argv) {
     }
     c.source_steps = sequence;
   }
-  nn::set_attention_kernel(attention == "whole"   ? nn::AttentionKernel::whole_rows
-                           : attention == "tiled" ? nn::AttentionKernel::tiled
-                                                  : nn::AttentionKernel::automatic);
+  set_attention_kernel(attention == "whole"   ? AttentionKernel::whole_rows
+                       : attention == "tiled" ? AttentionKernel::tiled
+                                              : AttentionKernel::automatic);
   set_num_threads(threads);
   nn::set_fused_kernels(!composed);
 

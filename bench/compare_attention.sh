@@ -2,13 +2,13 @@
 # compare_attention.sh — ag's two fused attention kernels against each other on multi-head
 # attention forward + backward (the mha config: batch 32, width 256, 8 heads, dropout 0.1) as the
 # sequence grows: scaled_dot_product_attention (whole rows: each head's T × T weights at once, kept
-# for the backward) and flash_attention (64 × 64 tiles, online softmax, nothing T × T kept).
+# for the backward) and flash_attention (64 × 128 tiles, online softmax, nothing T × T kept).
 #
 #   bench/compare_attention.sh [--build DIR] [--threads N] [--sequences "64 128 256 512 1024"] [--rounds R]
 #
 # Each (sequence, kernel) runs R times (default 3), alternating the kernels so that a busy machine
 # slows both alike; the table shows the median ms/step of the rounds, the peak RSS, and tiled/whole.
-# nn::kTiledAttentionFromKeys (nn/fused.h), where MultiHeadAttention switches to the tiled kernel,
+# ag::kTiledAttentionFromKeys (autograd/ops.h), where ag::attention switches to the tiled kernel,
 # is read off this table (docs/benchmarks.md, "Tiled attention"). About 4 minutes on 2 cores.
 set -euo pipefail
 

@@ -1,7 +1,6 @@
 #include "nn/attention.h"
 
 #include <cmath>
-#include <typeinfo>
 
 #include "autograd/kernels.h"
 #include "nn/fused.h"
@@ -56,26 +55,25 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
   Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
   Tensor weights = masked_softmax(scores, valid_lens);                    // (B, Q, K)
-  set_attention_weights(weights);
+  attention_weights_ = weights.detach();
+  heads_weights_ = AttentionWeights();
   return matmul(dropout->forward(weights), values);                       // (B, Q, v)
 }
 
-const Tensor& DotProductAttention::attention_weights() const {
-  if (weights_source_) {
-    attention_weights_ = weights_source_().detach();
-    weights_source_ = nullptr;
-  }
-  return attention_weights_;
-}
-
-void DotProductAttention::set_attention_weights(const Tensor& weights) {
-  attention_weights_ = weights.detach();
-  weights_source_ = nullptr;
-}
-
-void DotProductAttention::set_attention_weights_source(std::function<Tensor()> source) {
+Tensor DotProductAttention::forward_heads(const Tensor& queries, const Tensor& keys,
+                                          const Tensor& values, const Tensor& valid_lens) {
+  // The scores, masked softmax, dropout and weighted sum of forward, for every head in one op;
+  // the valid lengths (B,) or (B, Q) serve every head as they are.
   attention_weights_ = Tensor();
-  weights_source_ = std::move(source);
+  return ag::attention(queries, keys, values, valid_lens, dropout->p, dropout->is_training(),
+                       default_generator(), &heads_weights_);  // (B, H, Q, v)
+}
+
+Tensor DotProductAttention::attention_weights() const {
+  const Tensor& heads = heads_weights_.tensor();  // (B, H, Q, K) after forward_heads
+  if (!heads.defined()) return attention_weights_;  // (B, Q, K)
+  const int64_t B = heads.size(0), H = heads.size(1), Q = heads.size(2), K = heads.size(3);
+  return heads.reshape({B * H, Q, K});  // (B·H, Q, K), a view
 }
 
 // ---- AdditiveAttention ----------------------------------------------------------------------------
@@ -130,6 +128,42 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads) {
   return heads.reshape({heads.size(0), T, -1});      // (B, T, D)
 }
 
+namespace {
+// queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size), valid_lens
+// undefined, (B,) or (B, Q); else a ShapeError naming the shapes.
+void check_inputs(const MultiHeadAttention& layer, const Tensor& queries, const Tensor& keys,
+                  const Tensor& values, const Tensor& valid_lens) {
+  const int64_t query_size = layer.W_q->in_features, key_size = layer.W_k->in_features;
+  const int64_t value_size = layer.W_v->in_features;
+  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
+      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
+      keys.size(1) != values.size(1) || queries.size(2) != query_size ||
+      keys.size(2) != key_size || values.size(2) != value_size)
+    detail::fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()),
+                             ", keys ", shape_str(keys.shape()), " and values ",
+                             shape_str(values.shape()), " do not fit (expected (B,Q,", query_size,
+                             "), (B,K,", key_size, "), (B,K,", value_size, "))");
+  const int64_t B = queries.size(0), Q = queries.size(1);
+  if (valid_lens.defined() && valid_lens.shape() != Shape{B} && valid_lens.shape() != Shape{B, Q})
+    detail::fail<ShapeError>("MultiHeadAttention: valid_lens of shape ",
+                             shape_str(valid_lens.shape()), " does not fit queries of shape ",
+                             shape_str(queries.shape()), " (expected [", B, "] or [", B, ",", Q,
+                             "])");
+}
+
+// transpose_qkv without the copy: X (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H), a view whose
+// head rows are H·D/H apart, as ag::attention reads them.
+Tensor split_heads(const Tensor& X, int64_t num_heads) {
+  return X.reshape({X.size(0), X.size(1), num_heads, -1}).permute({0, 2, 1, 3});
+}
+
+// transpose_output without the copy: ag::attention's output (B, H, T, D/H) lies in memory as
+// (B, T, H, D/H), so (B, H, T, D/H) -> (B, T, H, D/H) -> (B, T, D) is a view.
+Tensor join_heads(const Tensor& X) {
+  return X.permute({0, 2, 1, 3}).reshape({X.size(0), X.size(2), -1});
+}
+}  // namespace
+
 MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size,
                                        int64_t num_hiddens, int64_t heads, double p, bool bias)
     : num_heads(heads) {
@@ -145,68 +179,31 @@ MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int
 
 Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                    const Tensor& valid_lens) {
-  // Check the caller's shapes here, so that errors name them rather than the per-head ones.
-  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.size(0) != keys.size(0) ||
-      keys.size(0) != values.size(0) || keys.size(1) != values.size(1) ||
-      queries.size(2) != W_q->in_features || keys.size(2) != W_k->in_features ||
-      values.size(2) != W_v->in_features)
-    detail::fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()), ", keys ",
-                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-                             " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
-                             "), (B,K,", W_v->in_features, "))");
-  if (valid_lens.defined() && valid_lens.shape() != Shape{queries.size(0)} &&
-      valid_lens.shape() != Shape{queries.size(0), queries.size(1)})
-    detail::fail<ShapeError>("MultiHeadAttention: valid_lens of shape ", shape_str(valid_lens.shape()),
-                             " does not fit queries of shape ", shape_str(queries.shape()), " (expected [",
-                             queries.size(0), "] or [", queries.size(0), ",", queries.size(1), "])");
-  // The fused kernel computes what DotProductAttention::forward does, so a module deriving from
-  // it (and perhaps changing that) keeps the composed path.
-  const DotProductAttention& heads_attention = *attention;
-  if (fused_kernels() && typeid(heads_attention) == typeid(DotProductAttention)) {
-    const int64_t B = queries.size(0), Q = queries.size(1), K = keys.size(1);
-    // Heads as views: (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H), each head's rows H·D/H apart
-    Tensor q = W_q->forward(queries).reshape({B, Q, num_heads, -1}).permute({0, 2, 1, 3});  // (B, H, Q, D/H)
-    Tensor k = W_k->forward(keys).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});     // (B, H, K, D/H)
-    Tensor v = W_v->forward(values).reshape({B, K, num_heads, -1}).permute({0, 2, 1, 3});   // (B, H, K, D/H)
-    const Dropout& weight_dropout = *attention->dropout;
-    // valid_lens (B,) or (B, Q) serve every head as they are.
-    Tensor output;  // (B, H, Q, D/H)
-    if (use_tiled_attention(K)) {
-      output = flash_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
-                               default_generator());
-      // flash_attention forms no weights; they are formed from the same q and k if asked for, by
-      // the whole-row kernel with no values (dv = 0), so they are its bits exactly.
-      attention->set_attention_weights_source(
-          [q = q.detach(), k = k.detach(), valid_lens, B, H = num_heads, Q, K]() {
-            NoGradGuard no_grad;
-            Generator unused(0);
-            const Tensor no_values = empty({B, H, K, 0}, q.dtype());  // (B, H, K, 0)
-            Tensor weights;                                          // (B, H, Q, K)
-            scaled_dot_product_attention(q, k, no_values, valid_lens, 0.0, false, unused, &weights);
-            return weights.reshape({B * H, Q, K});  // (B·H, Q, K), a view
-          });
-    } else {
-      Tensor weights;  // (B, H, Q, K)
-      output = scaled_dot_product_attention(q, k, v, valid_lens, weight_dropout.p, weight_dropout.is_training(),
-                                            default_generator(), &weights);
-      attention->set_attention_weights(weights.reshape({B * num_heads, Q, K}));  // (B·H, Q, K), a view
+  // The caller's shapes, checked here so that errors name them rather than the per-head ones
+  check_inputs(*this, queries, keys, values, valid_lens);
+  if (!fused_kernels()) {
+    // d2l's code: the heads moved into the batch (copies), one DotProductAttention for all of them.
+    Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
+    Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
+    Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)
+    Tensor lens = valid_lens;
+    if (lens.defined()) {
+      // One copy of each batch row's lengths per head, in the order of transpose_qkv's rows:
+      // (B,) -> (B·H,) or (B, Q) -> (B·H, Q)
+      lens = repeat_interleave(lens, num_heads, 0);
     }
-    // The output's memory is (B, Q, H, D/H), so joining the heads is a view: (B, Q, D)
-    Tensor output_concat = output.permute({0, 2, 1, 3}).reshape({B, Q, -1});
-    return W_o->forward(output_concat);  // (B, Q, D)
+    Tensor output = attention->forward(q, k, v, lens);           // (B·H, Q, D/H)
+    Tensor output_concat = transpose_output(output, num_heads);  // (B, Q, D)
+    return W_o->forward(output_concat);                          // (B, Q, D)
   }
-  Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
-  Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
-  Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)
-  Tensor lens = valid_lens;
-  if (lens.defined()) {
-    // One copy of each batch row's lengths per head, in the order of transpose_qkv's rows:
-    // (B,) -> (B·H,) or (B, Q) -> (B·H, Q)
-    lens = repeat_interleave(lens, num_heads, 0);
-  }
-  Tensor output = attention->forward(q, k, v, lens);           // (B·H, Q, D/H)
-  Tensor output_concat = transpose_output(output, num_heads);  // (B, Q, D)
-  return W_o->forward(output_concat);                          // (B, Q, D)
+  // The same steps without copies: the heads as views of the projections, all of them attended in
+  // one fused op with the lengths as they are, and joined again by a view.
+  Tensor q = split_heads(W_q->forward(queries), num_heads);       // (B, H, Q, D/H)
+  Tensor k = split_heads(W_k->forward(keys), num_heads);          // (B, H, K, D/H)
+  Tensor v = split_heads(W_v->forward(values), num_heads);        // (B, H, K, D/H)
+  Tensor output = attention->forward_heads(q, k, v, valid_lens);  // (B, H, Q, D/H)
+  Tensor output_concat = join_heads(output);                      // (B, Q, D)
+  return W_o->forward(output_concat);                             // (B, Q, D)
 }
 
 Tensor MultiHeadAttention::attention_weights() const {

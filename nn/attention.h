@@ -5,6 +5,7 @@
 // Dimension names: B batch, Q queries, K key–value pairs, D (num_hiddens) width, H heads.
 #pragma once
 
+#include "autograd/ops.h"
 #include "nn/layers.h"
 
 namespace ag::nn {
@@ -36,28 +37,29 @@ Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens = Tenso
 class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
-  // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v)
+  // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v): d2l's code, op by op.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                  const Tensor& valid_lens = Tensor());
   Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
     return forward(q, k, v, valid_lens);
   }
+  // The same attention for the H heads of MultiHeadAttention at once, as one fused op
+  // (ag::attention): queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, v), which may be
+  // strided views, and valid_lens undefined, (B,) or (B, Q), shared by the heads -> (B, H, Q, v).
+  // The same values, dropout draws and attention_weights() as forward on the heads moved into the
+  // batch (transpose_qkv) with each length repeated per head.
+  Tensor forward_heads(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                       const Tensor& valid_lens = Tensor());
   std::string type_name() const override { return "DotProductAttention"; }
-  // The weights of the last forward (B, Q, K), after masking and before dropout (detached).
-  const Tensor& attention_weights() const;
-  // Stores (detached) the weights of an attention computed for this module by a fused kernel:
-  // MultiHeadAttention's fused path sets its (B·H, Q, K) weights here, where the composed path's
-  // forward would have put them.
-  void set_attention_weights(const Tensor& weights);
-  // Or, for a kernel that never forms the weights (ag::flash_attention), a function that forms
-  // them: attention_weights() calls it on its first request after the forward, and keeps the result.
-  void set_attention_weights_source(std::function<Tensor()> source);
+  // The weights of the last forward (B, Q, K), after masking and before dropout (detached); after
+  // forward_heads, those of its B·H heads (B·H, Q, K), as forward would have them.
+  Tensor attention_weights() const;
 
   std::shared_ptr<Dropout> dropout;
 
  private:
-  mutable Tensor attention_weights_;                // (B, Q, K)
-  mutable std::function<Tensor()> weights_source_;  // set while the weights are still to be formed
+  Tensor attention_weights_;        // forward's (B, Q, K)
+  AttentionWeights heads_weights_;  // forward_heads's (B, H, Q, K), formed on request if tiled
 };
 
 // Additive attention: the score of query q and key k is w_vᵀ tanh(W_q q + W_k k).
@@ -95,12 +97,13 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads);
 // num_hiddens, run num_heads scaled dot-product attentions of width num_hiddens / num_heads in
 // parallel, concatenate the heads and project with W_o.
 //
-// With nn::fused_kernels() (the default) the heads run in ag::scaled_dot_product_attention: the
-// projections are split into heads by reshape/permute views instead of transpose_qkv's copies, the
-// per-head valid lengths need no repeat_interleave, and the output comes back as a view instead of
-// transpose_output's copy. Same results, same dropout draws, same attention_weights(); with
-// fused_kernels() false it runs d2l's composed code (transpose_qkv, DotProductAttention,
-// transpose_output).
+// With nn::fused_kernels() false it runs d2l's code: transpose_qkv, DotProductAttention::forward,
+// transpose_output. With fused_kernels() (the default) the same steps run without copies: the
+// projections are split into heads by reshape/permute views, all heads attend in one fused op
+// (DotProductAttention::forward_heads, ag::attention), the per-head valid lengths need no
+// repeat_interleave, and the heads are joined by a view. Same results, same dropout draws, same
+// attention_weights(). Both paths run the attention of `attention` itself: forward and
+// forward_heads are DotProductAttention's own (not virtual), so no subclass can make them differ.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,

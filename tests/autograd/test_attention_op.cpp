@@ -1,7 +1,9 @@
-// scaled_dot_product_attention against the same attention composed from ag's primitives (d2l's
+// scaled_dot_product_attention, ag::attention's whole-row kernel (forced with
+// AttentionKernel::whole_rows), against the same attention composed from ag's primitives (d2l's
 // DotProductAttention on (B, H, T, C) heads): outputs, weights, gradients and dropout draws agree;
 // the head views are read in place; bad shapes and values are errors naming the op and the shapes.
-// Its float64 gradchecks are in test_gradcheck_ops.cpp.
+// Its float64 gradchecks are in test_gradcheck_ops.cpp; the kernel choice is tested in
+// test_attention_dispatch.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +16,17 @@ using namespace ag;
 using Catch::Matchers::Contains;
 
 namespace {
+
+// ag::attention on its whole-row kernel, the weights (B, H, Tq, Tk) into weights_out if given.
+Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& valid_lens, double p, bool training,
+                           Generator& generator, Tensor* weights_out = nullptr) {
+  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+  AttentionWeights weights;
+  Tensor out = attention(q, k, v, valid_lens, p, training, generator, &weights);  // (B, H, Tq, dv)
+  if (weights_out) *weights_out = weights.tensor();
+  return out;
+}
 
 // d2l's composed attention on heads: q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv).
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double p,
@@ -60,8 +73,8 @@ Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor
   Tensor v_source = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(7);
   Run r;
-  r.out = fused ? scaled_dot_product_attention(heads(q_source), heads(k_source), heads(v_source), lens, p, training,
-                                               generator, &r.weights)
+  r.out = fused ? whole_row_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
+                                      training, generator, &r.weights)
                 : composed_attention(heads(q_source), heads(k_source), heads(v_source), lens, p, training, generator,
                                      &r.weights);
   r.generator_after = generator.state();
@@ -121,7 +134,7 @@ TEST_CASE("scaled_dot_product_attention: dropout drops whole weights, as ag::dro
   const Tensor v = identity.reshape({1, 1, Tk, Tk}).expand({B, H, Tk, Tk}).contiguous();  // (B, H, Tk, Tk)
   Generator fused_generator(5), reference_generator(5);
   Tensor weights;
-  const Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.5, true, fused_generator, &weights);
+  const Tensor out = whole_row_attention(q, k, v, Tensor(), 0.5, true, fused_generator, &weights);
   const Tensor expected = dropout(weights.reshape({B * H, Tq, Tk}), 0.5, true, reference_generator);
   CHECK(out.reshape({B * H, Tq, Tk}).to_vector<double>() == expected.to_vector<double>());
   int64_t dropped = 0;
@@ -135,7 +148,8 @@ TEST_CASE("scaled_dot_product_attention: only the inputs that require grad get o
   const Tensor q = randn({2, 3, 2, 4}, values, float64), k = randn({2, 5, 2, 4}, values, float64);
   Tensor v = randn({2, 5, 2, 3}, values, float64).requires_grad_();
   const Tensor upstream = randn({2, 2, 3, 3}, values, float64);
-  scaled_dot_product_attention(heads(q), heads(k), heads(v), tensor({3, 1}), 0.0, true, generator).backward(upstream);
+  whole_row_attention(heads(q), heads(k), heads(v), tensor({3, 1}), 0.0, true, generator)
+      .backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
   composed_attention(heads(q), heads(k), heads(v_reference), tensor({3, 1}), 0.0, true, generator, nullptr)
       .backward(upstream);
@@ -155,7 +169,7 @@ TEST_CASE("scaled_dot_product_attention reads permuted head views in place and r
   const Tensor lens = tensor({5, 2});
   const uint64_t before = detail::storage_allocation_count();
   Tensor weights;
-  const Tensor out = scaled_dot_product_attention(q, k, v, lens, 0.2, true, generator, &weights);
+  const Tensor out = whole_row_attention(q, k, v, lens, 0.2, true, generator, &weights);
   CHECK(detail::storage_allocation_count() == before + 2);  // the weights P and the output, nothing else
   CHECK(out.shape() == Shape{B, H, T, d});
   CHECK(out.strides() == Shape{T * H * d, d, H * d, 1});  // a dense (B, T, H, d) buffer seen as (B, H, T, d)
@@ -168,27 +182,29 @@ TEST_CASE("scaled_dot_product_attention reads permuted head views in place and r
 TEST_CASE("scaled_dot_product_attention: errors name the op and the shapes", "[attention_op][errors]") {
   Generator g(0);
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
-  CHECK_NOTHROW(scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true, g));
-  CHECK_THROWS_AS(scaled_dot_product_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g), ShapeError);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
+  CHECK_NOTHROW(whole_row_attention(q, k, v, Tensor(), 0.0, true, g));
+  CHECK_THROWS_AS(whole_row_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_WITH(whole_row_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
                     Contains("scaled_dot_product_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
   // d of q and k differ; Tk of k and v differ; heads differ
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, zeros({2, 3, 6, 4}), v, Tensor(), 0.0, true, g), ShapeError);
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(q, zeros({2, 2, 6, 5}), v, Tensor(), 0.0, true, g),
+  CHECK_THROWS_AS(whole_row_attention(q, zeros({2, 3, 6, 4}), v, Tensor(), 0.0, true, g),
+                  ShapeError);
+  CHECK_THROWS_AS(whole_row_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g),
+                  ShapeError);
+  CHECK_THROWS_WITH(whole_row_attention(q, zeros({2, 2, 6, 5}), v, Tensor(), 0.0, true, g),
                     Contains("k [2,2,6,5]") && Contains("(B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv)"));
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
+  CHECK_THROWS_AS(whole_row_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
   // valid_lens: shape (B,) or (B, Tq), integers in [0, Tk]
-  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, zeros({3}), 0.0, true, g),
+  CHECK_THROWS_WITH(whole_row_attention(q, k, v, zeros({3}), 0.0, true, g),
                     Contains("scaled_dot_product_attention: valid_lens of shape [3] does not fit queries of shape "
                              "[2,3,4,5] (expected [2] or [2,4])"));
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, zeros({2, 3}), 0.0, true, g), ShapeError);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
+  CHECK_THROWS_AS(whole_row_attention(q, k, v, zeros({2, 3}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_WITH(whole_row_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
                     Contains("scaled_dot_product_attention: valid length 7 is not an integer in [0, 6]") &&
                         Contains("keys of shape [2,3,6,5]"));
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, tensor({-1, 1}), 0.0, true, g), ShapeError);
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, tensor({1.5, 1}), 0.0, true, g), ShapeError);
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, Tensor(), 1.5, true, g), ValueError);
-  CHECK_THROWS_WITH(scaled_dot_product_attention(q, k, v, Tensor(), -0.1, true, g),
+  CHECK_THROWS_AS(whole_row_attention(q, k, v, tensor({-1, 1}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(whole_row_attention(q, k, v, tensor({1.5, 1}), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(whole_row_attention(q, k, v, Tensor(), 1.5, true, g), ValueError);
+  CHECK_THROWS_WITH(whole_row_attention(q, k, v, Tensor(), -0.1, true, g),
                     Contains("scaled_dot_product_attention: dropout probability -0.1 is outside [0, 1]"));
 }

@@ -2,10 +2,14 @@
 // autograd/op_list.h, each in the source file that defines it, and each op's gradient column must
 // be the one written beside the op's backward in that file, on a line
 //   // docs/ops.md, <op>: <gradient>
-// (continued on lines starting "//   "), so that the table cannot drift from the code.
+// (continued on lines starting "//   "), so that the table cannot drift from the code. Every
+// ops_*.cpp file is named in autograd/ops.h's header, and its tags are those of the ops the table
+// places in it: no gradient is written in a second, unchecked place of that form.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -78,4 +82,41 @@ TEST_CASE("docs/ops.md lists every differentiable op, in the file that defines i
   }
   std::set<std::string> ops(std::begin(ag::kOpNames), std::end(ag::kOpNames));
   CHECK(documented == ops);
+}
+
+TEST_CASE("every ops_*.cpp is named in ops.h, and tags only the ops docs/ops.md places in it",
+          "[docs]") {
+  // op -> file, from the table's rows
+  std::map<std::string, std::string> file_of;
+  std::istringstream lines(read(AG_SOURCE_DIR "/docs/ops.md"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const std::size_t file_start = line.rfind("| ", line.size() - 3);
+    const std::string op = line.substr(3, line.find('`', 3) - 3);
+    file_of[op] = line.substr(file_start + 2, line.size() - file_start - 4);
+  }
+  const std::string ops_h = read(AG_SOURCE_DIR "/autograd/ops.h");
+  const std::string header = ops_h.substr(0, ops_h.find("#pragma once"));
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(AG_SOURCE_DIR "/autograd")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ops_", 0) != 0 || entry.path().extension() != ".cpp") continue;
+    ++files;
+    INFO(name);
+    CHECK(header.find(name) != std::string::npos);  // in the list of files at the top of ops.h
+    const std::string source = read(entry.path().string());
+    const std::string tag = "// docs/ops.md, ";
+    int tags = 0;
+    for (std::size_t at = source.find(tag); at != std::string::npos;
+         at = source.find(tag, at + 1)) {
+      const std::size_t name_start = at + tag.size();
+      const std::string op = source.substr(name_start, source.find(':', name_start) - name_start);
+      INFO("tag for " << op);
+      CHECK(file_of.count(op) == 1);
+      if (file_of.count(op) == 1) CHECK(file_of.at(op) == name);
+      ++tags;
+    }
+    CHECK(tags > 0);  // an ops file defines ops
+  }
+  CHECK(files >= 10);
 }

@@ -1,5 +1,6 @@
-// flash_attention (the tiled, online-softmax kernel) against scaled_dot_product_attention (the
-// whole-row kernel, itself tested against d2l's composed attention in test_attention_op.cpp):
+// flash_attention (ag::attention's tiled, online-softmax kernel) against
+// scaled_dot_product_attention (the whole-row kernel, itself tested against d2l's composed
+// attention in test_attention_op.cpp), each forced with an AttentionKernelGuard:
 // outputs, gradients and dropout draws agree for sequences that span several tiles, for
 // every kind of valid_lens (none, (B,), (B, Tq) with 0 and Tk, causal); the backward holds no
 // (Tq × Tk) weights; bad shapes are errors naming the op. Its float64 gradchecks are in
@@ -21,6 +22,20 @@ using Catch::Matchers::Contains;
 namespace {
 
 Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
+
+// ag::attention on the tiled or on the whole-row kernel.
+Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& valid_lens, double p, bool training,
+                       Generator& generator) {
+  AttentionKernelGuard tiled(AttentionKernel::tiled);
+  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
+}
+Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& valid_lens, double p, bool training,
+                           Generator& generator) {
+  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
+}
 
 // The largest |a − b| relative to the largest |b| (1 if b is all 0): the tiled sums round
 // differently from the whole-row ones, by a few ulps of the largest terms.
@@ -50,8 +65,10 @@ Run run(bool tiled, const Tensor& q_values, const Tensor& k_values, const Tensor
   Tensor v = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(11);
   Run r;
-  r.out = tiled ? flash_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true, generator)
-                : scaled_dot_product_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true, generator);
+  r.out = tiled ? tiled_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true,
+                                  generator)
+                : whole_row_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true,
+                                      generator);
   r.generator_after = generator.state();
   r.out.backward(upstream);
   r.grad_q = q.grad();
@@ -122,7 +139,8 @@ TEST_CASE("flash_attention with a causal mask skips the key tiles past the diago
   CHECK(relative_diff(tiled.grad_v, whole.grad_v) <= 1e-12);
   // Query 0 sees only key 0: its output is v_0 (no dropout here to rescale it)
   Generator unused(0);
-  const Tensor first = flash_attention(heads(q), heads(k), heads(v), lens, 0.0, false, unused);  // (B, H, T, d)
+  // (B, H, T, d)
+  const Tensor first = tiled_attention(heads(q), heads(k), heads(v), lens, 0.0, false, unused);
   CHECK(relative_diff(first.select(2, 0), heads(v).select(2, 0)) <= 1e-15);
 }
 
@@ -134,8 +152,8 @@ TEST_CASE("flash_attention's backward holds O(T) per head, the whole-row kernel 
   const std::size_t weights_bytes = static_cast<std::size_t>(B * H * T * T) * sizeof(float);  // 512 KB
   auto held_by_forward = [&](bool tiled) {
     const std::size_t before = allocator_stats().in_use_bytes;
-    const Tensor out = tiled ? flash_attention(q, k, v, Tensor(), 0.0, true, generator)
-                             : scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true, generator);
+    const Tensor out = tiled ? tiled_attention(q, k, v, Tensor(), 0.0, true, generator)
+                             : whole_row_attention(q, k, v, Tensor(), 0.0, true, generator);
     return allocator_stats().in_use_bytes - before;  // the output and what the backward saved
   };
   const std::size_t output_bytes = static_cast<std::size_t>(B * H * T * d) * sizeof(float);
@@ -148,10 +166,12 @@ TEST_CASE("flash_attention: only the inputs that require grad get one", "[flash_
   const Tensor q = randn({2, 70, 2, 4}, values, float64), k = randn({2, 140, 2, 4}, values, float64);
   Tensor v = randn({2, 140, 2, 3}, values, float64).requires_grad_();
   const Tensor upstream = randn({2, 2, 70, 3}, values, float64);
-  const Tensor out = flash_attention(heads(q), heads(k), heads(v), tensor({130, 1}), 0.0, true, generator);
+  const Tensor out =
+      tiled_attention(heads(q), heads(k), heads(v), tensor({130, 1}), 0.0, true, generator);
   out.backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
-  scaled_dot_product_attention(heads(q), heads(k), heads(v_reference), tensor({130, 1}), 0.0, true, generator)
+  whole_row_attention(heads(q), heads(k), heads(v_reference), tensor({130, 1}), 0.0, true,
+                      generator)
       .backward(upstream);
   CHECK(relative_diff(v.grad(), v_reference.grad()) <= 1e-12);
 }
@@ -159,12 +179,13 @@ TEST_CASE("flash_attention: only the inputs that require grad get one", "[flash_
 TEST_CASE("flash_attention: errors name the op and the shapes", "[flash_attention][errors]") {
   Generator g(0);
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
-  CHECK_NOTHROW(flash_attention(q, k, v, Tensor(), 0.0, true, g));
-  CHECK_THROWS_WITH(flash_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
+  CHECK_NOTHROW(tiled_attention(q, k, v, Tensor(), 0.0, true, g));
+  CHECK_THROWS_WITH(tiled_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
                     Contains("flash_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
-  CHECK_THROWS_AS(flash_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
-  CHECK_THROWS_AS(flash_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
-  CHECK_THROWS_WITH(flash_attention(q, k, v, tensor({7, 1}), 0.0, true, g), Contains("flash_attention:"));
-  CHECK_THROWS_WITH(flash_attention(q, k, v, Tensor(), 1.5, true, g),
+  CHECK_THROWS_AS(tiled_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(tiled_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
+  CHECK_THROWS_WITH(tiled_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
+                    Contains("flash_attention:"));
+  CHECK_THROWS_WITH(tiled_attention(q, k, v, Tensor(), 1.5, true, g),
                     Contains("flash_attention: dropout probability 1.5 is outside [0, 1]"));
 }

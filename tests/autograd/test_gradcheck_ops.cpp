@@ -336,6 +336,20 @@ AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same ma
 
 namespace {
 Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
+
+// ag::attention on each of its kernels.
+Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& valid_lens, double p, bool training,
+                           Generator& generator) {
+  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
+}
+Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& valid_lens, double p, bool training,
+                       Generator& generator) {
+  AttentionKernelGuard tiled(AttentionKernel::tiled);
+  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
+}
 }  // namespace
 
 AG_GRADCHECK_CASE(sdpa_permuted_views, "scaled_dot_product_attention, permuted head views, no valid_lens") {
@@ -343,7 +357,8 @@ AG_GRADCHECK_CASE(sdpa_permuted_views, "scaled_dot_product_attention, permuted h
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
-        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), 0.0, true, unused);
+        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), 0.0, true,
+                                   unused);
       },
       {input({2, 3, 2, 3}, 1, -2, 2), input({2, 4, 2, 3}, 2, -2, 2), input({2, 4, 2, 2}, 3)});
 }
@@ -355,7 +370,8 @@ AG_GRADCHECK_CASE(sdpa_batch_lens, "scaled_dot_product_attention, (B,) valid_len
       [](const Inputs& x) {
         Generator unused(0);
         const Tensor lens = tensor({2, 0, 4}, float64);
-        Tensor out = scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
+        Tensor out =
+            whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
         return out.permute({0, 2, 1, 3}).reshape({3, 3, 4});  // (B, Tq, H·dv)
       },
       {input({3, 3, 2, 3}, 4, -2, 2), input({3, 4, 2, 3}, 5, -2, 2), input({3, 4, 2, 2}, 6)});
@@ -366,7 +382,8 @@ AG_GRADCHECK_CASE(sdpa_query_lens, "scaled_dot_product_attention, (B,Tq) valid_l
       [](const Inputs& x) {
         Generator unused(0);
         const Tensor lens = tensor({1, 0, 4, 2, 3, 0}, {2, 3}, float64);
-        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
+        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true,
+                                   unused);
       },
       {input({2, 3, 2, 3}, 7, -2, 2), input({2, 4, 2, 3}, 8, -2, 2), input({2, 4, 2, 2}, 9)});
 }
@@ -376,7 +393,8 @@ AG_GRADCHECK_CASE(sdpa_dropout, "scaled_dot_product_attention, dropout 0.3 with 
       [](const Inputs& x) {
         Generator generator(42);  // reseeded each call, so finite differences see one mask
         const Tensor lens = tensor({3, 4}, float64);
-        return scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.3, true, generator);
+        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.3, true,
+                                   generator);
       },
       {input({2, 3, 2, 3}, 10, -2, 2), input({2, 4, 2, 3}, 11, -2, 2), input({2, 4, 2, 2}, 12)});
 }
@@ -386,7 +404,7 @@ AG_GRADCHECK_CASE(sdpa_copied_operand, "scaled_dot_product_attention, contiguous
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
-        return scaled_dot_product_attention(x[0], x[1].transpose(2, 3), x[2], Tensor(), 0.0, true, unused);
+        return whole_row_attention(x[0], x[1].transpose(2, 3), x[2], Tensor(), 0.0, true, unused);
       },
       {input({1, 2, 3, 3}, 13, -2, 2), input({1, 2, 3, 4}, 14, -2, 2), input({1, 2, 4, 2}, 15)});
 }
@@ -408,8 +426,8 @@ AG_GRADCHECK_CASE(flash_tiles_query_lens, "flash_attention, two tiles each way, 
         std::vector<double> key_scale(131);
         for (int64_t j = 0; j < 131; ++j) key_scale[static_cast<std::size_t>(j)] = 1.0 + 3.0 * static_cast<double>(j) / 131;
         const Tensor k = x[1] * tensor(key_scale, {1, 131, 1, 1}, float64);  // (B, Tk, H, d)
-        return flash_attention(heads(x[0]), heads(k), heads(x[2]), tensor(lens, {1, 70}, float64), 0.0, true,
-                               unused);
+        return tiled_attention(heads(x[0]), heads(k), heads(x[2]), tensor(lens, {1, 70}, float64),
+                               0.0, true, unused);
       },
       {input({1, 70, 1, 2}, 16, -2, 2), input({1, 131, 1, 2}, 17, -2, 2), input({1, 131, 1, 2}, 18)});
 }
@@ -418,8 +436,8 @@ AG_GRADCHECK_CASE(flash_dropout_heads, "flash_attention, dropout 0.3 with a rese
   return gradcheck(
       [](const Inputs& x) {
         Generator generator(42);  // reseeded each call, so finite differences see one mask
-        Tensor out = flash_attention(heads(x[0]), heads(x[1]), heads(x[2]), tensor({3, 0}, float64), 0.3, true,
-                                     generator);
+        Tensor out = tiled_attention(heads(x[0]), heads(x[1]), heads(x[2]), tensor({3, 0}, float64),
+                                     0.3, true, generator);
         return out.permute({0, 2, 1, 3}).reshape({2, 3, 4});  // (B, Tq, H·dv), a strided upstream gradient
       },
       {input({2, 3, 2, 3}, 19, -2, 2), input({2, 4, 2, 3}, 20, -2, 2), input({2, 4, 2, 2}, 21)});

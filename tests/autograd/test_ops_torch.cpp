@@ -99,19 +99,22 @@ std::vector<int64_t> positions(const ag::Tensor& index) {
   return out;
 }
 
-// The fused attention on the head views (B, H, T, C) of (B, T, H, C) inputs, without dropout.
+// ag::attention on the head views (B, H, T, C) of (B, T, H, C) inputs, without dropout, on its
+// whole-row kernel (fused_attention_of_heads) or its tiled one (tiled_attention_of_heads).
 ag::Tensor fused_attention_of_heads(const Args& in) {
   ag::Generator unused(0);
   auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
-  return ag::scaled_dot_product_attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0,
-                                          /*training=*/true, unused);
+  ag::AttentionKernelGuard whole_rows(ag::AttentionKernel::whole_rows);
+  return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0,
+                       /*training=*/true, unused);
 }
 
 ag::Tensor tiled_attention_of_heads(const Args& in) {
   ag::Generator unused(0);
   auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
-  return ag::flash_attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0, /*training=*/true,
-                             unused);
+  ag::AttentionKernelGuard tiled(ag::AttentionKernel::tiled);
+  return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0,
+                       /*training=*/true, unused);
 }
 
 struct Family {

@@ -1,7 +1,8 @@
-// MultiHeadAttention's fused path (ag::scaled_dot_product_attention on head views) against d2l's
-// composed path (transpose_qkv, DotProductAttention, transpose_output): the same outputs, attention
-// weights and gradients of every parameter and input, in training with dropout (equal generator
-// states give equal masks) and in evaluation, in float64 and float32.
+// MultiHeadAttention's fused path (ag::attention on head views, through
+// DotProductAttention::forward_heads) against d2l's composed path (transpose_qkv,
+// DotProductAttention, transpose_output): the same outputs, attention weights and gradients of
+// every parameter and input, in training with dropout (equal generator states give equal masks)
+// and in evaluation, in float64 and float32, on both of ag::attention's kernels.
 #include "nn_test_util.h"
 
 using namespace ag;
@@ -20,9 +21,9 @@ struct Pass {
 // attention kernel), the default generator seeded with `seed` first.
 Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tensor& queries, const Tensor& keys,
                       const Tensor& values, const Tensor& valid_lens, const Tensor& upstream, uint64_t seed,
-                      nn::AttentionKernel kernel = nn::AttentionKernel::automatic) {
+                      AttentionKernel kernel = AttentionKernel::automatic) {
   nn::FusedKernelsGuard guard(fused);
-  nn::AttentionKernelGuard kernel_guard(kernel);
+  AttentionKernelGuard kernel_guard(kernel);
   attention.zero_grad();
   Tensor q = queries.detach().clone().requires_grad_(), k = keys.detach().clone().requires_grad_();
   Tensor v = values.detach().clone().requires_grad_();
@@ -152,9 +153,9 @@ TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the who
       const Tensor values = randn({B, K, 3}, values_generator, dtype);
       const Tensor upstream = randn({B, Q, D}, values_generator, dtype);
       const Pass tiled = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
-                                          nn::AttentionKernel::tiled);
+                                          AttentionKernel::tiled);
       const Pass whole = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
-                                          nn::AttentionKernel::whole_rows);
+                                          AttentionKernel::whole_rows);
       const Pass composed = forward_backward(attention, false, queries, keys, values, lens, upstream, 42);
       check_same(tiled, whole, tolerance);
       check_same(tiled, composed, tolerance);
@@ -165,7 +166,7 @@ TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the who
 
 TEST_CASE("MultiHeadAttention: the tiled kernel's weights are formed on request, for the last forward",
           "[nn][mha][fused]") {
-  nn::AttentionKernelGuard tiled(nn::AttentionKernel::tiled);
+  AttentionKernelGuard tiled(AttentionKernel::tiled);
   nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
   attention.eval();
   const Tensor first = nn_test::randn32({1, 3, 4}, 1), second = nn_test::randn32({1, 5, 4}, 2);
@@ -184,19 +185,28 @@ TEST_CASE("MultiHeadAttention: the tiled kernel's weights are formed on request,
   CHECK(attention.attention_weights().shares_storage(weights));  // formed once, then kept
 }
 
-TEST_CASE("nn::AttentionKernel: automatic picks the tiled kernel from kTiledAttentionFromKeys keys on",
+TEST_CASE("DotProductAttention: forward_heads equals forward on the heads moved into the batch",
           "[nn][mha][fused]") {
-  {
-    nn::AttentionKernelGuard automatic(nn::AttentionKernel::automatic);
-    CHECK_FALSE(nn::use_tiled_attention(64));
-    CHECK_FALSE(nn::use_tiled_attention(nn::kTiledAttentionFromKeys - 1));
-    CHECK(nn::use_tiled_attention(nn::kTiledAttentionFromKeys));
+  // MultiHeadAttention's two paths at the level of the attention module: (B, H, T, d) heads against
+  // their (B·H, T, d) copies with each valid length repeated per head; attention_weights() follows
+  // whichever ran last.
+  const int64_t B = 2, H = 3, Q = 4, K = 5, d = 2;
+  nn::DotProductAttention attention(0.0);
+  Generator values(4);
+  const Tensor q = randn({B, H, Q, d}, values, float64), k = randn({B, H, K, d}, values, float64);
+  const Tensor v = randn({B, H, K, d}, values, float64), lens = tensor({3, 0});
+  // (B, H, T, d) -> (B·H, T, d)
+  auto batched = [&](const Tensor& x) { return x.reshape({B * H, x.size(2), x.size(3)}); };
+  const Tensor per_head_lens = repeat_interleave(lens, H, 0);  // (B·H,)
+  const Tensor composed = attention.forward(batched(q), batched(k), batched(v), per_head_lens);
+  const Tensor composed_weights = attention.attention_weights();  // (B·H, Q, K)
+  for (AttentionKernel kernel : {AttentionKernel::whole_rows, AttentionKernel::tiled}) {
+    AttentionKernelGuard guard(kernel);
+    const Tensor fused = attention.forward_heads(q, k, v, lens);  // (B, H, Q, d)
+    CHECK(max_abs_diff(batched(fused), composed) <= 1e-12);
+    CHECK(attention.attention_weights().shape() == Shape{B * H, Q, K});
+    CHECK(max_abs_diff(attention.attention_weights(), composed_weights) <= 1e-12);
   }
-  {
-    nn::AttentionKernelGuard whole(nn::AttentionKernel::whole_rows);
-    CHECK_FALSE(nn::use_tiled_attention(1 << 20));
-    nn::AttentionKernelGuard tiled(nn::AttentionKernel::tiled);
-    CHECK(nn::use_tiled_attention(1));
-  }
-  CHECK(nn::attention_kernel() == nn::AttentionKernel::automatic);
+  attention.forward(batched(q).narrow(1, 0, 1), batched(k), batched(v));  // one query per head now
+  CHECK(attention.attention_weights().shape() == Shape{B * H, 1, K});
 }

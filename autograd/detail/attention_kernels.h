@@ -1,0 +1,91 @@
+// The two kernels ag::attention chooses between, and what they share: how they read the heads,
+// check their operands, find the keys each query row attends to and scale its scores. Internal to
+// autograd: the whole-row kernel and the dispatch are in ops_attention.cpp, the tiled kernel in
+// ops_flash_attention.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "autograd/generator.h"
+#include "autograd/tensor.h"
+
+namespace ag::detail {
+
+// ---- the kernels ------------------------------------------------------------------------------
+// Both take ag::attention's arguments, check them with their own name in the error messages, and
+// record an op of that name: Op::scaled_dot_product_attention or Op::flash_attention
+// (docs/ops.md).
+
+// Each head's (Tq × Tk) weights at once, kept for the backward (ops_attention.cpp).
+// weights_out, if given, receives them before dropout (B, H, Tq, Tk); dv may be 0 (the weights
+// alone).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& valid_lens, double dropout_p, bool training,
+                                    Generator& generator, Tensor* weights_out);
+
+// In (64 × 128) tiles with an online softmax, no weights kept (ops_flash_attention.cpp).
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+                       double dropout_p, bool training, Generator& generator);
+
+// ---- what they share (ops_attention.cpp) ----------------------------------------------------
+
+// A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
+// element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
+// dimension: H·C for a head view of a (B, T, H·C) projection).
+struct Heads {
+  Tensor tensor;  // the operand itself, or a contiguous copy when BLAS cannot read its heads
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 1;
+
+  template <class T>
+  T* head(int64_t b, int64_t h) const {
+    return tensor.data<T>() + b * batch_stride + h * head_stride;
+  }
+};
+Heads heads_of(const Tensor& t);
+
+// q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) of one dtype, sizes within BLAS's 32 bits, and
+// a dropout probability in [0, 1]; else a ShapeError, DTypeError or ValueError starting "op:".
+void check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
+                              const char* op);
+
+// The keys query row i of batch row b attends to: [0, length), or, for a valid length of 0, all Tk
+// of them with every score taken as equal (d2l's −1e6 fill): the uniform weights 1/Tk, dS = 0.
+struct RowKeys {
+  int64_t length = 0;    // keys [0, length) count (Tk for a valid length of 0)
+  bool uniform = false;  // valid length 0
+};
+
+// The valid length of every query row: Tk when valid_lens is undefined, else row (b, i)'s entry of
+// the (B,) or (B, Tq) valid_lens, checked as nn::masked_softmax checks them (a ShapeError starting
+// "op:" naming the shapes of q and k).
+class ValidLengths {
+ public:
+  ValidLengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k, const char* op);
+  int64_t operator()(int64_t b, int64_t i) const {
+    return per_query_.empty() ? keys_ : per_query_[static_cast<std::size_t>(b * queries_ + i)];
+  }
+  RowKeys keys(int64_t b, int64_t i) const {
+    const int64_t length = (*this)(b, i);
+    return length == 0 ? RowKeys{keys_, true} : RowKeys{length, false};
+  }
+
+ private:
+  std::vector<int64_t> per_query_;  // (B·Tq) lengths, row-major (b, i); empty: every key counts
+  int64_t queries_ = 0, keys_ = 0;  // Tq, Tk
+};
+
+// One row of raw scores Q_i·K_jᵀ (cols of them) as the softmax sees them, in place:
+// s_j = score_j / √d for the n keys that count (all 0 in a uniform row), 0 past them. Both kernels,
+// and the tiled kernel's backward when it recomputes a tile, scale their scores here, so they see
+// the same scores bit for bit.
+template <class T>
+void scale_scores(T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d) {
+  if (keys.uniform) std::fill(s, s + n, T(0));
+  else
+    for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
+  std::fill(s + n, s + cols, T(0));
+}
+
+}  // namespace ag::detail
