@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "nn/nn.h"
 #include "optim/optimizer.h"
 

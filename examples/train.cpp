@@ -28,6 +28,7 @@
 
 #include "examples/plot.h"
 #include "examples/seq2seq.h"
+#include "io/optimizer_state.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -265,7 +266,7 @@ int train(Options o) {
     // Everything that the next step depends on: weights, Adam's moments and step counts, the
     // schedule's position, the dropout generator and the data stream.
     model->load_state_dict(resumed->tensors_under("model"));
-    optimizer.load_state(*resumed, "optimizer");
+    optimizer.load_state_dict(get_optimizer_state(*resumed, "optimizer"));
     const uint64_t step = resumed->integer("step");
     if (step >= static_cast<uint64_t>(o.steps))
       throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
@@ -282,7 +283,7 @@ int train(Options o) {
     Checkpoint c;
     c.kind = "ag-train";
     for (const auto& [name, t] : model->state_dict()) c.tensors["model." + name] = t;
-    optimizer.save_state(c, "optimizer");
+    put_optimizer_state(c, optimizer.state_dict(), "optimizer");
     seq2seq::save_model_config(c, o.task, config);
     save_options(c, o);
     c.integers["step"] = static_cast<uint64_t>(step);
@@ -516,6 +517,12 @@ int main(int argc, char** argv) {
   try {
     return train(o);
   } catch (const CheckpointError& e) {
+    std::cerr << "\nag-train: " << e.what() << "\n";
+    return 1;
+  } catch (const nn::StateDictError& e) {  // a checkpoint whose model does not fit
+    std::cerr << "\nag-train: " << e.what() << "\n";
+    return 1;
+  } catch (const optim::StateDictError& e) {  // … or whose optimizer state does not
     std::cerr << "\nag-train: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {

@@ -21,7 +21,7 @@
 #include <typeinfo>
 
 #include "autograd/autograd.h"
-#include "autograd/checkpoint.h"
+#include "io/checkpoint.h"
 #include "autograd/ops.h"
 
 using namespace ag;

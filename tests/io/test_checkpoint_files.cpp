@@ -7,7 +7,7 @@
 #include <csignal>
 #include <filesystem>
 
-#include "autograd/checkpoint.h"
+#include "io/checkpoint.h"
 #include "autograd/ops.h"
 
 using namespace ag;
