@@ -44,8 +44,7 @@ void put_optimizer_state(Checkpoint& checkpoint, const optim::StateDict& state,
   auto fail = [](const std::string& what) {
     throw CheckpointError("checkpoint: cannot write the optimizer state: " + what);
   };
-  // Everything goes into `entries` first, so that a refused state dict leaves `checkpoint` as it
-  // was.
+  // Everything goes into `entries` first: a refused state dict leaves `checkpoint` as it was.
   Checkpoint entries;
   entries.strings[prefix + ".type"] = state.type;
   entries.integers[prefix + ".groups"] = state.param_groups.size();
