@@ -26,6 +26,7 @@
 #include <iostream>
 #include <string>
 
+#include "io/optimizer_state.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
@@ -246,7 +247,7 @@ GeneratorState get_generator(const Checkpoint& c, const std::string& name) {
 int64_t restore_run(const Checkpoint& c, const Options& o, nn::EncoderDecoder& model, optim::Optimizer& optimizer,
                     optim::Scheduler& scheduler, data::TrainingStream& stream) {
   model.load_state_dict(c.tensors_under("model"));
-  optimizer.load_state(c, "optimizer");
+  optimizer.load_state_dict(get_optimizer_state(c, "optimizer"));
   const uint64_t step = c.integer("step");
   if (step >= static_cast<uint64_t>(o.steps))
     throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
@@ -270,7 +271,7 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   Checkpoint c;
   c.kind = "ag-train";
   for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
-  optimizer.save_state(c, "optimizer");
+  put_optimizer_state(c, optimizer.state_dict(), "optimizer");
   seq2seq::save_model_config(c, o.task, config);
   save_options(c, o);
   c.integers["step"] = static_cast<uint64_t>(step);
@@ -575,6 +576,12 @@ int main(int argc, char** argv) {
   try {
     return train(o);
   } catch (const CheckpointError& e) {
+    std::cerr << "\nag-train: " << e.what() << "\n";
+    return 1;
+  } catch (const nn::StateDictError& e) {  // a checkpoint whose model does not fit
+    std::cerr << "\nag-train: " << e.what() << "\n";
+    return 1;
+  } catch (const optim::StateDictError& e) {  // … or whose optimizer state does not
     std::cerr << "\nag-train: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "autograd/checkpoint.h"
+#include "io/checkpoint.h"
 #include "data/toy_tasks.h"
 #include "models/seq2seq.h"
 

@@ -147,7 +147,7 @@ std::vector<std::string> Module::load_state_dict(const std::map<std::string, Ten
   if (strict && !parts.empty()) {
     std::string message = "checkpoint: ";
     for (std::size_t i = 0; i < parts.size(); ++i) message += (i ? "; " : "") + parts[i];
-    throw CheckpointError(message);
+    throw StateDictError(message);
   }
   NoGradGuard no_grad;
   for (auto& [target, source] : copies) target.copy_(source);

@@ -17,10 +17,16 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 
 namespace ag::nn {
+
+// A state dict that does not fit the module strictly: missing or unexpected names, other shapes
+// or dtypes (PyTorch's load_state_dict raises a RuntimeError here).
+class StateDictError : public Error {
+ public:
+  using Error::Error;
+};
 
 class Module {
  public:
@@ -58,12 +64,12 @@ class Module {
   // Drops the gradients of every parameter.
   void zero_grad();
 
-  // ---- state (checkpoints) -------------------------------------------------------------------
+  // ---- state (what checkpoints hold; io/checkpoint.h writes it to files) ------------------------
   // Every parameter and buffer by dotted name (the tensors themselves, not copies).
   std::map<std::string, Tensor> state_dict() const;
   // Copies `state` into the parameters and buffers of the same names. Strict (the default): the
   // names must match exactly and every shape and dtype too; all problems are reported together in
-  // one CheckpointError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
+  // one StateDictError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
   // encoder.blks.0.ffn.dense1.weight: file [64,32], model [128,32]") and nothing is changed.
   // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
   std::vector<std::string> load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -51,148 +52,252 @@ void Optimizer::zero_grad() {
     for (const Tensor& p : g.params) p.zero_grad();
 }
 
-// ---- state ----------------------------------------------------------------------------------------
-
-std::string Optimizer::state_name(const std::string& prefix, std::size_t group, std::size_t index) {
-  return prefix + ".state." + std::to_string(group) + "." + std::to_string(index) + ".";
-}
-
-void Optimizer::save_state(Checkpoint& c, const std::string& prefix) const {
-  c.strings[prefix + ".type"] = name_;
-  c.integers[prefix + ".groups"] = groups_.size();
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const std::string group = prefix + ".group." + std::to_string(g) + ".";
-    c.integers[group + "size"] = groups_[g].params.size();
-    c.reals[group + "lr"] = groups_[g].lr;
-    c.reals[group + "weight_decay"] = groups_[g].weight_decay;
-  }
-  save_extra(c, prefix);
-}
-
-void Optimizer::load_state(const Checkpoint& c, const std::string& prefix) {
-  std::vector<std::string> problems;
-  auto has = [](const auto& map, const std::string& key) { return map.count(key) > 0; };
-  if (!has(c.strings, prefix + ".type") || !has(c.integers, prefix + ".groups")) {
-    problems.push_back("no optimizer state under '" + prefix + "'");
-  } else if (c.strings.at(prefix + ".type") != name_) {
-    problems.push_back("the file holds " + c.strings.at(prefix + ".type") + " state, this optimizer is " + name_);
-  } else if (c.integers.at(prefix + ".groups") != groups_.size()) {
-    problems.push_back("the file has " + std::to_string(c.integers.at(prefix + ".groups")) +
-                       " parameter groups, this optimizer " + std::to_string(groups_.size()));
-  } else {
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      const std::string group = prefix + ".group." + std::to_string(g) + ".";
-      if (!has(c.integers, group + "size") || !has(c.reals, group + "lr") || !has(c.reals, group + "weight_decay"))
-        problems.push_back("group " + std::to_string(g) + " is incomplete in the file");
-      else if (c.integers.at(group + "size") != groups_[g].params.size())
-        problems.push_back("group " + std::to_string(g) + " has " + std::to_string(c.integers.at(group + "size")) +
-                           " parameters in the file, " + std::to_string(groups_[g].params.size()) + " here");
-    }
-    if (problems.empty()) check_extra(c, prefix, problems);
-  }
-  if (!problems.empty()) {
-    std::string message = "checkpoint: " + name_ + " state does not fit: ";
-    for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
-    throw CheckpointError(message);
-  }
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const std::string group = prefix + ".group." + std::to_string(g) + ".";
-    groups_[g].lr = c.reals.at(group + "lr");
-    groups_[g].weight_decay = c.reals.at(group + "weight_decay");
-  }
-  load_extra(c, prefix);
-}
+// ---- state dicts --------------------------------------------------------------------------------
 
 namespace {
-// Checks that a state tensor exists with its parameter's shape and dtype.
-void check_state_tensor(const Checkpoint& c, const std::string& name, const Tensor& param,
-                        std::vector<std::string>& problems) {
-  auto it = c.tensors.find(name);
-  if (it == c.tensors.end()) {
-    problems.push_back("missing " + name);
-  } else if (it->second.shape() != param.shape() || it->second.dtype() != param.dtype()) {
-    problems.push_back("shape mismatch " + name + ": file " + shape_str(it->second.shape()) + " " +
-                       dtype_name(it->second.dtype()) + ", parameter " + shape_str(param.shape()) + " " +
-                       dtype_name(param.dtype()));
-  }
-}
 Tensor copy_of(const Tensor& t) { return t.detach().clone(); }
+
+std::string str(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// "state.3.exp_avg": how a problem names an entry of a state dict.
+std::string state_name(std::size_t number, const std::string& name) {
+  return "state." + std::to_string(number) + "." + name;
+}
 }  // namespace
 
-void SGD::save_extra(Checkpoint& c, const std::string& prefix) const {
-  c.reals[prefix + ".momentum"] = momentum;
-  c.reals[prefix + ".dampening"] = dampening;
-  c.integers[prefix + ".nesterov"] = nesterov;
+std::size_t Optimizer::param_number(std::size_t group, std::size_t index) const {
+  std::size_t number = index;
+  for (std::size_t g = 0; g < group; ++g) number += groups_[g].params.size();
+  return number;
+}
+
+StateDict Optimizer::common_state_dict(const std::map<std::string, double>& options) const {
+  StateDict dict;
+  dict.type = name_;
+  std::size_t number = 0;
+  for (const Group& g : groups_) {
+    GroupState group;
+    group.options = options;
+    group.options["lr"] = g.lr;
+    group.options["weight_decay"] = g.weight_decay;
+    for (std::size_t i = 0; i < g.params.size(); ++i) group.params.push_back(number++);
+    dict.param_groups.push_back(std::move(group));
+  }
+  return dict;
+}
+
+void Optimizer::check_common(const StateDict& saved, const std::vector<std::string>& option_names,
+                             std::vector<std::string>& problems) const {
+  if (saved.type.empty()) {
+    problems.push_back("no optimizer state (the state dict has no type)");
+    return;
+  }
+  if (saved.type != name_) {
+    problems.push_back("the file holds " + saved.type + " state, this optimizer is " + name_);
+    return;
+  }
+  if (saved.param_groups.size() != groups_.size()) {
+    problems.push_back("the file has " + std::to_string(saved.param_groups.size()) +
+                       " parameter groups, this optimizer " + std::to_string(groups_.size()));
+    return;
+  }
+  std::vector<std::string> names = option_names;
+  names.insert(names.begin(), {"lr", "weight_decay"});
+  std::size_t number = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const GroupState& group = saved.param_groups[g];
+    const std::string where = "group " + std::to_string(g);
+    if (group.params.size() != groups_[g].params.size()) {
+      problems.push_back(where + " has " + std::to_string(group.params.size()) +
+                         " parameters in the file, " + std::to_string(groups_[g].params.size()) +
+                         " here");
+      return;
+    }
+    // Parameters are matched by position, as in PyTorch; the numbers must be the usual ones.
+    for (std::size_t i = 0; i < group.params.size(); ++i, ++number)
+      if (group.params[i] != number)
+        problems.push_back(where + "'s parameter " + std::to_string(i) + " is numbered " +
+                           std::to_string(group.params[i]) + ", not " + std::to_string(number));
+    for (const std::string& name : names) {
+      const auto it = group.options.find(name);
+      const bool per_group = name == "lr" || name == "weight_decay";
+      if (it == group.options.end()) {
+        problems.push_back(where + " has no " + name);
+      } else if (per_group && !(it->second >= 0)) {
+        problems.push_back(where + "'s " + name + " " + str(it->second) + " is negative");
+      } else if (!per_group && g > 0 && saved.param_groups[0].options.count(name) &&
+                 !(saved.param_groups[0].options.at(name) == it->second)) {
+        problems.push_back(where + "'s " + name + " differs from group 0's (" + name_ +
+                           " keeps one " + name + " for all groups)");
+      }
+    }
+    for (const auto& [name, value] : group.options)
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        problems.push_back(where + " has an unknown hyper-parameter " + name);
+  }
+  for (const auto& [n, param_state] : saved.state)
+    if (n >= number)
+      problems.push_back("state for parameter " + std::to_string(n) + ", but there are only " +
+                         std::to_string(number));
+}
+
+void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name,
+                                   std::size_t number, std::vector<std::string>& problems) const {
+  // check_common has made sure that the number is one of a parameter.
+  const Tensor* param = nullptr;
+  for (std::size_t g = 0, first = 0; g < groups_.size() && !param;
+       first += groups_[g].params.size(), ++g)
+    if (number >= first && number - first < groups_[g].params.size())
+      param = &groups_[g].params[number - first];
+  if (param == nullptr) {
+    problems.push_back(name + " is for no parameter");
+  } else if (!tensor.defined()) {
+    problems.push_back(name + " is undefined");
+  } else if (tensor.shape() != param->shape() || tensor.dtype() != param->dtype()) {
+    problems.push_back("shape mismatch " + name + ": file " + shape_str(tensor.shape()) + " " +
+                       dtype_name(tensor.dtype()) + ", parameter " + shape_str(param->shape()) +
+                       " " + dtype_name(param->dtype()));
+  }
+}
+
+void Optimizer::throw_if_any(const std::vector<std::string>& problems) const {
+  if (problems.empty()) return;
+  std::string message = "checkpoint: " + name_ + " state does not fit: ";
+  for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+  throw StateDictError(message);
+}
+
+void Optimizer::load_common(const StateDict& saved) {
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].lr = saved.param_groups[g].options.at("lr");
+    groups_[g].weight_decay = saved.param_groups[g].options.at("weight_decay");
+  }
+}
+
+StateDict SGD::state_dict() const {
+  StateDict dict =
+      common_state_dict({{"momentum", momentum}, {"dampening", dampening}, {"nesterov", nesterov}});
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i)
       if (momentum_buffers[g][i].defined())
-        c.tensors[state_name(prefix, g, i) + "momentum_buffer"] = momentum_buffers[g][i];
+        dict.state[param_number(g, i)].tensors["momentum_buffer"] = momentum_buffers[g][i];
+  return dict;
 }
 
-void SGD::check_extra(const Checkpoint& c, const std::string& prefix, std::vector<std::string>& problems) const {
-  if (!c.reals.count(prefix + ".momentum") || !c.reals.count(prefix + ".dampening") || !c.integers.count(prefix + ".nesterov"))
-    problems.push_back("SGD hyper-parameters missing");
+void SGD::load_state_dict(const StateDict& saved) {
+  std::vector<std::string> problems;
+  check_common(saved, {"momentum", "dampening", "nesterov"}, problems);
+  if (problems.empty() && !saved.param_groups.empty()) {
+    // As the constructor checks them.
+    const std::map<std::string, double>& options = saved.param_groups[0].options;
+    const double mom = options.at("momentum"), damp = options.at("dampening"),
+                 nest = options.at("nesterov");
+    if (mom < 0) problems.push_back("momentum " + str(mom) + " is negative");
+    if (nest != 0 && nest != 1) problems.push_back("nesterov " + str(nest) + " is not 1 or 0");
+    if (nest == 1 && (mom <= 0 || damp != 0))
+      problems.push_back("Nesterov momentum needs momentum > 0 and dampening 0");
+  }
+  if (problems.empty())
+    for (const auto& [number, param_state] : saved.state) {
+      for (const auto& [name, tensor] : param_state.tensors)
+        if (name == "momentum_buffer")
+          check_state_tensor(tensor, state_name(number, name), number, problems);
+        else
+          problems.push_back("unexpected " + state_name(number, name));
+      for (const auto& [name, value] : param_state.scalars)
+        problems.push_back("unexpected " + state_name(number, name));
+    }
+  throw_if_any(problems);
+
+  load_common(saved);
+  if (!saved.param_groups.empty()) {
+    momentum = saved.param_groups[0].options.at("momentum");
+    dampening = saved.param_groups[0].options.at("dampening");
+    nesterov = saved.param_groups[0].options.at("nesterov") != 0;
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const std::string name = state_name(prefix, g, i) + "momentum_buffer";
-      if (c.tensors.count(name)) check_state_tensor(c, name, groups_[g].params[i], problems);
+      const auto it = saved.state.find(param_number(g, i));
+      const bool has_buffer =
+          it != saved.state.end() && it->second.tensors.count("momentum_buffer");
+      momentum_buffers[g][i] =
+          has_buffer ? copy_of(it->second.tensors.at("momentum_buffer")) : Tensor();
     }
 }
 
-void SGD::load_extra(const Checkpoint& c, const std::string& prefix) {
-  momentum = c.reals.at(prefix + ".momentum");
-  dampening = c.reals.at(prefix + ".dampening");
-  nesterov = c.integers.at(prefix + ".nesterov") != 0;
-  for (std::size_t g = 0; g < groups_.size(); ++g)
-    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
-      auto it = c.tensors.find(state_name(prefix, g, i) + "momentum_buffer");
-      momentum_buffers[g][i] = it == c.tensors.end() ? Tensor() : copy_of(it->second);
-    }
-}
-
-void Adam::save_extra(Checkpoint& c, const std::string& prefix) const {
-  c.reals[prefix + ".beta1"] = beta1;
-  c.reals[prefix + ".beta2"] = beta2;
-  c.reals[prefix + ".eps"] = eps;
+StateDict Adam::state_dict() const {
+  StateDict dict = common_state_dict({{"beta1", beta1}, {"beta2", beta2}, {"eps", eps}});
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       const AdamState& s = state[g][i];
-      const std::string stem = state_name(prefix, g, i);
-      c.integers[stem + "step"] = static_cast<uint64_t>(s.step);
+      ParamState& entry = dict.state[param_number(g, i)];
+      entry.scalars["step"] = s.step;
       if (s.step > 0) {
-        c.tensors[stem + "exp_avg"] = s.exp_avg;
-        c.tensors[stem + "exp_avg_sq"] = s.exp_avg_sq;
+        entry.tensors["exp_avg"] = s.exp_avg;
+        entry.tensors["exp_avg_sq"] = s.exp_avg_sq;
       }
     }
+  return dict;
 }
 
-void Adam::check_extra(const Checkpoint& c, const std::string& prefix, std::vector<std::string>& problems) const {
-  if (!c.reals.count(prefix + ".beta1") || !c.reals.count(prefix + ".beta2") || !c.reals.count(prefix + ".eps"))
-    problems.push_back(name_ + " hyper-parameters missing");
-  for (std::size_t g = 0; g < groups_.size(); ++g)
-    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const std::string stem = state_name(prefix, g, i);
-      auto step = c.integers.find(stem + "step");
-      if (step == c.integers.end()) {
-        problems.push_back("missing " + stem + "step");
-      } else if (step->second > 0) {
-        check_state_tensor(c, stem + "exp_avg", groups_[g].params[i], problems);
-        check_state_tensor(c, stem + "exp_avg_sq", groups_[g].params[i], problems);
+void Adam::load_state_dict(const StateDict& saved) {
+  std::vector<std::string> problems;
+  check_common(saved, {"beta1", "beta2", "eps"}, problems);
+  if (problems.empty() && !saved.param_groups.empty()) {
+    // As the constructor checks them.
+    const std::map<std::string, double>& options = saved.param_groups[0].options;
+    const double b1 = options.at("beta1"), b2 = options.at("beta2"), e = options.at("eps");
+    if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
+      problems.push_back("betas (" + str(b1) + ", " + str(b2) + ") must lie in [0, 1)");
+    if (!(e >= 0)) problems.push_back("eps " + str(e) + " is negative");
+  }
+  if (problems.empty()) {
+    // Every parameter has a step count (0 before its first update), and moments once it is above 0.
+    const std::size_t count = param_number(groups_.size(), 0);  // all parameters
+    for (std::size_t number = 0; number < count; ++number) {
+      const auto it = saved.state.find(number);
+      if (it == saved.state.end() || !it->second.scalars.count("step")) {
+        problems.push_back("missing " + state_name(number, "step"));
+        continue;
+      }
+      const int64_t step = it->second.scalars.at("step");
+      if (step < 0) problems.push_back(state_name(number, "step") + " is negative");
+      for (const auto& [name, value] : it->second.scalars)
+        if (name != "step") problems.push_back("unexpected " + state_name(number, name));
+      for (const auto& [name, tensor] : it->second.tensors)
+        if (name != "exp_avg" && name != "exp_avg_sq")
+          problems.push_back("unexpected " + state_name(number, name));
+      const bool has_moments = step > 0;
+      for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+        const auto tensor = it->second.tensors.find(name);
+        if (tensor == it->second.tensors.end() && has_moments)
+          problems.push_back("missing " + state_name(number, name));
+        else if (tensor != it->second.tensors.end() && !has_moments)
+          problems.push_back(state_name(number, name) + " with step 0");
+        else if (tensor != it->second.tensors.end())
+          check_state_tensor(tensor->second, state_name(number, name), number, problems);
       }
     }
-}
+  }
+  throw_if_any(problems);
 
-void Adam::load_extra(const Checkpoint& c, const std::string& prefix) {
-  beta1 = c.reals.at(prefix + ".beta1");
-  beta2 = c.reals.at(prefix + ".beta2");
-  eps = c.reals.at(prefix + ".eps");
+  load_common(saved);
+  if (!saved.param_groups.empty()) {
+    beta1 = saved.param_groups[0].options.at("beta1");
+    beta2 = saved.param_groups[0].options.at("beta2");
+    eps = saved.param_groups[0].options.at("eps");
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
-      const std::string stem = state_name(prefix, g, i);
+      const ParamState& entry = saved.state.at(param_number(g, i));
       AdamState& s = state[g][i];
-      s.step = static_cast<int64_t>(c.integers.at(stem + "step"));
-      s.exp_avg = s.step > 0 ? copy_of(c.tensors.at(stem + "exp_avg")) : Tensor();
-      s.exp_avg_sq = s.step > 0 ? copy_of(c.tensors.at(stem + "exp_avg_sq")) : Tensor();
+      s.step = entry.scalars.at("step");
+      s.exp_avg = s.step > 0 ? copy_of(entry.tensors.at("exp_avg")) : Tensor();
+      s.exp_avg_sq = s.step > 0 ? copy_of(entry.tensors.at("exp_avg_sq")) : Tensor();
     }
 }
 

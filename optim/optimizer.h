@@ -7,12 +7,13 @@
 // PyTorch to float32 rounding.
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 
 namespace ag::optim {
@@ -26,6 +27,41 @@ struct ParamGroup {
   std::optional<double> weight_decay;
 };
 
+// ---- state dicts --------------------------------------------------------------------------------
+// An optimizer's state as plain data, shaped like torch.optim's Optimizer.state_dict():
+//   state         per parameter, numbered across the groups in order (group 0's parameters
+//                 first, then group 1's, …): named tensors and named scalars
+//                   SGD          momentum_buffer (once it exists)
+//                   Adam, AdamW  step, and exp_avg and exp_avg_sq once step > 0
+//   param_groups  per group: its hyper-parameters by name and the numbers of its parameters
+//                   every optimizer  lr, weight_decay
+//                   SGD              momentum, dampening, nesterov (1 or 0)
+//                   Adam, AdamW      beta1, beta2, eps
+// The tensors are the optimizer's own, not copies (as in PyTorch); load_state_dict copies them.
+// io/optimizer_state.h writes a state dict into a checkpoint file and reads it back.
+struct ParamState {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, int64_t> scalars;
+};
+
+struct GroupState {
+  std::map<std::string, double> options;
+  std::vector<std::size_t> params;
+};
+
+struct StateDict {
+  std::string type;  // "SGD", "Adam" or "AdamW"
+  std::map<std::size_t, ParamState> state;
+  std::vector<GroupState> param_groups;
+};
+
+// A state dict that does not fit the optimizer: another type, other groups, a state tensor whose
+// shape or dtype is not its parameter's, a hyper-parameter the constructor would refuse.
+class StateDictError : public Error {
+ public:
+  using Error::Error;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -35,14 +71,13 @@ class Optimizer {
   // Drops every parameter's gradient.
   void zero_grad();
 
-  // Writes the optimizer's whole state into `checkpoint` under `prefix` ("optimizer.type",
-  // "optimizer.group.0.lr", "optimizer.state.0.3.exp_avg", …), so that loading it into an
-  // optimizer built over the same parameters continues exactly where this one stopped.
-  void save_state(Checkpoint& checkpoint, const std::string& prefix = "optimizer") const;
-  // Checks everything first — the optimizer's type, the groups and their sizes, every state
-  // tensor's shape and dtype against its parameter — and changes nothing unless all of it fits;
-  // otherwise throws one CheckpointError listing the problems.
-  void load_state(const Checkpoint& checkpoint, const std::string& prefix = "optimizer");
+  // The optimizer's whole state, so that loading it into an optimizer built over the same
+  // parameters continues exactly where this one stopped.
+  virtual StateDict state_dict() const = 0;
+  // Checks everything first — the type, the groups and their sizes, every state tensor's shape
+  // and dtype against its parameter, every hyper-parameter as the constructor would — and changes
+  // nothing unless all of it fits; otherwise throws one StateDictError listing the problems.
+  virtual void load_state_dict(const StateDict& saved) = 0;
 
   struct Group {
     std::vector<Tensor> params;
@@ -54,14 +89,27 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay, const char* name);
-  // Per-optimizer state: hyper-parameters and per-parameter tensors and counters.
-  virtual void save_extra(Checkpoint& checkpoint, const std::string& prefix) const = 0;
-  // Appends what does not fit to `problems`; applies nothing.
-  virtual void check_extra(const Checkpoint& checkpoint, const std::string& prefix,
-                           std::vector<std::string>& problems) const = 0;
-  virtual void load_extra(const Checkpoint& checkpoint, const std::string& prefix) = 0;
-  // "prefix.state.g.i.": the name stem of parameter i of group g.
-  static std::string state_name(const std::string& prefix, std::size_t group, std::size_t index);
+
+  // What every optimizer's state dict shares: the type, and per group lr, weight_decay, the
+  // optimizer's own hyper-parameters `options` (ag keeps one value for all groups) and the
+  // numbers of its parameters. The per-parameter state is the optimizer's to add.
+  StateDict common_state_dict(const std::map<std::string, double>& options) const;
+  // Appends to `problems` what does not fit in the shared part: the type, the group count and
+  // sizes, the numbering, each group having exactly lr, weight_decay and `option_names`, lr and
+  // weight_decay not negative, the `option_names` the same in every group, state only for
+  // numbered parameters. The shared options are then those of group 0.
+  void check_common(const StateDict& saved, const std::vector<std::string>& option_names,
+                    std::vector<std::string>& problems) const;
+  // Appends a problem unless `tensor` has the shape and dtype of parameter `number`.
+  void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
+                          std::vector<std::string>& problems) const;
+  // Throws one StateDictError listing `problems`, if there are any.
+  void throw_if_any(const std::vector<std::string>& problems) const;
+  // Takes every group's lr and weight_decay (after everything has been checked).
+  void load_common(const StateDict& saved);
+  // The number of parameter i of group g in a state dict.
+  std::size_t param_number(std::size_t group, std::size_t index) const;
+
   std::string name_;
   std::vector<Group> groups_;
 };
@@ -84,10 +132,8 @@ class SGD : public Optimizer {
   // Momentum buffers, per group and parameter (undefined until the first step with a gradient).
   std::vector<std::vector<Tensor>> momentum_buffers;
 
- protected:
-  void save_extra(Checkpoint& checkpoint, const std::string& prefix) const override;
-  void check_extra(const Checkpoint& checkpoint, const std::string& prefix, std::vector<std::string>& problems) const override;
-  void load_extra(const Checkpoint& checkpoint, const std::string& prefix) override;
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& saved) override;
 };
 
 struct AdamState {
@@ -111,12 +157,12 @@ class Adam : public Optimizer {
   double beta1, beta2, eps;
   std::vector<std::vector<AdamState>> state;  // per group and parameter
 
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& saved) override;
+
  protected:
   Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
        double weight_decay, bool decoupled, const char* name);
-  void save_extra(Checkpoint& checkpoint, const std::string& prefix) const override;
-  void check_extra(const Checkpoint& checkpoint, const std::string& prefix, std::vector<std::string>& problems) const override;
-  void load_extra(const Checkpoint& checkpoint, const std::string& prefix) override;
 
  private:
   bool decoupled_;  // AdamW: decay θ directly instead of adding λ·θ to the gradient

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/checkpoint.h"
+#include "io/checkpoint.h"
 
 using namespace ag;
 namespace fs = std::filesystem;

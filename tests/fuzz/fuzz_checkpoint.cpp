@@ -1,5 +1,6 @@
 // libFuzzer target for the checkpoint reader: every input must either parse to a plausible
-// checkpoint or throw ag::CheckpointError. Anything else is a finding:
+// checkpoint or throw ag::CheckpointError, and so must reading the optimizer state from a parsed
+// checkpoint (ag::get_optimizer_state, as ag-train does). Anything else is a finding:
 //   - a crash, or an ASan/UBSan report (the library is built with both);
 //   - any other exception (it escapes LLVMFuzzerTestOneInput: std::terminate, reported as a crash);
 //   - an allocation over -malloc_limit_mb, a run over -timeout;
@@ -18,8 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/checkpoint.h"
 #include "fuzz_input.h"
+#include "io/checkpoint.h"
+#include "io/optimizer_state.h"
 
 namespace {
 
@@ -102,5 +104,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
   check_plausible(c, size);
   check_round_trip(c, format);
+  try {
+    ag::get_optimizer_state(c);
+  } catch (const ag::CheckpointError&) {
+    // entries that are no optimizer state: expected
+  }
   return 0;
 }

@@ -7,9 +7,10 @@
 #include <limits>
 #include <string>
 
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
 #include "fuzz_input.h"
+#include "io/checkpoint.h"
+#include "io/optimizer_state.h"
 
 namespace {
 
@@ -52,6 +53,20 @@ ag::Checkpoint one_tensor() {
   return c;
 }
 
+// AdamW's state in two groups after one step, as ag-train's checkpoints hold it ("optimizer.…").
+ag::Checkpoint optimizer_state() {
+  ag::Generator g(1);
+  const ag::Tensor w = ag::randn({2, 3}, g).requires_grad_();
+  const ag::Tensor b = ag::randn({3}, g).requires_grad_();
+  ag::optim::AdamW adamw(std::vector<ag::optim::ParamGroup>{{{w}, {}, {}}, {{b}, 0.01, 0.0}}, 0.1);
+  w.set_grad(ag::randn({2, 3}, g));
+  adamw.step();
+  ag::Checkpoint c;
+  c.kind = "ag-train";
+  ag::put_optimizer_state(c, adamw.state_dict());
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,7 +75,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()}, {"empty", empty()}, {"one-tensor", one_tensor()}};
+  const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()}, {"empty", empty()}, {"one-tensor", one_tensor()},
+                                                                {"optimizer", optimizer_state()}};
   int written = 0;
   for (const auto& [name, c] : checkpoints) {
     for (ag::CheckpointFormat format : {ag::CheckpointFormat::binary, ag::CheckpointFormat::json}) {

@@ -1,5 +1,6 @@
 // Checks that an installed ag can be compiled against, linked and run: one gradient with a known
-// value, a gradcheck through matmul (OpenBLAS) and tanh, and the graph of that gradient as DOT.
+// value, a gradcheck through matmul (OpenBLAS) and tanh, the graph of that gradient as DOT, and an
+// SGD step whose state goes through a checkpoint's bytes (ag::optim and ag::io, cereal and zlib).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -10,6 +11,9 @@
 #include "autograd/graph_tools.h"
 #include "autograd/ops.h"
 #include "autograd/tensor.h"
+#include "io/checkpoint.h"
+#include "io/optimizer_state.h"
+#include "optim/optimizer.h"
 
 int main() {
   // d/dx Σ x² = 2x
@@ -40,6 +44,22 @@ int main() {
     std::fprintf(stderr, "ag_install_check: gradcheck failed: %s\n", result.message.c_str());
     return 1;
   }
+
+  ag::optim::SGD sgd({w}, 0.1, 0.9);
+  w.set_grad(ag::ones_like(w));
+  sgd.step();
+  ag::Checkpoint c;
+  c.kind = "install-check";
+  ag::put_optimizer_state(c, sgd.state_dict());
+  const ag::Checkpoint back =
+      ag::parse_checkpoint(ag::serialize_checkpoint(c, ag::CheckpointFormat::binary));
+  const std::vector<double> buffer = back.tensor("optimizer.state.0.0.momentum_buffer").to_vector();
+  if (buffer != std::vector<double>(8, 1.0)) {
+    std::fprintf(stderr, "ag_install_check: SGD's momentum buffer did not survive a checkpoint\n");
+    return 1;
+  }
+  ag::optim::SGD fresh({w}, 0.1, 0.9);
+  fresh.load_state_dict(ag::get_optimizer_state(back));
 
   std::printf("ag_install_check: installed ag works (grad of sum(x*x) = %s, gradcheck passed)\n",
               x.grad().str().c_str());

@@ -7,8 +7,8 @@
 #include <csignal>
 #include <filesystem>
 
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
+#include "io/checkpoint.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;

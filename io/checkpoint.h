@@ -1,9 +1,11 @@
 // Checkpoint files: named tensors and named scalars, saved atomically, checked before they are read.
 //
-// A Checkpoint is a plain container — like the dict torch.save writes — that the layers above
-// fill: nn::Module::state_dict() gives its parameters and buffers, optim's optimizers their
-// moments and step counts, and a training program adds its step, generator states and
-// configuration. This file knows nothing of modules; it only stores and checks.
+// A Checkpoint is a plain container — like the dict torch.save writes — that a training program
+// fills: nn::Module::state_dict() gives the parameters and buffers ("model.…"), an optimizer's
+// state_dict() its moments and step counts (io/optimizer_state.h turns it into "optimizer.…"
+// entries), and the program adds its step, generator states and configuration. This file knows
+// nothing of modules or optimizers; it only stores and checks. The engine (ag::autograd) knows
+// nothing of this file: persistence is ag::io's, which sits above nn and optim.
 //
 // On disk a checkpoint is a 28-byte header followed by a cereal archive (portable binary, or JSON
 // for reading by eye):

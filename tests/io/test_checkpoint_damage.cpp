@@ -21,8 +21,8 @@
 #include <typeinfo>
 
 #include "autograd/autograd.h"
-#include "autograd/checkpoint.h"
 #include "autograd/ops.h"
+#include "io/checkpoint.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;

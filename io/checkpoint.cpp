@@ -1,4 +1,4 @@
-#include "autograd/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
