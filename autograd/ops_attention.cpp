@@ -45,9 +45,9 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/blas.h"
-#include "autograd/fast_exp.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/blas.h"
+#include "autograd/detail/fast_exp.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -88,7 +88,7 @@ Heads heads_of(const Tensor& t) {
 std::vector<int64_t> query_valid_lengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k,
                                          const char* op = kOpName) {
   if (!valid_lens.defined()) return {};
-  return detail::valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), op,
+  return valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), op,
                                          "queries of shape " + shape_str(q.shape()),
                                          "keys of shape " + shape_str(k.shape()));
 }
@@ -157,7 +157,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
+    parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
       std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
@@ -199,7 +199,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
     dispatch(P.dtype(), [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      detail::parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
+      parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
         std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS / √d
         for (int64_t head = begin; head < end; ++head) {
@@ -366,7 +366,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
+    parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
       std::vector<T> tile(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) S, then P ⊙ D
       std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kKeyBlock) : 0);  // one row of the tile's mask
       T row_max[kQueryBlock], row_sum[kQueryBlock];                               // m_i and l_i
@@ -447,7 +447,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
     dispatch(dtype, [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      detail::parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
+      parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> P(static_cast<std::size_t>(kQueryBlock * kKeyBlock));   // (rows, cols) P, then P̃
         std::vector<T> dS(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) dP̃, then dS
         std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kQueryBlock * kKeyBlock) : 0);
