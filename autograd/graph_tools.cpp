@@ -194,10 +194,10 @@ void write_dot(const std::string& path, const Tensor& root, const DotOptions& op
   const std::string text = to_dot(root, options);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file)
-    fail<Error>("write_dot: cannot open '", path, "' for writing: ", std::strerror(errno));
+    fail<IoError>("write_dot: cannot open '", path, "' for writing: ", std::strerror(errno));
   file << text;
   file.close();
-  if (!file) fail<Error>("write_dot: writing '", path, "' failed");
+  if (!file) fail<IoError>("write_dot: writing '", path, "' failed");
 }
 
 // ---- BackwardTraceGuard -------------------------------------------------------------------------

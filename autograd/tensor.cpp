@@ -137,7 +137,8 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 
 TensorImpl& Tensor::impl() const {
   if (!impl_)
-    throw Error("tensor: use of an undefined tensor (default-constructed, or a missing gradient)");
+    throw ValueError(
+        "tensor: use of an undefined tensor (default-constructed, or a missing gradient)");
   return *impl_;
 }
 

@@ -20,9 +20,9 @@
 namespace ag::plot {
 
 // A file could not be written or read, or gnuplot could not be run or failed.
-class PlotError : public Error {
+class PlotError : public RuntimeError {
  public:
-  using Error::Error;
+  using RuntimeError::RuntimeError;
 };
 
 // ---- images and PNG files --------------------------------------------------------------------------
