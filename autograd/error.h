@@ -113,8 +113,8 @@ template <class E, class... Parts>
 
 namespace detail {
 // The old spelling, detail::fail<E>(...), still used in code being rewritten elsewhere
-// (autograd/checkpoint.cpp, ops_attention.cpp, examples/plot.cpp, examples/seq2seq.cpp). New code
-// writes ag::fail; this alias goes once those call sites do.
+// (autograd/ops_attention.cpp, examples/plot.cpp, examples/seq2seq.cpp). New code writes
+// ag::fail; this alias goes once those call sites do.
 using ag::fail;
 }  // namespace detail
 
