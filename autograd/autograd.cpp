@@ -87,9 +87,9 @@ Tensor Node::output() const {
 HookHandle Tensor::register_hook(GradHook hook) const {
   if (!hook) throw ValueError("register_hook: the hook is an empty function");
   if (!requires_grad())
-    detail::fail<AutogradError>("register_hook: the tensor of shape ", shape_str(shape()),
-                                " does not require grad, so no gradient would reach the hook "
-                                "(call requires_grad_() on a leaf first)");
+    fail<AutogradError>("register_hook: the tensor of shape ", shape_str(shape()),
+                        " does not require grad, so no gradient would reach the hook "
+                        "(call requires_grad_() on a leaf first)");
   static std::atomic<uint64_t> next_hook_id{1};
   HookHandle handle;
   handle.id_ = next_hook_id.fetch_add(1, std::memory_order_relaxed);
@@ -172,9 +172,9 @@ void check_forward_anomaly(const char* op, const Tensor& output, const std::vect
   std::vector<std::optional<Shape>> shapes;
   for (const Tensor& input : inputs)
     shapes.push_back(input.defined() ? std::optional<Shape>(input.shape()) : std::nullopt);
-  detail::fail<AutogradError>("anomaly mode: forward of '", op, "' (inputs ", shapes_str(shapes),
-                              " -> output ", shape_str(output.shape()), ") produced ",
-                              non_finite_name(bad.value), " at element ", bad.index, " of its output");
+  fail<AutogradError>("anomaly mode: forward of '", op, "' (inputs ", shapes_str(shapes),
+                      " -> output ", shape_str(output.shape()), ") produced ",
+                      non_finite_name(bad.value), " at element ", bad.index, " of its output");
 }
 
 void check_backward_anomaly(const Node& node, const Grads& grads) {
@@ -182,11 +182,11 @@ void check_backward_anomaly(const Node& node, const Grads& grads) {
     if (!grads[i].defined()) continue;
     const NonFinite bad = first_non_finite(grads[i]);
     if (bad.index < 0) continue;
-    detail::fail<AutogradError>("anomaly mode: backward of '", node.name(), "' (inputs ",
-                                shapes_str(node.input_shapes()), " -> output ",
-                                shape_str(node.output_shape()), ") produced ", non_finite_name(bad.value),
-                                " at element ", bad.index, " of the gradient for its input ", i,
-                                " (shape ", shape_str(grads[i].shape()), ")");
+    fail<AutogradError>("anomaly mode: backward of '", node.name(), "' (inputs ",
+                        shapes_str(node.input_shapes()), " -> output ",
+                        shape_str(node.output_shape()), ") produced ", non_finite_name(bad.value),
+                        " at element ", bad.index, " of the gradient for its input ", i,
+                        " (shape ", shape_str(grads[i].shape()), ")");
   }
 }
 
@@ -284,7 +284,7 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& exp
                 DType expected_dtype, const char* producer, std::size_t input_index,
                 const char* receiver) {
   if (grad.shape() != expected_shape || grad.dtype() != expected_dtype)
-    detail::fail<AutogradError>(
+    fail<AutogradError>(
         "backward of '", producer, "' returned a gradient of shape ", shape_str(grad.shape()),
         " (", dtype_name(grad.dtype()), ") for its input ", input_index, " (", receiver,
         ") of shape ", shape_str(expected_shape), " (", dtype_name(expected_dtype), ")");
@@ -310,9 +310,9 @@ Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, cons
     Tensor replaced = hook.fn(grad);
     if (!replaced.defined()) continue;
     if (replaced.shape() != shape || replaced.dtype() != dtype)
-      detail::fail<AutogradError>("register_hook: a hook on ", tensor_kind, " of shape ", shape_str(shape), " (",
-                                  dtype_name(dtype), ") returned a gradient of shape ",
-                                  shape_str(replaced.shape()), " (", dtype_name(replaced.dtype()), ")");
+      fail<AutogradError>("register_hook: a hook on ", tensor_kind, " of shape ", shape_str(shape), " (",
+                          dtype_name(dtype), ") returned a gradient of shape ",
+                          shape_str(replaced.shape()), " (", dtype_name(replaced.dtype()), ")");
     grad = std::move(replaced);
   }
   return grad;
@@ -322,19 +322,19 @@ Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, cons
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   if (!root.requires_grad())
-    detail::fail<AutogradError>("backward: the tensor of shape ", shape_str(root.shape()),
-                                " does not require grad and has no grad_fn");
+    fail<AutogradError>("backward: the tensor of shape ", shape_str(root.shape()),
+                        " does not require grad and has no grad_fn");
   Tensor seed;
   if (grad.defined()) {
     if (grad.shape() != root.shape() || grad.dtype() != root.dtype())
-      detail::fail<AutogradError>("backward: gradient of shape ", shape_str(grad.shape()), " (",
-                                  dtype_name(grad.dtype()), ") for a tensor of shape ",
-                                  shape_str(root.shape()), " (", dtype_name(root.dtype()), ")");
+      fail<AutogradError>("backward: gradient of shape ", shape_str(grad.shape()), " (",
+                          dtype_name(grad.dtype()), ") for a tensor of shape ",
+                          shape_str(root.shape()), " (", dtype_name(root.dtype()), ")");
     seed = grad.detach();
   } else {
     if (root.numel() != 1)
-      detail::fail<AutogradError>("backward: a tensor of shape ", shape_str(root.shape()),
-                                  " is not a scalar; pass the upstream gradient explicitly");
+      fail<AutogradError>("backward: a tensor of shape ", shape_str(root.shape()),
+                          " is not a scalar; pass the upstream gradient explicitly");
     seed = ones(root.shape(), root.dtype());
   }
   NoGradGuard no_grad;  // backward functions record nothing
@@ -381,14 +381,14 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       node->pending_grad_ = Tensor();
       if (grad_output.defined()) {
         if (node->released_)
-          detail::fail<AutogradError>(
+          fail<AutogradError>(
               "backward: the graph through '", node->name(),
               "' was already freed by an earlier backward(); call the first backward with "
               "retain_graph=true to backpropagate through it twice");
         if (!node->backward_)
-          detail::fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
-                                      shape_str(node->output_shape()),
-                                      ") has no backward function");
+          fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
+                              shape_str(node->output_shape()),
+                              ") has no backward function");
         if (!node->grad_hooks_.empty()) {
           const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
@@ -399,8 +399,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());
         Grads grads = node->backward_(grad_output, NeedsGrad(std::move(flags)));
         if (grads.size() != node->inputs().size())
-          detail::fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
-                                      " gradients for ", node->inputs().size(), " inputs");
+          fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
+                              " gradients for ", node->inputs().size(), " inputs");
         for (const BackwardObserver& observer : backward_observers)
           observer(*node, grad_output, grads);
         if (anomaly_mode_enabled) [[unlikely]]

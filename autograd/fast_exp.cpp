@@ -1,7 +1,7 @@
 // The vectorised loop over exp_approx (see fast_exp.h).
-#include "autograd/fast_exp.h"
+#include "autograd/detail/fast_exp.h"
 
-#include "autograd/target_clones.h"  // one copy of the loop per instruction set
+#include "autograd/detail/target_clones.h"  // one copy of the loop per instruction set
 
 namespace ag::detail {
 

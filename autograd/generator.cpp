@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "autograd/error.h"
-#include "autograd/target_clones.h"
+#include "autograd/detail/target_clones.h"
 
 namespace ag {
 
@@ -105,7 +105,7 @@ double Generator::next_double() {
 }
 
 int64_t Generator::randint(int64_t low, int64_t high) {
-  if (high <= low) detail::fail<ValueError>("randint: empty range [", low, ", ", high, ")");
+  if (high <= low) fail<ValueError>("randint: empty range [", low, ", ", high, ")");
   // Rejection sampling: accept draws below the largest multiple of the range size.
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   uint64_t limit = UINT64_MAX - UINT64_MAX % range;

@@ -43,9 +43,9 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& input = inputs[i];
     if (input.dtype() != float64)
-      detail::fail<DTypeError>("gradcheck: input ", i, " of shape ", shape_str(input.shape()),
-                               " is ", dtype_name(input.dtype()),
-                               "; finite differences need float64 inputs");
+      fail<DTypeError>("gradcheck: input ", i, " of shape ", shape_str(input.shape()),
+                       " is ", dtype_name(input.dtype()),
+                       "; finite differences need float64 inputs");
     Tensor leaf = input.detach().clone();
     leaf.requires_grad_(input.requires_grad());
     any_differentiable = any_differentiable || input.requires_grad();
@@ -58,8 +58,8 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   // with random signs: never all ones (which would hide a transposed gradient) and never ~0.
   Tensor output = f(leaves);
   if (output.dtype() != float64)
-    detail::fail<DTypeError>("gradcheck: f returned ", dtype_name(output.dtype()),
-                             "; it must compute in float64");
+    fail<DTypeError>("gradcheck: f returned ", dtype_name(output.dtype()),
+                     "; it must compute in float64");
   Generator generator(options.seed);
   Tensor v = mul(uniform(output.shape(), 0.5, 1.5, generator, float64),
                  sub(mul(bernoulli(output.shape(), 0.5, generator, float64), 2.0), 1.0));

@@ -101,7 +101,7 @@ std::string tensor_brief(const Tensor& t, int64_t max_printed) {
 std::string to_dot(const Tensor& root, const DotOptions& options) {
   if (!root.defined()) throw ValueError("to_dot: the root tensor is undefined");
   if (options.max_printed < 0)
-    detail::fail<ValueError>("to_dot: max_printed ", options.max_printed, " must be >= 0");
+    fail<ValueError>("to_dot: max_printed ", options.max_printed, " must be >= 0");
   const LeafNames names(options.names);
 
   std::ostringstream nodes, edges;  // node lines in id order, then edge lines
@@ -193,10 +193,11 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
 void write_dot(const std::string& path, const Tensor& root, const DotOptions& options) {
   const std::string text = to_dot(root, options);
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) detail::fail<Error>("write_dot: cannot open '", path, "' for writing: ", std::strerror(errno));
+  if (!file)
+    fail<IoError>("write_dot: cannot open '", path, "' for writing: ", std::strerror(errno));
   file << text;
   file.close();
-  if (!file) detail::fail<Error>("write_dot: writing '", path, "' failed");
+  if (!file) fail<IoError>("write_dot: writing '", path, "' failed");
 }
 
 // ---- BackwardTraceGuard -------------------------------------------------------------------------

@@ -55,7 +55,7 @@ struct DotOptions {
 // are drawn dashed, without their inputs. A root without a grad_fn is drawn alone.
 std::string to_dot(const Tensor& root, const DotOptions& options = {});
 
-// Writes to_dot(root, options) to `path`; throws ag::Error naming the path if it cannot.
+// Writes to_dot(root, options) to `path`; throws ag::IoError naming the path if it cannot.
 void write_dot(const std::string& path, const Tensor& root, const DotOptions& options = {});
 
 // While alive, prints one line for every node backward runs on this thread, in the order it runs

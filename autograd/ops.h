@@ -10,9 +10,11 @@
 // ag::ShapeError naming the op and the full shapes.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
 namespace ag {
@@ -247,11 +249,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
                  AttentionWeights* weights_out = nullptr);
 
 // ---- threads ----------------------------------------------------------------------------------
-// Threads ag runs on: its matrix products (OpenBLAS stays on one thread, ag splits the work) and
-// its larger loops; see autograd/parallel.h. Default: the machine's cores. The same thread count
-// gives bit-identical results.
-void set_num_threads(int threads);
-int get_num_threads();
+// set_num_threads, get_num_threads and parallel_for are declared in autograd/parallel.h
+// (included above).
 
 // ---- helpers shared by the ops (public because custom ops need them too) ---------------------
 // The broadcast shape of a and b, or a ShapeError naming `op` and both shapes.
@@ -259,5 +258,20 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Sums `grad` over the dims along which `shape` was broadcast to grad's shape, giving `shape`.
 // Every op that broadcasts reduces its input gradients through this one function.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
+// d2l's valid_lens for B·Q query rows over K keys: (B,) — one length per batch row, shared by its
+// Q queries — or (B, Q), holding integers in [0, K]. Returns the length of every row (b, q) in
+// row-major order, or throws a ShapeError starting "op:" that names valid_lens's shape and
+// `queries` (e.g. "X of shape [2,3,4]") for a wrong shape, or `keys` for a length out of range.
+// masked_softmax, its fused kernel and the attention ops all check valid_lens through this.
+std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q,
+                                             int64_t K, const char* op,
+                                             const std::string& queries, const std::string& keys);
+
+// ---- norms (not differentiable) -------------------------------------------------------------
+// Σ x² of t's elements in double, as one partial sum per block of 4096 elements (ag's threads
+// split the blocks), returned in block order: adding them in that order gives the same result on
+// any number of threads. optim::clip_grad_norm and nn::grad_norms both sum through this, so the
+// norm the summary reports is the one clipping sees, to the last bit.
+std::vector<double> squared_norm_partials(const Tensor& t);
 
 }  // namespace ag

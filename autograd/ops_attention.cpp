@@ -58,9 +58,9 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/blas.h"
+#include "autograd/detail/blas.h"
 #include "autograd/detail/attention_kernels.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -213,7 +213,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
+    parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
       std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
@@ -256,7 +256,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
     dispatch(P.dtype(), [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      detail::parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
+      parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
         std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS / √d
         for (int64_t head = begin; head < end; ++head) {

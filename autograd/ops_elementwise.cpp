@@ -9,7 +9,7 @@
 #include <numbers>
 
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -27,8 +27,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t sa = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
     int64_t sb = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
     if (sa != sb && sa != 1 && sb != 1)
-      detail::fail<ShapeError>(op, ": shapes ", shape_str(a), " and ", shape_str(b),
-                               " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb, ")");
+      fail<ShapeError>(op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                       " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb, ")");
     out[i] = sa == 1 ? sb : sa;
   }
   return out;
@@ -40,8 +40,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   const std::size_t lead = grad.shape().size() - shape.size();
   if (grad.shape().size() < shape.size() ||
       broadcast_shapes(shape, grad.shape(), "sum_to") != grad.shape())
-    detail::fail<ShapeError>("sum_to: shape ", shape_str(shape), " does not broadcast to ",
-                             shape_str(grad.shape()));
+    fail<ShapeError>("sum_to: shape ", shape_str(shape), " does not broadcast to ",
+                     shape_str(grad.shape()));
   Shape dims;
   for (std::size_t d = 0; d < grad.shape().size(); ++d)
     if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1))
@@ -369,8 +369,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (broadcast_shapes(mask.shape(), x.shape(), "masked_fill") != x.shape())
-    detail::fail<ShapeError>("masked_fill: mask of shape ", shape_str(mask.shape()),
-                             " does not broadcast to the input's shape ", shape_str(x.shape()));
+    fail<ShapeError>("masked_fill: mask of shape ", shape_str(mask.shape()),
+                     " does not broadcast to the input's shape ", shape_str(x.shape()));
   Tensor out;
   {
     NoGradGuard no_grad;

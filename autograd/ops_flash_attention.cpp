@@ -59,10 +59,10 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/blas.h"
+#include "autograd/detail/blas.h"
 #include "autograd/detail/attention_kernels.h"
-#include "autograd/fast_exp.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/fast_exp.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -104,7 +104,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-    detail::parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
+    parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
       std::vector<T> tile(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) S, then P ⊙ D
       std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kKeyBlock) : 0);  // one row of the tile's mask
       T row_max[kQueryBlock], row_sum[kQueryBlock];                               // m_i and l_i
@@ -185,7 +185,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
     dispatch(dtype, [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      detail::parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
+      parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> P(static_cast<std::size_t>(kQueryBlock * kKeyBlock));   // (rows, cols) P, then P̃
         std::vector<T> dS(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) dP̃, then dS
         std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kQueryBlock * kKeyBlock) : 0);

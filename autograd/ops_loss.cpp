@@ -10,24 +10,24 @@
 #include <limits>
 
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
   if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
-    detail::fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),
-                             " and targets of shape ", shape_str(targets.shape()),
-                             " do not fit (expected (N, V) and (N,))");
+    fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),
+                     " and targets of shape ", shape_str(targets.shape()),
+                     " do not fit (expected (N, V) and (N,))");
   const int64_t N = logits.size(0), V = logits.size(1);
-  if (V == 0) detail::fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
+  if (V == 0) fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
   std::vector<int64_t> target_ids;
   target_ids.reserve(static_cast<std::size_t>(N));
   for (double t : targets.to_vector<double>()) {
     if (!(t >= 0 && t < static_cast<double>(V)) || t != std::floor(t))
-      detail::fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
-                               ") for logits of shape ", shape_str(logits.shape()));
+      fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
+                       ") for logits of shape ", shape_str(logits.shape()));
     target_ids.push_back(static_cast<int64_t>(t));
   }
   Tensor x = contiguous(logits.detach());
@@ -70,7 +70,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     case Reduction::sum: return sum(out);
     case Reduction::mean: break;
   }
-  if (N == 0) detail::fail<ShapeError>("cross_entropy: the mean over 0 rows is undefined");
+  if (N == 0) fail<ShapeError>("cross_entropy: the mean over 0 rows is undefined");
   return mean(out);
 }
 

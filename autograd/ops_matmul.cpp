@@ -15,17 +15,12 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/blas.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/blas.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
 namespace ag {
-
-void set_num_threads(int threads) {
-  if (threads < 1) detail::fail<ValueError>("set_num_threads: ", threads, " threads (need >= 1)");
-  detail::set_pool_threads(threads);
-}
 
 namespace {
 
@@ -77,8 +72,8 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     return;
   }
   if (std::max({m, n, k}) > INT_MAX)
-    detail::fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ",
-                             shape_str(b_in.shape()), " exceed BLAS's 32-bit sizes");
+    fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ",
+                     shape_str(b_in.shape()), " exceed BLAS's 32-bit sizes");
   BlasMatrix a = blas_matrix(a_in), b = blas_matrix(b_in);
   // Batch strides of each operand in the output's batch index space (0 where broadcast).
   auto batch_strides = [&](const Tensor& t) {
@@ -111,8 +106,8 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
       // B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) · op(B).
       const int64_t rows = numel(batch) * m;
       if (rows > INT_MAX)
-        detail::fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
-      detail::parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
+        fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
+      parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
         detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k), a_rows(pa, begin), a.ld, pb,
                 b.ld, pc + begin * n, int(n));
       });
@@ -127,7 +122,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
                               for (int64_t i = 0; i < count; ++i)
                                 offsets.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
                             });
-    detail::parallel_for(static_cast<int64_t>(offsets.size()), gemm_cost(m * n * k),
+    parallel_for(static_cast<int64_t>(offsets.size()), gemm_cost(m * n * k),
                          [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const auto& off = offsets[static_cast<std::size_t>(i)];
@@ -141,17 +136,17 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
 Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Shape& user_b) {
   const int64_t k = a.shape()[a.dim() - 1];
   if (k != b.shape()[b.dim() - 2])
-    detail::fail<ShapeError>("matmul: shapes ", shape_str(user_a), " and ", shape_str(user_b),
-                             " cannot be multiplied (", k, " != ", b.shape()[b.dim() - 2], ")");
+    fail<ShapeError>("matmul: shapes ", shape_str(user_a), " and ", shape_str(user_b),
+                     " cannot be multiplied (", k, " != ", b.shape()[b.dim() - 2], ")");
   const Shape a_batch(a.shape().begin(), a.shape().end() - 2);
   const Shape b_batch(b.shape().begin(), b.shape().end() - 2);
   Shape batch;
   try {
     batch = broadcast_shapes(a_batch, b_batch, "matmul");
   } catch (const ShapeError&) {
-    detail::fail<ShapeError>("matmul: batch dims of shapes ", shape_str(user_a), " and ",
-                             shape_str(user_b), " cannot be broadcast (", shape_str(a_batch),
-                             " vs ", shape_str(b_batch), ")");
+    fail<ShapeError>("matmul: batch dims of shapes ", shape_str(user_a), " and ",
+                     shape_str(user_b), " cannot be broadcast (", shape_str(a_batch),
+                     " vs ", shape_str(b_batch), ")");
   }
   Shape out_shape = batch;
   out_shape.push_back(a.shape()[a.dim() - 2]);
@@ -185,8 +180,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
-    detail::fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
-                             " cannot be multiplied (both operands need at least 1 dim)");
+    fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+                     " cannot be multiplied (both operands need at least 1 dim)");
   detail::check_same_dtype(a, b, "matmul");
   // As torch.matmul: a 1-D left operand is a row vector (1, K), a 1-D right operand a column
   // vector (K, 1); the added dim is removed from the result.

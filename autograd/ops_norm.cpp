@@ -40,7 +40,7 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -53,19 +53,19 @@ namespace {
 void check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                            const Tensor& bias, const char* op) {
   if (normalized_shape.empty())
-    detail::fail<ValueError>(op, ": normalized_shape cannot be empty (input of shape ",
-                             shape_str(x.shape()), ")");
+    fail<ValueError>(op, ": normalized_shape cannot be empty (input of shape ",
+                     shape_str(x.shape()), ")");
   const int64_t n = static_cast<int64_t>(normalized_shape.size());
   const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
   if (!fits)
-    detail::fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()),
-                             " does not end in normalized_shape ", shape_str(normalized_shape));
+    fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()),
+                     " does not end in normalized_shape ", shape_str(normalized_shape));
   for (const auto& [name, parameter] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
     if (!parameter->defined()) continue;
     if (parameter->shape() != normalized_shape)
-      detail::fail<ShapeError>(op, ": ", name, " of shape ", shape_str(parameter->shape()),
-                               " does not match normalized_shape ", shape_str(normalized_shape),
-                               " (input of shape ", shape_str(x.shape()), ")");
+      fail<ShapeError>(op, ": ", name, " of shape ", shape_str(parameter->shape()),
+                       " does not match normalized_shape ", shape_str(normalized_shape),
+                       " (input of shape ", shape_str(x.shape()), ")");
     detail::check_same_dtype(x, *parameter, op);
   }
 }
@@ -108,7 +108,7 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
     double* pmean = rows.mean.data<double>();
     double* prstd = rows.rstd.data<double>();
     // Rows are independent: ag's threads split them.
-    detail::parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
+    parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* x_row = px + r * N;
         T* y_row = py + r * N;
@@ -154,7 +154,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     auto x_hat = [&](int64_t r, int64_t i) { return (double(px[r * N + i]) - pmean[r]) * prstd[r]; };
     // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
     if (pdx)
-      detail::parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
+      parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           const T* g_row = pg + r * N;
           auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
@@ -168,7 +168,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     // Pass 2, columns split across threads (each sums its columns over the rows in order, so the
     // result is the same on any number of threads): dw = Σ_rows g · x̂, db = Σ_rows g.
     if (pdw || pdb)
-      detail::parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
+      parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
         for (int64_t r = 0; r < R; ++r) {
           const T* g_row = pg + r * N;
           if (pdw)
@@ -223,13 +223,13 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
 Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
                               const Tensor& bias, double eps, double p, bool training, Generator& generator) {
   if (x.shape() != y.shape())
-    detail::fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()), " and y of shape ",
-                             shape_str(y.shape()), " differ (the residual sum x + dropout(y) needs one shape)");
+    fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()), " and y of shape ",
+                     shape_str(y.shape()), " differ (the residual sum x + dropout(y) needs one shape)");
   detail::check_same_dtype(x, y, "dropout_add_layer_norm");
   check_layer_norm_args(x, normalized_shape, weight, bias, "dropout_add_layer_norm");
   if (!(p >= 0.0 && p <= 1.0))
-    detail::fail<ValueError>("dropout_add_layer_norm: probability ", p, " is outside [0, 1] (input shape ",
-                             shape_str(x.shape()), ")");
+    fail<ValueError>("dropout_add_layer_norm: probability ", p, " is outside [0, 1] (input shape ",
+                     shape_str(x.shape()), ")");
   const int64_t n = x.numel();
   const bool drop = training && p > 0.0;
   // The mask ag::dropout(y, p) would draw from this generator state (the same blocks), as bytes.
@@ -238,7 +238,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
   if (drop) {
     mask = detail::reserve_dropout_mask(n, y.dtype(), p, generator);
     keep = detail::allocate_bytes(static_cast<std::size_t>(n));
-    detail::parallel_for(n, 8, [&](int64_t begin, int64_t end) {
+    parallel_for(n, 8, [&](int64_t begin, int64_t end) {
       detail::draw_dropout_keep(mask, y.dtype(), begin, end - begin, keep.get() + begin);
     });
   }
@@ -249,7 +249,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
     const T* px = xc.data<T>();
     const T* py = yc.data<T>();
     T* pz = z.data<T>();
-    detail::parallel_for(n, 2, [&](int64_t begin, int64_t end) {
+    parallel_for(n, 2, [&](int64_t begin, int64_t end) {
       if (drop) {
         detail::apply_dropout_keep(py + begin, pz + begin, keep.get() + begin, end - begin, mask.scale);
         for (int64_t i = begin; i < end; ++i) pz[i] = px[i] + pz[i];  // x + m ⊙ y, as add(x, dropout(y))
@@ -279,7 +279,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
             dispatch(dz.dtype(), [&]<typename T>() {
               const T* pdz = dz.data<T>();
               T* pdy = dy.data<T>();
-              detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+              parallel_for(n, 1, [&](int64_t begin, int64_t end) {
                 detail::apply_dropout_keep(pdz + begin, pdy + begin, keep.get() + begin, end - begin, mask.scale);
               });
             });

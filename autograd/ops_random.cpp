@@ -21,7 +21,7 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -82,15 +82,15 @@ void draw_dropout_keep(const DropoutMask& mask, DType dtype, int64_t first_eleme
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!(p >= 0.0 && p <= 1.0))
-    detail::fail<ValueError>("dropout: probability ", p, " is outside [0, 1] (input shape ",
-                             shape_str(x.shape()), ")");
+    fail<ValueError>("dropout: probability ", p, " is outside [0, 1] (input shape ",
+                     shape_str(x.shape()), ")");
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
   const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
   // (numel of x) 1 = kept, from the caching allocator (no fresh pages every step)
   const std::shared_ptr<uint8_t> keep = detail::allocate_bytes(static_cast<std::size_t>(n));
   // Any element range can be drawn on its own: ag's threads split them (the same draws).
-  detail::parallel_for(n, 8, [&](int64_t begin, int64_t end) {
+  parallel_for(n, 8, [&](int64_t begin, int64_t end) {
     detail::draw_dropout_keep(mask, x.dtype(), begin, end - begin, keep.get() + begin);
   });
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
@@ -100,7 +100,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     dispatch(in.dtype(), [&]<typename T>() {
       const T* pin = in.data<T>();
       T* pout = out.data<T>();
-      detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+      parallel_for(n, 1, [&](int64_t begin, int64_t end) {
         detail::apply_dropout_keep(pin + begin, pout + begin, keep.get() + begin, end - begin, scale);
       });
     });

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -26,15 +26,15 @@ struct ReductionPlan {
 
 ReductionPlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
   if (dims.empty())
-    detail::fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()),
-                             "; call ", op, "(x) to reduce over all elements");
+    fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()),
+                     "; call ", op, "(x) to reduce over all elements");
   ReductionPlan r{std::vector<bool>(x.shape().size(), false), x.shape(), {}, 1};
   for (int64_t dim : dims) {
     int64_t d = wrap_dim(dim, x.dim(), op);
     if (x.dim() == 0) continue;  // dim 0 / -1 of a 0-dim tensor: nothing to reduce
     if (r.reduced[d])
-      detail::fail<ShapeError>(op, ": dim ", dim, " is listed twice for a tensor of shape ",
-                               shape_str(x.shape()));
+      fail<ShapeError>(op, ": dim ", dim, " is listed twice for a tensor of shape ",
+                       shape_str(x.shape()));
     r.reduced[d] = true;
     r.keep_shape[d] = 1;
     r.group_size *= x.shape()[d];
@@ -59,8 +59,8 @@ Shape group_strides(const ReductionPlan& r) {
 
 void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* op) {
   if (r.group_size == 0 && numel(r.keep_shape) > 0)
-    detail::fail<ShapeError>(op, ": cannot reduce over zero elements (input shape ",
-                             shape_str(x.shape()), ")");
+    fail<ShapeError>(op, ": cannot reduce over zero elements (input shape ",
+                     shape_str(x.shape()), ")");
 }
 
 // Σ of each group, in double.
@@ -162,12 +162,12 @@ Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
 Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   check_nonempty_groups(x, r, "var");
   if (correction < 0)
-    detail::fail<ValueError>("var: correction ", correction, " is negative");
+    fail<ValueError>("var: correction ", correction, " is negative");
   const int64_t dof = r.group_size - correction;
   if (dof <= 0 && numel(r.keep_shape) > 0)
-    detail::fail<ShapeError>("var: ", r.group_size, " element(s) per group of input shape ",
-                             shape_str(x.shape()), " leave no degrees of freedom with correction ",
-                             correction);
+    fail<ShapeError>("var: ", r.group_size, " element(s) per group of input shape ",
+                     shape_str(x.shape()), " leave no degrees of freedom with correction ",
+                     correction);
   // Two passes: the group means x̄, then Σ (x − x̄)², both in double.
   std::vector<double> means = group_sums(x, r);
   for (double& m : means) m /= static_cast<double>(r.group_size);
@@ -244,7 +244,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return reshape(indices, r.out_shape);
 }
 
-std::vector<double> detail::squared_norm_partials(const Tensor& t) {
+std::vector<double> squared_norm_partials(const Tensor& t) {
   NoGradGuard no_grad;
   constexpr int64_t kBlock = 4096;
   const Tensor x = t.contiguous();
@@ -252,7 +252,7 @@ std::vector<double> detail::squared_norm_partials(const Tensor& t) {
   std::vector<double> partial(static_cast<std::size_t>(blocks));  // Σ x² of block b
   dispatch(x.dtype(), [&]<typename T>() {
     const T* p = x.data<T>();
-    detail::parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
+    parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         double sum = 0;
         for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(p[i]) * double(p[i]);

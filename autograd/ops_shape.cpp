@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -24,10 +24,10 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
   for (std::size_t d = 0; d < out.size(); ++d) {
     if (out[d] == -1) {
       if (inferred)
-        detail::fail<ShapeError>(op, ": only one dim can be -1 in shape ", shape_str(shape));
+        fail<ShapeError>(op, ": only one dim can be -1 in shape ", shape_str(shape));
       inferred = d;
     } else if (out[d] < 0) {
-      detail::fail<ShapeError>(op, ": invalid size ", out[d], " in shape ", shape_str(shape));
+      fail<ShapeError>(op, ": invalid size ", out[d], " in shape ", shape_str(shape));
     } else {
       known *= out[d];
     }
@@ -35,12 +35,12 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
   const int64_t count = x.numel();
   if (inferred) {
     if (known == 0 || count % known != 0)
-      detail::fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
-                               shape_str(x.shape()), " (", count, " elements)");
+      fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
+                       shape_str(x.shape()), " (", count, " elements)");
     out[*inferred] = count / known;
   } else if (known != count) {
-    detail::fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
-                             shape_str(x.shape()), " (", count, " elements)");
+    fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
+                     shape_str(x.shape()), " (", count, " elements)");
   }
   return out;
 }
@@ -120,9 +120,9 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 Tensor view(const Tensor& x, const Shape& shape) {
   Shape target = infer_shape(shape, x, "view");
   if (!view_strides(x, target))
-    detail::fail<ShapeError>("view: shape ", shape_str(target), " is not compatible with the input's "
-                             "shape ", shape_str(x.shape()), " and strides ", shape_str(x.strides()),
-                             " without a copy; use reshape");
+    fail<ShapeError>("view: shape ", shape_str(target), " is not compatible with the input's "
+                     "shape ", shape_str(x.shape()), " and strides ", shape_str(x.strides()),
+                     " without a copy; use reshape");
   return reshape(x, target);
 }
 
@@ -141,8 +141,8 @@ Tensor permute(const Tensor& x, const Shape& dims) {
     used[order[i]] = true;
   }
   if (!valid)
-    detail::fail<ShapeError>("permute: dims ", shape_str(dims), " are not a permutation of the ", n,
-                             " dims of shape ", shape_str(x.shape()));
+    fail<ShapeError>("permute: dims ", shape_str(dims), " are not a permutation of the ", n,
+                     " dims of shape ", shape_str(x.shape()));
   Shape shape(n), strides(n), inverse(n);
   for (int64_t i = 0; i < n; ++i) {
     shape[i] = x.shape()[order[i]];
@@ -204,8 +204,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   if (shape.size() < x.shape().size())
-    detail::fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
-                             shape_str(shape), " (fewer dims)");
+    fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
+                     shape_str(shape), " (fewer dims)");
   const std::size_t lead = shape.size() - x.shape().size();
   Shape target = shape, strides(shape.size(), 0);
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -213,15 +213,15 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     const int64_t own = existing ? x.shape()[d - lead] : 1;
     if (target[d] == -1) {
       if (!existing)
-        detail::fail<ShapeError>("expand: -1 is not allowed for the new leading dim ", d, " in ",
-                                 shape_str(shape));
+        fail<ShapeError>("expand: -1 is not allowed for the new leading dim ", d, " in ",
+                         shape_str(shape));
       target[d] = own;
     }
     if (own != target[d] && own != 1)
-      detail::fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
-                               shape_str(shape), " (dim ", d, ": ", own, " vs ", target[d], ")");
+      fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
+                       shape_str(shape), " (dim ", d, ": ", own, " vs ", target[d], ")");
     if (target[d] < 0)
-      detail::fail<ShapeError>("expand: invalid size ", target[d], " in ", shape_str(shape));
+      fail<ShapeError>("expand: invalid size ", target[d], " in ", shape_str(shape));
     strides[d] = existing && own == target[d] ? x.strides()[d - lead] : 0;
   }
   if (target == x.shape()) return x;
@@ -239,10 +239,10 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shap
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
   if (x.dim() == 0)
-    detail::fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
+    fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
   dim = wrap_dim(dim, x.dim(), "slice");
   if (step <= 0)
-    detail::fail<ShapeError>("slice: step ", step, " must be positive (shape ", shape_str(x.shape()), ")");
+    fail<ShapeError>("slice: step ", step, " must be positive (shape ", shape_str(x.shape()), ")");
   const int64_t size = x.shape()[dim];
   // Python's rules: negative positions count from the end; out-of-range ones are clamped.
   auto clamp = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
@@ -264,37 +264,37 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  if (x.dim() == 0) detail::fail<ShapeError>("narrow: a 0-dim tensor has no dim to narrow");
+  if (x.dim() == 0) fail<ShapeError>("narrow: a 0-dim tensor has no dim to narrow");
   dim = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[dim];
   if (start < 0) start += size;
   if (start < 0 || length < 0 || start + length > size)
-    detail::fail<ShapeError>("narrow: start ", start, " and length ", length,
-                             " do not fit dim ", dim, " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("narrow: start ", start, " and length ", length,
+                     " do not fit dim ", dim, " of shape ", shape_str(x.shape()));
   return slice(x, dim, start, start + length);
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  if (x.dim() == 0) detail::fail<ShapeError>("select: a 0-dim tensor has no dim to select from");
+  if (x.dim() == 0) fail<ShapeError>("select: a 0-dim tensor has no dim to select from");
   dim = wrap_dim(dim, x.dim(), "select");
   const int64_t size = x.shape()[dim];
   if (index < -size || index >= size)
-    detail::fail<ShapeError>("select: index ", index, " is out of range for dim ", dim,
-                             " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("select: index ", index, " is out of range for dim ", dim,
+                     " of shape ", shape_str(x.shape()));
   return squeeze(narrow(x, dim, index < 0 ? index + size : index, 1), dim);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  if (x.dim() == 0) detail::fail<ShapeError>("split: a 0-dim tensor cannot be split");
+  if (x.dim() == 0) fail<ShapeError>("split: a 0-dim tensor cannot be split");
   dim = wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s < 0) detail::fail<ShapeError>("split: negative size ", s, " in ", shape_str(sizes));
+    if (s < 0) fail<ShapeError>("split: negative size ", s, " in ", shape_str(sizes));
     total += s;
   }
   if (total != x.shape()[dim])
-    detail::fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ",
-                             dim, " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ",
+                     dim, " of shape ", shape_str(x.shape()));
   std::vector<Tensor> pieces;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -305,10 +305,10 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  if (x.dim() == 0) detail::fail<ShapeError>("split: a 0-dim tensor cannot be split");
+  if (x.dim() == 0) fail<ShapeError>("split: a 0-dim tensor cannot be split");
   if (split_size <= 0)
-    detail::fail<ShapeError>("split: split size ", split_size, " must be positive (shape ",
-                             shape_str(x.shape()), ")");
+    fail<ShapeError>("split: split size ", split_size, " must be positive (shape ",
+                     shape_str(x.shape()), ")");
   const int64_t size = x.shape()[wrap_dim(dim, x.dim(), "split")];
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += split_size)
@@ -318,9 +318,9 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) detail::fail<ShapeError>("concat: needs at least one tensor");
+  if (tensors.empty()) fail<ShapeError>("concat: needs at least one tensor");
   const Tensor& first = tensors.front();
-  if (first.dim() == 0) detail::fail<ShapeError>("concat: 0-dim tensors cannot be concatenated");
+  if (first.dim() == 0) fail<ShapeError>("concat: 0-dim tensors cannot be concatenated");
   dim = wrap_dim(dim, first.dim(), "concat");
   Shape shape = first.shape();
   shape[dim] = 0;
@@ -330,8 +330,8 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (int64_t d = 0; fits && d < first.dim(); ++d)
       fits = d == dim || t.shape()[d] == first.shape()[d];
     if (!fits)
-      detail::fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ",
-                               shape_str(t.shape()), " differ outside dim ", dim);
+      fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ",
+                       shape_str(t.shape()), " differ outside dim ", dim);
     shape[dim] += t.shape()[dim];
   }
   Tensor out = empty(shape, first.dtype());
@@ -403,12 +403,12 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim,
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
-  if (x.dim() == 0) detail::fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
+  if (x.dim() == 0) fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
   dim = wrap_dim(dim, x.dim(), "index_select");
   for (int64_t i : index)
     if (i < 0 || i >= x.shape()[dim])
-      detail::fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
-                               " of shape ", shape_str(x.shape()));
+      fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
+                       " of shape ", shape_str(x.shape()));
   Tensor out = gather_rows(x, dim, index);
   // docs/ops.md, index_select: g scatter-added into rows i
   return detail::record(Op::index_select, out, {x},
@@ -421,13 +421,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
-    detail::fail<ShapeError>("index_select: index must be 1-D, got shape ", shape_str(index.shape()),
-                             " (input shape ", shape_str(x.shape()), ")");
+    fail<ShapeError>("index_select: index must be 1-D, got shape ", shape_str(index.shape()),
+                     " (input shape ", shape_str(x.shape()), ")");
   std::vector<int64_t> positions;
   for (double v : index.to_vector<double>()) {
     if (v != std::floor(v) || !std::isfinite(v))
-      detail::fail<ShapeError>("index_select: index value ", v, " is not an integer (input shape ",
-                               shape_str(x.shape()), ")");
+      fail<ShapeError>("index_select: index value ", v, " is not an integer (input shape ",
+                       shape_str(x.shape()), ")");
     positions.push_back(static_cast<int64_t>(v));
   }
   return index_select(x, dim, positions);
@@ -435,9 +435,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
   if (repeats < 0)
-    detail::fail<ShapeError>("repeat_interleave: repeats ", repeats, " is negative (shape ",
-                             shape_str(x.shape()), ")");
-  if (x.dim() == 0) detail::fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
+    fail<ShapeError>("repeat_interleave: repeats ", repeats, " is negative (shape ",
+                     shape_str(x.shape()), ")");
+  if (x.dim() == 0) fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
   dim = wrap_dim(dim, x.dim(), "repeat_interleave");
   // Row s is picked `repeats` times in a row: index = [0, 0, 0, 1, 1, 1, ...] for repeats = 3.
   std::vector<int64_t> index;

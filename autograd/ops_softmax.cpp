@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/fast_exp.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/fast_exp.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -111,26 +111,26 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
 // nn::masked_softmax has always had.
 std::vector<int64_t> valid_length_per_row(const Tensor& X, const Tensor& valid_lens) {
   if (X.dim() != 3)
-    detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
+    fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
   const std::string x = "X of shape " + shape_str(X.shape());
-  return detail::valid_lengths_per_query(valid_lens, X.size(0), X.size(1), X.size(2), "masked_softmax", x, x);
+  return valid_lengths_per_query(valid_lens, X.size(0), X.size(1), X.size(2), "masked_softmax", x, x);
 }
 
 }  // namespace
 
-std::vector<int64_t> detail::valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K,
-                                                     const char* op, const std::string& queries,
-                                                     const std::string& keys) {
+std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q,
+                                             int64_t K, const char* op,
+                                             const std::string& queries, const std::string& keys) {
   const bool per_row = valid_lens.shape() == Shape{B};
   const bool per_query = valid_lens.shape() == Shape{B, Q};
   if (!per_row && !per_query)
-    detail::fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ", queries,
-                             " (expected [", B, "] or [", B, ",", Q, "])");
+    fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ", queries,
+                     " (expected [", B, "] or [", B, ",", Q, "])");
   const std::vector<double> lens = valid_lens.to_vector<double>();
   for (double len : lens)
     if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
-      detail::fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K, "] (valid_lens of shape ",
-                               shape_str(valid_lens.shape()), ", ", keys, ")");
+      fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K, "] (valid_lens of shape ",
+                       shape_str(valid_lens.shape()), ", ", keys, ")");
   std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t q = 0; q < Q; ++q)
@@ -177,7 +177,7 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   Tensor y = empty(X.shape(), X.dtype());
   dispatch(X.dtype(), [&]<typename T>() {
     // Rows are independent: ag's threads split them (the same result on any number of threads).
-    detail::parallel_for(rows, 4 * K, [&](int64_t begin, int64_t end) {
+    parallel_for(rows, 4 * K, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* x_row = x.data<T>() + r * K;
         T* y_row = y.data<T>() + r * K;
@@ -204,7 +204,7 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
     const Tensor g_rows = contiguous(g);  // (…, K)
     Tensor dx = empty(y.shape(), y.dtype());  // (…, K)
     dispatch(y.dtype(), [&]<typename T>() {
-      detail::parallel_for(rows, 3 * K, [&](int64_t begin, int64_t end) {
+      parallel_for(rows, 3 * K, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           const T* y_row = y.data<T>() + r * K;
           const T* g_row = g_rows.data<T>() + r * K;

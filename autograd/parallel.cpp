@@ -1,8 +1,7 @@
 #include "autograd/parallel.h"
 
-#include "autograd/ops.h"
-
-#include <cblas.h>
+#include "autograd/detail/blas.h"
+#include "autograd/error.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +10,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ag {
@@ -105,7 +105,7 @@ int default_threads() { return std::max(1, static_cast<int>(std::thread::hardwar
 ThreadPool& pool() {
   const int threads = get_num_threads();
   if (!g_pool || g_pool->size() != threads) {
-    openblas_set_num_threads(1);
+    detail::keep_blas_on_one_thread();
     g_pool.reset();
     g_pool = std::make_unique<ThreadPool>(threads);
   }
@@ -119,13 +119,15 @@ int get_num_threads() {
   return threads > 0 ? threads : default_threads();
 }
 
-void detail::set_pool_threads(int threads) {
+void set_num_threads(int threads) {
+  if (threads < 1) fail<ValueError>("set_num_threads: ", threads, " threads (need >= 1)");
   std::lock_guard lock(g_pool_mutex);
   g_num_threads.store(threads, std::memory_order_relaxed);
   pool();
 }
 
-void detail::parallel_for(int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& body) {
+void parallel_for(int64_t n, int64_t cost_per_item,
+                  const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;
   const int64_t work = n * std::max<int64_t>(cost_per_item, 1);
   if (t_inside_parallel_loop || work < 2 * kMinWorkPerThread) {

@@ -17,17 +17,20 @@
 
 namespace ag {
 
-namespace detail {
+// Threads ag runs on: its matrix products and its larger loops. Default: the machine's cores.
+// The same thread count gives bit-identical results. Throws ValueError for threads < 1.
+void set_num_threads(int threads);
+int get_num_threads();
 
-// Calls body(begin, end) on disjoint chunks covering [0, n), in parallel on up to get_num_threads()
-// threads (autograd/ops.h), and returns when all are done. Runs inline (one call, body(0, n)) when n·cost_per_item
-// is below ~64k (waking a thread costs more than the work) or when called from inside a parallel
-// loop. An exception thrown by a chunk is rethrown here.
-void parallel_for(int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& body);
-
-// Sets the pool's size (and OpenBLAS to one thread); set_num_threads calls it.
-void set_pool_threads(int threads);
-
-}  // namespace detail
+// Calls body(begin, end) on disjoint chunks covering [0, n), in parallel on up to
+// get_num_threads() threads, and returns when all are done. cost_per_item is the work of one
+// index in units of about one element of an elementwise loop. Runs inline (one call, body(0, n))
+// when n·cost_per_item is below ~64k (waking a thread costs more than the work) or when called
+// from inside a parallel loop. An exception thrown by a chunk is rethrown here.
+//   ag::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+//     for (int64_t i = begin; i < end; ++i) out[i] = 2 * in[i];  // each chunk writes its own range
+//   });
+void parallel_for(int64_t n, int64_t cost_per_item,
+                  const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace ag

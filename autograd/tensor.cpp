@@ -12,7 +12,7 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/kernels.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -63,8 +63,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   // A 0-dim tensor accepts dim 0 and -1, as in PyTorch.
   int64_t range = std::max<int64_t>(ndim, 1);
   if (dim < -range || dim >= range)
-    detail::fail<ShapeError>(op, ": dim ", dim, " is out of range for a tensor of ", ndim,
-                             " dims (expected ", -range, " to ", range - 1, ")");
+    fail<ShapeError>(op, ": dim ", dim, " is out of range for a tensor of ", ndim,
+                     " dims (expected ", -range, " to ", range - 1, ")");
   return dim < 0 ? dim + range : dim;
 }
 
@@ -136,7 +136,9 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 // ---- Tensor: metadata ---------------------------------------------------------------------------
 
 TensorImpl& Tensor::impl() const {
-  if (!impl_) throw Error("tensor: use of an undefined tensor (default-constructed, or a missing gradient)");
+  if (!impl_)
+    throw ValueError(
+        "tensor: use of an undefined tensor (default-constructed, or a missing gradient)");
   return *impl_;
 }
 
@@ -161,8 +163,8 @@ bool Tensor::shares_storage(const Tensor& other) const {
 template <class T>
 T* Tensor::data() const {
   if (dtype() != dtype_of<T>)
-    detail::fail<DTypeError>("data: tensor of dtype ", dtype_name(dtype()), " accessed as ",
-                             dtype_name(dtype_of<T>));
+    fail<DTypeError>("data: tensor of dtype ", dtype_name(dtype()), " accessed as ",
+                     dtype_name(dtype_of<T>));
   return static_cast<T*>(impl().storage->data()) + impl().offset;
 }
 template float* Tensor::data<float>() const;
@@ -176,8 +178,8 @@ void* Tensor::raw_data() const {
 
 double Tensor::item() const {
   if (numel() != 1)
-    detail::fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
-                             " elements; item() needs exactly one");
+    fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
+                     " elements; item() needs exactly one");
   return dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
 }
 
@@ -205,7 +207,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out <
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   if (!is_leaf() && !requires_grad)
-    detail::fail<AutogradError>(
+    fail<AutogradError>(
         "requires_grad_: a tensor computed by '", impl().grad_fn->name(),
         "' always requires grad; use detach() to get a copy cut from the graph");
   impl().requires_grad = requires_grad;
@@ -216,13 +218,25 @@ Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(
 
 void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
-    detail::fail<ShapeError>("set_grad: gradient of shape ", shape_str(grad.shape()), " (",
-                             dtype_name(grad.dtype()), ") for a tensor of shape ",
-                             shape_str(shape()), " (", dtype_name(dtype()), ")");
+    fail<ShapeError>("set_grad: gradient of shape ", shape_str(grad.shape()), " (",
+                     dtype_name(grad.dtype()), ") for a tensor of shape ",
+                     shape_str(shape()), " (", dtype_name(dtype()), ")");
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
 }
 
 void Tensor::zero_grad() const { impl().grad = nullptr; }
+
+void Tensor::set_data(const Tensor& source) const {
+  if (source.shape() != shape())
+    fail<ShapeError>("set_data: source of shape ", shape_str(source.shape()),
+                     " for a tensor of shape ", shape_str(shape()));
+  TensorImpl& target = impl();
+  const TensorImpl& data = source.impl();
+  target.storage = data.storage;
+  target.strides = data.strides;
+  target.offset = data.offset;
+  target.dtype = data.dtype;
+}
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   run_backward(*this, grad, retain_graph);
@@ -242,9 +256,9 @@ Tensor& Tensor::set_name(std::string name) {
 namespace {
 void check_inplace_allowed(const Tensor& t, const char* op) {
   if (t.requires_grad() && GradMode::is_enabled())
-    detail::fail<AutogradError>(op, ": in-place update of a tensor of shape ",
-                                shape_str(t.shape()),
-                                " that requires grad; wrap the update in ag::NoGradGuard");
+    fail<AutogradError>(op, ": in-place update of a tensor of shape ",
+                        shape_str(t.shape()),
+                        " that requires grad; wrap the update in ag::NoGradGuard");
 }
 }  // namespace
 
@@ -272,9 +286,9 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   check_inplace_allowed(*this, "add_");
   detail::check_same_dtype(*this, other, "add_");
   if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
-    detail::fail<ShapeError>("add_: shape ", shape_str(other.shape()),
-                             " does not broadcast to the updated tensor's shape ",
-                             shape_str(shape()));
+    fail<ShapeError>("add_: shape ", shape_str(other.shape()),
+                     " does not broadcast to the updated tensor's shape ",
+                     shape_str(shape()));
   dispatch(dtype(), [&]<typename T>() {
     T* out = data<T>();
     const T* in = other.data<T>();
@@ -335,10 +349,10 @@ Tensor Tensor::clone() const { return ag::clone(*this); }
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   if (requires_grad() && GradMode::is_enabled())
-    detail::fail<AutogradError>("to: converting a tensor of shape ", shape_str(shape()),
-                                " that requires grad from ", dtype_name(dtype()), " to ",
-                                dtype_name(target),
-                                " is not differentiable; detach() it or use NoGradGuard");
+    fail<AutogradError>("to: converting a tensor of shape ", shape_str(shape()),
+                        " that requires grad from ", dtype_name(dtype()), " to ",
+                        dtype_name(target),
+                        " is not differentiable; detach() it or use NoGradGuard");
   Tensor out = empty(shape(), target);
   dispatch(dtype(), [&]<typename S>() {
     dispatch(target, [&]<typename T>() {
@@ -378,7 +392,7 @@ Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, othe
 
 Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t size : shape)
-    if (size < 0) detail::fail<ShapeError>("empty: negative size in shape ", shape_str(shape));
+    if (size < 0) fail<ShapeError>("empty: negative size in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage =
       std::make_shared<Storage>(static_cast<std::size_t>(numel(shape)) * dtype_size(dtype));
@@ -403,8 +417,8 @@ Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
-    detail::fail<ValueError>("arange: start ", start, ", end ", end, ", step ", step,
-                             " do not describe a finite range");
+    fail<ValueError>("arange: start ", start, ", end ", end, ", step ", step,
+                     " do not describe a finite range");
   double count = std::ceil((end - start) / step);
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   Tensor t = empty({n}, dtype);
@@ -419,8 +433,8 @@ namespace {
 template <class V>
 Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype) {
   if (numel(shape) != static_cast<int64_t>(values.size()))
-    detail::fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ",
-                             shape_str(shape), " (", numel(shape), " elements)");
+    fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ",
+                     shape_str(shape), " (", numel(shape), " elements)");
   Tensor t = empty(shape, dtype);
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
@@ -517,7 +531,7 @@ constexpr int64_t words_per_element(DType dtype) { return dtype == DType::float3
 
 Tensor uniform(const Shape& shape, double low, double high, Generator& generator, DType dtype) {
   if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high))
-    detail::fail<ValueError>("uniform: invalid range [", low, ", ", high, ")");
+    fail<ValueError>("uniform: invalid range [", low, ", ", high, ")");
   Tensor t = empty(shape, dtype);
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
@@ -556,7 +570,7 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
 
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype) {
   if (!(p >= 0.0 && p <= 1.0))
-    detail::fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
+    fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
   Tensor t = empty(shape, dtype);
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));

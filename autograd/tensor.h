@@ -151,6 +151,11 @@ class Tensor {
   const Tensor& copy_(const Tensor& source) const;                 // source broadcasts to this shape
   const Tensor& add_(const Tensor& other, double alpha = 1) const;  // this += alpha * other
   const Tensor& mul_(double factor) const;                          // this *= factor
+  // Points this tensor at source's data — its storage, strides, offset and dtype — so that every
+  // handle to this tensor sees the new values (PyTorch's `param.data = source`; nn::Module::to
+  // converts parameters with it). The shapes must be equal (ShapeError otherwise). Gradient,
+  // requires_grad, grad_fn and name stay as they are.
+  void set_data(const Tensor& source) const;
 
   // ---- ops as methods (see autograd/ops.h) --------------------------------------------------
   Tensor reshape(const Shape& shape) const;

@@ -3,6 +3,7 @@
 # One of ag's libraries, as docs/architecture.md describes them: the target ag_<name>, used as
 # ag::<name> in the build tree and, after installation, through find_package(ag); its headers are
 # installed to include/ag/<name>/ so that "<name>/header.h" includes the same file in both places.
+# SOURCES and HEADERS are relative to the calling folder.
 # PUBLIC lists the ag libraries (and others) its headers expose; PRIVATE what only its sources use.
 function(ag_add_library name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES;HEADERS;PUBLIC;PRIVATE")
@@ -22,5 +23,11 @@ function(ag_add_library name)
   install(TARGETS ${target} EXPORT agTargets
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # Only the listed (public) headers are installed; internal ones (autograd/detail/) never are.
+  # The global property AG_PUBLIC_HEADERS collects them as "<name>/<header>" for the test
+  # headers.public_include_only_public (tests/check_headers.cmake).
   install(FILES ${arg_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ag/${name})
+  foreach(header IN LISTS arg_HEADERS)
+    set_property(GLOBAL APPEND PROPERTY AG_PUBLIC_HEADERS ${name}/${header})
+  endforeach()
 endfunction()

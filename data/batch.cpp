@@ -10,7 +10,7 @@ Batch make_batch(const std::vector<Example>& examples, int64_t source_steps, int
     const Example& e = examples[static_cast<std::size_t>(b)];
     const int64_t ls = static_cast<int64_t>(e.source.size()), lt = static_cast<int64_t>(e.target.size());
     if (ls + 1 > source_steps || lt + 1 > target_steps)
-      detail::fail<ShapeError>("make_batch: an example of lengths ", ls, " -> ", lt, " does not fit ",
+      fail<ShapeError>("make_batch: an example of lengths ", ls, " -> ", lt, " does not fit ",
                                source_steps, " source and ", target_steps, " target steps");
     for (int64_t t = 0; t < ls; ++t) source[b * source_steps + t] = float(e.source[t]);
     source[b * source_steps + ls] = TaskVocab::eos;

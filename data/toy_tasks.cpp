@@ -12,19 +12,19 @@ namespace ag::data {
 TaskVocab::TaskVocab(const std::vector<std::string>& content_tokens) : tokens_{"<pad>", "<bos>", "<eos>"} {
   for (const std::string& t : content_tokens) {
     if (t.empty() || t.find(' ') != std::string::npos || std::count(tokens_.begin(), tokens_.end(), t))
-      detail::fail<ValueError>("Vocab: token '", t, "' is empty, has a space or is repeated");
+      fail<ValueError>("Vocab: token '", t, "' is empty, has a space or is repeated");
     tokens_.push_back(t);
   }
 }
 
 const std::string& TaskVocab::token(int64_t id) const {
-  if (id < 0 || id >= size()) detail::fail<ValueError>("Vocab: id ", id, " is outside [0, ", size(), ")");
+  if (id < 0 || id >= size()) fail<ValueError>("Vocab: id ", id, " is outside [0, ", size(), ")");
   return tokens_[static_cast<std::size_t>(id)];
 }
 
 int64_t TaskVocab::id(const std::string& token) const {
   auto it = std::find(tokens_.begin(), tokens_.end(), token);
-  if (it == tokens_.end()) detail::fail<ValueError>("Vocab: unknown token '", token, "'");
+  if (it == tokens_.end()) fail<ValueError>("Vocab: unknown token '", token, "'");
   return it - tokens_.begin();
 }
 
@@ -113,7 +113,7 @@ std::unique_ptr<Task> make_task(const std::string& name) {
   if (name == "reverse") return std::make_unique<SequenceTask>(SequenceTask::Kind::reverse);
   if (name == "sort") return std::make_unique<SequenceTask>(SequenceTask::Kind::sort);
   if (name == "add") return std::make_unique<AdditionTask>();
-  detail::fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
+  fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
 }
 
 // ---- held-out set and training stream ---------------------------------------------------------------
@@ -124,7 +124,7 @@ std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed
   std::vector<Example> examples;
   for (int64_t attempts = 0; static_cast<int64_t>(examples.size()) < count; ++attempts) {
     if (attempts > 1000 * count)
-      detail::fail<ValueError>("held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
+      fail<ValueError>("held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
     Example e = task.sample(generator);
     if (seen.insert(e.source).second) examples.push_back(std::move(e));
   }

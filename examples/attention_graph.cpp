@@ -24,27 +24,30 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <stdexcept>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/error.h"
 #include "autograd/graph_tools.h"
 #include "nn/nn.h"
 
 namespace {
 
-// Pipes `dot_text` through Graphviz's `dot -Tpng` into `png_path`; throws if dot is missing or fails.
+// Pipes `dot_text` through Graphviz's `dot -Tpng` into `png_path`; throws ag::ExternalProgramError
+// if dot is missing or fails.
 void render_png(const std::string& dot_text, const std::string& png_path) {
   if (std::system("command -v dot >/dev/null 2>&1") != 0)
-    throw std::runtime_error("--png needs Graphviz's dot, which is not installed (Debian: apt-get install graphviz)");
+    throw ag::ExternalProgramError(
+        "--png needs Graphviz's dot, which is not installed (Debian: apt-get install graphviz)");
   std::string quoted = "'";  // the path in single quotes for the shell, ' written as '\''
   for (char c : png_path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   quoted += "'";
   FILE* pipe = popen(("dot -Tpng -o " + quoted).c_str(), "w");
-  if (!pipe) throw std::runtime_error("could not run dot");
+  if (!pipe) throw ag::ExternalProgramError("could not run dot");
   std::fwrite(dot_text.data(), 1, dot_text.size(), pipe);
-  if (pclose(pipe) != 0) throw std::runtime_error("dot -Tpng failed to write '" + png_path + "'");
+  if (pclose(pipe) != 0)
+    throw ag::ExternalProgramError("dot -Tpng failed to write '" + png_path + "'");
 }
 
 }  // namespace

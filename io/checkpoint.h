@@ -38,9 +38,9 @@
 namespace ag {
 
 // Any problem with a checkpoint file or with fitting its contents to a model or optimizer.
-class CheckpointError : public Error {
+class CheckpointError : public IoError {
  public:
-  using Error::Error;
+  using IoError::IoError;
 };
 
 enum class CheckpointFormat { binary, json };

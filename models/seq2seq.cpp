@@ -73,7 +73,7 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
 DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vector<int64_t>& source,
                                        int64_t max_steps) {
   if (source.empty() || max_steps < 1)
-    detail::fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ", max_steps,
+    fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ", max_steps,
                              " (need at least one of each)");
   NoGradGuard no_grad;
   const bool was_training = model.is_training();

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/kernels.h"
+#include "autograd/ops.h"
 #include "nn/fused.h"
 #include "nn/init.h"
 
@@ -20,11 +20,11 @@ Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
 Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens) {
   if (!valid_lens.defined()) return softmax(X, -1);
   if (X.dim() != 3)
-    detail::fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
+    fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
   const int64_t B = X.size(0), Q = X.size(1), K = X.size(2);
   // valid_lens (B,) or (B, Q) of integers in [0, K]: checked as the fused kernel checks them.
   const std::string x = "X of shape " + shape_str(X.shape());
-  (void)detail::valid_lengths_per_query(valid_lens, B, Q, K, "masked_softmax", x, x);
+  (void)valid_lengths_per_query(valid_lens, B, Q, K, "masked_softmax", x, x);
   const bool per_row = valid_lens.shape() == Shape{B};
   Tensor lens;
   {
@@ -48,9 +48,9 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
       queries.size(2) != keys.size(2) || keys.size(1) != values.size(1) ||
       queries.size(0) != keys.size(0) || keys.size(0) != values.size(0))
-    detail::fail<ShapeError>("DotProductAttention: queries ", shape_str(queries.shape()), ", keys ",
-                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-                             " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
+    fail<ShapeError>("DotProductAttention: queries ", shape_str(queries.shape()), ", keys ",
+                     shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+                     " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
   const double d = static_cast<double>(queries.size(-1));
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
   Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
@@ -91,10 +91,10 @@ Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, con
   if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.size(0) != keys.size(0) ||
       keys.size(0) != values.size(0) || keys.size(1) != values.size(1) ||
       queries.size(2) != W_q->in_features || keys.size(2) != W_k->in_features)
-    detail::fail<ShapeError>("AdditiveAttention: queries ", shape_str(queries.shape()), ", keys ",
-                             shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-                             " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
-                             "), (B,K,v))");
+    fail<ShapeError>("AdditiveAttention: queries ", shape_str(queries.shape()), ", keys ",
+                     shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+                     " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
+                     "), (B,K,v))");
   Tensor q = W_q->forward(queries);  // (B, Q, h)
   Tensor k = W_k->forward(keys);     // (B, K, h)
   // Every query against every key by broadcasting: (B, Q, 1, h) + (B, 1, K, h) -> (B, Q, K, h)
@@ -109,9 +109,9 @@ Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, con
 
 Tensor transpose_qkv(const Tensor& X, int64_t num_heads) {
   if (X.dim() != 3 || num_heads <= 0 || X.size(2) % num_heads != 0)
-    detail::fail<ShapeError>("transpose_qkv: X of shape ", shape_str(X.shape()),
-                             " cannot be split into ", num_heads, " heads (expected (B, T, D) with D divisible by ",
-                             num_heads, ")");
+    fail<ShapeError>("transpose_qkv: X of shape ", shape_str(X.shape()),
+                     " cannot be split into ", num_heads, " heads (expected (B, T, D) with D divisible by ",
+                     num_heads, ")");
   const int64_t B = X.size(0), T = X.size(1);
   Tensor heads = X.reshape({B, T, num_heads, -1});  // (B, T, H, D/H)
   heads = heads.permute({0, 2, 1, 3});              // (B, H, T, D/H)
@@ -120,8 +120,8 @@ Tensor transpose_qkv(const Tensor& X, int64_t num_heads) {
 
 Tensor transpose_output(const Tensor& X, int64_t num_heads) {
   if (X.dim() != 3 || num_heads <= 0 || X.size(0) % num_heads != 0)
-    detail::fail<ShapeError>("transpose_output: X of shape ", shape_str(X.shape()),
-                             " is not (B·H, T, D/H) for ", num_heads, " heads");
+    fail<ShapeError>("transpose_output: X of shape ", shape_str(X.shape()),
+                     " is not (B·H, T, D/H) for ", num_heads, " heads");
   const int64_t T = X.size(1), Dh = X.size(2);
   Tensor heads = X.reshape({-1, num_heads, T, Dh});  // (B, H, T, D/H)
   heads = heads.permute({0, 2, 1, 3});               // (B, T, H, D/H)
@@ -139,13 +139,13 @@ void check_inputs(const MultiHeadAttention& layer, const Tensor& queries, const 
       queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
       keys.size(1) != values.size(1) || queries.size(2) != query_size ||
       keys.size(2) != key_size || values.size(2) != value_size)
-    detail::fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()),
+    fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()),
                              ", keys ", shape_str(keys.shape()), " and values ",
                              shape_str(values.shape()), " do not fit (expected (B,Q,", query_size,
                              "), (B,K,", key_size, "), (B,K,", value_size, "))");
   const int64_t B = queries.size(0), Q = queries.size(1);
   if (valid_lens.defined() && valid_lens.shape() != Shape{B} && valid_lens.shape() != Shape{B, Q})
-    detail::fail<ShapeError>("MultiHeadAttention: valid_lens of shape ",
+    fail<ShapeError>("MultiHeadAttention: valid_lens of shape ",
                              shape_str(valid_lens.shape()), " does not fit queries of shape ",
                              shape_str(queries.shape()), " (expected [", B, "] or [", B, ",", Q,
                              "])");
@@ -168,8 +168,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int
                                        int64_t num_hiddens, int64_t heads, double p, bool bias)
     : num_heads(heads) {
   if (heads <= 0 || num_hiddens % heads != 0)
-    detail::fail<ValueError>("MultiHeadAttention: num_hiddens ", num_hiddens,
-                             " is not divisible by num_heads ", heads);
+    fail<ValueError>("MultiHeadAttention: num_hiddens ", num_hiddens,
+                     " is not divisible by num_heads ", heads);
   attention = register_module("attention", std::make_shared<DotProductAttention>(p));
   W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, bias));
   W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, bias));
@@ -217,19 +217,19 @@ Tensor MultiHeadAttention::attention_weights() const {
 namespace {
 void check_positions(const Tensor& X, int64_t num_hiddens, int64_t max_len, const char* layer) {
   if (X.dim() != 3 || X.size(2) != num_hiddens)
-    detail::fail<ShapeError>(layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ",
-                             num_hiddens, ")");
+    fail<ShapeError>(layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ",
+                     num_hiddens, ")");
   if (X.size(1) > max_len)
-    detail::fail<ShapeError>(layer, ": sequence length ", X.size(1), " of input shape ",
-                             shape_str(X.shape()), " exceeds max_len ", max_len);
+    fail<ShapeError>(layer, ": sequence length ", X.size(1), " of input shape ",
+                     shape_str(X.shape()), " exceeds max_len ", max_len);
 }
 }  // namespace
 
 PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_positions)
     : num_hiddens(d), max_len(max_positions) {
   if (d <= 0 || max_positions <= 0)
-    detail::fail<ValueError>("PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions,
-                             " must be positive");
+    fail<ValueError>("PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions,
+                     " must be positive");
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
   std::vector<double> table(static_cast<std::size_t>(max_len * d));
   for (int64_t i = 0; i < max_len; ++i)
@@ -251,8 +251,8 @@ Tensor PositionalEncoding::forward(const Tensor& X) {
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_t max_positions)
     : num_hiddens(d), max_len(max_positions) {
   if (d <= 0 || max_positions <= 0)
-    detail::fail<ValueError>("LearnedPositionalEncoding: num_hiddens ", d, " and max_len ",
-                             max_positions, " must be positive");
+    fail<ValueError>("LearnedPositionalEncoding: num_hiddens ", d, " and max_len ",
+                     max_positions, " must be positive");
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
   P = register_parameter("P", empty({1, max_len, d}));
   init::normal_(P, 0.0, 0.02);

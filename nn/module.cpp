@@ -8,24 +8,24 @@ namespace ag::nn {
 
 void Module::check_new_name(const std::string& name) const {
   if (name.empty())
-    detail::fail<ValueError>(type_name(), ": a parameter, buffer or submodule name cannot be empty");
+    fail<ValueError>(type_name(), ": a parameter, buffer or submodule name cannot be empty");
   if (name.find('.') != std::string::npos)
-    detail::fail<ValueError>(type_name(), ": name '", name,
-                             "' contains a dot (dots join the names of nested modules)");
+    fail<ValueError>(type_name(), ": name '", name,
+                     "' contains a dot (dots join the names of nested modules)");
   auto taken = [&](const auto& list) {
     for (const auto& entry : list)
       if (entry.first == name) return true;
     return false;
   };
   if (taken(parameters_) || taken(buffers_) || taken(children_))
-    detail::fail<ValueError>(type_name(), ": name '", name, "' is already registered");
+    fail<ValueError>(type_name(), ": name '", name, "' is already registered");
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
   check_new_name(name);
   if (!tensor.is_leaf())
-    detail::fail<ValueError>(type_name(), ": parameter '", name,
-                             "' must be a leaf tensor (create it under NoGradGuard or detach it)");
+    fail<ValueError>(type_name(), ": parameter '", name,
+                     "' must be a leaf tensor (create it under NoGradGuard or detach it)");
   tensor.requires_grad_(true);
   parameters_.emplace_back(name, tensor);
   return tensor;
@@ -39,7 +39,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
-  if (!module) detail::fail<ValueError>(type_name(), ": submodule '", name, "' is null");
+  if (!module) fail<ValueError>(type_name(), ": submodule '", name, "' is null");
   module->train(training_);
   children_.emplace_back(name, std::move(module));
 }
@@ -94,12 +94,8 @@ void Module::to(DType dtype) {
     // Swap the data under the handle, so every holder of this tensor sees the new dtype.
     Tensor converted = t.to(dtype).contiguous();
     if (converted.shares_storage(t)) return;
-    TensorImpl& impl = *t.impl_ptr();
-    impl.storage = converted.impl_ptr()->storage;
-    impl.strides = converted.strides();
-    impl.offset = converted.offset();
-    impl.dtype = dtype;
-    impl.grad = nullptr;
+    t.set_data(converted);
+    t.zero_grad();  // a gradient of the old dtype would no longer fit
   };
   for (auto& [name, p] : named_parameters()) convert(p);
   for (auto& [name, b] : named_buffers()) convert(b);

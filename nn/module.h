@@ -23,9 +23,9 @@ namespace ag::nn {
 
 // A state dict that does not fit the module strictly: missing or unexpected names, other shapes
 // or dtypes (PyTorch's load_state_dict raises a RuntimeError here).
-class StateDictError : public Error {
+class StateDictError : public RuntimeError {
  public:
-  using Error::Error;
+  using RuntimeError::RuntimeError;
 };
 
 class Module {
@@ -116,11 +116,11 @@ class ModuleList : public Module {
   template <class M>
   std::shared_ptr<M> at(std::size_t i) const {
     if (i >= modules_.size())
-      detail::fail<ValueError>("ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
+      fail<ValueError>("ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
     auto module = std::dynamic_pointer_cast<M>(modules_[i]);
     if (!module)
-      detail::fail<ValueError>("ModuleList: module ", i, " is a ", modules_[i]->type_name(),
-                               ", not the type asked for");
+      fail<ValueError>("ModuleList: module ", i, " is a ", modules_[i]->type_name(),
+                       ", not the type asked for");
     return module;
   }
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <sstream>
 
-#include "autograd/kernels.h"
+#include "autograd/ops.h"
 
 namespace ag::nn {
 
@@ -62,7 +62,7 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// ‖x‖ from detail::squared_norm_partials, added in block order as optim::clip_grad_norm adds them.
+// ‖x‖ from squared_norm_partials, added in block order as optim::clip_grad_norm adds them.
 double norm_of(const std::vector<double>& partials) {
   double sum = 0;
   for (double s : partials) sum += s;
@@ -102,9 +102,9 @@ GradNormReport grad_norms(const Module& module) {
   GradNormReport report;
   double total_sq = 0;
   for (const auto& [name, p] : module.named_parameters()) {
-    ParamGradNorm row{name, p.shape(), p.grad().defined(), 0.0, norm_of(detail::squared_norm_partials(p))};
+    ParamGradNorm row{name, p.shape(), p.grad().defined(), 0.0, norm_of(squared_norm_partials(p))};
     if (row.has_grad) {
-      const std::vector<double> partials = detail::squared_norm_partials(p.grad());
+      const std::vector<double> partials = squared_norm_partials(p.grad());
       for (double s : partials) total_sq += s;  // clip_grad_norm's order of additions
       row.grad_norm = norm_of(partials);
     }

@@ -114,8 +114,8 @@ TransformerDecoderBlock::TransformerDecoderBlock(int64_t key_size, int64_t query
 
 Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
   if (i < 0 || static_cast<std::size_t>(i) >= state.key_values.size())
-    detail::fail<ValueError>("TransformerDecoderBlock: block ", i, " has no slot in a state with ",
-                             state.key_values.size(), " blocks");
+    fail<ValueError>("TransformerDecoderBlock: block ", i, " has no slot in a state with ",
+                     state.key_values.size(), " blocks");
   const int64_t B = X.size(0), T = X.size(1);
   // The keys and values of self-attention: every position decoded so far, then the new ones.
   Tensor& cache = state.key_values[static_cast<std::size_t>(i)];
@@ -160,8 +160,8 @@ Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
   Tensor embedded = embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));  // (B, T, D)
   // New tokens continue the positions decoded so far: add P[past : past + T].
   if (past + tokens.size(1) > pos_encoding->max_len)
-    detail::fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
-                             " new positions exceed max_len ", pos_encoding->max_len);
+    fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
+                     " new positions exceed max_len ", pos_encoding->max_len);
   Tensor X = pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
   // If a later block throws, the caches of the earlier ones must not keep the new positions.
   const std::vector<Tensor> saved_caches = state.key_values;

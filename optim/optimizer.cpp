@@ -5,7 +5,8 @@
 #include <sstream>
 #include <vector>
 
-#include "autograd/kernels.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag::optim {
 
@@ -21,14 +22,14 @@ void for_each_element(const Tensor& param, const std::vector<Tensor>& others, F 
   T* p = param.data<T>();
   std::vector<T*> ptrs;
   for (const Tensor& t : others) ptrs.push_back(t.data<T>());
-  detail::parallel_for(param.numel(), 16, [&](int64_t begin, int64_t end) {
+  parallel_for(param.numel(), 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) f(p[i], ptrs, i);
   });
 }
 
 void check_param(const Tensor& p, const char* optimizer) {
   if (!p.defined() || !p.is_leaf() || !p.is_contiguous())
-    detail::fail<ValueError>(optimizer, ": parameters must be contiguous leaf tensors");
+    fail<ValueError>(optimizer, ": parameters must be contiguous leaf tensors");
 }
 
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{std::move(params), {}, {}}}; }
@@ -38,9 +39,9 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGro
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
                      const char* name)
     : name_(name) {
-  if (!(default_lr >= 0)) detail::fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
+  if (!(default_lr >= 0)) fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
   if (!(default_weight_decay >= 0))
-    detail::fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
+    fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
   for (ParamGroup& g : groups) {
     for (const Tensor& p : g.params) check_param(p, name);
     groups_.push_back({std::move(g.params), g.lr.value_or(default_lr), g.weight_decay.value_or(default_weight_decay)});
@@ -308,9 +309,9 @@ SGD::SGD(std::vector<Tensor> params, double lr, double mom, double damp, double 
 
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, double weight_decay, bool nest)
     : Optimizer(std::move(groups), lr, weight_decay, "SGD"), momentum(mom), dampening(damp), nesterov(nest) {
-  if (momentum < 0) detail::fail<ValueError>("SGD: momentum ", momentum, " is negative");
+  if (momentum < 0) fail<ValueError>("SGD: momentum ", momentum, " is negative");
   if (nesterov && (momentum <= 0 || dampening != 0))
-    detail::fail<ValueError>("SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+    fail<ValueError>("SGD: Nesterov momentum needs momentum > 0 and dampening 0");
   for (const Group& g : groups_) momentum_buffers.emplace_back(g.params.size());
 }
 
@@ -356,8 +357,8 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> 
     : Optimizer(std::move(groups), lr, wd, name), beta1(betas.first), beta2(betas.second), eps(eps_),
       decoupled_(decoupled) {
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
-    detail::fail<ValueError>(name, ": betas (", beta1, ", ", beta2, ") must lie in [0, 1)");
-  if (!(eps >= 0)) detail::fail<ValueError>(name, ": eps ", eps, " is negative");
+    fail<ValueError>(name, ": betas (", beta1, ", ", beta2, ") must lie in [0, 1)");
+  if (!(eps >= 0)) fail<ValueError>(name, ": eps ", eps, " is negative");
   for (const Group& g : groups_) state.emplace_back(g.params.size());
 }
 
@@ -413,13 +414,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double
 // ---- clipping -------------------------------------------------------------------------------------
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  if (!(max_norm > 0)) detail::fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");
+  if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");
   NoGradGuard no_grad;
   double total_sq = 0;
   for (const Tensor& p : params) {
     if (!p.grad().defined()) continue;
     // ‖∇ᵢ‖², accumulated in double, the same on any number of threads
-    for (double sum : detail::squared_norm_partials(p.grad())) total_sq += sum;
+    for (double sum : squared_norm_partials(p.grad())) total_sq += sum;
   }
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);

@@ -57,9 +57,9 @@ struct StateDict {
 
 // A state dict that does not fit the optimizer: another type, other groups, a state tensor whose
 // shape or dtype is not its parameter's, a hyper-parameter the constructor would refuse.
-class StateDictError : public Error {
+class StateDictError : public RuntimeError {
  public:
-  using Error::Error;
+  using RuntimeError::RuntimeError;
 };
 
 class Optimizer {

@@ -6,13 +6,13 @@
 namespace ag::optim {
 
 Schedule step_decay(int64_t step_size, double gamma) {
-  if (step_size <= 0) detail::fail<ValueError>("step_decay: step_size ", step_size, " must be positive");
+  if (step_size <= 0) fail<ValueError>("step_decay: step_size ", step_size, " must be positive");
   return [=](int64_t t) { return std::pow(gamma, static_cast<double>((t - 1) / step_size)); };
 }
 
 Schedule cosine_with_warmup(int64_t warmup, int64_t total, double min_factor) {
   if (warmup < 0 || total <= warmup)
-    detail::fail<ValueError>("cosine_with_warmup: need 0 <= warmup (", warmup, ") < total (", total, ")");
+    fail<ValueError>("cosine_with_warmup: need 0 <= warmup (", warmup, ") < total (", total, ")");
   return [=](int64_t t) {
     if (t <= warmup) return static_cast<double>(t) / static_cast<double>(warmup);
     if (t >= total) return min_factor;
@@ -23,8 +23,8 @@ Schedule cosine_with_warmup(int64_t warmup, int64_t total, double min_factor) {
 
 Schedule transformer_schedule(int64_t d_model, int64_t warmup) {
   if (d_model <= 0 || warmup <= 0)
-    detail::fail<ValueError>("transformer_schedule: d_model ", d_model, " and warmup ", warmup,
-                             " must be positive");
+    fail<ValueError>("transformer_schedule: d_model ", d_model, " and warmup ", warmup,
+                     " must be positive");
   return [=](int64_t t) {
     const double step = static_cast<double>(t), w = static_cast<double>(warmup);
     return std::pow(static_cast<double>(d_model), -0.5) * std::min(std::pow(step, -0.5), step * std::pow(w, -1.5));
@@ -43,7 +43,7 @@ void Scheduler::step() {
 }
 
 void Scheduler::set_step(int64_t step) {
-  if (step < 1) detail::fail<ValueError>("Scheduler: step ", step, " must be at least 1");
+  if (step < 1) fail<ValueError>("Scheduler: step ", step, " must be at least 1");
   step_ = step;
   apply();
 }

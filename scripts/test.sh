@@ -85,7 +85,7 @@ if ((sanitize == 0)); then
   cmake -S tests/install -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
     -DCMAKE_BUILD_TYPE=Release
   cmake --build "$tmp/consumer" -j"$JOBS"
-  "$tmp/consumer/ag_install_check"
+  "$tmp/consumer/my_program"
   phase_end
 else
   build="build-asan"

@@ -13,7 +13,7 @@ Rgb viridis(double t) {
   static constexpr std::array<Rgb, 10> anchors{{{68, 1, 84},    {72, 40, 120},  {62, 74, 137},  {49, 104, 142},
                                                 {38, 130, 142}, {31, 158, 137}, {53, 183, 121}, {109, 205, 89},
                                                 {180, 222, 44}, {253, 231, 37}}};
-  if (std::isnan(t)) detail::fail<ValueError>("viridis: t is NaN");
+  if (std::isnan(t)) fail<ValueError>("viridis: t is NaN");
   t = std::clamp(t, 0.0, 1.0);
   // t lies between anchors k and k + 1 at fraction f: colour = (1 − f)·anchor_k + f·anchor_{k+1}.
   const double position = t * static_cast<double>(anchors.size() - 1);

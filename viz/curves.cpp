@@ -22,12 +22,12 @@ namespace fs = std::filesystem;
 void write_csv(const std::string& path, const std::vector<std::string>& header,
                const std::vector<std::vector<double>>& columns) {
   if (header.size() != columns.size() || columns.empty())
-    detail::fail<ShapeError>("write_csv: ", header.size(), " header names for ", columns.size(), " columns ('", path, "')");
+    fail<ShapeError>("write_csv: ", header.size(), " header names for ", columns.size(), " columns ('", path, "')");
   for (const auto& column : columns)
     if (column.size() != columns[0].size())
-      detail::fail<ShapeError>("write_csv: columns of ", columns[0].size(), " and ", column.size(), " rows ('", path, "')");
+      fail<ShapeError>("write_csv: columns of ", columns[0].size(), " and ", column.size(), " rows ('", path, "')");
   std::ofstream out(path, std::ios::trunc);
-  if (!out) throw PlotError("write_csv: cannot open '" + path + "' for writing: " + std::strerror(errno));
+  if (!out) throw IoError("write_csv: cannot open '" + path + "' for writing: " + std::strerror(errno));
   for (std::size_t c = 0; c < header.size(); ++c) out << (c ? "," : "") << header[c];
   out << '\n';
   char buffer[32];
@@ -39,7 +39,7 @@ void write_csv(const std::string& path, const std::vector<std::string>& header,
     out << '\n';
   }
   out.close();
-  if (!out) throw PlotError("write_csv: writing '" + path + "' failed");
+  if (!out) throw IoError("write_csv: writing '" + path + "' failed");
 }
 
 namespace {
@@ -55,7 +55,7 @@ std::vector<std::string> csv_header(const std::string& csv_path) {
   std::ifstream in(csv_path);
   std::string line;
   if (!in || !std::getline(in, line))
-    throw PlotError("plot_csv: cannot read the header line of '" + csv_path + "'");
+    throw IoError("plot_csv: cannot read the header line of '" + csv_path + "'");
   std::vector<std::string> names;
   std::stringstream fields(line);
   for (std::string name; std::getline(fields, name, ',');) names.push_back(name);
@@ -66,7 +66,7 @@ std::vector<std::string> csv_header(const std::string& csv_path) {
 int run_program(const std::vector<std::string>& argv, std::string& output) {
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
-    throw PlotError("plot_csv: cannot create a pipe for '" + argv[0] + "': " + std::strerror(errno));
+    throw ExternalProgramError("plot_csv: cannot create a pipe for '" + argv[0] + "': " + std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
@@ -80,7 +80,7 @@ int run_program(const std::vector<std::string>& argv, std::string& output) {
   ::close(pipe_fds[1]);
   if (spawned != 0) {
     ::close(pipe_fds[0]);
-    throw PlotError("plot_csv: cannot run '" + argv[0] + "': " + std::strerror(spawned) +
+    throw ExternalProgramError("plot_csv: cannot run '" + argv[0] + "': " + std::strerror(spawned) +
                     " (gnuplot draws the line plots; install it with scripts/install-deps.sh, Debian package "
                     "gnuplot-nox)");
   }
@@ -93,26 +93,26 @@ int run_program(const std::vector<std::string>& argv, std::string& output) {
   ::close(pipe_fds[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw PlotError("plot_csv: waiting for '" + argv[0] + "' failed: " + std::strerror(errno));
+    if (errno != EINTR) throw ExternalProgramError("plot_csv: waiting for '" + argv[0] + "' failed: " + std::strerror(errno));
   return status;
 }
 
 }  // namespace
 
 void plot_csv(const std::string& csv_path, const std::string& png_path, const LineFigure& figure) {
-  if (figure.panels.empty()) detail::fail<ValueError>("plot_csv: the figure for '", png_path, "' has no panels");
+  if (figure.panels.empty()) fail<ValueError>("plot_csv: the figure for '", png_path, "' has no panels");
   const int64_t panels = static_cast<int64_t>(figure.panels.size());
   const int64_t height = figure.height > 0 ? figure.height : 360 * panels;
   if (figure.width < 100 || height < 100 || figure.width > 10000 || height > 10000)
-    detail::fail<ValueError>("plot_csv: size ", figure.width, "x", height, " is not in 100…10000 x 100…10000");
+    fail<ValueError>("plot_csv: size ", figure.width, "x", height, " is not in 100…10000 x 100…10000");
   const std::vector<std::string> header = csv_header(csv_path);
-  if (header.size() < 2) throw PlotError("plot_csv: '" + csv_path + "' has fewer than two columns");
+  if (header.size() < 2) throw IoError("plot_csv: '" + csv_path + "' has fewer than two columns");
   auto column_index = [&](const std::string& name) {  // 1-based, as gnuplot counts
     auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end()) {
       std::string known;
       for (const std::string& h : header) known += (known.empty() ? "" : ", ") + h;
-      throw PlotError("plot_csv: '" + csv_path + "' has no column '" + name + "' (it has: " + known + ")");
+      throw IoError("plot_csv: '" + csv_path + "' has no column '" + name + "' (it has: " + known + ")");
     }
     return (it - header.begin()) + 1;
   };
@@ -132,7 +132,7 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
     gp << "\n";
   }
   for (const LinePanel& p : figure.panels) {
-    if (p.curves.empty()) detail::fail<ValueError>("plot_csv: panel '", p.title, "' of '", png_path, "' has no curves");
+    if (p.curves.empty()) fail<ValueError>("plot_csv: panel '", p.title, "' of '", png_path, "' has no curves");
     gp << "set title " << quoted(p.title) << "\n"
        << "set xlabel " << quoted(p.xlabel.empty() ? header[0] : p.xlabel) << "\n"
        << "set ylabel " << quoted(p.ylabel) << "\n"
@@ -150,7 +150,7 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
     std::ofstream out(script_path, std::ios::trunc);
     out << gp.str();
     out.close();
-    if (!out) throw PlotError("plot_csv: cannot write the gnuplot script '" + script_path.string() + "'");
+    if (!out) throw IoError("plot_csv: cannot write the gnuplot script '" + script_path.string() + "'");
   }
   // A picture left by an earlier run must not pass for this one's.
   std::error_code error;
@@ -161,11 +161,11 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
                                                : "was killed by signal " + std::to_string(WTERMSIG(status));
-    throw PlotError("plot_csv: '" + command + "' " + how + (output.empty() ? "" : ":\n" + output));
+    throw ExternalProgramError("plot_csv: '" + command + "' " + how + (output.empty() ? "" : ":\n" + output));
   }
   // gnuplot reports some problems (an unwritable output file) as warnings with status 0.
   if (!fs::exists(png, error) || fs::file_size(png, error) == 0)
-    throw PlotError("plot_csv: '" + command + "' did not write '" + png.string() + "'" +
+    throw ExternalProgramError("plot_csv: '" + command + "' did not write '" + png.string() + "'" +
                     (output.empty() ? "" : ":\n" + output));
 }
 

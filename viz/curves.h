@@ -15,7 +15,7 @@ namespace ag::viz {
 
 // Writes a CSV file: the header line, then one row per index of the (equally long) columns, with
 // 9 significant digits. Throws ShapeError for columns of different lengths or a header of another
-// count, PlotError naming the path if it cannot be written.
+// count, IoError naming the path if it cannot be written.
 void write_csv(const std::string& path, const std::vector<std::string>& header,
                const std::vector<std::vector<double>>& columns);
 
@@ -40,8 +40,9 @@ struct LineFigure {
 // Plots the CSV file's columns against its first column with gnuplot's png terminal (which
 // gnuplot-nox has): writes a gnuplot script next to the PNG (png_path with extension .gp, so the
 // picture can be redrawn by hand with `gnuplot FILE.gp`) and runs `gnuplot FILE.gp`. Throws
-// PlotError naming the command if gnuplot cannot be started (not installed) or exits with a
-// non-zero status (with its status and messages), or if a curve names a column the CSV lacks.
+// ExternalProgramError naming the command if gnuplot cannot be started (not installed) or exits
+// with a non-zero status (with its status and messages); IoError if the CSV cannot be read, or a
+// curve names a column it lacks.
 void plot_csv(const std::string& csv_path, const std::string& png_path, const LineFigure& figure);
 
 }  // namespace ag::viz

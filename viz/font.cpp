@@ -102,7 +102,7 @@ int64_t text_width(const std::string& text, int64_t scale) {
 }
 
 void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour, int64_t scale, bool vertical) {
-  if (scale < 1) detail::fail<ValueError>("draw_text: scale ", scale, " must be at least 1");
+  if (scale < 1) fail<ValueError>("draw_text: scale ", scale, " must be at least 1");
   const int64_t length = text_width(text, scale);
   for (std::size_t n = 0; n < text.size(); ++n) {
     const std::vector<std::string>& rows = glyph(text[n]);

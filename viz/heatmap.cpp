@@ -33,31 +33,31 @@ int64_t longest_label(const std::vector<std::string>& labels, int64_t scale) {
 
 Image render_heatmap(const Tensor& matrix, const HeatmapOptions& o) {
   if (!matrix.defined() || matrix.dim() != 2 || matrix.size(0) == 0 || matrix.size(1) == 0)
-    detail::fail<ShapeError>("render_heatmap: expected a non-empty 2-D tensor (rows, cols), got ",
+    fail<ShapeError>("render_heatmap: expected a non-empty 2-D tensor (rows, cols), got ",
                              matrix.defined() ? shape_str(matrix.shape()) : std::string("an undefined tensor"));
   const int64_t rows = matrix.size(0), cols = matrix.size(1);
   if (!o.row_labels.empty() && static_cast<int64_t>(o.row_labels.size()) != rows)
-    detail::fail<ShapeError>("render_heatmap: ", o.row_labels.size(), " row labels for a matrix of shape ",
+    fail<ShapeError>("render_heatmap: ", o.row_labels.size(), " row labels for a matrix of shape ",
                              shape_str(matrix.shape()));
   if (!o.col_labels.empty() && static_cast<int64_t>(o.col_labels.size()) != cols)
-    detail::fail<ShapeError>("render_heatmap: ", o.col_labels.size(), " column labels for a matrix of shape ",
+    fail<ShapeError>("render_heatmap: ", o.col_labels.size(), " column labels for a matrix of shape ",
                              shape_str(matrix.shape()));
   if (o.cell < 1 || o.cell > 256 || o.font_scale < 1 || o.font_scale > 8)
-    detail::fail<ValueError>("render_heatmap: cell ", o.cell, " must be in 1…256 and font_scale ", o.font_scale,
+    fail<ValueError>("render_heatmap: cell ", o.cell, " must be in 1…256 and font_scale ", o.font_scale,
                              " in 1…8");
   const std::vector<double> values = matrix.to_vector<double>();  // row-major (rows, cols)
   double low = values[0], high = values[0];
   for (int64_t i = 0; i < rows * cols; ++i) {
     const double v = values[static_cast<std::size_t>(i)];
     if (!std::isfinite(v))
-      detail::fail<ValueError>("render_heatmap: the value at row ", i / cols, ", column ", i % cols, " of the ",
+      fail<ValueError>("render_heatmap: the value at row ", i / cols, ", column ", i % cols, " of the ",
                                shape_str(matrix.shape()), " matrix is ", v);
     low = std::min(low, v);
     high = std::max(high, v);
   }
   const double vmin = o.vmin.value_or(low), vmax = o.vmax.value_or(high);
   if (!std::isfinite(vmin) || !std::isfinite(vmax) || vmin > vmax)
-    detail::fail<ValueError>("render_heatmap: vmin ", vmin, " and vmax ", vmax, " must be finite with vmin <= vmax");
+    fail<ValueError>("render_heatmap: vmin ", vmin, " and vmax ", vmax, " must be finite with vmin <= vmax");
   // Value v -> t = (v − vmin) / (vmax − vmin) in [0, 1] (clamped) -> viridis(t).
   auto colour_of = [&](double v) { return viridis(vmax > vmin ? (v - vmin) / (vmax - vmin) : 0.5); };
 
@@ -125,7 +125,7 @@ void write_heatmap(const std::string& path, const Tensor& matrix, const HeatmapO
 Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns, const std::string& title,
                           int64_t font_scale) {
   if (panels.empty() || columns < 1 || font_scale < 1)
-    detail::fail<ValueError>("render_heatmap_grid: ", panels.size(), " panels in ", columns,
+    fail<ValueError>("render_heatmap_grid: ", panels.size(), " panels in ", columns,
                              " columns (font scale ", font_scale, "): need at least one panel and one column");
   std::vector<Image> images;
   int64_t cell_w = 0, cell_h = 0;
@@ -154,13 +154,13 @@ void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>
 
 Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& o) {
   if (matrices.dim() != 4)
-    detail::fail<ShapeError>("show_heatmaps: matrices of shape ", shape_str(matrices.shape()),
+    fail<ShapeError>("show_heatmaps: matrices of shape ", shape_str(matrices.shape()),
                              " are not (num_rows, num_cols, Q, K)");
   const int64_t num_rows = matrices.size(0), num_cols = matrices.size(1);
   if (num_rows == 0 || num_cols == 0)
-    detail::fail<ShapeError>("show_heatmaps: no matrices to draw in shape ", shape_str(matrices.shape()));
+    fail<ShapeError>("show_heatmaps: no matrices to draw in shape ", shape_str(matrices.shape()));
   if (!o.titles.empty() && static_cast<int64_t>(o.titles.size()) != num_cols)
-    detail::fail<ShapeError>("show_heatmaps: ", o.titles.size(), " titles for ", num_cols,
+    fail<ShapeError>("show_heatmaps: ", o.titles.size(), " titles for ", num_cols,
                              " columns of matrices ", shape_str(matrices.shape()));
   // One colour scale for every panel, as d2l's shared colorbar: the extremes of all the matrices.
   // (A non-finite value is left to render_heatmap, which names its row and column.)

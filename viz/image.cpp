@@ -10,7 +10,7 @@ namespace ag::viz {
 
 Image::Image(int64_t width, int64_t height, Rgb background) : width_(width), height_(height) {
   if (width <= 0 || height <= 0 || width > (1 << 15) || height > (1 << 15))
-    detail::fail<ValueError>("Image: size ", width, "x", height, " is not in 1…32768 x 1…32768");
+    fail<ValueError>("Image: size ", width, "x", height, " is not in 1…32768 x 1…32768");
   rgb_.resize(static_cast<std::size_t>(3 * width * height));
   for (std::size_t i = 0; i < rgb_.size(); i += 3) {
     rgb_[i] = background.r;
@@ -21,7 +21,7 @@ Image::Image(int64_t width, int64_t height, Rgb background) : width_(width), hei
 
 Rgb Image::at(int64_t x, int64_t y) const {
   if (x < 0 || y < 0 || x >= width_ || y >= height_)
-    detail::fail<ValueError>("Image::at: pixel (", x, ", ", y, ") is outside the ", width_, "x", height_, " image");
+    fail<ValueError>("Image::at: pixel (", x, ", ", y, ") is outside the ", width_, "x", height_, " image");
   const std::size_t i = static_cast<std::size_t>(3 * (y * width_ + x));
   return {rgb_[i], rgb_[i + 1], rgb_[i + 2]};
 }
@@ -51,9 +51,9 @@ void Image::blit(const Image& source, int64_t x, int64_t y) {
 
 void write_png(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
   if (width <= 0 || height <= 0 || width > (1 << 15) || height > (1 << 15))
-    detail::fail<ShapeError>("write_png: size ", width, "x", height, " of '", path, "' is not in 1…32768 x 1…32768");
+    fail<ShapeError>("write_png: size ", width, "x", height, " of '", path, "' is not in 1…32768 x 1…32768");
   if (rgb.size() != static_cast<std::size_t>(3 * width * height))
-    detail::fail<ShapeError>("write_png: a ", width, "x", height, " RGB image needs 3·", width, "·", height, " = ",
+    fail<ShapeError>("write_png: a ", width, "x", height, " RGB image needs 3·", width, "·", height, " = ",
                              3 * width * height, " bytes, got ", rgb.size(), " (for '", path, "')");
   png_image image;
   std::memset(&image, 0, sizeof image);
@@ -64,7 +64,7 @@ void write_png(const std::string& path, int64_t width, int64_t height, const std
   if (!png_image_write_to_file(&image, path.c_str(), 0, rgb.data(), static_cast<png_int_32>(3 * width), nullptr)) {
     const std::string reason = image.message;
     png_image_free(&image);
-    throw PlotError("write_png: cannot write '" + path + "': " + reason);
+    throw IoError("write_png: cannot write '" + path + "': " + reason);
   }
 }
 
@@ -77,11 +77,11 @@ Image read_png(const std::string& path) {
   if (!png_image_begin_read_from_file(&image, path.c_str())) {
     const std::string reason = image.message;
     png_image_free(&image);
-    throw PlotError("read_png: cannot read '" + path + "': " + reason);
+    throw IoError("read_png: cannot read '" + path + "': " + reason);
   }
   if (image.width > (1u << 15) || image.height > (1u << 15)) {
     png_image_free(&image);
-    throw PlotError("read_png: '" + path + "' is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+    throw IoError("read_png: '" + path + "' is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
                     ", larger than 32768x32768");
   }
   image.format = PNG_FORMAT_RGB;
@@ -91,7 +91,7 @@ Image read_png(const std::string& path) {
   if (!png_image_finish_read(&image, &background, pixels.data(), 0, nullptr)) {
     const std::string reason = image.message;
     png_image_free(&image);
-    throw PlotError("read_png: cannot decode '" + path + "': " + reason);
+    throw IoError("read_png: cannot decode '" + path + "': " + reason);
   }
   for (int64_t y = 0; y < out.height(); ++y)
     for (int64_t x = 0; x < out.width(); ++x) {

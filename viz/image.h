@@ -1,7 +1,8 @@
 // Images and PNG files: an 8-bit RGB raster to draw into, written and read through libpng's
 // simplified API. The rest of viz/ (the font, heatmaps) draws into an Image.
 //
-// Every failure is an exception that names the function and the path or sizes involved.
+// Every failure is an exception that names the function and the path or sizes involved: an
+// ag::IoError for a file that cannot be written or read.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +12,6 @@
 #include "autograd/error.h"
 
 namespace ag::viz {
-
-// A file could not be written or read, or gnuplot could not be run or failed.
-class PlotError : public Error {
- public:
-  using Error::Error;
-};
 
 // ---- images and PNG files --------------------------------------------------------------------------
 
@@ -44,13 +39,13 @@ class Image {
 };
 
 // Writes 8-bit RGB pixels (3 · width · height bytes, row-major, top row first) as a PNG with libpng.
-// Throws ShapeError if the sizes do not match, PlotError naming the path and libpng's reason
+// Throws ShapeError if the sizes do not match, IoError naming the path and libpng's reason
 // (e.g. "No such file or directory") if the file cannot be written.
 void write_png(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb);
 void write_png(const std::string& path, const Image& image);
 
 // Reads any PNG (palette, grey, 16-bit and alpha are converted; alpha is composited on white) as
-// 8-bit RGB. Throws PlotError naming the path and the reason.
+// 8-bit RGB. Throws IoError naming the path and the reason.
 Image read_png(const std::string& path);
 
 }  // namespace ag::viz

@@ -1,18 +1,118 @@
-// Every error a user can trigger is an ag::Error whose message names the op and the full shapes.
+// Every error a user can trigger is an ag::Error whose message names the op and the full shapes;
+// argument errors are std::invalid_argument, file and program failures std::runtime_error.
 #include <catch2/catch.hpp>
+
+#include <stdexcept>
+#include <string>
 
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
+#include "autograd/graph_tools.h"
 #include "autograd/ops.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;
 
-TEST_CASE("errors form one family derived from std::invalid_argument", "[errors]") {
+TEST_CASE("argument errors are std::invalid_argument and ag::Error", "[errors]") {
   CHECK_THROWS_AS(matmul(ones({2, 3}), ones({4, 5})), std::invalid_argument);
+  CHECK_THROWS_AS(matmul(ones({2, 3}), ones({4, 5})), InvalidArgument);
   CHECK_THROWS_AS(matmul(ones({2, 3}), ones({4, 5})), Error);
   CHECK_THROWS_AS(matmul(ones({2, 3}), ones({4, 5})), ShapeError);
+}
+
+namespace {
+// The message of the exception `f` throws, if it is caught as an ag::Error; "" if it is not.
+template <class F>
+std::string caught_as_ag_error(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "";
+}
+
+// What kind of standard exception `f` throws: the first of these catch clauses that takes it.
+template <class F>
+std::string standard_kind(F f) {
+  try {
+    f();
+  } catch (const std::invalid_argument&) {
+    return "invalid_argument";
+  } catch (const std::runtime_error&) {
+    return "runtime_error";
+  } catch (const std::exception&) {
+    return "other exception";
+  } catch (...) {
+    return "not a std::exception";
+  }
+  return "nothing thrown";
+}
+}  // namespace
+
+TEST_CASE("catch (const ag::Error&) catches every kind of ag error, with its message", "[errors]") {
+  // ShapeError, ValueError, DTypeError and AutogradError from the ops that throw them
+  CHECK(caught_as_ag_error([] { matmul(ones({2, 3}), ones({4, 5})); }) ==
+        "matmul: shapes [2,3] and [4,5] cannot be multiplied (3 != 4)");
+  CHECK(caught_as_ag_error([] { bernoulli({2}, 2.0); }) ==
+        "bernoulli: probability 2 is outside [0, 1]");
+  CHECK_THAT(caught_as_ag_error([] { add(ones({2}), ones({2}, float64)); }),
+             Contains("float32 and float64"));
+  CHECK_THAT(caught_as_ag_error([] { ones({2}).requires_grad_().backward(); }),
+             Contains("backward"));
+  // IoError and ExternalProgramError
+  CHECK(caught_as_ag_error([] { throw IoError("model.ag: no such file"); }) ==
+        "model.ag: no such file");
+  CHECK(caught_as_ag_error([] { throw ExternalProgramError("gnuplot failed"); }) ==
+        "gnuplot failed");
+  // and nothing else
+  CHECK(caught_as_ag_error([] { throw std::runtime_error("not ag's"); }) == "");
+}
+
+TEST_CASE("argument errors are std::invalid_argument, I/O and program errors std::runtime_error",
+          "[errors]") {
+  CHECK(standard_kind([] { matmul(ones({2, 3}), ones({4, 5})); }) == "invalid_argument");
+  CHECK(standard_kind([] { throw ShapeError("s"); }) == "invalid_argument");
+  CHECK(standard_kind([] { throw DTypeError("d"); }) == "invalid_argument");
+  CHECK(standard_kind([] { throw AutogradError("a"); }) == "invalid_argument");
+  CHECK(standard_kind([] { throw ValueError("v"); }) == "invalid_argument");
+  CHECK(standard_kind([] { throw IoError("i"); }) == "runtime_error");
+  CHECK(standard_kind([] { throw ExternalProgramError("e"); }) == "runtime_error");
+  CHECK_THROWS_AS(throw IoError("i"), RuntimeError);
+  CHECK_THROWS_AS(throw ExternalProgramError("e"), RuntimeError);
+  // std::exception's what() and ag::Error's what() are the one message.
+  try {
+    throw IoError("checkpoint 'a.ag': truncated");
+  } catch (const std::exception& e) {
+    CHECK(std::string(e.what()) == "checkpoint 'a.ag': truncated");
+    const Error* ag_error = dynamic_cast<const Error*>(&e);
+    REQUIRE(ag_error != nullptr);
+    CHECK(std::string(ag_error->what()) == "checkpoint 'a.ag': truncated");
+  }
+}
+
+TEST_CASE("fail<E> builds the message for every kind of ag error", "[errors]") {
+  CHECK_THROWS_AS(fail<ShapeError>("op: shape ", shape_str({2, 3})), ShapeError);
+  CHECK_THROWS_WITH(fail<ShapeError>("op: shape ", shape_str({2, 3})), Equals("op: shape [2,3]"));
+  CHECK_THROWS_AS(fail<ValueError>("op: p = ", 1.5), ValueError);
+  CHECK_THROWS_WITH(fail<ValueError>("op: p = ", 1.5), Equals("op: p = 1.5"));
+  CHECK_THROWS_AS(fail<IoError>("write: '", "a.txt", "'"), IoError);
+  CHECK_THROWS_WITH(fail<IoError>("write: '", "a.txt", "'"), Equals("write: 'a.txt'"));
+  CHECK_THROWS_AS(fail<ExternalProgramError>("dot exited with ", 1), ExternalProgramError);
+  CHECK_THROWS_WITH(fail<ExternalProgramError>("dot exited with ", 1), Equals("dot exited with 1"));
+}
+
+TEST_CASE("write_dot to an unwritable path throws an IoError naming the path and the reason",
+          "[errors]") {
+  Tensor y = (ones({2}).requires_grad_() * 2.0).sum();
+  const std::string path = "/nonexistent-dir-ag/graph.dot";
+  CHECK_THROWS_AS(write_dot(path, y), IoError);
+  CHECK_THROWS_WITH(write_dot(path, y),
+                    Equals("write_dot: cannot open '/nonexistent-dir-ag/graph.dot' for writing: "
+                           "No such file or directory"));
+  CHECK(standard_kind([&] { write_dot(path, y); }) == "runtime_error");
 }
 
 TEST_CASE("matmul errors", "[errors]") {

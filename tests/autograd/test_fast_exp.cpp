@@ -1,5 +1,5 @@
-// The float32 exp of the softmax kernels (autograd/fast_exp.h) against double std::exp: within
-// 2 ulps over the whole range where e^x is a normal float, and the edge cases exact.
+// The float32 exp of the softmax kernels (autograd/detail/fast_exp.h) against double std::exp:
+// within 2 ulps over the whole range where e^x is a normal float, and the edge cases exact.
 #include <catch2/catch.hpp>
 
 #include <cfloat>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/fast_exp.h"
+#include "autograd/detail/fast_exp.h"
 
 using ag::detail::exp_approx;
 using ag::detail::exp_shifted;

@@ -175,7 +175,7 @@ TEST_CASE("write_dot writes the file and names the path when it cannot", "[autog
   text << in.rdbuf();
   CHECK(text.str() == to_dot(y));
   std::remove(path.c_str());
-  CHECK_THROWS_MATCHES(write_dot("/nonexistent-dir-ag/graph.dot", y), Error,
+  CHECK_THROWS_MATCHES(write_dot("/nonexistent-dir-ag/graph.dot", y), IoError,
       WhatContains({"write_dot",
                     "/nonexistent-dir-ag/graph.dot"}));
 }

@@ -25,7 +25,7 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
   for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
     std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
     std::atomic<int> chunks{0};
-    detail::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(n, 1, [&](int64_t begin, int64_t end) {
       CHECK(begin < end);
       ++chunks;
       for (int64_t i = begin; i < end; ++i) ++hits[static_cast<std::size_t>(i)];
@@ -40,19 +40,19 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
 
 TEST_CASE("parallel_for rethrows a chunk's exception and runs nested loops inline", "[parallel]") {
   Threads two(2);
-  CHECK_THROWS_WITH(detail::parallel_for(int64_t{1} << 20, 1,
+  CHECK_THROWS_WITH(parallel_for(int64_t{1} << 20, 1,
                                          [](int64_t begin, int64_t) {
                                            if (begin > 0) throw std::runtime_error("chunk failed");
                                          }),
                     "chunk failed");
   std::atomic<int> inner_chunks{0};
-  detail::parallel_for(2, int64_t{1} << 20, [&](int64_t, int64_t) {
-    detail::parallel_for(int64_t{1} << 20, 1, [&](int64_t, int64_t) { ++inner_chunks; });
+  parallel_for(2, int64_t{1} << 20, [&](int64_t, int64_t) {
+    parallel_for(int64_t{1} << 20, 1, [&](int64_t, int64_t) { ++inner_chunks; });
   });
   CHECK(inner_chunks.load() == 2);  // one inline chunk per outer chunk
   // The pool still works after both.
   std::atomic<int64_t> total{0};
-  detail::parallel_for(int64_t{1} << 20, 1, [&](int64_t begin, int64_t end) { total += end - begin; });
+  parallel_for(int64_t{1} << 20, 1, [&](int64_t begin, int64_t end) { total += end - begin; });
   CHECK(total.load() == (int64_t{1} << 20));
 }
 

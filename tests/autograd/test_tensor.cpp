@@ -137,6 +137,26 @@ TEST_CASE("in-place updates", "[tensor]") {
   CHECK(x.zero_().sum().item() == 0.0);
 }
 
+TEST_CASE("set_data points every handle of a tensor at new data", "[tensor]") {
+  Tensor param = ones({2, 2}).requires_grad_();
+  param.set_name("weight");
+  param.set_grad(full({2, 2}, 5.0));
+  const Tensor other_handle = param;  // e.g. the one an optimizer holds
+  Tensor source = tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}, float64).transpose(0, 1);  // a view
+  param.set_data(source);
+  CHECK(other_handle.dtype() == float64);
+  CHECK(other_handle.to_vector<double>() == std::vector<double>{1, 3, 2, 4});
+  CHECK(other_handle.shares_storage(source));
+  CHECK(other_handle.strides() == Shape{1, 2});
+  // Only the data changes: name, requires_grad and the gradient stay.
+  CHECK(param.name() == "weight");
+  CHECK(param.requires_grad());
+  CHECK(param.grad().to_vector<double>() == std::vector<double>(4, 5.0));
+  CHECK_THROWS_AS(param.set_data(ones({4})), ShapeError);
+  CHECK_THROWS_WITH(param.set_data(ones({4})),
+                    Contains("set_data: source of shape [4] for a tensor of shape [2,2]"));
+}
+
 // ---- generator -------------------------------------------------------------------------------------
 
 TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors", "[generator]") {

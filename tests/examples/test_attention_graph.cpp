@@ -128,3 +128,15 @@ TEST_CASE("ag-attention-graph reports a DOT file it cannot write", "[examples][g
   CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 1);
   CHECK(read(log).find("write_dot: cannot open '/nonexistent-dir-ag/attention.dot'") != std::string::npos);
 }
+
+TEST_CASE("ag-attention-graph reports a PNG that dot cannot write", "[examples][graph]") {
+  TempDir dir;
+  const fs::path log = dir.path / "log";
+  INFO("Graphviz's dot must be installed: scripts/install-deps.sh installs it (package graphviz)");
+  REQUIRE(std::system("command -v dot > /dev/null 2>&1") == 0);
+  const std::string dot = (dir.path / "a.dot").string();
+  CHECK(run("--dot \"" + dot + "\" --png /nonexistent-dir-ag/attention.png", log) == 1);
+  const std::string expected =
+      "ag-attention-graph: dot -Tpng failed to write '/nonexistent-dir-ag/attention.png'";
+  CHECK(read(log).find(expected) != std::string::npos);
+}

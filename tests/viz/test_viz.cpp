@@ -47,7 +47,7 @@ TEST_CASE("write_png writes RGB pixels that read_png reads back exactly", "[plot
 
 TEST_CASE("write_png and read_png name the path and the reason when they fail", "[plot][png][errors]") {
   const std::vector<uint8_t> rgb(12, 0);
-  CHECK_THROWS_AS(write_png("/no-such-directory/x.png", 2, 2, rgb), PlotError);
+  CHECK_THROWS_AS(write_png("/no-such-directory/x.png", 2, 2, rgb), IoError);
   CHECK_THROWS_WITH(write_png("/no-such-directory/x.png", 2, 2, rgb),
                     Contains("write_png") && Contains("/no-such-directory/x.png") &&
                         Contains("No such file or directory"));
@@ -349,5 +349,11 @@ TEST_CASE("plot_csv names the command, its exit status or the missing column whe
   bad_column.panels[0].curves = {{"z", "z"}};
   CHECK_THROWS_WITH(plot_csv(csv, png, bad_column), Contains("no column 'z'") && Contains("it has: x, y"));
   CHECK_THROWS_WITH(plot_csv((dir / "none.csv").string(), png, figure), Contains("none.csv"));
+  // A program that cannot run or fails is an ExternalProgramError, a file an IoError: both are
+  // runtime errors, not argument errors.
+  CHECK_THROWS_AS(plot_csv(csv, png, missing), ExternalProgramError);
+  CHECK_THROWS_AS(plot_csv(csv, png, failing), ExternalProgramError);
+  CHECK_THROWS_AS(plot_csv((dir / "none.csv").string(), png, figure), IoError);
+  CHECK_THROWS_AS(plot_csv(csv, png, failing), std::runtime_error);
   fs::remove_all(dir);
 }

@@ -1,5 +1,5 @@
-// One BLAS product for ag's kernels (internal; only sources of the autograd library include it,
-// since only they see OpenBLAS's include directory).
+// ag's calls into OpenBLAS: one product for the kernels, and its thread count (internal; only
+// sources of the autograd library include it, since only they see OpenBLAS's include directory).
 #pragma once
 
 #include <cblas.h>
@@ -9,6 +9,10 @@
 #include <type_traits>
 
 namespace ag::detail {
+
+// ag's pool splits the work (autograd/parallel.h), so OpenBLAS itself stays on one thread: a
+// threaded BLAS inside a threaded loop would oversubscribe the cores.
+inline void keep_blas_on_one_thread() { openblas_set_num_threads(1); }
 
 // C (m × n, row stride ldc) = op(A) · op(B) for row-major A and B with leading dims lda and ldb,
 // or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm. k = 0 is an empty sum,

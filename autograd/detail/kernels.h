@@ -141,14 +141,6 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 void softmax_row(const float* in, float* out, int64_t n);
 void softmax_row(const double* in, double* out, int64_t n);
 
-// ---- valid lengths (ops_softmax.cpp) --------------------------------------------------------------------
-// d2l's valid_lens for B·Q query rows over K keys: (B,) — one length per batch row, shared by its
-// Q queries — or (B, Q), holding integers in [0, K]. Returns the length of every row (b, q) in
-// row-major order, or throws a ShapeError starting "op:" that names valid_lens's shape and
-// `queries` (e.g. "X of shape [2,3,4]") for a wrong shape, or `keys` for a length out of range.
-std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K,
-                                             const char* op, const std::string& queries, const std::string& keys);
-
 // ---- dropout masks (ops_random.cpp) -------------------------------------------------------------
 // Philox draws are a pure function of the seed and the block counter, so the mask of any element
 // range can be drawn on its own (in parallel, head by head) from these four numbers.
@@ -174,13 +166,6 @@ void apply_dropout_keep(const T* in, T* out, const uint8_t* __restrict keep, int
   // keep is 0 or 1: a multiply instead of a select, so that the loop vectorises.
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (static_cast<T>(keep[i]) * kept);
 }
-
-// ---- squared norms (ops_reduce.cpp) --------------------------------------------------------------
-// Σ x² of t's elements in double, as one partial sum per block of 4096 elements (ag's threads
-// split the blocks), returned in block order: adding them in that order gives the same result on
-// any number of threads. optim::clip_grad_norm and nn::grad_norms both sum through this, so the
-// norm the summary reports is the one clipping sees, to the last bit.
-std::vector<double> squared_norm_partials(const Tensor& t);
 
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
