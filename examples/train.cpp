@@ -322,7 +322,7 @@ class Report {
       : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO)) {
     if (!o.loss_log.empty()) {
       loss_log_.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
-      if (!loss_log_) throw ValueError("cannot open --loss-log " + o.loss_log);
+      if (!loss_log_) throw IoError("cannot open --loss-log " + o.loss_log);
       if (!resumed) loss_log_ << "step,loss\n";
     }
     if (!o.curves_dir.empty()) {
@@ -332,7 +332,7 @@ class Report {
       // A resumed run continues the file of the run it resumes (as --loss-log does).
       const bool append = resumed && fs::exists(path) && fs::file_size(path) > 0;
       curves_.open(path, append ? std::ios::app : std::ios::trunc);
-      if (!curves_) throw ValueError("cannot open " + path.string() + " (--curves-dir)");
+      if (!curves_) throw IoError("cannot open " + path.string() + " (--curves-dir)");
       if (!append) curves_ << curves_header << '\n';
     }
   }
