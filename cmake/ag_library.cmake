@@ -25,7 +25,7 @@ function(ag_add_library name)
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   # Only the listed (public) headers are installed; internal ones (autograd/detail/) never are.
   # The global property AG_PUBLIC_HEADERS collects them as "<name>/<header>" for the test
-  # headers.public_include_only_public (tests/check_headers.cmake).
+  # headers.public_include_only_public (tests/architecture/check_headers.cmake).
   install(FILES ${arg_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ag/${name})
   foreach(header IN LISTS arg_HEADERS)
     set_property(GLOBAL APPEND PROPERTY AG_PUBLIC_HEADERS ${name}/${header})

@@ -12,7 +12,7 @@
 #     no autograd/detail/ header, nothing from a detail namespace, no TensorImpl or impl_ptr().
 #
 #   cmake -DCHECK=... -DSOURCE_DIR=<ag's source> [-DPUBLIC_HEADERS_FILE=...] [-DFOLDERS=...]
-#         -P tests/check_headers.cmake
+#         -P tests/architecture/check_headers.cmake
 #
 # Each violation is printed as file:line with the offending text; any violation fails the test.
 cmake_minimum_required(VERSION 3.25)
