@@ -34,6 +34,19 @@ void check_param(const Tensor& p, const char* optimizer) {
 
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{std::move(params), {}, {}}}; }
 
+// The loop of every optimizer's step: update(group, g, i, param, grad) for parameter i of group g,
+// group by group and in order, skipping parameters without a gradient (as PyTorch), under
+// NoGradGuard. grad is the gradient, contiguous.
+template <class Update>
+void for_each_param_with_grad(const std::vector<Optimizer::Group>& groups, Update&& update) {
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (std::size_t i = 0; i < groups[g].params.size(); ++i) {
+      const Tensor& param = groups[g].params[i];
+      if (param.grad().defined()) update(groups[g], g, i, param, param.grad().contiguous());
+    }
+}
+
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
@@ -316,32 +329,26 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, dou
 }
 
 void SGD::step() {
-  NoGradGuard no_grad;
-  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-    const Group& group = groups_[gi];
-    for (std::size_t pi = 0; pi < group.params.size(); ++pi) {
-      const Tensor& param = group.params[pi];
-      if (!param.grad().defined()) continue;
-      Tensor grad = param.grad().contiguous();
-      Tensor& buffer = momentum_buffers[gi][pi];
-      const bool first = !buffer.defined();
-      if (momentum != 0 && first) buffer = zeros_like(param);
-      const std::vector<Tensor> others = momentum != 0 ? std::vector<Tensor>{grad, buffer} : std::vector<Tensor>{grad};
-      dispatch(param.dtype(), [&]<typename T>() {
-        const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum), damp = T(1 - dampening);
-        for_each_element<T>(param, others, [&](T& p, const std::vector<T*>& s, int64_t i) {
-          T g = s[0][i];
-          if (wd != 0) g = g + wd * p;  // g ← ∇ + λθ
-          if (mu != 0) {
-            T& b = s[1][i];
-            b = first ? g : mu * b + damp * g;  // b ← μb + (1 − τ)g
-            g = nesterov ? g + mu * b : b;
-          }
-          p = p - lr * g;  // θ ← θ − γg
-        });
+  for_each_param_with_grad(groups_, [&](const Group& group, std::size_t gi, std::size_t pi,
+                                        const Tensor& param, const Tensor& grad) {
+    Tensor& buffer = momentum_buffers[gi][pi];
+    const bool first = !buffer.defined();
+    if (momentum != 0 && first) buffer = zeros_like(param);
+    const std::vector<Tensor> others = momentum != 0 ? std::vector<Tensor>{grad, buffer} : std::vector<Tensor>{grad};
+    dispatch(param.dtype(), [&]<typename T>() {
+      const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum), damp = T(1 - dampening);
+      for_each_element<T>(param, others, [&](T& p, const std::vector<T*>& s, int64_t i) {
+        T g = s[0][i];
+        if (wd != 0) g = g + wd * p;  // g ← ∇ + λθ
+        if (mu != 0) {
+          T& b = s[1][i];
+          b = first ? g : mu * b + damp * g;  // b ← μb + (1 − τ)g
+          g = nesterov ? g + mu * b : b;
+        }
+        p = p - lr * g;  // θ ← θ − γg
       });
-    }
-  }
+    });
+  });
 }
 
 // ---- Adam / AdamW ---------------------------------------------------------------------------------
@@ -363,46 +370,40 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> 
 }
 
 void Adam::step() {
-  NoGradGuard no_grad;
-  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
-    const Group& group = groups_[gi];
-    for (std::size_t pi = 0; pi < group.params.size(); ++pi) {
-      const Tensor& param = group.params[pi];
-      if (!param.grad().defined()) continue;
-      Tensor grad = param.grad().contiguous();
-      AdamState& s = state[gi][pi];
-      if (s.step == 0) {
-        s.exp_avg = zeros_like(param);
-        s.exp_avg_sq = zeros_like(param);
-      }
-      s.step += 1;
-      // As PyTorch: the bias corrections in double, then one step size and one divisor.
-      const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
-      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
-      const double step_size = group.lr / bias_correction1;
-      const double bias_correction2_sqrt = std::sqrt(bias_correction2);
-      dispatch(param.dtype(), [&]<typename T>() {
-        const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
-        const T wd = T(group.weight_decay), e = T(eps), decay = T(1 - group.lr * group.weight_decay);
-        const T c2 = T(bias_correction2_sqrt), neg_step_size = T(-step_size);
-        for_each_element<T>(param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
-          T g = st[0][i];
-          if (decoupled_) {
-            p = p * decay;                   // AdamW: θ ← θ − γλθ
-          } else if (wd != 0) {
-            g = g + wd * p;                  // Adam: g ← ∇ + λθ
-          }
-          T& m = st[1][i];
-          T& v = st[2][i];
-          m = m * b1 + one_minus_b1 * g;     // m ← β₁m + (1 − β₁)g
-          v = v * b2 + one_minus_b2 * g * g; // v ← β₂v + (1 − β₂)g²
-          const T denom = std::sqrt(v) / c2 + e;
-          // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
-          p = p + neg_step_size * m / denom;
-        });
-      });
+  for_each_param_with_grad(groups_, [&](const Group& group, std::size_t gi, std::size_t pi,
+                                        const Tensor& param, const Tensor& grad) {
+    AdamState& s = state[gi][pi];
+    if (s.step == 0) {
+      s.exp_avg = zeros_like(param);
+      s.exp_avg_sq = zeros_like(param);
     }
-  }
+    s.step += 1;
+    // As PyTorch: the bias corrections in double, then one step size and one divisor.
+    const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(s.step));
+    const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(s.step));
+    const double step_size = group.lr / bias_correction1;
+    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    dispatch(param.dtype(), [&]<typename T>() {
+      const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
+      const T wd = T(group.weight_decay), e = T(eps), decay = T(1 - group.lr * group.weight_decay);
+      const T c2 = T(bias_correction2_sqrt), neg_step_size = T(-step_size);
+      for_each_element<T>(param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
+        T g = st[0][i];
+        if (decoupled_) {
+          p = p * decay;                   // AdamW: θ ← θ − γλθ
+        } else if (wd != 0) {
+          g = g + wd * p;                  // Adam: g ← ∇ + λθ
+        }
+        T& m = st[1][i];
+        T& v = st[2][i];
+        m = m * b1 + one_minus_b1 * g;     // m ← β₁m + (1 − β₁)g
+        v = v * b2 + one_minus_b2 * g * g; // v ← β₂v + (1 − β₂)g²
+        const T denom = std::sqrt(v) / c2 + e;
+        // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
+        p = p + neg_step_size * m / denom;
+      });
+    });
+  });
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
