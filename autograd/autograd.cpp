@@ -9,7 +9,7 @@
 
 namespace ag {
 
-// ---- grad mode ------------------------------------------------------------------------------------
+// ---- grad mode ----------------------------------------------------------------------------------
 
 namespace {
 thread_local bool grad_mode_enabled = true;
@@ -33,7 +33,7 @@ BackwardObserverGuard::~BackwardObserverGuard() { backward_observers.pop_back();
 // ---- Node ---------------------------------------------------------------------------------------
 
 Node::Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape output_shape,
-           DType output_dtype, BackwardFn backward)
+    DType output_dtype, BackwardFn backward)
     : op_(op),
       custom_name_(std::move(custom_name)),
       sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)),
@@ -82,14 +82,14 @@ Tensor Node::output() const {
   return impl ? Tensor(std::move(impl)) : Tensor();
 }
 
-// ---- gradient hooks -------------------------------------------------------------------------------
+// ---- gradient hooks -----------------------------------------------------------------------------
 
 HookHandle Tensor::register_hook(GradHook hook) const {
   if (!hook) throw ValueError("register_hook: the hook is an empty function");
   if (!requires_grad())
     fail<AutogradError>("register_hook: the tensor of shape ", shape_str(shape()),
-                        " does not require grad, so no gradient would reach the hook "
-                        "(call requires_grad_() on a leaf first)");
+        " does not require grad, so no gradient would reach the hook "
+        "(call requires_grad_() on a leaf first)");
   static std::atomic<uint64_t> next_hook_id{1};
   HookHandle handle;
   handle.id_ = next_hook_id.fetch_add(1, std::memory_order_relaxed);
@@ -105,13 +105,15 @@ HookHandle Tensor::register_hook(GradHook hook) const {
 
 namespace {
 bool erase_hook(std::vector<GradHookEntry>& hooks, uint64_t id) {
-  auto it = std::find_if(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+  auto it =
+      std::find_if(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
   if (it == hooks.end()) return false;
   hooks.erase(it);
   return true;
 }
 bool has_hook(const std::vector<GradHookEntry>& hooks, uint64_t id) {
-  return std::any_of(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+  return std::any_of(
+      hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
 }
 }  // namespace
 
@@ -128,7 +130,7 @@ bool HookHandle::active() const {
   return false;
 }
 
-// ---- anomaly checks -------------------------------------------------------------------------------
+// ---- anomaly checks -----------------------------------------------------------------------------
 
 namespace {
 
@@ -156,7 +158,9 @@ NonFinite first_non_finite(const Tensor& t) {
   return found;
 }
 
-const char* non_finite_name(double value) { return std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf"; }
+const char* non_finite_name(double value) {
+  return std::isnan(value) ? "NaN" : value > 0 ? "+Inf" : "-Inf";
+}
 
 // "[3], none, [2,4]" — the shapes of an op's inputs (none: an undefined input).
 std::string shapes_str(const std::vector<std::optional<Shape>>& shapes) {
@@ -166,15 +170,16 @@ std::string shapes_str(const std::vector<std::optional<Shape>>& shapes) {
   return out;
 }
 
-void check_forward_anomaly(const char* op, const Tensor& output, const std::vector<Tensor>& inputs) {
+void check_forward_anomaly(
+    const char* op, const Tensor& output, const std::vector<Tensor>& inputs) {
   const NonFinite bad = first_non_finite(output);
   if (bad.index < 0) return;
   std::vector<std::optional<Shape>> shapes;
   for (const Tensor& input : inputs)
     shapes.push_back(input.defined() ? std::optional<Shape>(input.shape()) : std::nullopt);
   fail<AutogradError>("anomaly mode: forward of '", op, "' (inputs ", shapes_str(shapes),
-                      " -> output ", shape_str(output.shape()), ") produced ",
-                      non_finite_name(bad.value), " at element ", bad.index, " of its output");
+      " -> output ", shape_str(output.shape()), ") produced ", non_finite_name(bad.value),
+      " at element ", bad.index, " of its output");
 }
 
 void check_backward_anomaly(const Node& node, const Grads& grads) {
@@ -183,10 +188,9 @@ void check_backward_anomaly(const Node& node, const Grads& grads) {
     const NonFinite bad = first_non_finite(grads[i]);
     if (bad.index < 0) continue;
     fail<AutogradError>("anomaly mode: backward of '", node.name(), "' (inputs ",
-                        shapes_str(node.input_shapes()), " -> output ",
-                        shape_str(node.output_shape()), ") produced ", non_finite_name(bad.value),
-                        " at element ", bad.index, " of the gradient for its input ", i,
-                        " (shape ", shape_str(grads[i].shape()), ")");
+        shapes_str(node.input_shapes()), " -> output ", shape_str(node.output_shape()),
+        ") produced ", non_finite_name(bad.value), " at element ", bad.index,
+        " of the gradient for its input ", i, " (shape ", shape_str(grads[i].shape()), ")");
   }
 }
 
@@ -233,7 +237,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 namespace {
 Tensor record_node(Op op, std::string custom_name, const Tensor& output,
-                   const std::vector<Tensor>& inputs, BackwardFn backward) {
+    const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return output;
   const char* name = custom_name.empty() ? op_name(op) : custom_name.c_str();
   if (output.impl_ptr()->grad_fn || output.requires_grad())
@@ -253,7 +257,7 @@ Tensor record_node(Op op, std::string custom_name, const Tensor& output,
     edges.push_back(std::move(edge));
   }
   auto node = std::make_shared<Node>(op, std::move(custom_name), std::move(edges), output.shape(),
-                                     output.dtype(), std::move(backward));
+      output.dtype(), std::move(backward));
   node->set_forward_info(inputs, output);
   TensorImpl& impl = *output.impl_ptr();
   impl.grad_fn = std::move(node);
@@ -269,7 +273,7 @@ Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs, Ba
 }  // namespace detail
 
 Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
-               BackwardFn backward) {
+    BackwardFn backward) {
   if (name.empty()) throw ValueError("make_op: the op needs a name");
   return detail::record_node(Op::custom, std::move(name), output, inputs, std::move(backward));
 }
@@ -281,13 +285,12 @@ namespace {
 // Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
 // flows through here, so this is where a gradient of the wrong shape or dtype is caught.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& expected_shape,
-                DType expected_dtype, const char* producer, std::size_t input_index,
-                const char* receiver) {
+    DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver) {
   if (grad.shape() != expected_shape || grad.dtype() != expected_dtype)
-    fail<AutogradError>(
-        "backward of '", producer, "' returned a gradient of shape ", shape_str(grad.shape()),
-        " (", dtype_name(grad.dtype()), ") for its input ", input_index, " (", receiver,
-        ") of shape ", shape_str(expected_shape), " (", dtype_name(expected_dtype), ")");
+    fail<AutogradError>("backward of '", producer, "' returned a gradient of shape ",
+        shape_str(grad.shape()), " (", dtype_name(grad.dtype()), ") for its input ", input_index,
+        " (", receiver, ") of shape ", shape_str(expected_shape), " (", dtype_name(expected_dtype),
+        ")");
   if (!slot) {
     // Keep the gradient itself when nothing else can see its memory and it is a plain
     // contiguous buffer; otherwise copy it, so that accumulating into it in place later cannot
@@ -303,16 +306,16 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& exp
 
 // Runs the hooks registered on a tensor (Tensor::register_hook) on its gradient `grad`, each on
 // the previous one's result; a hook that returns a defined tensor replaces the gradient.
-Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, const Shape& shape, DType dtype,
-                 const char* tensor_kind) {
+Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, const Shape& shape,
+    DType dtype, const char* tensor_kind) {
   const std::vector<GradHookEntry> hooks = registered;  // a hook may remove itself (or others)
   for (const GradHookEntry& hook : hooks) {
     Tensor replaced = hook.fn(grad);
     if (!replaced.defined()) continue;
     if (replaced.shape() != shape || replaced.dtype() != dtype)
-      fail<AutogradError>("register_hook: a hook on ", tensor_kind, " of shape ", shape_str(shape), " (",
-                          dtype_name(dtype), ") returned a gradient of shape ",
-                          shape_str(replaced.shape()), " (", dtype_name(replaced.dtype()), ")");
+      fail<AutogradError>("register_hook: a hook on ", tensor_kind, " of shape ", shape_str(shape),
+          " (", dtype_name(dtype), ") returned a gradient of shape ", shape_str(replaced.shape()),
+          " (", dtype_name(replaced.dtype()), ")");
     grad = std::move(replaced);
   }
   return grad;
@@ -323,18 +326,18 @@ Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, cons
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   if (!root.requires_grad())
     fail<AutogradError>("backward: the tensor of shape ", shape_str(root.shape()),
-                        " does not require grad and has no grad_fn");
+        " does not require grad and has no grad_fn");
   Tensor seed;
   if (grad.defined()) {
     if (grad.shape() != root.shape() || grad.dtype() != root.dtype())
       fail<AutogradError>("backward: gradient of shape ", shape_str(grad.shape()), " (",
-                          dtype_name(grad.dtype()), ") for a tensor of shape ",
-                          shape_str(root.shape()), " (", dtype_name(root.dtype()), ")");
+          dtype_name(grad.dtype()), ") for a tensor of shape ", shape_str(root.shape()), " (",
+          dtype_name(root.dtype()), ")");
     seed = grad.detach();
   } else {
     if (root.numel() != 1)
       fail<AutogradError>("backward: a tensor of shape ", shape_str(root.shape()),
-                          " is not a scalar; pass the upstream gradient explicitly");
+          " is not a scalar; pass the upstream gradient explicitly");
     seed = ones(root.shape(), root.dtype());
   }
   NoGradGuard no_grad;  // backward functions record nothing
@@ -366,9 +369,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   // An op's inputs are always created before it, so decreasing creation order is a topological
   // order: a node runs only after every node that feeds gradient into it. It is also
   // deterministic, unlike an order that depends on pointer values.
-  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-    return a->sequence_nr() > b->sequence_nr();
-  });
+  std::sort(nodes.begin(), nodes.end(),
+      [](const auto& a, const auto& b) { return a->sequence_nr() > b->sequence_nr(); });
 
   // Leaves with hooks collect their gradient here first, in the order backward first reaches
   // them, so that each hook sees the leaf's whole gradient once, after the last node has run.
@@ -381,18 +383,16 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       node->pending_grad_ = Tensor();
       if (grad_output.defined()) {
         if (node->released_)
-          fail<AutogradError>(
-              "backward: the graph through '", node->name(),
+          fail<AutogradError>("backward: the graph through '", node->name(),
               "' was already freed by an earlier backward(); call the first backward with "
               "retain_graph=true to backpropagate through it twice");
         if (!node->backward_)
           fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
-                              shape_str(node->output_shape()),
-                              ") has no backward function");
+              shape_str(node->output_shape()), ") has no backward function");
         if (!node->grad_hooks_.empty()) {
           const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
-                                  node->output_dtype(), tensor_kind.c_str());
+              node->output_dtype(), tensor_kind.c_str());
         }
         std::vector<bool> flags;
         flags.reserve(node->inputs().size());
@@ -400,7 +400,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         Grads grads = node->backward_(grad_output, NeedsGrad(std::move(flags)));
         if (grads.size() != node->inputs().size())
           fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
-                              " gradients for ", node->inputs().size(), " inputs");
+              " gradients for ", node->inputs().size(), " inputs");
         for (const BackwardObserver& observer : backward_observers)
           observer(*node, grad_output, grads);
         if (anomaly_mode_enabled) [[unlikely]]
@@ -412,19 +412,19 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           if (edge.node) {
             std::shared_ptr<TensorImpl> slot =
                 edge.node->pending_grad_.defined() ? edge.node->pending_grad_.impl_ptr() : nullptr;
-            accumulate(slot, std::move(grads[i]), edge.node->output_shape(), edge.node->output_dtype(),
-                       node->name(), i, edge.node->name());
+            accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
+                edge.node->output_dtype(), node->name(), i, edge.node->name());
             edge.node->pending_grad_ = Tensor(slot);
           } else if (edge.leaf->grad_hooks.empty()) {
             accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                       node->name(), i, "leaf");
+                node->name(), i, "leaf");
           } else {
             auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
-                                       [&](const auto& entry) { return entry.first == edge.leaf; });
+                [&](const auto& entry) { return entry.first == edge.leaf; });
             if (hooked == hooked_leaves.end())
               hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
             accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                       node->name(), i, "leaf");
+                node->name(), i, "leaf");
           }
         }
       }
@@ -436,8 +436,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       }
     }
     for (auto& [leaf, grad] : hooked_leaves) {
-      Tensor hooked = run_hooks(leaf->grad_hooks, Tensor(std::move(grad)), leaf->shape, leaf->dtype, "a leaf");
-      accumulate(leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0, "leaf");
+      Tensor hooked =
+          run_hooks(leaf->grad_hooks, Tensor(std::move(grad)), leaf->shape, leaf->dtype, "a leaf");
+      accumulate(
+          leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0, "leaf");
     }
   } catch (...) {
     for (const std::shared_ptr<Node>& node : nodes) node->pending_grad_ = Tensor();

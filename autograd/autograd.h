@@ -45,7 +45,7 @@ struct Edge {
 class Node {
  public:
   Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape output_shape,
-       DType output_dtype, BackwardFn backward);
+      DType output_dtype, BackwardFn backward);
   ~Node();  // iterative: dropping a graph of a million nodes does not recurse a million deep
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -97,7 +97,7 @@ int64_t live_node_count();
 // Runs backward from `root` with upstream gradient `grad` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 
-// ---- grad mode ------------------------------------------------------------------------------------
+// ---- grad mode ----------------------------------------------------------------------------------
 class GradMode {
  public:
   static bool is_enabled();
@@ -116,12 +116,13 @@ class NoGradGuard {
   bool previous_;
 };
 
-// ---- anomaly mode ---------------------------------------------------------------------------------
+// ---- anomaly mode -------------------------------------------------------------------------------
 // While anomaly mode is on (on this thread), every op recorded in the graph has its output checked
 // for NaN and ±Inf as the forward computes it, and backward checks every gradient an op returns
 // for its inputs. The first non-finite value throws an AutogradError that names the op, its input
 // shapes and output shape, which element went bad and whether it happened in forward or backward:
-//   anomaly mode: forward of 'log' (inputs [3] -> output [3]) produced NaN at element 1 of its output
+//   anomaly mode: forward of 'log' (inputs [3] -> output [3]) produced NaN at element 1 of its
+//   output
 // It finds the op where a NaN is born instead of the loss where it shows up. Ops on tensors that
 // need no gradient (and everything under NoGradGuard) are not recorded and so not checked. It
 // costs one flag test per op when off; when on, one pass over every output and gradient.
@@ -152,10 +153,10 @@ class AnomalyModeGuard {
 // the op name `name`; `backward` computes the inputs' gradients. An empty `backward` makes an op
 // that throws when backward reaches it. Returns `output` (with grad_fn set when any input
 // requires grad and grad mode is on).
-Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
-               BackwardFn backward);
+Tensor make_op(
+    std::string name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward);
 
-// ---- observing backward ---------------------------------------------------------------------------
+// ---- observing backward -------------------------------------------------------------------------
 // Called for each node as backward runs it, after its gradients are computed (grad_output is the
 // gradient of the node's output after its hooks; see also BackwardTraceGuard in
 // autograd/graph_tools.h, which prints these calls).

@@ -15,7 +15,9 @@ inline constexpr DType float32 = DType::float32;
 inline constexpr DType float64 = DType::float64;
 
 inline std::size_t dtype_size(DType dtype) { return dtype == DType::float32 ? 4 : 8; }
-inline const char* dtype_name(DType dtype) { return dtype == DType::float32 ? "float32" : "float64"; }
+inline const char* dtype_name(DType dtype) {
+  return dtype == DType::float32 ? "float32" : "float64";
+}
 
 template <class T>
 inline constexpr DType dtype_of = std::is_same_v<T, float> ? DType::float32 : DType::float64;

@@ -104,8 +104,8 @@ std::string shape_str(const std::vector<int64_t>& shape);
 //   fail<ShapeError>("sum: dim ", d, " is out of range for a tensor of ", n, " dims");
 template <class E, class... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
-  static_assert(std::is_base_of_v<Error, E>,
-                "fail<E>: E must be one of ag's errors (autograd/error.h)");
+  static_assert(
+      std::is_base_of_v<Error, E>, "fail<E>: E must be one of ag's errors (autograd/error.h)");
   std::ostringstream message;
   (message << ... << parts);
   throw E(message.str());

@@ -113,15 +113,16 @@ struct Printer {
     const bool cut = summarize && shape[d] > 2 * kEdgeItems;
     std::vector<std::string> items;
     for (int64_t i : shown(d)) {
-      if (cut && i == shape[d] - kEdgeItems) items.push_back(d + 1 == shape.size() ? " ..." : "...");
+      if (cut && i == shape[d] - kEdgeItems)
+        items.push_back(d + 1 == shape.size() ? " ..." : "...");
       items.push_back(d + 1 == shape.size() ? f.format(values[static_cast<std::size_t>(base + i)])
                                             : render(d + 1, base + i * stride(d), indent + 1, f));
     }
     std::string out = "[";
     if (d + 1 == shape.size()) {
       // A row: as many items per line as fit in the line width.
-      const std::size_t per_line = std::max<std::size_t>(
-          1, (kLineWidth - indent) / (f.width() + 2));
+      const std::size_t per_line =
+          std::max<std::size_t>(1, (kLineWidth - indent) / (f.width() + 2));
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (i > 0 && i % per_line == 0) {
           out += ",\n";

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "autograd/error.h"
 #include "autograd/detail/target_clones.h"
+#include "autograd/error.h"
 
 namespace ag {
 
@@ -44,7 +44,8 @@ namespace detail {
 
 // Generator::fill_blocks's loop, a free function with external linkage so that it can have one
 // copy per instruction set (clang 14 does not multiversion member functions).
-AG_TARGET_CLONES void philox_fill_blocks(uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
+AG_TARGET_CLONES void philox_fill_blocks(
+    uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
   // philox4x32_10 above, on kLanes counters at once, one array per word of the state
   // (struct of arrays), so each round is a loop over lanes the compiler turns into SIMD code.
   constexpr int64_t kLanes = 32;

@@ -53,7 +53,7 @@ class Generator {
 
   // Single draws (each uses one block).
   uint64_t next_u64();
-  double next_double();                  // uniform in [0, 1)
+  double next_double();                        // uniform in [0, 1)
   int64_t randint(int64_t low, int64_t high);  // uniform integer in [low, high), unbiased
 
  private:

@@ -34,8 +34,8 @@ double weighted_output(const GradcheckFn& f, const std::vector<Tensor>& inputs, 
 
 }  // namespace
 
-GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options) {
+GradcheckResult gradcheck(
+    const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
   // Contiguous float64 leaf copies, so the caller's tensors are untouched and perturbing element
   // i is writing one number.
   std::vector<Tensor> leaves;
@@ -43,29 +43,30 @@ GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& input = inputs[i];
     if (input.dtype() != float64)
-      fail<DTypeError>("gradcheck: input ", i, " of shape ", shape_str(input.shape()),
-                       " is ", dtype_name(input.dtype()),
-                       "; finite differences need float64 inputs");
+      fail<DTypeError>("gradcheck: input ", i, " of shape ", shape_str(input.shape()), " is ",
+          dtype_name(input.dtype()), "; finite differences need float64 inputs");
     Tensor leaf = input.detach().clone();
     leaf.requires_grad_(input.requires_grad());
     any_differentiable = any_differentiable || input.requires_grad();
     leaves.push_back(leaf);
   }
   if (!any_differentiable)
-    throw ValueError("gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
+    throw ValueError(
+        "gradcheck: no input requires grad; call requires_grad_() on the inputs to check");
 
   // Analytic gradients: one backward with a random upstream gradient v. Uniform in [0.5, 1.5)
   // with random signs: never all ones (which would hide a transposed gradient) and never ~0.
   Tensor output = f(leaves);
   if (output.dtype() != float64)
-    fail<DTypeError>("gradcheck: f returned ", dtype_name(output.dtype()),
-                     "; it must compute in float64");
+    fail<DTypeError>(
+        "gradcheck: f returned ", dtype_name(output.dtype()), "; it must compute in float64");
   Generator generator(options.seed);
   Tensor v = mul(uniform(output.shape(), 0.5, 1.5, generator, float64),
-                 sub(mul(bernoulli(output.shape(), 0.5, generator, float64), 2.0), 1.0));
+      sub(mul(bernoulli(output.shape(), 0.5, generator, float64), 2.0), 1.0));
   if (!output.requires_grad())
-    return {false, "gradcheck failed: the output does not depend on any input that requires grad "
-                   "(no grad_fn)"};
+    return {false,
+        "gradcheck failed: the output does not depend on any input that requires grad "
+        "(no grad_fn)"};
   output.backward(v);
 
   for (std::size_t i = 0; i < leaves.size(); ++i) {

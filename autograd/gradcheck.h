@@ -39,7 +39,7 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 // Checks the gradient of `f` with respect to every input that requires grad. The inputs must be
 // float64 leaves; gradcheck works on copies, so the caller's tensors and their .grad are untouched.
 // f must be deterministic (reseed any generator it uses inside f).
-GradcheckResult gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
-                          const GradcheckOptions& options = {});
+GradcheckResult gradcheck(
+    const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
 }  // namespace ag

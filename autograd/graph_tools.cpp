@@ -109,27 +109,33 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
   std::unordered_map<const void*, int> ids;  // Node* or TensorImpl* -> id
   std::deque<const Node*> queue;             // ops discovered but not yet expanded
 
-  auto value_lines = [&](const Tensor& value, const Tensor& grad, bool is_leaf, std::vector<std::string>& lines) {
-    if (options.values && value.defined()) lines.push_back("value " + tensor_brief(value, options.max_printed));
+  auto value_lines = [&](const Tensor& value, const Tensor& grad, bool is_leaf,
+                         std::vector<std::string>& lines) {
+    if (options.values && value.defined())
+      lines.push_back("value " + tensor_brief(value, options.max_printed));
     if (options.grads && is_leaf)
-      lines.push_back(grad.defined() ? "grad " + tensor_brief(grad, options.max_printed) : "grad none");
+      lines.push_back(
+          grad.defined() ? "grad " + tensor_brief(grad, options.max_printed) : "grad none");
   };
   auto leaf_id = [&](const std::shared_ptr<TensorImpl>& leaf, bool is_root) {
     auto [it, fresh] = ids.emplace(leaf.get(), next_id);
     if (!fresh) return it->second;
     const Tensor tensor(leaf);
     const std::string name = names.find(*leaf);
-    std::vector<std::string> lines = {name.empty() ? (leaf->requires_grad ? "leaf" : "tensor") : name,
-                                      shape_and_dtype(leaf->shape, leaf->dtype)};
+    std::vector<std::string> lines = {
+        name.empty() ? (leaf->requires_grad ? "leaf" : "tensor") : name,
+        shape_and_dtype(leaf->shape, leaf->dtype)};
     value_lines(tensor, tensor.grad(), true, lines);
     nodes << "  n" << next_id << " [label=\"" << label(lines)
-          << "\", shape=ellipse, style=filled, fillcolor=\"#cfe2f3\"" << (is_root ? ", penwidth=2" : "") << "];\n";
+          << "\", shape=ellipse, style=filled, fillcolor=\"#cfe2f3\""
+          << (is_root ? ", penwidth=2" : "") << "];\n";
     return next_id++;
   };
   auto op_id = [&](const std::shared_ptr<Node>& node, bool is_root) {
     auto [it, fresh] = ids.emplace(node.get(), next_id);
     if (!fresh) return it->second;
-    std::vector<std::string> lines = {node->name(), shape_and_dtype(node->output_shape(), node->output_dtype())};
+    std::vector<std::string> lines = {
+        node->name(), shape_and_dtype(node->output_shape(), node->output_dtype())};
     value_lines(node->output(), Tensor(), false, lines);
     if (node->released()) lines.push_back("(graph freed by backward)");
     nodes << "  n" << next_id << " [label=\"" << label(lines) << "\", shape=box, style=\""
@@ -171,7 +177,9 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
       }
       // Edges into an op with several inputs carry the input's position (matmul's 0 and 1).
       std::string attributes = arity > 1 ? "label=\"" + std::to_string(i) + "\"" : "";
-      if (constant) attributes += std::string(attributes.empty() ? "" : ", ") + "style=dashed, color=\"#999999\"";
+      if (constant)
+        attributes +=
+            std::string(attributes.empty() ? "" : ", ") + "style=dashed, color=\"#999999\"";
       edges << "  n" << producer << " -> n" << consumer;
       if (!attributes.empty()) edges << " [" << attributes << "]";
       edges << ";\n";
@@ -181,11 +189,13 @@ std::string to_dot(const Tensor& root, const DotOptions& options) {
   std::ostringstream out;
   out << "digraph ag {\n";
   out << "  // Made by ag::to_dot: boxes are ops (name, output shape, dtype), ellipses leaves,\n"
-         "  // dashed notes inputs that need no gradient; edges run from inputs to the op using them.\n";
+         "  // dashed notes inputs that need no gradient; edges run from inputs to the op using "
+         "them.\n";
   out << "  graph [rankdir=TB];\n";
   out << "  node [fontname=\"Helvetica\", fontsize=10];\n";
   out << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
-  if (!options.title.empty()) out << "  label=\"" << escape(options.title) << "\";\n  labelloc=t;\n";
+  if (!options.title.empty())
+    out << "  label=\"" << escape(options.title) << "\";\n  labelloc=t;\n";
   out << nodes.str() << edges.str() << "}\n";
   return out.str();
 }

@@ -4,6 +4,8 @@
 // gradient test fails the build's tests.
 #pragma once
 
+// One row per ops file, laid out by hand.
+// clang-format off
 #define AG_DIFFERENTIABLE_OPS(X)                                                                  \
   /* elementwise, broadcasting (ops_elementwise.cpp) */                                           \
   X(add) X(sub) X(mul) X(div) X(add_scalar) X(mul_scalar) X(div_scalar) X(rdiv_scalar) X(neg)    \
@@ -25,6 +27,7 @@
   X(dropout)                                                                                      \
   /* ag::attention's kernels (ops_attention.cpp, ops_flash_attention.cpp) */                      \
   X(scaled_dot_product_attention) X(flash_attention)
+// clang-format on
 
 namespace ag {
 
@@ -41,9 +44,11 @@ inline constexpr const char* kOpNames[] = {
 #undef AG_OP_NAME
 };
 inline constexpr int kNumOps = static_cast<int>(Op::custom);
-static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kNumOps,
-              "every Op has exactly one name in kOpNames");
+static_assert(
+    sizeof(kOpNames) / sizeof(kOpNames[0]) == kNumOps, "every Op has exactly one name in kOpNames");
 
-inline const char* op_name(Op op) { return op == Op::custom ? "custom" : kOpNames[static_cast<int>(op)]; }
+inline const char* op_name(Op op) {
+  return op == Op::custom ? "custom" : kOpNames[static_cast<int>(op)];
+}
 
 }  // namespace ag

@@ -58,7 +58,8 @@ Tensor ge(const Tensor& a, double b);
 // a where condition is nonzero, else b; all three broadcast. The condition (any dtype) is not
 // differentiated.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-// x with `value` wherever mask (any dtype, broadcast to x) is nonzero. The mask is not differentiated.
+// x with `value` wherever mask (any dtype, broadcast to x) is nonzero. The mask is not
+// differentiated.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -115,21 +116,23 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 // One fused op with a hand-written backward that saves only x, weight and each row's mean and
 // 1/sqrt(var + eps) (ops_norm.cpp).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps = 1e-5);
+    const Tensor& bias, double eps = 1e-5);
 // layer_norm(x + dropout(y, p, training, generator), ...) in one op: d2l's AddNorm, the residual
 // connection around every Transformer sublayer. The same draws and the same numbers as the
 // composed ops (dropout's mask is the one ag::dropout(y) would draw from the same generator
 // state); one pass forms the sum (ops_norm.cpp). x and y have the same shape, ending in
 // normalized_shape.
-Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
-                              const Tensor& bias, double eps, double p, bool training, Generator& generator);
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
+    const Tensor& weight, const Tensor& bias, double eps, double p, bool training,
+    Generator& generator);
 
 // ---- losses -------------------------------------------------------------------------------------
 enum class Reduction { none, mean, sum };
 // Softmax cross-entropy of logits (N, V) against target class ids (N,) (integer values, any
 // dtype): loss_n = log Σ_v exp(x_nv) − x_n,t_n, fused from log-sum-exp so that it stays finite for
 // any logits. Per row with Reduction::none, else the mean or the sum over rows.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+Tensor cross_entropy(
+    const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
 
 // ---- matrix product -------------------------------------------------------------------------
 // As torch.matmul: 1-D operands are promoted to matrices; for N-D the last two dims multiply
@@ -221,14 +224,14 @@ class AttentionWeights {
 
  private:
   friend Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& valid_lens, double dropout_p, bool training,
-                          Generator& generator, AttentionWeights* weights_out);
+      const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
+      AttentionWeights* weights_out);
   explicit AttentionWeights(Tensor weights) : weights_(std::move(weights)) {}
   AttentionWeights(Tensor queries, Tensor keys, Tensor valid_lens)
       : queries_(std::move(queries)), keys_(std::move(keys)), valid_lens_(std::move(valid_lens)) {}
 
-  mutable Tensor weights_;                        // (B, H, Tq, Tk), once formed
-  mutable Tensor queries_, keys_, valid_lens_;    // the tiled call's, until then
+  mutable Tensor weights_;                      // (B, H, Tq, Tk), once formed
+  mutable Tensor queries_, keys_, valid_lens_;  // the tiled call's, until then
 };
 
 // Scaled dot-product attention of B·H heads in one op, d2l's DotProductAttention fused:
@@ -245,8 +248,7 @@ class AttentionWeights {
 // `generator`. weights_out, if given, receives the weights (AttentionWeights). dv may be 0.
 // Errors name the kernel's op: "scaled_dot_product_attention: ..." or "flash_attention: ...".
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-                 double dropout_p, bool training, Generator& generator,
-                 AttentionWeights* weights_out = nullptr);
+    double dropout_p, bool training, Generator& generator, AttentionWeights* weights_out = nullptr);
 
 // ---- threads ----------------------------------------------------------------------------------
 // set_num_threads, get_num_threads and parallel_for are declared in autograd/parallel.h
@@ -264,8 +266,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // `queries` (e.g. "X of shape [2,3,4]") for a wrong shape, or `keys` for a length out of range.
 // masked_softmax, its fused kernel and the attention ops all check valid_lens through this.
 std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q,
-                                             int64_t K, const char* op,
-                                             const std::string& queries, const std::string& keys);
+    int64_t K, const char* op, const std::string& queries, const std::string& keys);
 
 // ---- norms (not differentiable) -------------------------------------------------------------
 // Σ x² of t's elements in double, as one partial sum per block of 4096 elements (ag's threads

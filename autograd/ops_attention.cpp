@@ -20,7 +20,8 @@
 //   P  = masked_softmax(S)         (B, H, Tq, Tk)   key positions ≥ valid_len get weight exactly 0;
 //                                                   a row with valid_len 0 is uniform 1/Tk (d2l's
 //                                                   −1e6 fill makes every score equal)
-//   P̃  = P ⊙ D                     (B, H, Tq, Tk)   D: dropout, 1/(1 − p) or 0 (ag::dropout's draws)
+//   P̃  = P ⊙ D                     (B, H, Tq, Tk)   D: dropout, 1/(1 − p) or 0 (the draws of
+//                                                   ag::dropout)
 //   O  = P̃·V                       (B, H, Tq, dv)
 //
 // No copies for the heads: q, k and v may be any strided (B, H, T, C) views whose last dim is
@@ -58,8 +59,8 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/detail/blas.h"
 #include "autograd/detail/attention_kernels.h"
+#include "autograd/detail/blas.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
@@ -79,20 +80,22 @@ void set_attention_kernel(AttentionKernel kernel) {
 
 bool use_tiled_attention(int64_t keys) {
   switch (attention_kernel()) {
-    case AttentionKernel::whole_rows: return false;
-    case AttentionKernel::tiled: return true;
-    case AttentionKernel::automatic: break;
+    case AttentionKernel::whole_rows:
+      return false;
+    case AttentionKernel::tiled:
+      return true;
+    case AttentionKernel::automatic:
+      break;
   }
   return keys >= kTiledAttentionFromKeys;
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-                 double dropout_p, bool training, Generator& generator,
-                 AttentionWeights* weights_out) {
+    double dropout_p, bool training, Generator& generator, AttentionWeights* weights_out) {
   // The number of keys decides; a k that is not (B, H, Tk, d) is reported by the kernel's checks.
   const int64_t keys = k.dim() == 4 ? k.size(2) : 0;
   if (!use_tiled_attention(keys)) {
-    Tensor weights;  // (B, H, Tq, Tk), before dropout
+    Tensor weights;                                     // (B, H, Tq, Tk), before dropout
     Tensor out = detail::scaled_dot_product_attention(  // (B, H, Tq, dv)
         q, k, v, valid_lens, dropout_p, training, generator, weights_out ? &weights : nullptr);
     if (weights_out) *weights_out = AttentionWeights(weights.detach());
@@ -114,7 +117,7 @@ const Tensor& AttentionWeights::tensor() const {
     const int64_t B = keys_.size(0), H = keys_.size(1), Tk = keys_.size(2);
     const Tensor no_values = empty({B, H, Tk, 0}, keys_.dtype());  // (B, H, Tk, 0)
     detail::scaled_dot_product_attention(queries_, keys_, no_values, valid_lens_, 0.0, false,
-                                         unused, &weights_);  // weights (B, H, Tq, Tk)
+        unused, &weights_);                     // weights (B, H, Tq, Tk)
     queries_ = keys_ = valid_lens_ = Tensor();  // formed once, then kept
   }
   return weights_;
@@ -127,7 +130,8 @@ namespace detail {
 Heads heads_of(const Tensor& t) {
   const int64_t rows = t.size(2), cols = t.size(3);
   const bool columns_adjacent = t.strides()[3] == 1 || cols <= 1;
-  const bool rows_apart = rows <= 1 || (t.strides()[2] >= std::max<int64_t>(cols, 1) && t.strides()[2] <= INT_MAX);
+  const bool rows_apart =
+      rows <= 1 || (t.strides()[2] >= std::max<int64_t>(cols, 1) && t.strides()[2] <= INT_MAX);
   Tensor readable = t;
   if (!columns_adjacent || !rows_apart) {
     NoGradGuard no_grad;  // a private copy for reading; the op's input stays t
@@ -137,33 +141,31 @@ Heads heads_of(const Tensor& t) {
   return {readable, readable.strides()[0], readable.strides()[1], row_stride};
 }
 
-ValidLengths::ValidLengths(const Tensor& valid_lens, const Tensor& q, const Tensor& k,
-                           const char* op)
+ValidLengths::ValidLengths(
+    const Tensor& valid_lens, const Tensor& q, const Tensor& k, const char* op)
     : queries_(q.size(2)), keys_(k.size(2)) {
   if (!valid_lens.defined()) return;
   per_query_ = valid_lengths_per_query(valid_lens, q.size(0), q.size(2), k.size(2), op,
-                                       "queries of shape " + shape_str(q.shape()),
-                                       "keys of shape " + shape_str(k.shape()));
+      "queries of shape " + shape_str(q.shape()), "keys of shape " + shape_str(k.shape()));
 }
 
-void check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
-                              const char* op) {
+void check_attention_operands(
+    const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, const char* op) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(0) != k.size(0) ||
       q.size(0) != v.size(0) || q.size(1) != k.size(1) || q.size(1) != v.size(1) ||
       q.size(3) != k.size(3) || k.size(2) != v.size(2))
     fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
-                     shape_str(v.shape()),
-                     " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv))");
+        shape_str(v.shape()), " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv))");
   check_same_dtype(q, k, op);
   check_same_dtype(q, v, op);
   for (const Tensor* t : {&q, &k, &v})
     for (int64_t size : t->shape())
       if (size > INT_MAX)
         fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
-                         shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
+            shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
     fail<ValueError>(op, ": dropout probability ", dropout_p, " is outside [0, 1] (q of shape ",
-                     shape_str(q.shape()), ")");
+        shape_str(q.shape()), ")");
 }
 
 // ---- the whole-row kernel ----------------------------------------------------------------------
@@ -171,7 +173,8 @@ void check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
 namespace {
 
 // Turns one row of raw scores Q_i·K_jᵀ (length Tk) into attention weights in place:
-//   s_j = score_j / √d,  P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0 for j ≥ len
+//   s_j = score_j / √d, P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0
+//   for j ≥ len
 // and for a uniform row (len = 0: every score masked, all −1e6 in d2l) P_j = 1/Tk. The division
 // and the softmax are the composed path's (the div op, then softmax's row arithmetic,
 // softmax_row), so the fused and the composed path give the same bits.
@@ -187,8 +190,9 @@ void masked_softmax_row(T* row, int64_t Tk, const RowKeys& keys, T sqrt_d) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-                                    double dropout_p, bool training, Generator& generator, Tensor* weights_out) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
+    Tensor* weights_out) {
   constexpr const char* kOpName = "scaled_dot_product_attention";
   check_attention_operands(q, k, v, dropout_p, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
@@ -202,25 +206,29 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // The mask itself, one byte per weight (a quarter of P), drawn head by head in the forward and
   // read again by the backward.
   const std::shared_ptr<uint8_t> keep =
-      drop ? detail::allocate_bytes(static_cast<std::size_t>(B * H * Tq * Tk)) : nullptr;  // from the cache
+      drop ? detail::allocate_bytes(static_cast<std::size_t>(B * H * Tq * Tk))
+           : nullptr;  // from the cache
 
   const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
-  Tensor P = empty({B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
+  Tensor P = empty(
+      {B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
   // O as a dense (B, Tq, H, dv) buffer, returned as its (B, H, Tq, dv) view
-  const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());                                     // (B, Tq, H, dv)
-  Tensor out = detail::make_view(out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
+  const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());  // (B, Tq, H, dv)
+  Tensor out = detail::make_view(
+      out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
   const Heads O = heads_of(out);
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
     parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
-      std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
+      std::vector<T> dropped(
+          drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
         T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
         // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
-        detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
-                P_head, Tk);
+        detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride,
+            K.head<T>(b, h), K.row_stride, P_head, Tk);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
         for (int64_t i = 0; i < Tq; ++i)
           masked_softmax_row(P_head + i * Tk, Tk, valid_length.keys(b, i), sqrt_d);
@@ -233,17 +241,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           weights = dropped.data();
         }
         // (4) O = P̃·V: (Tq, Tk)·(Tk, dv) -> (Tq, dv), written into O's interleaved rows
-        detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h), V.row_stride, O.head<T>(b, h),
-                O.row_stride);
+        detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h),
+            V.row_stride, O.head<T>(b, h), O.row_stride);
       }
     });
   });
   if (weights_out) *weights_out = P;  // before dropout, as d2l's attention_weights
   if (!detail::any_requires_grad({q, k, v})) return out;
 
-  auto backward = [Q, K, V, P, valid_length, drop, mask, keep, B, H, Tq, Tk, d, dv](const Tensor& grad_out,
-                                                                                const NeedsGrad& needs) -> Grads {
-    const Heads dO = heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
+  auto backward = [Q, K, V, P, valid_length, drop, mask, keep, B, H, Tq, Tk, d, dv](
+                      const Tensor& grad_out, const NeedsGrad& needs) -> Grads {
+    const Heads dO =
+        heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
     Tensor dq, dk, dv_tensor;
     // Contiguous gradients: the engine keeps a contiguous gradient as it is, and the permute
@@ -257,8 +266,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     dispatch(P.dtype(), [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
       parallel_for(B * H, Tq * Tk * (2 * d + 2 * dv), [&](int64_t begin, int64_t end) {
-        std::vector<T> dropped(drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
-        std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));                 // (Tq, Tk) dP̃, then dP, then dS / √d
+        std::vector<T> dropped(
+            drop ? static_cast<std::size_t>(Tq * Tk) : 0);     // (Tq, Tk) P̃ of one head
+        std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));  // (Tq, Tk) dP̃, dP, then dS / √d
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
@@ -271,15 +281,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: O = P̃·V, so
           // (1) dV = P̃ᵀ·dO: (Tk, Tq)·(Tq, dv) -> (Tk, dv)
           if (want_v)
-            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h), dO.row_stride,
-                    dV.head<T>(b, h), dV.row_stride);
+            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h),
+                dO.row_stride, dV.head<T>(b, h), dV.row_stride);
           if (!want_q && !want_k) continue;
           // (2) dP̃ = dO·Vᵀ: (Tq, dv)·(dv, Tk) -> (Tq, Tk)
-          detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride, V.head<T>(b, h), V.row_stride,
-                  dS.data(), Tk);
+          detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride,
+              V.head<T>(b, h), V.row_stride, dS.data(), Tk);
           // in the forward pass this was: P̃ = P ⊙ D, so
           // (3) dP = dP̃ ⊙ D (in place)
-          if (drop) detail::apply_dropout_keep(dS.data(), dS.data(), keep_head, Tq * Tk, mask.scale);
+          if (drop)
+            detail::apply_dropout_keep(dS.data(), dS.data(), keep_head, Tq * Tk, mask.scale);
           // in the forward pass this was: P = softmax(S) over the valid keys, so
           // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
           //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
@@ -296,22 +307,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: S = Q·Kᵀ / √d, so
           // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
           if (want_q)
-            detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h), K.row_stride,
-                    dQ.head<T>(b, h), dQ.row_stride);
+            detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h),
+                K.row_stride, dQ.head<T>(b, h), dQ.row_stride);
           // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
           if (want_k)
-            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h), Q.row_stride,
-                    dK.head<T>(b, h), dK.row_stride);
+            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h),
+                Q.row_stride, dK.head<T>(b, h), dK.row_stride);
         }
       });
     });
     return {dq, dk, dv_tensor};
   };
-  // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP − rowsum(dP ⊙ P)) (0
-  //   where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d
+  // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP −
+  //   rowsum(dP ⊙ P)) (0 where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d
   return detail::record(Op::scaled_dot_product_attention, out, {q, k, v}, backward);
 }
-
 
 }  // namespace detail
 

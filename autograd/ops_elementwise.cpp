@@ -28,7 +28,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t sb = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
     if (sa != sb && sa != 1 && sb != 1)
       fail<ShapeError>(op, ": shapes ", shape_str(a), " and ", shape_str(b),
-                       " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb, ")");
+          " cannot be broadcast (dim ", i, ": ", sa, " vs ", sb, ")");
     out[i] = sa == 1 ? sb : sa;
   }
   return out;
@@ -40,8 +40,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   const std::size_t lead = grad.shape().size() - shape.size();
   if (grad.shape().size() < shape.size() ||
       broadcast_shapes(shape, grad.shape(), "sum_to") != grad.shape())
-    fail<ShapeError>("sum_to: shape ", shape_str(shape), " does not broadcast to ",
-                     shape_str(grad.shape()));
+    fail<ShapeError>(
+        "sum_to: shape ", shape_str(shape), " does not broadcast to ", shape_str(grad.shape()));
   Shape dims;
   for (std::size_t d = 0; d < grad.shape().size(); ++d)
     if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1))
@@ -62,25 +62,25 @@ Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
     T* po = out.data<T>();
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
-    parallel_for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
-                    [&](const std::array<int64_t, 3>& off, int64_t n,
-                        const std::array<int64_t, 3>& st) {
-                      T* o = po + off[0];
-                      const T* x = pa + off[1];
-                      const T* y = pb + off[2];
-                      // Fast paths the compiler vectorises: both contiguous, or one a scalar.
-                      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-                      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-                        const T yv = *y;
-                        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-                      } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-                        const T xv = *x;
-                        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
-                      }
-                    });
+    parallel_for_each_row<3>(shape,
+        {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+        [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+          T* o = po + off[0];
+          const T* x = pa + off[1];
+          const T* y = pb + off[2];
+          // Fast paths the compiler vectorises: both contiguous, or one a scalar.
+          if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+            for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+          } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+            const T yv = *y;
+            for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+          } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+            const T xv = *x;
+            for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+          } else {
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+          }
+        });
   });
   return out;
 }
@@ -93,16 +93,15 @@ Tensor map_unary(const Tensor& x, F f) {
     T* po = out.data<T>();
     const T* px = x.data<T>();
     parallel_for_each_row<2>(x.shape(), {out.strides(), x.strides()},
-                    [&](const std::array<int64_t, 2>& off, int64_t n,
-                        const std::array<int64_t, 2>& st) {
-                      T* o = po + off[0];
-                      const T* in = px + off[1];
-                      if (st[0] == 1 && st[1] == 1) {
-                        for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
-                      }
-                    });
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          T* o = po + off[0];
+          const T* in = px + off[1];
+          if (st[0] == 1 && st[1] == 1) {
+            for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+          } else {
+            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
+          }
+        });
   });
   return out;
 }
@@ -125,55 +124,55 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   // docs/ops.md, add: ga = sum_to(g), gb = sum_to(g)
   return detail::record(Op::add, out, {a, b},
-                        [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
-                          // d(a + b)/da = d(a + b)/db = 1
-                          return {needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(g, sb) : Tensor()};
-                        });
+      [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // d(a + b)/da = d(a + b)/db = 1
+        return {needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(g, sb) : Tensor()};
+      });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   // docs/ops.md, sub: ga = sum_to(g), gb = sum_to(−g)
   return detail::record(Op::sub, out, {a, b},
-                        [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
-                          // d(a − b)/da = 1, d(a − b)/db = −1
-                          return {needs[0] ? sum_to(g, sa) : Tensor(),
-                                  needs[1] ? sum_to(neg(g), sb) : Tensor()};
-                        });
+      [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // d(a − b)/da = 1, d(a − b)/db = −1
+        return {needs[0] ? sum_to(g, sa) : Tensor(), needs[1] ? sum_to(neg(g), sb) : Tensor()};
+      });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, mul: ga = sum_to(g · b), gb = sum_to(g · a)
-  return detail::record(Op::mul, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
-    // d(a · b)/da = b, d(a · b)/db = a
-    return {needs[0] ? sum_to(mul(g, b), a.shape()) : Tensor(),
+  return detail::record(
+      Op::mul, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // d(a · b)/da = b, d(a · b)/db = a
+        return {needs[0] ? sum_to(mul(g, b), a.shape()) : Tensor(),
             needs[1] ? sum_to(mul(g, a), b.shape()) : Tensor()};
-  });
+      });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, div: ga = sum_to(g / b), gb = sum_to(−g · a / b²)
-  return detail::record(Op::div, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
-    // d(a / b)/da = 1 / b, d(a / b)/db = −a / b²
-    return {needs[0] ? sum_to(div(g, b), a.shape()) : Tensor(),
+  return detail::record(
+      Op::div, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // d(a / b)/da = 1 / b, d(a / b)/db = −a / b²
+        return {needs[0] ? sum_to(div(g, b), a.shape()) : Tensor(),
             needs[1] ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
-  });
+      });
 }
 
 // ---- tensor–scalar forms ------------------------------------------------------------------------
 
 Tensor add(const Tensor& a, double s) {
-  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
-    return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; });
-  });
+  Tensor out = dispatch(a.dtype(),
+      [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; }); });
   // d(x + s)/dx = 1
   // docs/ops.md, add_scalar: g
-  return detail::record(Op::add_scalar, out, {a},
-                        [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
+  return detail::record(
+      Op::add_scalar, out, {a}, [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
 }
 
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (−s), exactly
@@ -181,43 +180,41 @@ Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (
 Tensor sub(double s, const Tensor& b) { return add(neg(b), s); }  // s − x = (−x) + s, exactly
 
 Tensor mul(const Tensor& a, double s) {
-  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
-    return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; });
-  });
+  Tensor out = dispatch(a.dtype(),
+      [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; }); });
   // d(x · s)/dx = s
   // docs/ops.md, mul_scalar: g · s
   return detail::record(Op::mul_scalar, out, {a},
-                        [s](const Tensor& g, const NeedsGrad&) -> Grads { return {mul(g, s)}; });
+      [s](const Tensor& g, const NeedsGrad&) -> Grads { return {mul(g, s)}; });
 }
 
 Tensor div(const Tensor& a, double s) {
-  Tensor out = dispatch(a.dtype(), [&]<typename T>() {
-    return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; });
-  });
+  Tensor out = dispatch(a.dtype(),
+      [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; }); });
   // d(x / s)/dx = 1 / s
   // docs/ops.md, div_scalar: g / s
   return detail::record(Op::div_scalar, out, {a},
-                        [s](const Tensor& g, const NeedsGrad&) -> Grads { return {div(g, s)}; });
+      [s](const Tensor& g, const NeedsGrad&) -> Grads { return {div(g, s)}; });
 }
 
 Tensor div(double s, const Tensor& b) {
-  Tensor out = dispatch(b.dtype(), [&]<typename T>() {
-    return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; });
-  });
+  Tensor out = dispatch(b.dtype(),
+      [&]<typename T>() { return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; }); });
   if (!detail::any_requires_grad({b})) return out;
   // docs/ops.md, rdiv_scalar: −g · s / x²
-  return detail::record(Op::rdiv_scalar, out, {b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(s / x)/dx = −s / x²
-    return {div(mul(g, -s), mul(b, b))};
-  });
+  return detail::record(
+      Op::rdiv_scalar, out, {b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(s / x)/dx = −s / x²
+        return {div(mul(g, -s), mul(b, b))};
+      });
 }
 
 Tensor neg(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return -v; });
   // d(−x)/dx = −1
   // docs/ops.md, neg: −g
-  return detail::record(Op::neg, out, {x},
-                        [](const Tensor& g, const NeedsGrad&) -> Grads { return {neg(g)}; });
+  return detail::record(
+      Op::neg, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads { return {neg(g)}; });
 }
 
 // ---- unary math ---------------------------------------------------------------------------------
@@ -239,10 +236,11 @@ Tensor exp(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, exp: g · y
-  return detail::record(Op::exp, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(eˣ)/dx = eˣ = y: reuse the output
-    return {mul(g, y)};
-  });
+  return detail::record(
+      Op::exp, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(eˣ)/dx = eˣ = y: reuse the output
+        return {mul(g, y)};
+      });
 }
 
 Tensor log(const Tensor& x) {
@@ -259,20 +257,23 @@ Tensor sqrt(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sqrt: g / (2y)
-  return detail::record(Op::sqrt, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(√x)/dx = 1 / (2√x) = 1 / (2y)
-    return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
-  });
+  return detail::record(
+      Op::sqrt, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(√x)/dx = 1 / (2√x) = 1 / (2y)
+        return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
+      });
 }
 
 Tensor tanh(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, tanh: g · (1 − y²)
-  return detail::record(Op::tanh, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(tanh x)/dx = 1 − tanh²x = 1 − y²
-    return {map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
-  });
+  return detail::record(
+      Op::tanh, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(tanh x)/dx = 1 − tanh²x = 1 − y²
+        return {
+            map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+      });
 }
 
 Tensor sigmoid(const Tensor& x) {
@@ -285,10 +286,12 @@ Tensor sigmoid(const Tensor& x) {
   });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sigmoid: g · y · (1 − y)
-  return detail::record(Op::sigmoid, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
-    return {map_binary(g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
-  });
+  return detail::record(
+      Op::sigmoid, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
+        return {map_binary(
+            g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
+      });
 }
 
 Tensor relu(const Tensor& x) {
@@ -297,7 +300,8 @@ Tensor relu(const Tensor& x) {
   // docs/ops.md, relu: g · [x > 0]
   return detail::record(Op::relu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
     // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
-    return {map_binary(g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
+    return {map_binary(
+        g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
   });
 }
 
@@ -308,7 +312,7 @@ Tensor gelu(const Tensor& x) {
   return detail::record(Op::gelu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
     // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
     return {map_binary(g, x, "gelu_backward",
-                       [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
+        [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
   });
 }
 
@@ -316,11 +320,12 @@ Tensor gelu(const Tensor& x) {
 
 #define AG_COMPARISON(name, expr)                                                              \
   Tensor name(const Tensor& a, const Tensor& b) {                                              \
-    return map_binary(a, b, #name, [](auto x, auto y) { return (expr) ? decltype(x)(1) : decltype(x)(0); }); \
+    return map_binary(                                                                         \
+        a, b, #name, [](auto x, auto y) { return (expr) ? decltype(x)(1) : decltype(x)(0); }); \
   }                                                                                            \
   Tensor name(const Tensor& a, double s) {                                                     \
     return dispatch(a.dtype(), [&]<typename T>() {                                             \
-      return map_unary(a, [y = static_cast<T>(s)](T x) { return (expr) ? T(1) : T(0); });       \
+      return map_unary(a, [y = static_cast<T>(s)](T x) { return (expr) ? T(1) : T(0); });      \
     });                                                                                        \
   }
 AG_COMPARISON(eq, x == y)
@@ -335,8 +340,8 @@ AG_COMPARISON(ge, x >= y)
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   detail::check_same_dtype(a, b, "where");
-  Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"),
-                                 b.shape(), "where");
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(shape, a.dtype());
   dispatch(condition.dtype(), [&]<typename C>() {
     dispatch(a.dtype(), [&]<typename T>() {
@@ -345,32 +350,31 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
       const T* pa = a.data<T>();
       const T* pb = b.data<T>();
       for_each_row<4>(shape,
-                      {out.strides(), broadcast_strides(condition, shape),
-                       broadcast_strides(a, shape), broadcast_strides(b, shape)},
-                      [&](const std::array<int64_t, 4>& off, int64_t n,
-                          const std::array<int64_t, 4>& st) {
-                        for (int64_t i = 0; i < n; ++i)
-                          po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != C(0)
-                                                       ? pa[off[2] + i * st[2]]
-                                                       : pb[off[3] + i * st[3]];
-                      });
+          {out.strides(), broadcast_strides(condition, shape), broadcast_strides(a, shape),
+              broadcast_strides(b, shape)},
+          [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+            for (int64_t i = 0; i < n; ++i)
+              po[off[0] + i * st[0]] =
+                  pc[off[1] + i * st[1]] != C(0) ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+          });
     });
   });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, where: ga = sum_to(c ? g : 0), gb = sum_to(c ? 0 : g); c not differentiated
   return detail::record(Op::where, out, {a, b},
-                        [condition, sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
-                          // The gradient flows to a where the condition holds, to b elsewhere.
-                          Tensor zero = zeros({}, g.dtype());
-                          return {needs[0] ? sum_to(where(condition, g, zero), sa) : Tensor(),
-                                  needs[1] ? sum_to(where(condition, zero, g), sb) : Tensor()};
-                        });
+      [condition, sa = a.shape(), sb = b.shape()](
+          const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // The gradient flows to a where the condition holds, to b elsewhere.
+        Tensor zero = zeros({}, g.dtype());
+        return {needs[0] ? sum_to(where(condition, g, zero), sa) : Tensor(),
+            needs[1] ? sum_to(where(condition, zero, g), sb) : Tensor()};
+      });
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (broadcast_shapes(mask.shape(), x.shape(), "masked_fill") != x.shape())
     fail<ShapeError>("masked_fill: mask of shape ", shape_str(mask.shape()),
-                     " does not broadcast to the input's shape ", shape_str(x.shape()));
+        " does not broadcast to the input's shape ", shape_str(x.shape()));
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -378,10 +382,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   }
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, masked_fill: gx = m ? 0 : g; m not differentiated
-  return detail::record(Op::masked_fill, out, {x}, [mask](const Tensor& g, const NeedsGrad&) -> Grads {
-    // Filled positions no longer depend on x: their gradient is 0.
-    return {masked_fill(g, mask, 0.0)};
-  });
+  return detail::record(
+      Op::masked_fill, out, {x}, [mask](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Filled positions no longer depend on x: their gradient is 0.
+        return {masked_fill(g, mask, 0.0)};
+      });
 }
 
 // ---- operators ----------------------------------------------------------------------------------

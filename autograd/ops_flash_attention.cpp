@@ -59,8 +59,8 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/detail/blas.h"
 #include "autograd/detail/attention_kernels.h"
+#include "autograd/detail/blas.h"
 #include "autograd/detail/fast_exp.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
@@ -75,15 +75,17 @@ constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile 
 
 // out[j] = e^(in[j] − shift) for j < n (in may be out): the fast float exp of the softmax
 // kernels, std::exp for float64.
-void exp_shifted_row(const float* in, float shift, float* out, int64_t n) { detail::exp_shifted(in, shift, out, n); }
+void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
+  detail::exp_shifted(in, shift, out, n);
+}
 void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = std::exp(in[j] - shift);
 }
 
 }  // namespace
 
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double dropout_p,
-                       bool training, Generator& generator) {
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+    double dropout_p, bool training, Generator& generator) {
   constexpr const char* kOpName = "flash_attention";
   check_attention_operands(q, k, v, dropout_p, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
@@ -98,23 +100,26 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
   const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
   const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());  // (B, Tq, H, dv), O's memory
-  Tensor out = detail::make_view(out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
+  Tensor out = detail::make_view(
+      out_buffer, {B, H, Tq, dv}, {Tq * H * dv, dv, H * dv, 1}, 0);  // (B, H, Tq, dv)
   const Heads O = heads_of(out);
   Tensor logsumexp = empty({B, H, Tq}, q.dtype());  // (B, H, Tq): L_i = m_i + log l_i
 
   dispatch(q.dtype(), [&]<typename T>() {
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
     parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
-      std::vector<T> tile(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) S, then P ⊙ D
-      std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kKeyBlock) : 0);  // one row of the tile's mask
-      T row_max[kQueryBlock], row_sum[kQueryBlock];                               // m_i and l_i
+      std::vector<T> tile(
+          static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) S, then P ⊙ D
+      std::vector<uint8_t> keep(
+          drop ? static_cast<std::size_t>(kKeyBlock) : 0);  // one row of the tile's mask
+      T row_max[kQueryBlock], row_sum[kQueryBlock];         // m_i and l_i
       RowKeys keys[kQueryBlock];
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
         for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, Tq - i0);
           T* O_block = O.head<T>(b, h) + i0 * O.row_stride;  // (rows, dv), rows O.row_stride apart
-          int64_t block_keys = 0;                            // the longest valid length of the block
+          int64_t block_keys = 0;  // the longest valid length of the block
           for (int64_t r = 0; r < rows; ++r) {
             keys[r] = valid_length.keys(b, i0 + r);
             block_keys = std::max(block_keys, keys[r].length);
@@ -125,15 +130,19 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
           for (int64_t j0 = 0; j0 < block_keys; j0 += kKeyBlock) {
             const int64_t cols = std::min(kKeyBlock, Tk - j0);
             // S = Q_I·K_Jᵀ: (rows, d)·(d, cols) -> (rows, cols), row stride kKeyBlock
-            detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q.head<T>(b, h) + i0 * Q.row_stride, Q.row_stride,
-                            K.head<T>(b, h) + j0 * K.row_stride, K.row_stride, tile.data(), kKeyBlock);
+            detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d,
+                Q.head<T>(b, h) + i0 * Q.row_stride, Q.row_stride,
+                K.head<T>(b, h) + j0 * K.row_stride, K.row_stride, tile.data(), kKeyBlock);
             for (int64_t r = 0; r < rows; ++r) {
               T* s = tile.data() + r * kKeyBlock;  // (cols) this row's scores, then its weights
-              const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);  // keys that count
-              // s_j = score_j / √d (all 0 for a uniform row); the keys past the valid length weigh 0
+              const int64_t n =
+                  std::clamp<int64_t>(keys[r].length - j0, 0, cols);  // keys that count
+              // s_j = score_j / √d (all 0 for a uniform row); the keys past the valid length weigh
+              // 0
               scale_scores(s, keys[r], n, cols, sqrt_d);
               if (n == 0) continue;  // nothing of this row in the tile: m, l and O stay
-              // m' = max(m, max_j s_j); the old sums are rescaled by exp(m − m') (0 on the first tile)
+              // m' = max(m, max_j s_j); the old sums are rescaled by exp(m − m') (0 on the first
+              // tile)
               const T new_max = std::max(row_max[r], *std::max_element(s, s + n));
               const T rescale = std::exp(row_max[r] - new_max);
               row_max[r] = new_max;
@@ -145,14 +154,15 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               if (rescale != T(1))
                 for (int64_t c = 0; c < dv; ++c) O_row[c] *= rescale;
               if (drop) {  // P̃_j = P_j ⊙ D_j: the mask of elements (head, i0 + r, j0 .. j0 + n)
-                detail::draw_dropout_keep(mask, q.dtype(), (head * Tq + i0 + r) * Tk + j0, n, keep.data());
+                detail::draw_dropout_keep(
+                    mask, q.dtype(), (head * Tq + i0 + r) * Tk + j0, n, keep.data());
                 detail::apply_dropout_keep(s, s, keep.data(), n, mask.scale);
               }
             }
             // O_I += P̃·V_J: (rows, cols)·(cols, dv) -> (rows, dv)
             detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, dv, cols, tile.data(), kKeyBlock,
-                            V.head<T>(b, h) + j0 * V.row_stride, V.row_stride, O_block, O.row_stride,
-                            /*accumulate=*/true);
+                V.head<T>(b, h) + j0 * V.row_stride, V.row_stride, O_block, O.row_stride,
+                /*accumulate=*/true);
           }
           // O = O / l and L = m + log l (a row without keys, Tk = 0, keeps O = 0)
           T* L_block = logsumexp.data<T>() + head * Tq + i0;
@@ -186,8 +196,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     dispatch(dtype, [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
       parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
-        std::vector<T> P(static_cast<std::size_t>(kQueryBlock * kKeyBlock));   // (rows, cols) P, then P̃
-        std::vector<T> dS(static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) dP̃, then dS
+        std::vector<T> P(
+            static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) P, then P̃
+        std::vector<T> dS(
+            static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) dP̃, then dS
         std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kQueryBlock * kKeyBlock) : 0);
         T delta[kQueryBlock];  // Δ_i
         RowKeys keys[kQueryBlock];
@@ -196,8 +208,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
           const T* L = logsumexp.data<T>() + head * Tq;  // (Tq)
           for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, Tq - i0);
-            const T* Q_block = Q.head<T>(b, h) + i0 * Q.row_stride;     // (rows, d)
-            const T* dO_block = dO.head<T>(b, h) + i0 * dO.row_stride;  // (rows, dv)
+            const T* Q_block = Q.head<T>(b, h) + i0 * Q.row_stride;                  // (rows, d)
+            const T* dO_block = dO.head<T>(b, h) + i0 * dO.row_stride;               // (rows, dv)
             T* dQ_block = want_q ? dQ.head<T>(b, h) + i0 * dQ.row_stride : nullptr;  // (rows, d)
             int64_t block_keys = 0;
             for (int64_t r = 0; r < rows; ++r) {
@@ -206,7 +218,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               // (0) Δ_i = dO_i · O_i
               const T* O_row = O_saved.head<T>(b, h) + (i0 + r) * O_saved.row_stride;
               double dot = 0;
-              for (int64_t c = 0; c < dv; ++c) dot += double(dO_block[r * dO.row_stride + c]) * double(O_row[c]);
+              for (int64_t c = 0; c < dv; ++c)
+                dot += double(dO_block[r * dO.row_stride + c]) * double(O_row[c]);
               delta[r] = static_cast<T>(dot);
             }
             for (int64_t j0 = 0; j0 < block_keys; j0 += kKeyBlock) {
@@ -215,22 +228,23 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               const T* V_block = V.head<T>(b, h) + j0 * V.row_stride;  // (cols, dv)
               // in the forward pass this was: P = exp(Q·Kᵀ / √d − L), so
               // (1) P of the tile, recomputed: (rows, d)·(d, cols) -> (rows, cols)
-              detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q_block, Q.row_stride, K_block, K.row_stride,
-                              P.data(), kKeyBlock);
+              detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q_block, Q.row_stride,
+                  K_block, K.row_stride, P.data(), kKeyBlock);
               for (int64_t r = 0; r < rows; ++r) {
                 T* p = P.data() + r * kKeyBlock;
                 const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
                 scale_scores(p, keys[r], n, cols, sqrt_d);
                 exp_shifted_row(p, L[i0 + r], p, n);
                 // the forward's dropout draws of this tile row, for (2) and (5)
-                if (drop) detail::draw_dropout_keep(mask, dtype, (head * Tq + i0 + r) * Tk + j0, n,
-                                                    keep.data() + r * kKeyBlock);
+                if (drop)
+                  detail::draw_dropout_keep(
+                      mask, dtype, (head * Tq + i0 + r) * Tk + j0, n, keep.data() + r * kKeyBlock);
               }
               const bool want_scores = want_q || want_k;  // dS serves only (6) and (7)
               // (4) dP̃ = dO_I·V_Jᵀ: (rows, dv)·(dv, cols) -> (rows, cols)
               if (want_scores)
-                detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, dv, dO_block, dO.row_stride, V_block,
-                                V.row_stride, dS.data(), kKeyBlock);
+                detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, dv, dO_block, dO.row_stride,
+                    V_block, V.row_stride, dS.data(), kKeyBlock);
               for (int64_t r = 0; r < rows; ++r) {
                 T* p = P.data() + r * kKeyBlock;
                 T* ds = dS.data() + r * kKeyBlock;
@@ -239,7 +253,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                 // (5) dS = P ⊙ (dP̃ ⊙ D − Δ) / √d; 0 past the valid length and in a uniform row
                 if (want_scores) {
                   if (drop) detail::apply_dropout_keep(ds, ds, keep_row, n, mask.scale);
-                  if (keys[r].uniform) std::fill(ds, ds + n, T(0));
+                  if (keys[r].uniform)
+                    std::fill(ds, ds + n, T(0));
                   else
                     for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - delta[r]) / sqrt_d;
                   std::fill(ds + n, ds + cols, T(0));
@@ -249,16 +264,18 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
               }
               // (3) dV_J += P̃ᵀ·dO_I: (cols, rows)·(rows, dv) -> (cols, dv)
               if (want_v)
-                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, dv, rows, P.data(), kKeyBlock, dO_block, dO.row_stride,
-                                dV.head<T>(b, h) + j0 * dV.row_stride, dV.row_stride, /*accumulate=*/true);
+                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, dv, rows, P.data(), kKeyBlock,
+                    dO_block, dO.row_stride, dV.head<T>(b, h) + j0 * dV.row_stride, dV.row_stride,
+                    /*accumulate=*/true);
               // (6) dQ_I += dS·K_J: (rows, cols)·(cols, d) -> (rows, d)
               if (want_q)
-                detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, d, cols, dS.data(), kKeyBlock, K_block, K.row_stride,
-                                dQ_block, dQ.row_stride, /*accumulate=*/true);
+                detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, d, cols, dS.data(), kKeyBlock,
+                    K_block, K.row_stride, dQ_block, dQ.row_stride, /*accumulate=*/true);
               // (7) dK_J += dSᵀ·Q_I: (cols, rows)·(rows, d) -> (cols, d)
               if (want_k)
-                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, d, rows, dS.data(), kKeyBlock, Q_block, Q.row_stride,
-                                dK.head<T>(b, h) + j0 * dK.row_stride, dK.row_stride, /*accumulate=*/true);
+                detail::gemm<T>(CblasTrans, CblasNoTrans, cols, d, rows, dS.data(), kKeyBlock,
+                    Q_block, Q.row_stride, dK.head<T>(b, h) + j0 * dK.row_stride, dK.row_stride,
+                    /*accumulate=*/true);
             }
           }
         }
@@ -266,10 +283,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     });
     return {dq, dk, dv_tensor};
   };
-  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D − rowsum(g ⊙ O))
-  //   (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
+  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D −
+  //   rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
   return detail::record(Op::flash_attention, out, {q, k, v}, backward);
 }
-
 
 }  // namespace ag::detail

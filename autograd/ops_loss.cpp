@@ -18,16 +18,18 @@ namespace ag {
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
   if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
     fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),
-                     " and targets of shape ", shape_str(targets.shape()),
-                     " do not fit (expected (N, V) and (N,))");
+        " and targets of shape ", shape_str(targets.shape()),
+        " do not fit (expected (N, V) and (N,))");
   const int64_t N = logits.size(0), V = logits.size(1);
-  if (V == 0) fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
+  if (V == 0)
+    fail<ShapeError>(
+        "cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
   std::vector<int64_t> target_ids;
   target_ids.reserve(static_cast<std::size_t>(N));
   for (double t : targets.to_vector<double>()) {
     if (!(t >= 0 && t < static_cast<double>(V)) || t != std::floor(t))
       fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
-                       ") for logits of shape ", shape_str(logits.shape()));
+          ") for logits of shape ", shape_str(logits.shape()));
     target_ids.push_back(static_cast<int64_t>(t));
   }
   Tensor x = contiguous(logits.detach());
@@ -45,30 +47,34 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
       for (int64_t v = 0; v < V; ++v) total += std::exp(double(row[v] - m));
       const double log_total = std::log(total);
       loss[n] = static_cast<T>(double(m) + log_total - double(row[target_ids[n]]));
-      for (int64_t v = 0; v < V; ++v) prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
+      for (int64_t v = 0; v < V; ++v)
+        prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
     }
   });
   // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t))
   Tensor out = detail::record(Op::cross_entropy, losses, {logits},
-                              [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
-                                // gx_nv = g_n · (softmax(x_n)_v − [v = t_n])
-                                Tensor grad = clone(probabilities);
-                                Tensor gc = contiguous(g);
-                                dispatch(grad.dtype(), [&]<typename T>() {
-                                  T* pg = grad.data<T>();
-                                  const T* up = gc.data<T>();
-                                  for (std::size_t n = 0; n < target_ids.size(); ++n) {
-                                    T* row = pg + static_cast<int64_t>(n) * V;
-                                    row[target_ids[n]] -= T(1);
-                                    for (int64_t v = 0; v < V; ++v) row[v] *= up[n];
-                                  }
-                                });
-                                return {grad};
-                              });
+      [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
+        // gx_nv = g_n · (softmax(x_n)_v − [v = t_n])
+        Tensor grad = clone(probabilities);
+        Tensor gc = contiguous(g);
+        dispatch(grad.dtype(), [&]<typename T>() {
+          T* pg = grad.data<T>();
+          const T* up = gc.data<T>();
+          for (std::size_t n = 0; n < target_ids.size(); ++n) {
+            T* row = pg + static_cast<int64_t>(n) * V;
+            row[target_ids[n]] -= T(1);
+            for (int64_t v = 0; v < V; ++v) row[v] *= up[n];
+          }
+        });
+        return {grad};
+      });
   switch (reduction) {
-    case Reduction::none: return out;
-    case Reduction::sum: return sum(out);
-    case Reduction::mean: break;
+    case Reduction::none:
+      return out;
+    case Reduction::sum:
+      return sum(out);
+    case Reduction::mean:
+      break;
   }
   if (N == 0) fail<ShapeError>("cross_entropy: the mean over 0 rows is undefined");
   return mean(out);

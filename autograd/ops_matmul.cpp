@@ -47,8 +47,9 @@ BlasMatrix blas_matrix(const Tensor& t) {
 // parallel_for's cost unit is about one element of an elementwise loop; a gemm's multiply-add is
 // some 16 times cheaper (vectorised, in cache), so a product splits only when it is large enough
 // to pay for waking a thread.
-constexpr int64_t gemm_cost(int64_t multiply_adds) { return std::max<int64_t>(multiply_adds / 16, 1); }
-
+constexpr int64_t gemm_cost(int64_t multiply_adds) {
+  return std::max<int64_t>(multiply_adds / 16, 1);
+}
 
 // Whether the batch dims of a row-major operand followed by its rows form one evenly strided
 // run, so that the batch of matrices is a single tall matrix: (B..., M, K) -> (B·M, K).
@@ -72,8 +73,8 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     return;
   }
   if (std::max({m, n, k}) > INT_MAX)
-    fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ",
-                     shape_str(b_in.shape()), " exceed BLAS's 32-bit sizes");
+    fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ", shape_str(b_in.shape()),
+        " exceed BLAS's 32-bit sizes");
   BlasMatrix a = blas_matrix(a_in), b = blas_matrix(b_in);
   // Batch strides of each operand in the output's batch index space (0 where broadcast).
   auto batch_strides = [&](const Tensor& t) {
@@ -98,18 +99,19 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     auto a_rows = [&](const T* a_matrix, int64_t begin) {
       return a_matrix + (a.trans == CblasNoTrans ? begin * a.ld : begin);
     };
-    const bool b_shared = std::all_of(b_batch.begin(), b_batch.end(), [](int64_t s) { return s == 0; });
-    const bool one_product = numel(batch) == 1 ||
-                             (b_shared && a.trans == CblasNoTrans && batch_folds_into_rows(a, a_batch, batch));
+    const bool b_shared =
+        std::all_of(b_batch.begin(), b_batch.end(), [](int64_t s) { return s == 0; });
+    const bool one_product = numel(batch) == 1 || (b_shared && a.trans == CblasNoTrans &&
+                                                      batch_folds_into_rows(a, a_batch, batch));
     if (one_product) {
-      // One gemm: (M, K) · (K, N), or (B..., M, K) · (K, N) as one tall (B·M, K) · (K, N) instead of
-      // B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) · op(B).
+      // One gemm: (M, K) · (K, N), or (B..., M, K) · (K, N) as one tall (B·M, K) · (K, N) instead
+      // of B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) ·
+      // op(B).
       const int64_t rows = numel(batch) * m;
-      if (rows > INT_MAX)
-        fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
+      if (rows > INT_MAX) fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
       parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
-        detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k), a_rows(pa, begin), a.ld, pb,
-                b.ld, pc + begin * n, int(n));
+        detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k),
+            a_rows(pa, begin), a.ld, pb, b.ld, pc + begin * n, int(n));
       });
       return;
     }
@@ -117,18 +119,18 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     std::vector<std::array<int64_t, 3>> offsets;  // per product: A's, B's and C's element offsets
     offsets.reserve(static_cast<std::size_t>(numel(batch)));
     detail::for_each_row<3>(batch, {a_batch, b_batch, out_batch},
-                            [&](const std::array<int64_t, 3>& off, int64_t count,
-                                const std::array<int64_t, 3>& st) {
-                              for (int64_t i = 0; i < count; ++i)
-                                offsets.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
-                            });
+        [&](const std::array<int64_t, 3>& off, int64_t count, const std::array<int64_t, 3>& st) {
+          for (int64_t i = 0; i < count; ++i)
+            offsets.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
+        });
     parallel_for(static_cast<int64_t>(offsets.size()), gemm_cost(m * n * k),
-                         [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const auto& off = offsets[static_cast<std::size_t>(i)];
-        detail::gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld, pb + off[1], b.ld, pc + off[2], int(n));
-      }
-    });
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            const auto& off = offsets[static_cast<std::size_t>(i)];
+            detail::gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld,
+                pb + off[1], b.ld, pc + off[2], int(n));
+          }
+        });
   });
 }
 
@@ -137,16 +139,15 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   const int64_t k = a.shape()[a.dim() - 1];
   if (k != b.shape()[b.dim() - 2])
     fail<ShapeError>("matmul: shapes ", shape_str(user_a), " and ", shape_str(user_b),
-                     " cannot be multiplied (", k, " != ", b.shape()[b.dim() - 2], ")");
+        " cannot be multiplied (", k, " != ", b.shape()[b.dim() - 2], ")");
   const Shape a_batch(a.shape().begin(), a.shape().end() - 2);
   const Shape b_batch(b.shape().begin(), b.shape().end() - 2);
   Shape batch;
   try {
     batch = broadcast_shapes(a_batch, b_batch, "matmul");
   } catch (const ShapeError&) {
-    fail<ShapeError>("matmul: batch dims of shapes ", shape_str(user_a), " and ",
-                     shape_str(user_b), " cannot be broadcast (", shape_str(a_batch),
-                     " vs ", shape_str(b_batch), ")");
+    fail<ShapeError>("matmul: batch dims of shapes ", shape_str(user_a), " and ", shape_str(user_b),
+        " cannot be broadcast (", shape_str(a_batch), " vs ", shape_str(b_batch), ")");
   }
   Shape out_shape = batch;
   out_shape.push_back(a.shape()[a.dim() - 2]);
@@ -155,25 +156,28 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   matmul_into(a, b, out, batch);
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, matmul: dA = sum_to(dC · Bᵀ), dB = sum_to(Aᵀ · dC)
-  return detail::record(Op::matmul, out, {a, b}, [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
-    Tensor ga, gb;
-    if (needs[0]) {
-      // dA = dC · Bᵀ: (..., M, N)·(..., N, K) -> (..., M, K); Bᵀ is a view read with a BLAS flag
-      ga = sum_to(matmul(g, transpose(b, -1, -2)), a.shape());
-    }
-    if (needs[1]) {
-      if (b.dim() == 2 && a.dim() > 2) {
-        // B was shared by every batch: dB = Σ_batch Aᵀ·dC = A'ᵀ · dC' with the batch folded into
-        // the rows, A' (B·M, K) and dC' (B·M, N) — one gemm instead of B gemms and a sum.
-        const int64_t rows = a.numel() / k;
-        gb = matmul(transpose(reshape(a, Shape{rows, k}), 0, 1), reshape(g, Shape{rows, g.size(-1)}));
-      } else {
-        // dB = Aᵀ · dC: (..., K, M)·(..., M, N) -> (..., K, N)
-        gb = sum_to(matmul(transpose(a, -1, -2), g), b.shape());
-      }
-    }
-    return {ga, gb};
-  });
+  return detail::record(
+      Op::matmul, out, {a, b}, [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        Tensor ga, gb;
+        if (needs[0]) {
+          // dA = dC · Bᵀ: (..., M, N)·(..., N, K) -> (..., M, K); Bᵀ is a view read with a BLAS
+          // flag
+          ga = sum_to(matmul(g, transpose(b, -1, -2)), a.shape());
+        }
+        if (needs[1]) {
+          if (b.dim() == 2 && a.dim() > 2) {
+            // B was shared by every batch: dB = Σ_batch Aᵀ·dC = A'ᵀ · dC' with the batch folded
+            // into the rows, A' (B·M, K) and dC' (B·M, N) — one gemm instead of B gemms and a sum.
+            const int64_t rows = a.numel() / k;
+            gb = matmul(
+                transpose(reshape(a, Shape{rows, k}), 0, 1), reshape(g, Shape{rows, g.size(-1)}));
+          } else {
+            // dB = Aᵀ · dC: (..., K, M)·(..., M, N) -> (..., K, N)
+            gb = sum_to(matmul(transpose(a, -1, -2), g), b.shape());
+          }
+        }
+        return {ga, gb};
+      });
 }
 
 }  // namespace
@@ -181,7 +185,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
     fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
-                     " cannot be multiplied (both operands need at least 1 dim)");
+        " cannot be multiplied (both operands need at least 1 dim)");
   detail::check_same_dtype(a, b, "matmul");
   // As torch.matmul: a 1-D left operand is a row vector (1, K), a 1-D right operand a column
   // vector (K, 1); the added dim is removed from the result.

@@ -51,21 +51,21 @@ namespace {
 // Throws unless x ends in normalized_shape and weight and bias (when defined) have exactly that
 // shape and x's dtype.
 void check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                           const Tensor& bias, const char* op) {
+    const Tensor& bias, const char* op) {
   if (normalized_shape.empty())
-    fail<ValueError>(op, ": normalized_shape cannot be empty (input of shape ",
-                     shape_str(x.shape()), ")");
+    fail<ValueError>(
+        op, ": normalized_shape cannot be empty (input of shape ", shape_str(x.shape()), ")");
   const int64_t n = static_cast<int64_t>(normalized_shape.size());
   const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
   if (!fits)
     fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()),
-                     " does not end in normalized_shape ", shape_str(normalized_shape));
+        " does not end in normalized_shape ", shape_str(normalized_shape));
   for (const auto& [name, parameter] : {std::pair{"weight", &weight}, std::pair{"bias", &bias}}) {
     if (!parameter->defined()) continue;
     if (parameter->shape() != normalized_shape)
       fail<ShapeError>(op, ": ", name, " of shape ", shape_str(parameter->shape()),
-                       " does not match normalized_shape ", shape_str(normalized_shape),
-                       " (input of shape ", shape_str(x.shape()), ")");
+          " does not match normalized_shape ", shape_str(normalized_shape), " (input of shape ",
+          shape_str(x.shape()), ")");
     detail::check_same_dtype(x, *parameter, op);
   }
 }
@@ -86,8 +86,8 @@ double row_sum(int64_t n, Term&& term) {
 // What the forward keeps for the backward: the rows it normalised, the scale, and per row μ and
 // rstd. x is (R, N) in memory — R rows (the leading dims) of N contiguous elements.
 struct NormalizedRows {
-  Tensor x, w;            // (..., *normalized_shape) contiguous, (*normalized_shape)
-  Tensor mean, rstd;      // (...) float64: μ and 1 / sqrt(σ² + eps) of each row
+  Tensor x, w;        // (..., *normalized_shape) contiguous, (*normalized_shape)
+  Tensor mean, rstd;  // (...) float64: μ and 1 / sqrt(σ² + eps) of each row
   int64_t R = 0, N = 0;
   Shape normalized_shape;
 };
@@ -96,10 +96,11 @@ struct NormalizedRows {
 Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
-  const Shape row_shape(x.shape().begin(), x.shape().end() - static_cast<int64_t>(rows.normalized_shape.size()));
-  Tensor out = empty(x.shape(), x.dtype());       // (..., *normalized_shape)
-  rows.mean = empty(row_shape, float64);          // (...)  μ of each row, saved for the backward
-  rows.rstd = empty(row_shape, float64);          // (...)  1 / sqrt(σ² + eps) of each row, saved
+  const Shape row_shape(
+      x.shape().begin(), x.shape().end() - static_cast<int64_t>(rows.normalized_shape.size()));
+  Tensor out = empty(x.shape(), x.dtype());  // (..., *normalized_shape)
+  rows.mean = empty(row_shape, float64);     // (...)  μ of each row, saved for the backward
+  rows.rstd = empty(row_shape, float64);     // (...)  1 / sqrt(σ² + eps) of each row, saved
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pw = rows.w.data<T>();
@@ -116,9 +117,9 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
         // mean() and var() do — no cancellation as in Σx² − Nμ².
         const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
         const double variance = row_sum(N, [&](int64_t i) {
-                                  const double centered = double(x_row[i]) - mu;
-                                  return centered * centered;
-                                }) / double(N);
+          const double centered = double(x_row[i]) - mu;
+          return centered * centered;
+        }) / double(N);
         const double s = 1.0 / std::sqrt(variance + eps);
         pmean[r] = mu;
         prstd[r] = s;
@@ -133,12 +134,12 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
 
 // The gradients of layer norm with respect to x, w and b (each only if asked for), from the
 // upstream gradient g: see the formulas at the top of the file.
-Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bool want_dx, bool want_dw,
-                       bool want_db) {
+Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bool want_dx,
+    bool want_dw, bool want_db) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
-  const Tensor g = contiguous(grad_output);                             // (..., *normalized_shape)
-  Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();         // (..., *normalized_shape)
+  const Tensor g = contiguous(grad_output);                           // (..., *normalized_shape)
+  Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();       // (..., *normalized_shape)
   std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
   std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
   dispatch(x.dtype(), [&]<typename T>() {
@@ -151,7 +152,9 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     const double* pmean = rows.mean.data<double>();
     const double* prstd = rows.rstd.data<double>();
     // x̂_i = (x_i − μ) · rstd of row r, rebuilt from the saved μ and rstd.
-    auto x_hat = [&](int64_t r, int64_t i) { return (double(px[r * N + i]) - pmean[r]) * prstd[r]; };
+    auto x_hat = [&](int64_t r, int64_t i) {
+      return (double(px[r * N + i]) - pmean[r]) * prstd[r];
+    };
     // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
     if (pdx)
       parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
@@ -159,10 +162,12 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
           const T* g_row = pg + r * N;
           auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
           const double mean_g_hat = row_sum(N, g_hat) / double(N);
-          const double mean_g_hat_x_hat = row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
+          const double mean_g_hat_x_hat =
+              row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
           T* dx_row = pdx + r * N;
           for (int64_t i = 0; i < N; ++i)
-            dx_row[i] = static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
+            dx_row[i] =
+                static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
         }
       });
     // Pass 2, columns split across threads (each sums its columns over the rows in order, so the
@@ -191,12 +196,14 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
 }
 
 // The rows of x (contiguous) with w = weight or 1 and b = bias or 0 — no affine needs no branches.
-NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, Tensor& b,
-                       const Tensor& bias) {
+NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+    Tensor& b, const Tensor& bias) {
   NormalizedRows rows;
   rows.x = x;
-  rows.w = weight.defined() ? contiguous(weight.detach()) : ones(normalized_shape, x.dtype());  // (*normalized_shape)
-  b = bias.defined() ? contiguous(bias.detach()) : zeros(normalized_shape, x.dtype());          // (*normalized_shape)
+  rows.w = weight.defined() ? contiguous(weight.detach())
+                            : ones(normalized_shape, x.dtype());  // (*normalized_shape)
+  b = bias.defined() ? contiguous(bias.detach())
+                     : zeros(normalized_shape, x.dtype());  // (*normalized_shape)
   rows.N = numel(normalized_shape);
   rows.R = rows.N == 0 ? 0 : x.numel() / rows.N;
   rows.normalized_shape = normalized_shape;
@@ -206,30 +213,32 @@ NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Ten
 }  // namespace
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+    const Tensor& bias, double eps) {
   check_layer_norm_args(input, normalized_shape, weight, bias, "layer_norm");
   Tensor b;
   NormalizedRows rows = rows_of(contiguous(input.detach()), normalized_shape, weight, b, bias);
   Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
   if (!detail::any_requires_grad({input, weight, bias})) return out;
-  // docs/ops.md, layer_norm: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)) with ĝ = g · w, dw = Σ_rows g · x̂, db =
-  //   Σ_rows g
+  // docs/ops.md, layer_norm: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)) with ĝ = g · w, dw =
+  //   Σ_rows g · x̂, db = Σ_rows g
   return detail::record(Op::layer_norm, out, {input, weight, bias},
-                        [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
-                          return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
-                        });
+      [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
+        return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
+      });
 }
 
-Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape, const Tensor& weight,
-                              const Tensor& bias, double eps, double p, bool training, Generator& generator) {
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
+    const Tensor& weight, const Tensor& bias, double eps, double p, bool training,
+    Generator& generator) {
   if (x.shape() != y.shape())
-    fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()), " and y of shape ",
-                     shape_str(y.shape()), " differ (the residual sum x + dropout(y) needs one shape)");
+    fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()),
+        " and y of shape ", shape_str(y.shape()),
+        " differ (the residual sum x + dropout(y) needs one shape)");
   detail::check_same_dtype(x, y, "dropout_add_layer_norm");
   check_layer_norm_args(x, normalized_shape, weight, bias, "dropout_add_layer_norm");
   if (!(p >= 0.0 && p <= 1.0))
     fail<ValueError>("dropout_add_layer_norm: probability ", p, " is outside [0, 1] (input shape ",
-                     shape_str(x.shape()), ")");
+        shape_str(x.shape()), ")");
   const int64_t n = x.numel();
   const bool drop = training && p > 0.0;
   // The mask ag::dropout(y, p) would draw from this generator state (the same blocks), as bytes.
@@ -251,8 +260,10 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
     T* pz = z.data<T>();
     parallel_for(n, 2, [&](int64_t begin, int64_t end) {
       if (drop) {
-        detail::apply_dropout_keep(py + begin, pz + begin, keep.get() + begin, end - begin, mask.scale);
-        for (int64_t i = begin; i < end; ++i) pz[i] = px[i] + pz[i];  // x + m ⊙ y, as add(x, dropout(y))
+        detail::apply_dropout_keep(
+            py + begin, pz + begin, keep.get() + begin, end - begin, mask.scale);
+        for (int64_t i = begin; i < end; ++i)
+          pz[i] = px[i] + pz[i];  // x + m ⊙ y, as add(x, dropout(y))
       } else {
         for (int64_t i = begin; i < end; ++i) pz[i] = px[i] + py[i];
       }
@@ -262,10 +273,9 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
   NormalizedRows rows = rows_of(z, normalized_shape, weight, b, bias);
   Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
   if (!detail::any_requires_grad({x, y, weight, bias})) return out;
-  // docs/ops.md, dropout_add_layer_norm: dz from layer_norm's backward; dx = dz, dy = m ⊙ dz, dw and db as
-  //   layer_norm's
-  return detail::record(
-      Op::dropout_add_layer_norm, out, {x, y, weight, bias},
+  // docs/ops.md, dropout_add_layer_norm: dz from layer_norm's backward; dx = dz, dy = m ⊙ dz, dw
+  //   and db as layer_norm's
+  return detail::record(Op::dropout_add_layer_norm, out, {x, y, weight, bias},
       [rows, keep, mask, drop, n](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
         // In the forward pass this was out = layer_norm(z), z = x + m ⊙ y, so
         //   dz = layer norm's dx (above),  dx = dz,  dy = m ⊙ dz,  dw and db as layer norm's.
@@ -280,7 +290,8 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
               const T* pdz = dz.data<T>();
               T* pdy = dy.data<T>();
               parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-                detail::apply_dropout_keep(pdz + begin, pdy + begin, keep.get() + begin, end - begin, mask.scale);
+                detail::apply_dropout_keep(
+                    pdz + begin, pdy + begin, keep.get() + begin, end - begin, mask.scale);
               });
             });
           }

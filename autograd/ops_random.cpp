@@ -7,12 +7,12 @@
 // Scaling the kept units by 1/(1 − p) ("inverted dropout") keeps E[y] = x, so evaluation needs
 // no rescaling: outside training dropout is the identity.
 //
-// Element i keeps its unit when its uniform draw u_i < 1 − p — the draws bernoulli(x.shape(), 1 − p)
-// makes from the same generator state, word for word (see ag::bernoulli). The mask is kept for the
-// backward as one byte per element (a quarter of a float mask). Philox is counter-based — element
-// i's draw is a pure function of the seed and the block counter the mask reserved — so any range
-// of the mask can be drawn on its own: threads split it, and scaled_dot_product_attention draws
-// the mask of its weights head by head (detail::draw_dropout_keep).
+// Element i keeps its unit when its uniform draw u_i < 1 − p — the draws bernoulli(x.shape(), 1 −
+// p) makes from the same generator state, word for word (see ag::bernoulli). The mask is kept for
+// the backward as one byte per element (a quarter of a float mask). Philox is counter-based —
+// element i's draw is a pure function of the seed and the block counter the mask reserved — so any
+// range of the mask can be drawn on its own: threads split it, and scaled_dot_product_attention
+// draws the mask of its weights head by head (detail::draw_dropout_keep).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,12 +33,13 @@ namespace {
 // e's draw is its 32-bit word e (float32) or its words 2e and 2e + 1 (float64), word w being word
 // w % 4 of Philox block mask.first_block + w / 4.
 template <class T>
-void draw_keep(const detail::DropoutMask& mask, int64_t first_element, int64_t n, uint8_t* __restrict keep) {
+void draw_keep(
+    const detail::DropoutMask& mask, int64_t first_element, int64_t n, uint8_t* __restrict keep) {
   constexpr int64_t kBlocks = 64, kWords = 4 * kBlocks;  // one buffer of Philox output
   constexpr int64_t kWordsPerElement = sizeof(T) == 4 ? 1 : 2;
   const Generator generator(mask.seed);
   uint32_t words[kWords];
-  // float32: u = (w >> 8) · 2⁻²⁴ < keep_prob  ⇔  (w >> 8) < ⌈keep_prob · 2²⁴⌉, compared as integers.
+  // float32: u = (w >> 8) · 2⁻²⁴ < keep_prob ⇔ (w >> 8) < ⌈keep_prob · 2²⁴⌉, compared as integers.
   const auto threshold = static_cast<uint32_t>(std::ceil(mask.keep_prob * 0x1.0p24));
   const int64_t first_word = first_element * kWordsPerElement;
   const int64_t end_word = first_word + n * kWordsPerElement;
@@ -46,7 +47,7 @@ void draw_keep(const detail::DropoutMask& mask, int64_t first_element, int64_t n
   for (int64_t buffer_start = first_word / 4 * 4; buffer_start < end_word; buffer_start += kWords) {
     const int64_t buffer_end = std::min(buffer_start + kWords, end_word);
     generator.fill_blocks(mask.first_block + static_cast<uint64_t>(buffer_start / 4), words,
-                          (buffer_end - buffer_start + 3) / 4);
+        (buffer_end - buffer_start + 3) / 4);
     const int64_t begin_word = std::max(buffer_start, first_word);
     const uint32_t* w = words + (begin_word - buffer_start);
     uint8_t* k = keep + (begin_word - first_word) / kWordsPerElement;
@@ -54,7 +55,8 @@ void draw_keep(const detail::DropoutMask& mask, int64_t first_element, int64_t n
     if constexpr (sizeof(T) == 4) {
       for (int64_t i = 0; i < count; ++i) k[i] = (w[i] >> 8) < threshold;
     } else {
-      for (int64_t i = 0; i < count; ++i) k[i] = detail::uniform_double(w[2 * i], w[2 * i + 1]) < mask.keep_prob;
+      for (int64_t i = 0; i < count; ++i)
+        k[i] = detail::uniform_double(w[2 * i], w[2 * i + 1]) < mask.keep_prob;
     }
   }
 }
@@ -67,14 +69,16 @@ DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator
   const int64_t words_per_element = dtype == float32 ? 1 : 2;
   DropoutMask mask;
   mask.seed = generator.seed();
-  mask.first_block = generator.reserve_blocks(static_cast<uint64_t>((numel * words_per_element + 3) / 4));
+  mask.first_block =
+      generator.reserve_blocks(static_cast<uint64_t>((numel * words_per_element + 3) / 4));
   // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
   mask.keep_prob = 1.0 - p;
   mask.scale = p == 1.0 ? 0.0 : 1.0 / mask.keep_prob;
   return mask;
 }
 
-void draw_dropout_keep(const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep) {
+void draw_dropout_keep(
+    const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep) {
   dispatch(dtype, [&]<typename T>() { draw_keep<T>(mask, first_element, n, keep); });
 }
 
@@ -82,8 +86,8 @@ void draw_dropout_keep(const DropoutMask& mask, DType dtype, int64_t first_eleme
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   if (!(p >= 0.0 && p <= 1.0))
-    fail<ValueError>("dropout: probability ", p, " is outside [0, 1] (input shape ",
-                     shape_str(x.shape()), ")");
+    fail<ValueError>(
+        "dropout: probability ", p, " is outside [0, 1] (input shape ", shape_str(x.shape()), ")");
   if (!training || p == 0.0) return x;
   const int64_t n = x.numel();
   const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
@@ -101,7 +105,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
       const T* pin = in.data<T>();
       T* pout = out.data<T>();
       parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-        detail::apply_dropout_keep(pin + begin, pout + begin, keep.get() + begin, end - begin, scale);
+        detail::apply_dropout_keep(
+            pin + begin, pout + begin, keep.get() + begin, end - begin, scale);
       });
     });
     return out;
@@ -112,10 +117,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
     out = masked(x);  // (same shape as x)
   }
   // docs/ops.md, dropout: g · m
-  return detail::record(Op::dropout, out, {x}, [masked](const Tensor& g, const NeedsGrad&) -> Grads {
-    // dy/dx = m: the forward's mask
-    return {masked(g)};
-  });
+  return detail::record(
+      Op::dropout, out, {x}, [masked](const Tensor& g, const NeedsGrad&) -> Grads {
+        // dy/dx = m: the forward's mask
+        return {masked(g)};
+      });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

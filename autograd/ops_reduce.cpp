@@ -19,22 +19,22 @@ namespace {
 // Which dims a reduction removes, and the shapes with (keep_shape) and without (out_shape) them.
 struct ReductionPlan {
   std::vector<bool> reduced;
-  Shape keep_shape;     // reduced dims have size 1
-  Shape out_shape;      // reduced dims removed (or kept as 1 with keepdim)
-  int64_t group_size;   // elements per output element
+  Shape keep_shape;    // reduced dims have size 1
+  Shape out_shape;     // reduced dims removed (or kept as 1 with keepdim)
+  int64_t group_size;  // elements per output element
 };
 
 ReductionPlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
   if (dims.empty())
-    fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()),
-                     "; call ", op, "(x) to reduce over all elements");
+    fail<ShapeError>(op, ": no dims given for a tensor of shape ", shape_str(x.shape()), "; call ",
+        op, "(x) to reduce over all elements");
   ReductionPlan r{std::vector<bool>(x.shape().size(), false), x.shape(), {}, 1};
   for (int64_t dim : dims) {
     int64_t d = wrap_dim(dim, x.dim(), op);
     if (x.dim() == 0) continue;  // dim 0 / -1 of a 0-dim tensor: nothing to reduce
     if (r.reduced[d])
-      fail<ShapeError>(op, ": dim ", dim, " is listed twice for a tensor of shape ",
-                       shape_str(x.shape()));
+      fail<ShapeError>(
+          op, ": dim ", dim, " is listed twice for a tensor of shape ", shape_str(x.shape()));
     r.reduced[d] = true;
     r.keep_shape[d] = 1;
     r.group_size *= x.shape()[d];
@@ -45,8 +45,8 @@ ReductionPlan plan_reduction(const Tensor& x, const Shape& dims, bool keepdim, c
 }
 
 ReductionPlan plan_full_reduction(const Tensor& x) {
-  return {std::vector<bool>(x.shape().size(), true), Shape(x.shape().size(), 1), Shape{},
-          x.numel()};
+  return {
+      std::vector<bool>(x.shape().size(), true), Shape(x.shape().size(), 1), Shape{}, x.numel()};
 }
 
 // Strides that map an element of x to its group's slot in a contiguous keep_shape buffer.
@@ -59,8 +59,8 @@ Shape group_strides(const ReductionPlan& r) {
 
 void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* op) {
   if (r.group_size == 0 && numel(r.keep_shape) > 0)
-    fail<ShapeError>(op, ": cannot reduce over zero elements (input shape ",
-                     shape_str(x.shape()), ")");
+    fail<ShapeError>(
+        op, ": cannot reduce over zero elements (input shape ", shape_str(x.shape()), ")");
 }
 
 // Σ of each group, in double.
@@ -69,21 +69,22 @@ std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r) {
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
-                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                      const T* in = px + off[0];
-                      if (st[1] == 0) {  // the whole row falls into one group
-                        double s = 0;
-                        for (int64_t i = 0; i < n; ++i) s += double(in[i * st[0]]);
-                        acc[off[1]] += s;
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += double(in[i * st[0]]);
-                      }
-                    });
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          const T* in = px + off[0];
+          if (st[1] == 0) {  // the whole row falls into one group
+            double s = 0;
+            for (int64_t i = 0; i < n; ++i) s += double(in[i * st[0]]);
+            acc[off[1]] += s;
+          } else {
+            for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += double(in[i * st[0]]);
+          }
+        });
   });
   return acc;
 }
 
-Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype, double scale) {
+Tensor from_doubles(
+    const std::vector<double>& values, const Shape& shape, DType dtype, double scale) {
   Tensor out = empty(shape, dtype);
   dispatch(dtype, [&]<typename T>() {
     T* p = out.data<T>();
@@ -100,11 +101,11 @@ Tensor expand_back(const Tensor& g, const ReductionPlan& r, const Shape& input_s
 Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0);
   // docs/ops.md, sum: g broadcast back over the dims
-  return detail::record(Op::sum, out, {x},
-                        [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // ∂(Σ x)/∂x_i = 1 for every x_i of the group
-                          return {expand_back(g, r, shape)};
-                        });
+  return detail::record(
+      Op::sum, out, {x}, [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂(Σ x)/∂x_i = 1 for every x_i of the group
+        return {expand_back(g, r, shape)};
+      });
 }
 
 Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
@@ -112,11 +113,11 @@ Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
   const double n = static_cast<double>(r.group_size);
   Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0 / n);
   // docs/ops.md, mean: g / N broadcast back
-  return detail::record(Op::mean, out, {x},
-                        [r, n, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // ∂(Σ x / N)/∂x_i = 1 / N
-                          return {expand_back(div(g, n), r, shape)};
-                        });
+  return detail::record(
+      Op::mean, out, {x}, [r, n, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂(Σ x / N)/∂x_i = 1 / N
+        return {expand_back(div(g, n), r, shape)};
+      });
 }
 
 Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
@@ -129,45 +130,43 @@ Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
     const T* px = xc.data<T>();
     std::vector<T> best(groups);
     for_each_row<2>(xc.shape(), {xc.strides(), group_strides(r)},
-                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                      for (int64_t i = 0; i < n; ++i) {
-                        const int64_t at = off[0] + i * st[0];
-                        const std::size_t group = static_cast<std::size_t>(off[1] + i * st[1]);
-                        const T v = px[at];
-                        // Strictly greater keeps the first maximum; NaN wins, as in PyTorch.
-                        if (argmax[group] < 0 || v > best[group] ||
-                            (std::isnan(v) && !std::isnan(best[group]))) {
-                          best[group] = v;
-                          argmax[group] = at;
-                        }
-                      }
-                    });
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t at = off[0] + i * st[0];
+            const std::size_t group = static_cast<std::size_t>(off[1] + i * st[1]);
+            const T v = px[at];
+            // Strictly greater keeps the first maximum; NaN wins, as in PyTorch.
+            if (argmax[group] < 0 || v > best[group] ||
+                (std::isnan(v) && !std::isnan(best[group]))) {
+              best[group] = v;
+              argmax[group] = at;
+            }
+          }
+        });
     std::copy(best.begin(), best.end(), out.data<T>());
   });
   // docs/ops.md, max: g at the first arg-max, 0 elsewhere
   return detail::record(Op::max, out, {x},
-                        [argmax = std::move(argmax), shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // ∂ max/∂x_i = 1 for the arg-max of each group, 0 for the others
-                          Tensor grad = zeros(shape, g.dtype());
-                          Tensor gc = contiguous(g);
-                          dispatch(g.dtype(), [&]<typename T>() {
-                            T* dst = grad.data<T>();
-                            const T* src = gc.data<T>();
-                            for (std::size_t j = 0; j < argmax.size(); ++j) dst[argmax[j]] += src[j];
-                          });
-                          return {grad};
-                        });
+      [argmax = std::move(argmax), shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂ max/∂x_i = 1 for the arg-max of each group, 0 for the others
+        Tensor grad = zeros(shape, g.dtype());
+        Tensor gc = contiguous(g);
+        dispatch(g.dtype(), [&]<typename T>() {
+          T* dst = grad.data<T>();
+          const T* src = gc.data<T>();
+          for (std::size_t j = 0; j < argmax.size(); ++j) dst[argmax[j]] += src[j];
+        });
+        return {grad};
+      });
 }
 
 Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   check_nonempty_groups(x, r, "var");
-  if (correction < 0)
-    fail<ValueError>("var: correction ", correction, " is negative");
+  if (correction < 0) fail<ValueError>("var: correction ", correction, " is negative");
   const int64_t dof = r.group_size - correction;
   if (dof <= 0 && numel(r.keep_shape) > 0)
     fail<ShapeError>("var: ", r.group_size, " element(s) per group of input shape ",
-                     shape_str(x.shape()), " leave no degrees of freedom with correction ",
-                     correction);
+        shape_str(x.shape()), " leave no degrees of freedom with correction ", correction);
   // Two passes: the group means x̄, then Σ (x − x̄)², both in double.
   std::vector<double> means = group_sums(x, r);
   for (double& m : means) m /= static_cast<double>(r.group_size);
@@ -175,25 +174,25 @@ Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
-                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                      for (int64_t i = 0; i < n; ++i) {
-                        const int64_t group = off[1] + i * st[1];
-                        const double deviation = double(px[off[0] + i * st[0]]) - means[group];
-                        squares[group] += deviation * deviation;
-                      }
-                    });
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t group = off[1] + i * st[1];
+            const double deviation = double(px[off[0] + i * st[0]]) - means[group];
+            squares[group] += deviation * deviation;
+          }
+        });
   });
   Tensor out = from_doubles(squares, r.out_shape, x.dtype(), 1.0 / static_cast<double>(dof));
   if (!detail::any_requires_grad({x})) return out;
   Tensor mean_kept = from_doubles(means, r.keep_shape, x.dtype(), 1.0);
   // docs/ops.md, var: g · 2 (x − x̄) / (N − c)
-  return detail::record(Op::var, out, {x},
-                        [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // ∂/∂x_i Σ (x − x̄)² / (N − c) = 2 (x_i − x̄) / (N − c)
-                          // (the x̄ term vanishes: Σ (x − x̄) = 0)
-                          Tensor centered = sub(x, mean_kept);
-                          return {mul(expand_back(g, r, x.shape()), mul(centered, 2.0 / double(dof)))};
-                        });
+  return detail::record(
+      Op::var, out, {x}, [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂/∂x_i Σ (x − x̄)² / (N − c) = 2 (x_i − x̄) / (N − c)
+        // (the x̄ term vanishes: Σ (x − x̄) = 0)
+        Tensor centered = sub(x, mean_kept);
+        return {mul(expand_back(g, r, x.shape()), mul(centered, 2.0 / double(dof)))};
+      });
 }
 
 }  // namespace
@@ -229,17 +228,17 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
     const T* px = x.data<T>();
     T* pi = indices.data<T>();
     for_each_row<2>(outer, {x.strides(), indices.strides()},
-                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                      for (int64_t i = 0; i < n; ++i) {
-                        const T* lane = px + off[0] + i * st[0];
-                        int64_t best = 0;
-                        for (int64_t k = 1; k < length; ++k) {
-                          const T v = lane[k * x.strides()[d]], b = lane[best * x.strides()[d]];
-                          if (v > b || (std::isnan(v) && !std::isnan(b))) best = k;
-                        }
-                        pi[off[1] + i * st[1]] = static_cast<T>(best);
-                      }
-                    });
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            const T* lane = px + off[0] + i * st[0];
+            int64_t best = 0;
+            for (int64_t k = 1; k < length; ++k) {
+              const T v = lane[k * x.strides()[d]], b = lane[best * x.strides()[d]];
+              if (v > b || (std::isnan(v) && !std::isnan(b))) best = k;
+            }
+            pi[off[1] + i * st[1]] = static_cast<T>(best);
+          }
+        });
   });
   return reshape(indices, r.out_shape);
 }
@@ -255,7 +254,8 @@ std::vector<double> squared_norm_partials(const Tensor& t) {
     parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         double sum = 0;
-        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) sum += double(p[i]) * double(p[i]);
+        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i)
+          sum += double(p[i]) * double(p[i]);
         partial[static_cast<std::size_t>(b)] = sum;
       }
     });

@@ -23,8 +23,7 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
   std::optional<std::size_t> inferred;
   for (std::size_t d = 0; d < out.size(); ++d) {
     if (out[d] == -1) {
-      if (inferred)
-        fail<ShapeError>(op, ": only one dim can be -1 in shape ", shape_str(shape));
+      if (inferred) fail<ShapeError>(op, ": only one dim can be -1 in shape ", shape_str(shape));
       inferred = d;
     } else if (out[d] < 0) {
       fail<ShapeError>(op, ": invalid size ", out[d], " in shape ", shape_str(shape));
@@ -36,11 +35,11 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
   if (inferred) {
     if (known == 0 || count % known != 0)
       fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
-                       shape_str(x.shape()), " (", count, " elements)");
+          shape_str(x.shape()), " (", count, " elements)");
     out[*inferred] = count / known;
   } else if (known != count) {
     fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
-                     shape_str(x.shape()), " (", count, " elements)");
+        shape_str(x.shape()), " (", count, " elements)");
   }
   return out;
 }
@@ -60,7 +59,7 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
     tensor_numel *= old_shape[tensor_d];
     // A run ends where the next-outer dim is not laid out right after this one.
     if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
-                          old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+                             old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
         strides[view_d] = view_numel * chunk_base_stride;
         view_numel *= shape[view_d];
@@ -80,10 +79,11 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
 
 // Records a view-like op whose gradient is g reshaped back to the input's shape.
 Tensor record_reshape_like(Op op, const Tensor& out, const Tensor& x) {
-  return detail::record(op, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // Same elements, other shape: the gradient is reshaped back
-    return {reshape(g, shape)};
-  });
+  return detail::record(
+      op, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Same elements, other shape: the gradient is reshaped back
+        return {reshape(g, shape)};
+      });
 }
 
 // x as a contiguous (outer, size, inner) block around `dim`.
@@ -120,9 +120,11 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 Tensor view(const Tensor& x, const Shape& shape) {
   Shape target = infer_shape(shape, x, "view");
   if (!view_strides(x, target))
-    fail<ShapeError>("view: shape ", shape_str(target), " is not compatible with the input's "
-                     "shape ", shape_str(x.shape()), " and strides ", shape_str(x.strides()),
-                     " without a copy; use reshape");
+    fail<ShapeError>("view: shape ", shape_str(target),
+        " is not compatible with the input's "
+        "shape ",
+        shape_str(x.shape()), " and strides ", shape_str(x.strides()),
+        " without a copy; use reshape");
   return reshape(x, target);
 }
 
@@ -142,7 +144,7 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   }
   if (!valid)
     fail<ShapeError>("permute: dims ", shape_str(dims), " are not a permutation of the ", n,
-                     " dims of shape ", shape_str(x.shape()));
+        " dims of shape ", shape_str(x.shape()));
   Shape shape(n), strides(n), inverse(n);
   for (int64_t i = 0; i < n; ++i) {
     shape[i] = x.shape()[order[i]];
@@ -151,10 +153,11 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   }
   Tensor out = detail::make_view(x, shape, strides, x.offset());
   // docs/ops.md, permute: permute(g, inverse order)
-  return detail::record(Op::permute, out, {x}, [inverse](const Tensor& g, const NeedsGrad&) -> Grads {
-    // Output dim i is input dim order[i]: put the gradient's dims back with the inverse order
-    return {permute(g, inverse)};
-  });
+  return detail::record(
+      Op::permute, out, {x}, [inverse](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Output dim i is input dim order[i]: put the gradient's dims back with the inverse order
+        return {permute(g, inverse)};
+      });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
@@ -205,7 +208,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 Tensor expand(const Tensor& x, const Shape& shape) {
   if (shape.size() < x.shape().size())
     fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
-                     shape_str(shape), " (fewer dims)");
+        shape_str(shape), " (fewer dims)");
   const std::size_t lead = shape.size() - x.shape().size();
   Shape target = shape, strides(shape.size(), 0);
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -213,13 +216,13 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     const int64_t own = existing ? x.shape()[d - lead] : 1;
     if (target[d] == -1) {
       if (!existing)
-        fail<ShapeError>("expand: -1 is not allowed for the new leading dim ", d, " in ",
-                         shape_str(shape));
+        fail<ShapeError>(
+            "expand: -1 is not allowed for the new leading dim ", d, " in ", shape_str(shape));
       target[d] = own;
     }
     if (own != target[d] && own != 1)
       fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
-                       shape_str(shape), " (dim ", d, ": ", own, " vs ", target[d], ")");
+          shape_str(shape), " (dim ", d, ": ", own, " vs ", target[d], ")");
     if (target[d] < 0)
       fail<ShapeError>("expand: invalid size ", target[d], " in ", shape_str(shape));
     strides[d] = existing && own == target[d] ? x.strides()[d - lead] : 0;
@@ -227,10 +230,11 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   if (target == x.shape()) return x;
   Tensor out = detail::make_view(x, target, strides, x.offset());
   // docs/ops.md, expand: sum_to(g, input shape)
-  return detail::record(Op::expand, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-    // Each input element fed every position it was repeated to: sum those gradients
-    return {sum_to(g, shape)};
-  });
+  return detail::record(
+      Op::expand, out, {x}, [shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Each input element fed every position it was repeated to: sum those gradients
+        return {sum_to(g, shape)};
+      });
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
@@ -238,8 +242,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shap
 // ---- slicing ----------------------------------------------------------------------------------
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  if (x.dim() == 0)
-    fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
+  if (x.dim() == 0) fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
   dim = wrap_dim(dim, x.dim(), "slice");
   if (step <= 0)
     fail<ShapeError>("slice: step ", step, " must be positive (shape ", shape_str(x.shape()), ")");
@@ -255,12 +258,12 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Tensor out = detail::make_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
   // docs/ops.md, slice: zeros with g written into the slice
   return detail::record(Op::slice, out, {x},
-                        [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // Sliced-out elements get 0; the others their gradient
-                          Tensor grad = zeros(shape, g.dtype());
-                          detail::copy_into(slice(grad, dim, start, end, step), g);
-                          return {grad};
-                        });
+      [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Sliced-out elements get 0; the others their gradient
+        Tensor grad = zeros(shape, g.dtype());
+        detail::copy_into(slice(grad, dim, start, end, step), g);
+        return {grad};
+      });
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
@@ -269,8 +272,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const int64_t size = x.shape()[dim];
   if (start < 0) start += size;
   if (start < 0 || length < 0 || start + length > size)
-    fail<ShapeError>("narrow: start ", start, " and length ", length,
-                     " do not fit dim ", dim, " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("narrow: start ", start, " and length ", length, " do not fit dim ", dim,
+        " of shape ", shape_str(x.shape()));
   return slice(x, dim, start, start + length);
 }
 
@@ -279,8 +282,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   dim = wrap_dim(dim, x.dim(), "select");
   const int64_t size = x.shape()[dim];
   if (index < -size || index >= size)
-    fail<ShapeError>("select: index ", index, " is out of range for dim ", dim,
-                     " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("select: index ", index, " is out of range for dim ", dim, " of shape ",
+        shape_str(x.shape()));
   return squeeze(narrow(x, dim, index < 0 ? index + size : index, 1), dim);
 }
 
@@ -293,8 +296,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     total += s;
   }
   if (total != x.shape()[dim])
-    fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ",
-                     dim, " of shape ", shape_str(x.shape()));
+    fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ", dim,
+        " of shape ", shape_str(x.shape()));
   std::vector<Tensor> pieces;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -307,8 +310,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   if (x.dim() == 0) fail<ShapeError>("split: a 0-dim tensor cannot be split");
   if (split_size <= 0)
-    fail<ShapeError>("split: split size ", split_size, " must be positive (shape ",
-                     shape_str(x.shape()), ")");
+    fail<ShapeError>(
+        "split: split size ", split_size, " must be positive (shape ", shape_str(x.shape()), ")");
   const int64_t size = x.shape()[wrap_dim(dim, x.dim(), "split")];
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += split_size)
@@ -330,29 +333,31 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     for (int64_t d = 0; fits && d < first.dim(); ++d)
       fits = d == dim || t.shape()[d] == first.shape()[d];
     if (!fits)
-      fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ",
-                       shape_str(t.shape()), " differ outside dim ", dim);
+      fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ", shape_str(t.shape()),
+          " differ outside dim ", dim);
     shape[dim] += t.shape()[dim];
   }
   Tensor out = empty(shape, first.dtype());
   std::vector<int64_t> sizes;
   int64_t start = 0;
   for (const Tensor& t : tensors) {
-    detail::copy_into(detail::make_view(out, t.shape(), out.strides(), start * out.strides()[dim]), t);
+    detail::copy_into(
+        detail::make_view(out, t.shape(), out.strides(), start * out.strides()[dim]), t);
     sizes.push_back(t.shape()[dim]);
     start += t.shape()[dim];
   }
   // docs/ops.md, concat: narrow(g, d, offset_i, size_i) for input i
-  return detail::record(Op::concat, out, tensors, [sizes, dim](const Tensor& g, const NeedsGrad& needs) -> Grads {
-    // Each input receives the part of the gradient where it was placed
-    Grads grads;
-    int64_t at = 0;
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      grads.push_back(needs[i] ? narrow(g, dim, at, sizes[i]) : Tensor());
-      at += sizes[i];
-    }
-    return grads;
-  });
+  return detail::record(
+      Op::concat, out, tensors, [sizes, dim](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        // Each input receives the part of the gradient where it was placed
+        Grads grads;
+        int64_t at = 0;
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          grads.push_back(needs[i] ? narrow(g, dim, at, sizes[i]) : Tensor());
+          at += sizes[i];
+        }
+        return grads;
+      });
 }
 
 // ---- gather-like ------------------------------------------------------------------------------
@@ -374,15 +379,16 @@ Tensor gather_rows(const Tensor& x, int64_t dim, const std::vector<int64_t>& ind
     const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
     for (int64_t o = 0; o < a.outer; ++o)
       for (int64_t j = 0; j < count; ++j)
-        std::memcpy(dst + (o * count + j) * a.inner, src + (o * a.size + index[j]) * a.inner, row_bytes);
+        std::memcpy(
+            dst + (o * count + j) * a.inner, src + (o * a.size + index[j]) * a.inner, row_bytes);
   });
   return out;
 }
 
 // The gradient of gather_rows: zeros of the input's shape, with row j of g added into row
 // index[j] (a scatter-add: a row picked several times receives the sum of its gradients).
-Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim,
-                        const std::vector<int64_t>& index) {
+Tensor scatter_add_rows(
+    const Tensor& g, const Shape& input_shape, int64_t dim, const std::vector<int64_t>& index) {
   const Around a = around(input_shape, dim);
   const int64_t count = static_cast<int64_t>(index.size());
   Tensor grad = zeros(input_shape, g.dtype());
@@ -407,27 +413,27 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
   dim = wrap_dim(dim, x.dim(), "index_select");
   for (int64_t i : index)
     if (i < 0 || i >= x.shape()[dim])
-      fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim,
-                       " of shape ", shape_str(x.shape()));
+      fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim, " of shape ",
+          shape_str(x.shape()));
   Tensor out = gather_rows(x, dim, index);
   // docs/ops.md, index_select: g scatter-added into rows i
   return detail::record(Op::index_select, out, {x},
-                        [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // Row index[j] of x receives g's row j — several times if the index
-                          // repeats it (an embedding row used by several tokens)
-                          return {scatter_add_rows(g, shape, dim, index)};
-                        });
+      [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Row index[j] of x receives g's row j — several times if the index
+        // repeats it (an embedding row used by several tokens)
+        return {scatter_add_rows(g, shape, dim, index)};
+      });
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
     fail<ShapeError>("index_select: index must be 1-D, got shape ", shape_str(index.shape()),
-                     " (input shape ", shape_str(x.shape()), ")");
+        " (input shape ", shape_str(x.shape()), ")");
   std::vector<int64_t> positions;
   for (double v : index.to_vector<double>()) {
     if (v != std::floor(v) || !std::isfinite(v))
       fail<ShapeError>("index_select: index value ", v, " is not an integer (input shape ",
-                       shape_str(x.shape()), ")");
+          shape_str(x.shape()), ")");
     positions.push_back(static_cast<int64_t>(v));
   }
   return index_select(x, dim, positions);
@@ -435,8 +441,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
   if (repeats < 0)
-    fail<ShapeError>("repeat_interleave: repeats ", repeats, " is negative (shape ",
-                     shape_str(x.shape()), ")");
+    fail<ShapeError>(
+        "repeat_interleave: repeats ", repeats, " is negative (shape ", shape_str(x.shape()), ")");
   if (x.dim() == 0) fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
   dim = wrap_dim(dim, x.dim(), "repeat_interleave");
   // Row s is picked `repeats` times in a row: index = [0, 0, 0, 1, 1, 1, ...] for repeats = 3.
@@ -446,11 +452,11 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
   Tensor out = gather_rows(x, dim, index);
   // docs/ops.md, repeat_interleave: g summed over each run of r
   return detail::record(Op::repeat_interleave, out, {x},
-                        [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
-                          // Each input row fed `repeats` consecutive output rows: their
-                          // gradients are summed back into it
-                          return {scatter_add_rows(g, shape, dim, index)};
-                        });
+      [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // Each input row fed `repeats` consecutive output rows: their
+        // gradients are summed back into it
+        return {scatter_add_rows(g, shape, dim, index)};
+      });
 }
 
 // ---- copies -------------------------------------------------------------------------------------

@@ -35,13 +35,13 @@ void for_each_lane(const Tensor& x, const Tensor& out, int64_t dim, LaneFn&& lan
   T* po = out.data<T>();
   const int64_t x_stride = x.strides()[dim], out_stride = out.strides()[dim];
   for_each_row<2>(outer, {x.strides(), out.strides()},
-                  [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                    for (int64_t i = 0; i < n; ++i)
-                      lane(px + off[0] + i * st[0], x_stride, po + off[1] + i * st[1], out_stride);
-                  });
+      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        for (int64_t i = 0; i < n; ++i)
+          lane(px + off[0] + i * st[0], x_stride, po + off[1] + i * st[1], out_stride);
+      });
 }
 
-// ---- one contiguous row ---------------------------------------------------------------------------
+// ---- one contiguous row -------------------------------------------------------------------------
 
 // out[k] = e^(in[k] − shift) for k < n: the fast vectorised exp for float32, std::exp for float64.
 void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
@@ -91,7 +91,9 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
   }
   const int64_t length = x.shape()[dim];
   dispatch(x.dtype(), [&]<typename T>() {
-    auto row = [log](const T* in, T* o, int64_t n) { log ? row_log_softmax(in, o, n) : row_softmax(in, o, n); };
+    auto row = [log](const T* in, T* o, int64_t n) {
+      log ? row_log_softmax(in, o, n) : row_softmax(in, o, n);
+    };
     std::vector<T> lane_in, lane_out;  // a strided lane (a dim other than the last), gathered
     for_each_lane<T>(x, out, dim, [&](const T* in, int64_t is, T* o, int64_t os) {
       if (is == 1 && os == 1) return row(in, o, length);
@@ -105,7 +107,7 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
-// ---- length_masked_softmax: checking the valid lengths --------------------------------------------
+// ---- length_masked_softmax: checking the valid lengths ------------------------------------------
 
 // The valid length of every row (b, q) of X (B, Q, K), checked with the messages
 // nn::masked_softmax has always had.
@@ -113,28 +115,29 @@ std::vector<int64_t> valid_length_per_row(const Tensor& X, const Tensor& valid_l
   if (X.dim() != 3)
     fail<ShapeError>("masked_softmax: X must be (B, Q, K), got shape ", shape_str(X.shape()));
   const std::string x = "X of shape " + shape_str(X.shape());
-  return valid_lengths_per_query(valid_lens, X.size(0), X.size(1), X.size(2), "masked_softmax", x, x);
+  return valid_lengths_per_query(
+      valid_lens, X.size(0), X.size(1), X.size(2), "masked_softmax", x, x);
 }
 
 }  // namespace
 
 std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q,
-                                             int64_t K, const char* op,
-                                             const std::string& queries, const std::string& keys) {
+    int64_t K, const char* op, const std::string& queries, const std::string& keys) {
   const bool per_row = valid_lens.shape() == Shape{B};
   const bool per_query = valid_lens.shape() == Shape{B, Q};
   if (!per_row && !per_query)
-    fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ", queries,
-                     " (expected [", B, "] or [", B, ",", Q, "])");
+    fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ",
+        queries, " (expected [", B, "] or [", B, ",", Q, "])");
   const std::vector<double> lens = valid_lens.to_vector<double>();
   for (double len : lens)
     if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
-      fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K, "] (valid_lens of shape ",
-                       shape_str(valid_lens.shape()), ", ", keys, ")");
+      fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K,
+          "] (valid_lens of shape ", shape_str(valid_lens.shape()), ", ", keys, ")");
   std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t q = 0; q < Q; ++q)
-      lengths[static_cast<std::size_t>(b * Q + q)] = static_cast<int64_t>(lens[static_cast<std::size_t>(per_row ? b : b * Q + q)]);
+      lengths[static_cast<std::size_t>(b * Q + q)] =
+          static_cast<int64_t>(lens[static_cast<std::size_t>(per_row ? b : b * Q + q)]);
   return lengths;
 }
 
@@ -146,11 +149,13 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, /*log=*/false);
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, softmax: y · (g − Σ_d g · y)
-  return detail::record(Op::softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
-    // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j y_j)
-    if (y.dim() == 0) return {zeros_like(g)};
-    return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
-  });
+  return detail::record(
+      Op::softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j
+        // y_j)
+        if (y.dim() == 0) return {zeros_like(g)};
+        return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
+      });
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
@@ -158,13 +163,13 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, /*log=*/true);
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log_softmax: g − exp(y) · Σ_d g
-  return detail::record(Op::log_softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
-    // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
-    if (y.dim() == 0) return {zeros_like(g)};
-    return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
-  });
+  return detail::record(Op::log_softmax, out, {x},
+      [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+        // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
+        if (y.dim() == 0) return {zeros_like(g)};
+        return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
+      });
 }
-
 
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   // X seen as rows of its last dim: (B, Q, K) is B·Q rows of K (a 0-dim X is one row of 1).
@@ -187,38 +192,41 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
           std::fill(y_row, y_row + K, static_cast<T>(1.0 / static_cast<double>(K)));
           continue;
         }
-        row_softmax(x_row, y_row, valid);   // y_k = e_k / Σ_{j<L} e_j for k < L
+        row_softmax(x_row, y_row, valid);           // y_k = e_k / Σ_{j<L} e_j for k < L
         std::fill(y_row + valid, y_row + K, T(0));  // d2l: exp(−1e6 − m) underflows to exactly 0
       }
     });
   });
   if (!detail::any_requires_grad({X})) return y;
-  // docs/ops.md, length_masked_softmax: y · (g − Σ_{j<L} g · y) on the first L entries, 0 after; 0 everywhere when L
-  //   = 0
+  // docs/ops.md, length_masked_softmax: y · (g − Σ_{j<L} g · y) on the first L entries, 0 after; 0
+  //   everywhere when L = 0
   return detail::record(Op::length_masked_softmax, y, {X},
-                        [y = y.detach(), lengths = std::move(lengths), rows, K](const Tensor& g, const NeedsGrad&) -> Grads {
-    // In the forward pass this was y_k = e_k / Σ_{j<L} e_j for k < L, and a constant for k ≥ L
-    // (0) or for every k when L = 0 (1/K). On the valid entries ∂y_j/∂x_i = y_j (δ_ij − y_i), so
-    //   dx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_{j<L} g_j y_j)   for i < L,
-    //   dx_i = 0                                                         otherwise.
-    const Tensor g_rows = contiguous(g);  // (…, K)
-    Tensor dx = empty(y.shape(), y.dtype());  // (…, K)
-    dispatch(y.dtype(), [&]<typename T>() {
-      parallel_for(rows, 3 * K, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          const T* y_row = y.data<T>() + r * K;
-          const T* g_row = g_rows.data<T>() + r * K;
-          T* dx_row = dx.data<T>() + r * K;
-          const int64_t valid = lengths.empty() ? K : lengths[r];
-          double g_dot_y = 0;  // Σ_j g_j y_j
-          for (int64_t j = 0; j < valid; ++j) g_dot_y += double(g_row[j]) * double(y_row[j]);
-          for (int64_t i = 0; i < valid; ++i) dx_row[i] = y_row[i] * (g_row[i] - static_cast<T>(g_dot_y));
-          std::fill(dx_row + valid, dx_row + K, T(0));
-        }
+      [y = y.detach(), lengths = std::move(lengths), rows, K](
+          const Tensor& g, const NeedsGrad&) -> Grads {
+        // In the forward pass this was y_k = e_k / Σ_{j<L} e_j for k < L, and a constant for k ≥ L
+        // (0) or for every k when L = 0 (1/K). On the valid entries ∂y_j/∂x_i = y_j (δ_ij − y_i),
+        // so
+        //   dx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_{j<L} g_j y_j)   for i < L,
+        //   dx_i = 0                                                         otherwise.
+        const Tensor g_rows = contiguous(g);      // (…, K)
+        Tensor dx = empty(y.shape(), y.dtype());  // (…, K)
+        dispatch(y.dtype(), [&]<typename T>() {
+          parallel_for(rows, 3 * K, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+              const T* y_row = y.data<T>() + r * K;
+              const T* g_row = g_rows.data<T>() + r * K;
+              T* dx_row = dx.data<T>() + r * K;
+              const int64_t valid = lengths.empty() ? K : lengths[r];
+              double g_dot_y = 0;  // Σ_j g_j y_j
+              for (int64_t j = 0; j < valid; ++j) g_dot_y += double(g_row[j]) * double(y_row[j]);
+              for (int64_t i = 0; i < valid; ++i)
+                dx_row[i] = y_row[i] * (g_row[i] - static_cast<T>(g_dot_y));
+              std::fill(dx_row + valid, dx_row + K, T(0));
+            }
+          });
+        });
+        return {dx};
       });
-    });
-    return {dx};
-  });
 }
 
 }  // namespace ag

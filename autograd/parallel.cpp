@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -17,7 +17,8 @@ namespace ag {
 
 namespace {
 
-constexpr int64_t kMinWorkPerThread = 1 << 16;  // below this, waking a thread costs more than the work
+constexpr int64_t kMinWorkPerThread =
+    1 << 16;  // below this, waking a thread costs more than the work
 
 thread_local bool t_inside_parallel_loop = false;
 
@@ -126,15 +127,16 @@ void set_num_threads(int threads) {
   pool();
 }
 
-void parallel_for(int64_t n, int64_t cost_per_item,
-                  const std::function<void(int64_t, int64_t)>& body) {
+void parallel_for(
+    int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;
   const int64_t work = n * std::max<int64_t>(cost_per_item, 1);
   if (t_inside_parallel_loop || work < 2 * kMinWorkPerThread) {
     body(0, n);
     return;
   }
-  std::lock_guard lock(g_pool_mutex);  // one parallel loop at a time (callers on other threads wait)
+  std::lock_guard lock(
+      g_pool_mutex);  // one parallel loop at a time (callers on other threads wait)
   ThreadPool& threads = pool();
   const int64_t chunks = std::min<int64_t>({threads.size(), n, work / kMinWorkPerThread});
   if (chunks <= 1) {

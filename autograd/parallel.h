@@ -30,7 +30,7 @@ int get_num_threads();
 //   ag::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
 //     for (int64_t i = begin; i < end; ++i) out[i] = 2 * in[i];  // each chunk writes its own range
 //   });
-void parallel_for(int64_t n, int64_t cost_per_item,
-                  const std::function<void(int64_t, int64_t)>& body);
+void parallel_for(
+    int64_t n, int64_t cost_per_item, const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace ag

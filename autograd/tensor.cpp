@@ -23,7 +23,9 @@ namespace {
 std::atomic<uint64_t> storage_allocations{0};
 }  // namespace
 
-uint64_t detail::storage_allocation_count() { return storage_allocations.load(std::memory_order_relaxed); }
+uint64_t detail::storage_allocation_count() {
+  return storage_allocations.load(std::memory_order_relaxed);
+}
 
 // The buffer comes from ag's caching allocator (autograd/allocator.h), 64-byte aligned.
 Storage::Storage(std::size_t nbytes) : data_(detail::allocate_storage(nbytes)), nbytes_(nbytes) {
@@ -64,7 +66,7 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t range = std::max<int64_t>(ndim, 1);
   if (dim < -range || dim >= range)
     fail<ShapeError>(op, ": dim ", dim, " is out of range for a tensor of ", ndim,
-                     " dims (expected ", -range, " to ", range - 1, ")");
+        " dims (expected ", -range, " to ", range - 1, ")");
   return dim < 0 ? dim + range : dim;
 }
 
@@ -82,8 +84,8 @@ Shape broadcast_strides(const Tensor& tensor, const Shape& shape) {
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
     fail<DTypeError>(op, ": dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
-                     " cannot be mixed (shapes ", shape_str(a.shape()), " and ",
-                     shape_str(b.shape()), "); convert one of them first");
+        " cannot be mixed (shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+        "); convert one of them first");
 }
 
 // False if some element of t is reached by two indices (a stride-0 dim of size > 1, as
@@ -98,11 +100,12 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   check_same_dtype(dst, src, "copy");
   if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
     fail<ShapeError>("copy: source of shape ", shape_str(src.shape()),
-                     " does not broadcast to destination shape ", shape_str(dst.shape()));
+        " does not broadcast to destination shape ", shape_str(dst.shape()));
   dispatch(dst.dtype(), [&]<typename T>() {
     T* out = dst.data<T>();
     const T* in = src.data<T>();
-    auto copy_row = [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    auto copy_row = [&](const std::array<int64_t, 2>& off, int64_t n,
+                        const std::array<int64_t, 2>& st) {
       T* o = out + off[0];
       const T* s = in + off[1];
       if (st[0] == 1 && st[1] == 1) {
@@ -163,8 +166,8 @@ bool Tensor::shares_storage(const Tensor& other) const {
 template <class T>
 T* Tensor::data() const {
   if (dtype() != dtype_of<T>)
-    fail<DTypeError>("data: tensor of dtype ", dtype_name(dtype()), " accessed as ",
-                     dtype_name(dtype_of<T>));
+    fail<DTypeError>(
+        "data: tensor of dtype ", dtype_name(dtype()), " accessed as ", dtype_name(dtype_of<T>));
   return static_cast<T*>(impl().storage->data()) + impl().offset;
 }
 template float* Tensor::data<float>() const;
@@ -179,7 +182,7 @@ void* Tensor::raw_data() const {
 double Tensor::item() const {
   if (numel() != 1)
     fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
-                     " elements; item() needs exactly one");
+        " elements; item() needs exactly one");
   return dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
 }
 
@@ -190,11 +193,10 @@ std::vector<T> Tensor::to_vector() const {
   dispatch(dtype(), [&]<typename S>() {
     const S* base = data<S>();
     detail::for_each_row<1>(shape(), {strides()},
-                            [&](const std::array<int64_t, 1>& off, int64_t n,
-                                const std::array<int64_t, 1>& st) {
-                              for (int64_t i = 0; i < n; ++i)
-                                values.push_back(static_cast<T>(base[off[0] + i * st[0]]));
-                            });
+        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+          for (int64_t i = 0; i < n; ++i)
+            values.push_back(static_cast<T>(base[off[0] + i * st[0]]));
+        });
   });
   return values;
 }
@@ -207,8 +209,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out <
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
   if (!is_leaf() && !requires_grad)
-    fail<AutogradError>(
-        "requires_grad_: a tensor computed by '", impl().grad_fn->name(),
+    fail<AutogradError>("requires_grad_: a tensor computed by '", impl().grad_fn->name(),
         "' always requires grad; use detach() to get a copy cut from the graph");
   impl().requires_grad = requires_grad;
   return *this;
@@ -219,8 +220,8 @@ Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(
 void Tensor::set_grad(const Tensor& grad) const {
   if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
     fail<ShapeError>("set_grad: gradient of shape ", shape_str(grad.shape()), " (",
-                     dtype_name(grad.dtype()), ") for a tensor of shape ",
-                     shape_str(shape()), " (", dtype_name(dtype()), ")");
+        dtype_name(grad.dtype()), ") for a tensor of shape ", shape_str(shape()), " (",
+        dtype_name(dtype()), ")");
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
 }
 
@@ -229,7 +230,7 @@ void Tensor::zero_grad() const { impl().grad = nullptr; }
 void Tensor::set_data(const Tensor& source) const {
   if (source.shape() != shape())
     fail<ShapeError>("set_data: source of shape ", shape_str(source.shape()),
-                     " for a tensor of shape ", shape_str(shape()));
+        " for a tensor of shape ", shape_str(shape()));
   TensorImpl& target = impl();
   const TensorImpl& data = source.impl();
   target.storage = data.storage;
@@ -242,9 +243,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   run_backward(*this, grad, retain_graph);
 }
 
-Tensor Tensor::detach() const {
-  return detail::make_view(*this, shape(), strides(), offset());
-}
+Tensor Tensor::detach() const { return detail::make_view(*this, shape(), strides(), offset()); }
 
 Tensor& Tensor::set_name(std::string name) {
   impl().name = std::move(name);
@@ -256,9 +255,8 @@ Tensor& Tensor::set_name(std::string name) {
 namespace {
 void check_inplace_allowed(const Tensor& t, const char* op) {
   if (t.requires_grad() && GradMode::is_enabled())
-    fail<AutogradError>(op, ": in-place update of a tensor of shape ",
-                        shape_str(t.shape()),
-                        " that requires grad; wrap the update in ag::NoGradGuard");
+    fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(t.shape()),
+        " that requires grad; wrap the update in ag::NoGradGuard");
 }
 }  // namespace
 
@@ -268,10 +266,9 @@ const Tensor& Tensor::fill_(double value) const {
     T* base = data<T>();
     const T v = static_cast<T>(value);
     detail::for_each_row<1>(shape(), {strides()},
-                            [&](const std::array<int64_t, 1>& off, int64_t n,
-                                const std::array<int64_t, 1>& st) {
-                              for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] = v;
-                            });
+        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+          for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] = v;
+        });
   });
   return *this;
 }
@@ -287,13 +284,13 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   detail::check_same_dtype(*this, other, "add_");
   if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
     fail<ShapeError>("add_: shape ", shape_str(other.shape()),
-                     " does not broadcast to the updated tensor's shape ",
-                     shape_str(shape()));
+        " does not broadcast to the updated tensor's shape ", shape_str(shape()));
   dispatch(dtype(), [&]<typename T>() {
     T* out = data<T>();
     const T* in = other.data<T>();
     const T a = static_cast<T>(alpha);
-    auto add_row = [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    auto add_row = [&](const std::array<int64_t, 2>& off, int64_t n,
+                       const std::array<int64_t, 2>& st) {
       T* o = out + off[0];
       const T* s = in + off[1];
       if (st[0] == 1 && st[1] == 1) {
@@ -302,7 +299,8 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
         for (int64_t i = 0; i < n; ++i) o[i * st[0]] += a * s[i * st[1]];
       }
     };
-    const std::array<Shape, 2> operand_strides{strides(), detail::broadcast_strides(other, shape())};
+    const std::array<Shape, 2> operand_strides{
+        strides(), detail::broadcast_strides(other, shape())};
     // Threads split the rows unless an element of this tensor is reached twice (a stride-0 view).
     if (detail::has_distinct_elements(*this))
       detail::parallel_for_each_row<2>(shape(), operand_strides, add_row);
@@ -318,10 +316,9 @@ const Tensor& Tensor::mul_(double factor) const {
     T* base = data<T>();
     const T f = static_cast<T>(factor);
     detail::for_each_row<1>(shape(), {strides()},
-                            [&](const std::array<int64_t, 1>& off, int64_t n,
-                                const std::array<int64_t, 1>& st) {
-                              for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] *= f;
-                            });
+        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+          for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] *= f;
+        });
   });
   return *this;
 }
@@ -350,9 +347,8 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   if (requires_grad() && GradMode::is_enabled())
     fail<AutogradError>("to: converting a tensor of shape ", shape_str(shape()),
-                        " that requires grad from ", dtype_name(dtype()), " to ",
-                        dtype_name(target),
-                        " is not differentiable; detach() it or use NoGradGuard");
+        " that requires grad from ", dtype_name(dtype()), " to ", dtype_name(target),
+        " is not differentiable; detach() it or use NoGradGuard");
   Tensor out = empty(shape(), target);
   dispatch(dtype(), [&]<typename S>() {
     dispatch(target, [&]<typename T>() {
@@ -360,10 +356,9 @@ Tensor Tensor::to(DType target) const {
       T* o = out.data<T>();
       int64_t i = 0;
       detail::for_each_row<1>(shape(), {strides()},
-                              [&](const std::array<int64_t, 1>& off, int64_t n,
-                                  const std::array<int64_t, 1>& st) {
-                                for (int64_t k = 0; k < n; ++k) o[i++] = static_cast<T>(in[off[0] + k * st[0]]);
-                              });
+          [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+            for (int64_t k = 0; k < n; ++k) o[i++] = static_cast<T>(in[off[0] + k * st[0]]);
+          });
     });
   });
   return out;
@@ -371,7 +366,9 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::sum() const { return ag::sum(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ag::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return ag::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ag::mean(*this, dims, keepdim); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return ag::mean(*this, dims, keepdim);
+}
 Tensor Tensor::max() const { return ag::max(*this); }
 Tensor Tensor::max(const Shape& dims, bool keepdim) const { return ag::max(*this, dims, keepdim); }
 Tensor Tensor::var(const Shape& dims, int64_t correction, bool keepdim) const {
@@ -404,7 +401,8 @@ Tensor empty(const Shape& shape, DType dtype) {
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  dispatch(dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
+  dispatch(
+      dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
   return t;
 }
 
@@ -417,8 +415,8 @@ Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
-    fail<ValueError>("arange: start ", start, ", end ", end, ", step ", step,
-                     " do not describe a finite range");
+    fail<ValueError>(
+        "arange: start ", start, ", end ", end, ", step ", step, " do not describe a finite range");
   double count = std::ceil((end - start) / step);
   int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   Tensor t = empty({n}, dtype);
@@ -433,8 +431,8 @@ namespace {
 template <class V>
 Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype) {
   if (numel(shape) != static_cast<int64_t>(values.size()))
-    fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ",
-                     shape_str(shape), " (", numel(shape), " elements)");
+    fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ", shape_str(shape),
+        " (", numel(shape), " elements)");
   Tensor t = empty(shape, dtype);
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
@@ -448,8 +446,8 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   return tensor_from(values, shape, dtype);
 }
 template <class V>
-  requires std::is_same_v<V, float>
-Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype) {
+requires std::is_same_v<V, float> Tensor tensor(
+    const std::vector<V>& values, const Shape& shape, DType dtype) {
   return tensor_from(values, shape, dtype);
 }
 template Tensor tensor<float>(const std::vector<float>&, const Shape&, DType);
@@ -494,7 +492,8 @@ class WordStream {
  private:
   void refill() {
     const int64_t blocks = std::min(kBufferBlocks, blocks_left_);
-    if (blocks <= 0) throw std::logic_error("ag: a random fill read past the Philox blocks it reserved");
+    if (blocks <= 0)
+      throw std::logic_error("ag: a random fill read past the Philox blocks it reserved");
     generator_.fill_blocks(next_block_, buffer_.data(), blocks);
     next_block_ += static_cast<uint64_t>(blocks);
     blocks_left_ -= blocks;
@@ -569,13 +568,12 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
 }
 
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype) {
-  if (!(p >= 0.0 && p <= 1.0))
-    fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
+  if (!(p >= 0.0 && p <= 1.0)) fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
   Tensor t = empty(shape, dtype);
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
   if (dtype == float32) {
-    // u = (w >> 8) · 2⁻²⁴ < p  ⇔  (w >> 8) < p · 2²⁴  ⇔  (w >> 8) < ⌈p · 2²⁴⌉ (w >> 8 is an integer):
+    // u = (w >> 8) · 2⁻²⁴ < p ⇔ (w >> 8) < p · 2²⁴ ⇔ (w >> 8) < ⌈p · 2²⁴⌉ (w >> 8 is an integer):
     // the same draw as next_uniform<float>, compared as integers so that the loop vectorises.
     const auto threshold = static_cast<uint32_t>(std::ceil(p * 0x1.0p24));
     float* out = t.data<float>();

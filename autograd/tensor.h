@@ -51,15 +51,15 @@ class Storage {
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
-  Shape strides;        // in elements, one per dim
-  int64_t offset = 0;   // in elements, from the start of storage
+  Shape strides;       // in elements, one per dim
+  int64_t offset = 0;  // in elements, from the start of storage
   DType dtype = DType::float32;
 
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;         // the op that produced this tensor (null for leaves)
-  std::shared_ptr<TensorImpl> grad;      // accumulated gradient of a leaf
-  std::string name;                      // optional label: parameter names, graph dumps
-  std::vector<GradHookEntry> grad_hooks; // hooks of a leaf (an op output's live in its grad_fn)
+  std::shared_ptr<Node> grad_fn;          // the op that produced this tensor (null for leaves)
+  std::shared_ptr<TensorImpl> grad;       // accumulated gradient of a leaf
+  std::string name;                       // optional label: parameter names, graph dumps
+  std::vector<GradHookEntry> grad_hooks;  // hooks of a leaf (an op output's live in its grad_fn)
 };
 
 // Returned by Tensor::register_hook; remove() unregisters the hook (a no-op if it is already
@@ -148,7 +148,7 @@ class Tensor {
   // Like PyTorch's, they are const: they change the data a handle points to, not the handle.
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
-  const Tensor& copy_(const Tensor& source) const;                 // source broadcasts to this shape
+  const Tensor& copy_(const Tensor& source) const;  // source broadcasts to this shape
   const Tensor& add_(const Tensor& other, double alpha = 1) const;  // this += alpha * other
   const Tensor& mul_(double factor) const;                          // this *= factor
   // Points this tensor at source's data — its storage, strides, offset and dtype — so that every
@@ -217,8 +217,8 @@ Tensor arange(double start, double end, double step = 1, DType dtype = float32);
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = float32);
 // (A template so that a braced list like tensor({1.0, 2.0}, {2}) picks the double overload.)
 template <class V>
-  requires std::is_same_v<V, float>
-Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype = float32);
+requires std::is_same_v<V, float> Tensor tensor(
+    const std::vector<V>& values, const Shape& shape, DType dtype = float32);
 // A 1-D tensor of the values.
 Tensor tensor(const std::vector<double>& values, DType dtype = float32);
 Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
@@ -229,7 +229,7 @@ Tensor rand(const Shape& shape, DType dtype = float32);
 Tensor randn(const Shape& shape, Generator& generator, DType dtype = float32);  // N(0, 1)
 Tensor randn(const Shape& shape, DType dtype = float32);
 Tensor uniform(const Shape& shape, double low, double high, Generator& generator,
-               DType dtype = float32);  // U[low, high)
+    DType dtype = float32);  // U[low, high)
 Tensor uniform(const Shape& shape, double low, double high, DType dtype = float32);
 // Each element 1 with probability p, else 0.
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype = float32);

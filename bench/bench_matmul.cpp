@@ -116,8 +116,8 @@ Timings measure(FA&& ag_call, FB&& reference_call, const Settings& s) {
       time_ag();
     }
   }
-  g_max_ag_faults_per_call = std::max(
-      g_max_ag_faults_per_call, double(ag_faults) / double(ag_calls * int64_t{s.samples}));
+  g_max_ag_faults_per_call =
+      std::max(g_max_ag_faults_per_call, double(ag_faults) / double(ag_calls * int64_t{s.samples}));
   return {median(ag), median(ref)};
 }
 
@@ -126,14 +126,14 @@ Timings measure(FA&& ag_call, FB&& reference_call, const Settings& s) {
 // Columns: case, ag's rate, the reference's rate, ratio ag / reference, and the median time per
 // call of each side (the raw material of the rates; for matmul their difference is ag's overhead).
 void print_header(const char* reference_name, const char* unit) {
-  std::printf("\n%-34s %10s %10s %7s %22s\n", "case", "ag", reference_name, "ratio",
-              "time/call ag | ref");
+  std::printf(
+      "\n%-34s %10s %10s %7s %22s\n", "case", "ag", reference_name, "ratio", "time/call ag | ref");
   std::printf("%-34s %10s %10s %7s %22s\n", "", unit, unit, "", "us");
 }
 
 void print_row(const std::string& name, double ag_rate, double ref_rate, const Timings& t) {
   std::printf("%-34s %10.1f %10.1f %7.3f %11.1f | %8.1f\n", name.c_str(), ag_rate, ref_rate,
-              ag_rate / ref_rate, t.ag * 1e6, t.reference * 1e6);
+      ag_rate / ref_rate, t.ag * 1e6, t.reference * 1e6);
   std::fflush(stdout);
 }
 
@@ -143,9 +143,9 @@ struct MatmulCase {
   std::string name;
   int64_t batch;  // 0: plain 2-D matrices; else 3-D tensors of `batch` matrices
   int64_t m, k, n;
-  bool transpose_b;  // a · bᵀ with b stored (n, k): ag::transpose view vs CblasTrans
-  bool square_goal;  // counts toward the ">= 0.95 from N = 256 up" goal
-  bool batched_goal; // counts toward the ">= 0.80 on batched small shapes" goal
+  bool transpose_b;   // a · bᵀ with b stored (n, k): ag::transpose view vs CblasTrans
+  bool square_goal;   // counts toward the ">= 0.95 from N = 256 up" goal
+  bool batched_goal;  // counts toward the ">= 0.80 on batched small shapes" goal
 };
 
 struct GoalTally {
@@ -167,7 +167,7 @@ float max_abs_diff(const float* x, const float* y, int64_t n) {
 }
 
 void bench_matmul(const MatmulCase& c, const Settings& s, ag::Generator& gen, GoalTally& square,
-                  GoalTally& batched) {
+    GoalTally& batched) {
   const int64_t count = std::max<int64_t>(c.batch, 1);
   auto shape = [&](int64_t rows, int64_t cols) {
     return c.batch == 0 ? ag::Shape{rows, cols} : ag::Shape{c.batch, rows, cols};
@@ -198,7 +198,7 @@ void bench_matmul(const MatmulCase& c, const Settings& s, ag::Generator& gen, Go
   auto raw_call = [&] {
     for (int64_t i = 0; i < count; ++i)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, pa + i * c.m * c.k, k,
-                  pb + i * c.k * c.n, ldb, 0.0f, pc + i * c.m * c.n, n);
+          pb + i * c.k * c.n, ldb, 0.0f, pc + i * c.m * c.n, n);
     g_sink = pc[0];
   };
 
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
     } else {
       const bool help = std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0;
       std::fprintf(help ? stdout : stderr,
-                   "usage: %s [--quick]\n  --quick  fewer, shorter samples (smoke run)\n", argv[0]);
+          "usage: %s [--quick]\n  --quick  fewer, shorter samples (smoke run)\n", argv[0]);
       return help ? 0 : 2;
     }
   }
@@ -279,10 +279,11 @@ int main(int argc, char** argv) {
   ag::set_num_threads(1);  // ag and OpenBLAS on one thread
   ag::Generator gen(42);
 
-  std::printf("ag-bench-matmul%s: float32, %d thread(s), median of %d samples per side, "
-              "each >= %g ms\n",
-              settings.samples == kQuick.samples ? " --quick" : "", ag::get_num_threads(),
-              settings.samples, settings.min_sample_seconds * 1e3);
+  std::printf(
+      "ag-bench-matmul%s: float32, %d thread(s), median of %d samples per side, "
+      "each >= %g ms\n",
+      settings.samples == kQuick.samples ? " --quick" : "", ag::get_num_threads(), settings.samples,
+      settings.min_sample_seconds * 1e3);
   std::printf("%s (core %s)\n", openblas_get_config(), openblas_get_corename());
 
   // ---- matmul: ag::matmul vs cblas_sgemm ----
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
   for (int64_t n : {64, 128, 256, 512, 1024}) {
     const std::string dim = std::to_string(n);
     cases.push_back({"matmul " + dim + "x" + dim + " @ " + dim + "x" + dim, 0, n, n, n, false,
-                     n >= 256, false});
+        n >= 256, false});
   }
   cases.push_back({"matmul 512x512 @ (512x512)^T", 0, 512, 512, 512, true, true, false});
   cases.push_back({"batched 32 x (64x64 @ 64x64)", 32, 64, 64, 64, false, false, true});
@@ -305,13 +306,14 @@ int main(int argc, char** argv) {
   bench_elementwise(settings, gen);
 
   std::printf("\nratio = ag / reference (higher is better)\n");
-  std::printf("page faults per ag call: at most %.1f "
-              "(0 when freed outputs are reused as mapped memory)\n",
-              g_max_ag_faults_per_call);
+  std::printf(
+      "page faults per ag call: at most %.1f "
+      "(0 when freed outputs are reused as mapped memory)\n",
+      g_max_ag_faults_per_call);
   std::printf("goal: >= 0.95 of raw sgemm from N=256 up, >= 0.80 on the batched small shapes\n");
   std::printf("  N >= 256:       lowest ratio %.3f (%s) -> %s\n", square.min_ratio,
-              square.worst.c_str(), square.min_ratio >= 0.95 ? "met" : "MISSED");
+      square.worst.c_str(), square.min_ratio >= 0.95 ? "met" : "MISSED");
   std::printf("  batched small:  lowest ratio %.3f (%s) -> %s\n", batched.min_ratio,
-              batched.worst.c_str(), batched.min_ratio >= 0.80 ? "met" : "MISSED");
+      batched.worst.c_str(), batched.min_ratio >= 0.80 ? "met" : "MISSED");
   return 0;
 }

@@ -8,8 +8,9 @@
 // backward, clip_grad_norm at 1.0, Adam (lr 0.005) — with dropout 0.1, in training mode.
 //
 //   config  D    FFN   heads layers  batch  T_src = T_tgt  vocab  batches
-//   tiny    32   64    4     2       64     10             20     the reverse task as ag-train has it
-//                                                                 (lengths 1–9 + <eos>, padded to 10)
+//   tiny    32   64    4     2       64     10             20     the reverse task of ag-train
+//                                                                 (lengths 1–9 + <eos>, padded to
+//                                                                 10)
 //   small   128  512   4     2       32     32             32     random ids in [3, V), full length
 //   medium  256  1024  8     4       32     64             64     random ids in [3, V), full length
 //   mha     nn::MultiHeadAttention(256 wide, 8 heads, dropout 0.1) alone, self-attention on
@@ -96,11 +97,13 @@ double step_flops(const Config& c) {
   const double D = double(c.num_hiddens), F = double(c.ffn_num_hiddens), L = double(c.num_layers);
   const double V = double(c.vocab);
   if (c.name == "mha") return 3 * (4 * 2 * B * S * D * D + 2 * 2 * B * S * S * D);
-  const double encoder_block = 4 * 2 * B * S * D * D + 2 * 2 * B * S * S * D + 2 * 2 * B * S * D * F;
-  const double decoder_block = 4 * 2 * B * T * D * D + 2 * 2 * B * T * T * D   // self-attention
-                               + 2 * 2 * B * T * D * D + 2 * 2 * B * S * D * D  // cross: projections
-                               + 2 * 2 * B * T * S * D                          // cross: Q·Kᵀ, weights·V
-                               + 2 * 2 * B * T * D * F;                         // FFN
+  const double encoder_block =
+      4 * 2 * B * S * D * D + 2 * 2 * B * S * S * D + 2 * 2 * B * S * D * F;
+  const double decoder_block = 4 * 2 * B * T * D * D + 2 * 2 * B * T * T * D  // self-attention
+                               + 2 * 2 * B * T * D * D +
+                               2 * 2 * B * S * D * D     // cross: projections
+                               + 2 * 2 * B * T * S * D   // cross: Q·Kᵀ, weights·V
+                               + 2 * 2 * B * T * D * F;  // FFN
   const double output_layer = 2 * B * T * D * V;
   return 3 * (L * (encoder_block + decoder_block) + output_layer);
 }
@@ -132,7 +135,7 @@ double sgemm_peak_gflops(int threads) {
   const Tensor a = randn({n, n}, gen), b = randn({n, n}, gen), c = zeros({n, n});
   auto call = [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
-                b.data<float>(), n, 0.0f, c.data<float>(), n);
+        b.data<float>(), n, 0.0f, c.data<float>(), n);
     g_sink = c.data<float>()[0];
   };
   call();
@@ -156,8 +159,8 @@ data::Batch random_batch(const Config& c, Generator& gen) {
     decoder_input[b * T] = float(data::TaskVocab::bos);
     for (int64_t t = 1; t < T; ++t) decoder_input[b * T + t] = labels[b * T + t - 1];
   }
-  return {tensor(source, {B, S}), full({B}, double(S)), tensor(decoder_input, {B, T}), tensor(labels, {B, T}),
-          full({B}, double(T))};
+  return {tensor(source, {B, S}), full({B}, double(S)), tensor(decoder_input, {B, T}),
+      tensor(labels, {B, T}), full({B}, double(T))};
 }
 
 struct Result {
@@ -207,7 +210,8 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
     const auto held_out = data::held_out_set(*task, 500);
     data::TrainingStream stream(*task, held_out, 1);
     for (int i = 0; i < 8; ++i)
-      batches.push_back(data::make_batch(stream.next(c.batch), task->source_steps(), task->target_steps()));
+      batches.push_back(
+          data::make_batch(stream.next(c.batch), task->source_steps(), task->target_steps()));
   } else {
     Generator gen(1);
     for (int i = 0; i < 8; ++i) batches.push_back(random_batch(c, gen));
@@ -257,28 +261,36 @@ int main(int argc, char** argv) {
   bool json = false, skip_peak = false, composed = false;
   std::string attention = "auto";
   int64_t sequence = 0;
-  CLI::App app{"ag-bench-train: time the training step of d2l's Transformer (see docs/benchmarks.md)"};
+  CLI::App app{
+      "ag-bench-train: time the training step of d2l's Transformer (see docs/benchmarks.md)"};
   app.add_option("--config", config_name, "tiny | small | medium | mha")
       ->required()
       ->check(CLI::IsMember({"tiny", "small", "medium", "mha"}));
-  app.add_option("--threads", threads, "ag's threads")->capture_default_str()->check(CLI::Range(1, 64));
+  app.add_option("--threads", threads, "ag's threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--steps", steps, "timed steps (default: tiny 100, small 40, medium 20, mha 40)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  app.add_option("--warmup", warmup, "untimed steps first")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
   app.add_flag("--json", json, "print one JSON object on one line");
-  app.add_flag("--composed", composed, "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
+  app.add_flag("--composed", composed,
+      "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
   app.add_option("--attention", attention,
-                 "MultiHeadAttention's fused kernel: auto (tiled from "
-                 "ag::kTiledAttentionFromKeys keys on), whole (scaled_dot_product_attention) or "
-                 "tiled (flash_attention)")
+         "MultiHeadAttention's fused kernel: auto (tiled from "
+         "ag::kTiledAttentionFromKeys keys on), whole (scaled_dot_product_attention) or "
+         "tiled (flash_attention)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "whole", "tiled"}));
   app.add_option("--sequence", sequence, "mha only: the sequence length T instead of 64")
       ->check(CLI::Range(int64_t{1}, int64_t{16384}));
-  app.add_flag("--no-sgemm-peak", skip_peak, "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
+  app.add_flag("--no-sgemm-peak", skip_peak,
+      "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
   CLI11_PARSE(app, argc, argv);
 
-  Config c = *std::find_if(kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
+  Config c = *std::find_if(
+      kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
   if (steps == 0) steps = c.default_steps;
   if (sequence > 0) {
     if (c.name != "mha") {
@@ -306,28 +318,38 @@ int main(int argc, char** argv) {
   const double ms_min = *std::min_element(r.seconds.begin(), r.seconds.end()) * 1e3;
 
   if (json) {
-    std::printf("{\"impl\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"ms_per_step\": %.3f, \"ms_min\": %.3f, "
-                "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
-                "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
-                "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
-                "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\"}\n",
-                composed ? "ag-composed" : "ag", c.name.c_str(), threads, seconds * 1e3, ms_min, tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops,
-                mfu, peak, flops, static_cast<long long>(steps), static_cast<long long>(warmup),
-                static_cast<long long>(r.parameters), r.first_loss, r.last_loss, r.system_allocations_per_step,
-                static_cast<long long>(c.source_steps), attention.c_str());
+    std::printf(
+        "{\"impl\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"ms_per_step\": %.3f, "
+        "\"ms_min\": %.3f, "
+        "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
+        "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
+        "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
+        "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\"}\n",
+        composed ? "ag-composed" : "ag", c.name.c_str(), threads, seconds * 1e3, ms_min,
+        tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops, mfu, peak, flops,
+        static_cast<long long>(steps), static_cast<long long>(warmup),
+        static_cast<long long>(r.parameters), r.first_loss, r.last_loss,
+        r.system_allocations_per_step, static_cast<long long>(c.source_steps), attention.c_str());
   } else {
-    std::printf("ag-bench-train: config %s%s, sequence %lld, attention %s, %d thread(s), %lld timed steps after %lld "
-                "warm-up\n",
-                c.name.c_str(), composed ? " (composed d2l path)" : "", static_cast<long long>(c.source_steps),
-                attention.c_str(), threads, static_cast<long long>(steps), static_cast<long long>(warmup));
-    std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", seconds * 1e3, ms_min, tokens / seconds);
-    std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n", peak_rss_mb,
-                r.rss_start_mb, static_cast<long long>(r.parameters));
-    std::printf("  %.2f buffers per timed step allocated from the system (the rest from the cache)\n",
-                r.system_allocations_per_step);
-    std::printf("  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s; mfu %.1f%%\n",
-                flops * 1e-9, gflops, peak, 100 * mfu);
-    if (c.name != "mha") std::printf("  loss %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
+    std::printf(
+        "ag-bench-train: config %s%s, sequence %lld, attention %s, %d thread(s), %lld timed steps "
+        "after %lld "
+        "warm-up\n",
+        c.name.c_str(), composed ? " (composed d2l path)" : "",
+        static_cast<long long>(c.source_steps), attention.c_str(), threads,
+        static_cast<long long>(steps), static_cast<long long>(warmup));
+    std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", seconds * 1e3, ms_min,
+        tokens / seconds);
+    std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n",
+        peak_rss_mb, r.rss_start_mb, static_cast<long long>(r.parameters));
+    std::printf(
+        "  %.2f buffers per timed step allocated from the system (the rest from the cache)\n",
+        r.system_allocations_per_step);
+    std::printf(
+        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s; mfu %.1f%%\n",
+        flops * 1e-9, gflops, peak, 100 * mfu);
+    if (c.name != "mha")
+      std::printf("  loss %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
   }
   std::fflush(stdout);
   return 0;

@@ -7,11 +7,13 @@
 
 namespace ag::data {
 
-// ---- vocabulary -----------------------------------------------------------------------------------
+// ---- vocabulary ---------------------------------------------------------------------------------
 
-TaskVocab::TaskVocab(const std::vector<std::string>& content_tokens) : tokens_{"<pad>", "<bos>", "<eos>"} {
+TaskVocab::TaskVocab(const std::vector<std::string>& content_tokens)
+    : tokens_{"<pad>", "<bos>", "<eos>"} {
   for (const std::string& t : content_tokens) {
-    if (t.empty() || t.find(' ') != std::string::npos || std::count(tokens_.begin(), tokens_.end(), t))
+    if (t.empty() || t.find(' ') != std::string::npos ||
+        std::count(tokens_.begin(), tokens_.end(), t))
       fail<ValueError>("Vocab: token '", t, "' is empty, has a space or is repeated");
     tokens_.push_back(t);
   }
@@ -41,7 +43,7 @@ std::vector<int64_t> TaskVocab::from_text(const std::string& text) const {
   return ids;
 }
 
-// ---- tasks ----------------------------------------------------------------------------------------
+// ---- tasks --------------------------------------------------------------------------------------
 
 namespace {
 
@@ -77,12 +79,13 @@ class SequenceTask : public Task {
 // a + b for a, b of 1–3 digits, written digit by digit: "1 2 + 9 5" -> "1 0 7".
 class AdditionTask : public Task {
  public:
-  AdditionTask() : Task(TaskVocab([] {
-                          auto t = number_tokens(0, 9);
-                          t.push_back("+");
-                          return t;
-                        }()),
-                        7, 4) {}
+  AdditionTask()
+      : Task(TaskVocab([] {
+          auto t = number_tokens(0, 9);
+          t.push_back("+");
+          return t;
+        }()),
+            7, 4) {}
   std::string name() const override { return "add"; }
   Example sample(Generator& generator) const override {
     // A number of 1, 2 or 3 digits (each as likely), uniform among the numbers of that length.
@@ -116,7 +119,7 @@ std::unique_ptr<Task> make_task(const std::string& name) {
   fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
 }
 
-// ---- held-out set and training stream ---------------------------------------------------------------
+// ---- held-out set and training stream -----------------------------------------------------------
 
 std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed) {
   Generator generator(seed);
@@ -124,14 +127,16 @@ std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed
   std::vector<Example> examples;
   for (int64_t attempts = 0; static_cast<int64_t>(examples.size()) < count; ++attempts) {
     if (attempts > 1000 * count)
-      fail<ValueError>("held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
+      fail<ValueError>(
+          "held_out_set: task '", task.name(), "' has fewer than ", count, " distinct examples");
     Example e = task.sample(generator);
     if (seen.insert(e.source).second) examples.push_back(std::move(e));
   }
   return examples;
 }
 
-TrainingStream::TrainingStream(const Task& task, const std::vector<Example>& held_out, uint64_t seed)
+TrainingStream::TrainingStream(
+    const Task& task, const std::vector<Example>& held_out, uint64_t seed)
     : task_(task), generator_(seed) {
   for (const Example& e : held_out) held_out_sources_.insert(e.source);
 }

@@ -51,7 +51,9 @@ class Task {
 
  protected:
   Task(TaskVocab vocab, int64_t max_source_len, int64_t max_target_len)
-      : vocab_(std::move(vocab)), max_source_len_(max_source_len), max_target_len_(max_target_len) {}
+      : vocab_(std::move(vocab)),
+        max_source_len_(max_source_len),
+        max_target_len_(max_target_len) {}
   TaskVocab vocab_;
   int64_t max_source_len_, max_target_len_;
 };

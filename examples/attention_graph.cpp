@@ -53,18 +53,24 @@ void render_png(const std::string& dot_text, const std::string& png_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Writes the autograd graph of one d2l multi-head attention forward pass as Graphviz DOT"};
+  CLI::App app{
+      "Writes the autograd graph of one d2l multi-head attention forward pass as Graphviz DOT"};
   std::string dot_path = "attention.dot", png_path;
   bool fused = false, composed = false, trace = false, values = false, grads = false;
   uint64_t seed = 0;
-  app.add_option("--dot", dot_path, "where to write the DOT text ('-': standard output)")->capture_default_str();
+  app.add_option("--dot", dot_path, "where to write the DOT text ('-': standard output)")
+      ->capture_default_str();
   app.add_option("--png", png_path, "also render the graph to this PNG with Graphviz's dot -Tpng");
-  auto* fused_flag = app.add_flag("--fused", fused, "use the fused scaled_dot_product_attention kernel");
-  app.add_flag("--composed", composed, "use d2l's composed ops (the default)")->excludes(fused_flag);
+  auto* fused_flag =
+      app.add_flag("--fused", fused, "use the fused scaled_dot_product_attention kernel");
+  app.add_flag("--composed", composed, "use d2l's composed ops (the default)")
+      ->excludes(fused_flag);
   app.add_flag("--trace", trace, "run backward and print each op as backward visits it");
   app.add_flag("--values", values, "show the values of leaves and live op outputs in the graph");
-  app.add_flag("--grads", grads, "run backward first and show the parameters' gradients in the graph");
-  app.add_option("--seed", seed, "seed of the weights, inputs and upstream gradient")->capture_default_str();
+  app.add_flag(
+      "--grads", grads, "run backward first and show the parameters' gradients in the graph");
+  app.add_option("--seed", seed, "seed of the weights, inputs and upstream gradient")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -72,24 +78,32 @@ int main(int argc, char** argv) {
     std::ostream& info = dot_path == "-" ? std::cerr : std::cout;
     ag::manual_seed(seed);
     ag::nn::FusedKernelsGuard path(fused);
-    info << (fused ? "path: fused — the heads run in one scaled_dot_product_attention op (what training uses)\n"
-                   : "path: composed — d2l's code op by op (transpose_qkv, Q·Kᵀ/√d, masked_softmax, the matmul "
-                     "with V, transpose_output); the default here because it is what the d2l text describes. "
+    info << (fused ? "path: fused — the heads run in one scaled_dot_product_attention op (what "
+                     "training uses)\n"
+                   : "path: composed — d2l's code op by op (transpose_qkv, Q·Kᵀ/√d, "
+                     "masked_softmax, the matmul "
+                     "with V, transpose_output); the default here because it is what the d2l text "
+                     "describes. "
                      "--fused shows the single fused op instead.\n");
 
-    // d2l: MultiHeadAttention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5); eval()
-    const int64_t num_hiddens = 100, num_heads = 5, batch_size = 2, num_queries = 4, num_kvpairs = 6;
-    ag::nn::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
+    // d2l: MultiHeadAttention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
+    // eval()
+    const int64_t num_hiddens = 100, num_heads = 5, batch_size = 2, num_queries = 4,
+                  num_kvpairs = 6;
+    ag::nn::MultiHeadAttention attention(
+        num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
     attention.eval();  // as d2l: no dropout, so the graph has none
     info << ag::nn::summary(attention) << "\n";
 
     // Random inputs rather than d2l's torch.ones: with identical keys every attention weight is
     // equal and the gradient through softmax is exactly zero, which would make the trace dull.
     ag::Generator generator(seed + 1);
-    ag::Tensor X = ag::randn({batch_size, num_queries, num_hiddens}, generator);  // queries (B, Q, D)
-    ag::Tensor Y = ag::randn({batch_size, num_kvpairs, num_hiddens}, generator);  // keys = values (B, K, D)
-    ag::Tensor valid_lens = ag::tensor({3, 2});                                   // (B,)
-    ag::Tensor output = attention(X, Y, Y, valid_lens);                           // (B, Q, D)
+    ag::Tensor X =
+        ag::randn({batch_size, num_queries, num_hiddens}, generator);  // queries (B, Q, D)
+    ag::Tensor Y =
+        ag::randn({batch_size, num_kvpairs, num_hiddens}, generator);  // keys = values (B, K, D)
+    ag::Tensor valid_lens = ag::tensor({3, 2});                        // (B,)
+    ag::Tensor output = attention(X, Y, Y, valid_lens);                // (B, Q, D)
     info << "output shape: " << ag::shape_str(output.shape()) << "\n";
 
     if (trace || grads) {
@@ -97,22 +111,30 @@ int main(int argc, char** argv) {
       // keeps the graph for the DOT text below.
       ag::Tensor upstream = ag::randn(output.shape(), generator);  // (B, Q, D)
       if (trace) {
-        info << "\nbackward, step by step (upstream gradient: N(0, 1) of shape " << ag::shape_str(upstream.shape())
-             << "):\n";
+        info << "\nbackward, step by step (upstream gradient: N(0, 1) of shape "
+             << ag::shape_str(upstream.shape()) << "):\n";
         {
           ag::BackwardTraceGuard tracer(info, attention.named_parameters());
           output.backward(upstream, /*retain_graph=*/true);
         }
         if (!fused)
-          info << "\nReading it against d2l's code (ops of the trace -> the line of d2l that recorded them):\n"
-                  "  matmul, permute -> W_o.weight   W_o(output_concat): a Linear is X · Wᵀ, the permute is Wᵀ\n"
-                  "  reshape, permute, reshape       transpose_output: the heads back into the width\n"
-                  "  matmul [10,4,6], [10,6,20]      torch.bmm(dropout(attention_weights), values)\n"
-                  "  softmax, masked_fill            masked_softmax(scores, valid_lens)\n"
-                  "  div_scalar, matmul, permute     torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)\n"
-                  "  reshape, permute, reshape,      transpose_qkv(self.W_v(values)), then the same for the keys\n"
-                  "  matmul, permute -> W_v.weight   and the queries: the gradient of each projection weight\n"
-                  "The inputs X and Y are data, not parameters: they need no gradient, so their column shows \"-\".\n";
+          info
+              << "\nReading it against d2l's code (ops of the trace -> the line of d2l that "
+                 "recorded them):\n"
+                 "  matmul, permute -> W_o.weight   W_o(output_concat): a Linear is X · Wᵀ, the "
+                 "permute is Wᵀ\n"
+                 "  reshape, permute, reshape       transpose_output: the heads back into the "
+                 "width\n"
+                 "  matmul [10,4,6], [10,6,20]      torch.bmm(dropout(attention_weights), values)\n"
+                 "  softmax, masked_fill            masked_softmax(scores, valid_lens)\n"
+                 "  div_scalar, matmul, permute     torch.bmm(queries, keys.transpose(1, 2)) / "
+                 "math.sqrt(d)\n"
+                 "  reshape, permute, reshape,      transpose_qkv(self.W_v(values)), then the same "
+                 "for the keys\n"
+                 "  matmul, permute -> W_v.weight   and the queries: the gradient of each "
+                 "projection weight\n"
+                 "The inputs X and Y are data, not parameters: they need no gradient, so their "
+                 "column shows \"-\".\n";
       } else {
         output.backward(upstream, /*retain_graph=*/true);
       }
@@ -123,14 +145,16 @@ int main(int argc, char** argv) {
     options.names = attention.named_parameters();
     options.values = values;
     options.grads = grads;
-    options.title = std::string("d2l MultiHeadAttention, ") + (fused ? "fused kernel" : "composed d2l ops") +
+    options.title = std::string("d2l MultiHeadAttention, ") +
+                    (fused ? "fused kernel" : "composed d2l ops") +
                     ": B=2, Q=4, K=6, D=100, H=5, valid_lens {3, 2}";
     const std::string dot_text = ag::to_dot(output, options);
     if (dot_path == "-") {
       std::cout << dot_text;
     } else {
       ag::write_dot(dot_path, output, options);
-      info << "\nwrote " << dot_path << " (render it with: dot -Tpng " << dot_path << " -o attention.png)\n";
+      info << "\nwrote " << dot_path << " (render it with: dot -Tpng " << dot_path
+           << " -o attention.png)\n";
     }
     if (!png_path.empty()) {
       render_png(dot_text, png_path);

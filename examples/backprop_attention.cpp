@@ -39,10 +39,12 @@ const char* yes_no(bool condition) { return condition ? "yes" : "no"; }
 void scaled_dot_product_attention_by_hand() {
   section("1. scaled dot-product attention");
   const double d = 2;
-  Tensor Q = tensor({1.0, 0.0, 0.5, -1.0}, {2, 2}, float64).requires_grad_();              // (queries 2, d 2)
-  Tensor K = tensor({1.0, 1.0, 0.0, 2.0, -1.0, 0.5}, {3, 2}, float64).requires_grad_();    // (keys 3, d 2)
-  Tensor V = tensor({1.0, 0.0, 0.0, 1.0, 2.0, 2.0}, {3, 2}, float64).requires_grad_();     // (keys 3, dv 2)
-  const Tensor G = tensor({1.0, -1.0, 0.5, 2.0}, {2, 2}, float64);                          // (2, 2) dO
+  Tensor Q = tensor({1.0, 0.0, 0.5, -1.0}, {2, 2}, float64).requires_grad_();  // (queries 2, d 2)
+  Tensor K =
+      tensor({1.0, 1.0, 0.0, 2.0, -1.0, 0.5}, {3, 2}, float64).requires_grad_();  // (keys 3, d 2)
+  Tensor V =
+      tensor({1.0, 0.0, 0.0, 1.0, 2.0, 2.0}, {3, 2}, float64).requires_grad_();  // (keys 3, dv 2)
+  const Tensor G = tensor({1.0, -1.0, 0.5, 2.0}, {2, 2}, float64);               // (2, 2) dO
 
   // The forward, op by op (what DotProductAttention::forward does per head)
   Tensor S = matmul(Q, K.transpose(0, 1)) / std::sqrt(d);  // (2, 3)
@@ -55,38 +57,47 @@ void scaled_dot_product_attention_by_hand() {
 
   // The backward by the formulas, with no autograd
   NoGradGuard formulas_only;
-  const Tensor dV = matmul(P.transpose(0, 1), G);                            // (3, 2)  dV = Pᵀ·dO
-  const Tensor dP = matmul(G, V.transpose(0, 1));                            // (2, 3)  dP = dO·Vᵀ
-  const Tensor dS = mul(P, sub(dP, sum(mul(dP, P), {-1}, /*keepdim=*/true)));  // (2, 3)  dS = P ⊙ (dP − rowsum(dP ⊙ P))
-  const Tensor dQ = matmul(dS, K) / std::sqrt(d);                            // (2, 2)  dQ = dS·K/√d
-  const Tensor dK = matmul(dS.transpose(0, 1), Q) / std::sqrt(d);            // (3, 2)  dK = dSᵀ·Q/√d
+  const Tensor dV = matmul(P.transpose(0, 1), G);  // (3, 2)  dV = Pᵀ·dO
+  const Tensor dP = matmul(G, V.transpose(0, 1));  // (2, 3)  dP = dO·Vᵀ
+  const Tensor dS = mul(P,
+      sub(dP, sum(mul(dP, P), {-1}, /*keepdim=*/true)));  // (2, 3)  dS = P ⊙ (dP − rowsum(dP ⊙ P))
+  const Tensor dQ = matmul(dS, K) / std::sqrt(d);         // (2, 2)  dQ = dS·K/√d
+  const Tensor dK = matmul(dS.transpose(0, 1), Q) / std::sqrt(d);  // (3, 2)  dK = dSᵀ·Q/√d
   std::cout << "dS = P ⊙ (dP − rowsum(dP ⊙ P)):\n" << dS << "\n";
   std::cout << "each row of dS sums to 0: " << yes_no(max_abs(sum(dS, {-1})) < 1e-12) << "\n";
-  std::cout << "dQ = dS·K/√d:\n" << dQ << "\ndK = dSᵀ·Q/√d:\n" << dK << "\ndV = Pᵀ·dO:\n" << dV << "\n";
+  std::cout << "dQ = dS·K/√d:\n"
+            << dQ << "\ndK = dSᵀ·Q/√d:\n"
+            << dK << "\ndV = Pᵀ·dO:\n"
+            << dV << "\n";
 
   const double worst = std::max({max_abs_difference(Q.grad(), dQ), max_abs_difference(K.grad(), dK),
-                                 max_abs_difference(V.grad(), dV)});
-  std::cout << "autograd's dQ, dK, dV equal the formulas' (to 1e-12): " << yes_no(worst < 1e-12) << "\n";
+      max_abs_difference(V.grad(), dV)});
+  std::cout << "autograd's dQ, dK, dV equal the formulas' (to 1e-12): " << yes_no(worst < 1e-12)
+            << "\n";
 }
 
 // 2. Two query rows over 4 keys: valid length 2, then 0.
 void masked_softmax_gradient() {
   section("2. masked softmax");
-  Tensor X = tensor({0.5, 1.0, 3.0, -2.0, 0.5, 1.0, 3.0, -2.0}, {1, 2, 4}, float64).requires_grad_();  // (B 1, Q 2, K 4)
-  const Tensor valid_lens = tensor({2, 0}, {1, 2}, float64);                                           // (B, Q)
-  const Tensor G = tensor({1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0}, {1, 2, 4}, float64);               // (1, 2, 4)
+  Tensor X = tensor({0.5, 1.0, 3.0, -2.0, 0.5, 1.0, 3.0, -2.0}, {1, 2, 4}, float64)
+                 .requires_grad_();                           // (B 1, Q 2, K 4)
+  const Tensor valid_lens = tensor({2, 0}, {1, 2}, float64);  // (B, Q)
+  const Tensor G =
+      tensor({1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0}, {1, 2, 4}, float64);  // (1, 2, 4)
   nn::FusedKernelsGuard composed(false);  // d2l's code: masked_fill(−1e6), then softmax
   Tensor weights = nn::masked_softmax(X, valid_lens);  // (1, 2, 4)
   weights.backward(G);
-  std::cout << "weights (valid lengths 2 and 0):\n" << weights << "\ngradient of the scores:\n" << X.grad() << "\n";
+  std::cout << "weights (valid lengths 2 and 0):\n"
+            << weights << "\ngradient of the scores:\n"
+            << X.grad() << "\n";
 }
 
 // 3. X (B 1, T 2, D 4) split into 2 heads of width 2.
 void transpose_qkv_backward() {
   section("3. transpose_qkv and transpose_output");
-  Tensor X = arange(8.0, float64).reshape({1, 2, 4}).requires_grad_();       // (B, T, D)
-  Tensor heads = nn::transpose_qkv(X, 2);                                     // (B·H, T, D/H)
-  const Tensor G = arange(100.0, 108.0, 1.0, float64).reshape({2, 2, 2});     // (B·H, T, D/H)
+  Tensor X = arange(8.0, float64).reshape({1, 2, 4}).requires_grad_();     // (B, T, D)
+  Tensor heads = nn::transpose_qkv(X, 2);                                  // (B·H, T, D/H)
+  const Tensor G = arange(100.0, 108.0, 1.0, float64).reshape({2, 2, 2});  // (B·H, T, D/H)
   heads.backward(G);
   std::cout << "transpose_qkv(X):\n" << heads << "\ngradient of X:\n" << X.grad() << "\n";
   const Tensor joined = nn::transpose_output(G, 2);  // (B, T, D)
@@ -98,9 +109,9 @@ void transpose_qkv_backward() {
 void layer_norm_backward() {
   section("4. layer norm");
   Tensor x = tensor({1.0, 2.0, 4.0, 7.0}, {1, 4}, float64).requires_grad_();  // (1, 4)
-  const Tensor gamma = ones({4}, float64), beta = zeros({4}, float64);       // (4)
-  const Tensor g = tensor({0.1, -0.2, 0.3, 0.05}, {1, 4}, float64);          // (1, 4) dy
-  Tensor y = layer_norm(x, {4}, gamma, beta, 1e-5);                          // (1, 4) = x̂
+  const Tensor gamma = ones({4}, float64), beta = zeros({4}, float64);        // (4)
+  const Tensor g = tensor({0.1, -0.2, 0.3, 0.05}, {1, 4}, float64);           // (1, 4) dy
+  Tensor y = layer_norm(x, {4}, gamma, beta, 1e-5);                           // (1, 4) = x̂
   y.backward(g);
   NoGradGuard formulas_only;
   const Tensor x_hat = y;
@@ -128,22 +139,23 @@ void positional_encoding_rotation() {
   for (int64_t delta = 1; delta <= 10; ++delta)
     for (int64_t i = 0; i + delta < max_len; ++i)
       for (int64_t j = 0; j < d / 2; ++j) {
-        const double omega = 1.0 / std::pow(10000.0, 2.0 * static_cast<double>(j) / static_cast<double>(d));
+        const double omega =
+            1.0 / std::pow(10000.0, 2.0 * static_cast<double>(j) / static_cast<double>(d));
         const double angle = static_cast<double>(delta) * omega;
         const double sin_i = at(i, 2 * j), cos_i = at(i, 2 * j + 1);
         // sin(a + b) = sin a cos b + cos a sin b,  cos(a + b) = cos a cos b − sin a sin b
         const double sin_shifted = std::cos(angle) * sin_i + std::sin(angle) * cos_i;
         const double cos_shifted = -std::sin(angle) * sin_i + std::cos(angle) * cos_i;
         worst = std::max({worst, std::abs(sin_shifted - at(i + delta, 2 * j)),
-                          std::abs(cos_shifted - at(i + delta, 2 * j + 1))});
+            std::abs(cos_shifted - at(i + delta, 2 * j + 1))});
       }
   // One pair spelled out: j = 1 (ω_1 = 10000^(−2/8) = 0.1), position 5 shifted by δ = 3
   const double angle = 3 * std::pow(10000.0, -2.0 / static_cast<double>(d));
   char line[200];
   std::snprintf(line, sizeof line,
-                "P[5, 2:4] = (%.6f, %.6f), rotated by 3·ω_1 = 0.3: (%.6f, %.6f), P[8, 2:4] = (%.6f, %.6f)", at(5, 2),
-                at(5, 3), std::cos(angle) * at(5, 2) + std::sin(angle) * at(5, 3),
-                -std::sin(angle) * at(5, 2) + std::cos(angle) * at(5, 3), at(8, 2), at(8, 3));
+      "P[5, 2:4] = (%.6f, %.6f), rotated by 3·ω_1 = 0.3: (%.6f, %.6f), P[8, 2:4] = (%.6f, %.6f)",
+      at(5, 2), at(5, 3), std::cos(angle) * at(5, 2) + std::sin(angle) * at(5, 3),
+      -std::sin(angle) * at(5, 2) + std::cos(angle) * at(5, 3), at(8, 2), at(8, 3));
   std::cout << line << "\n";
   std::cout << "largest error over δ = 1..10, all positions and pairs, float32 table (below 1e-6): "
             << yes_no(worst < 1e-6) << "\n";

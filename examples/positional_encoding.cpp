@@ -24,14 +24,15 @@
 #include <filesystem>
 #include <iostream>
 
-#include "viz/viz.h"
 #include "nn/nn.h"
+#include "viz/viz.h"
 
 namespace {
 
 using namespace ag;
 
-// The four columns d2l plots: 6 and 7 (one sine/cosine pair, j = 3) turn faster than 8 and 9 (j = 4).
+// The four columns d2l plots: 6 and 7 (one sine/cosine pair, j = 3) turn faster than 8 and 9 (j =
+// 4).
 constexpr int64_t first_column = 6, plotted_columns = 4;
 
 // The largest |P[i+δ, 2j+k] − (R(δ·ω_j) · (P[i, 2j], P[i, 2j+1]))_k| over every position i with
@@ -40,14 +41,16 @@ constexpr int64_t first_column = 6, plotted_columns = 4;
 double rotation_error(const std::vector<float>& P, int64_t max_len, int64_t d, int64_t delta) {
   double worst = 0;
   for (int64_t j = 0; 2 * j + 1 < d; ++j) {  // an odd d's last column has no partner
-    const double omega = 1.0 / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
-    const double c = std::cos(static_cast<double>(delta) * omega), s = std::sin(static_cast<double>(delta) * omega);
+    const double omega =
+        1.0 / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
+    const double c = std::cos(static_cast<double>(delta) * omega),
+                 s = std::sin(static_cast<double>(delta) * omega);
     for (int64_t i = 0; i + delta < max_len; ++i) {
       const double sin_i = P[i * d + 2 * j], cos_i = P[i * d + 2 * j + 1];
       // [sin((i+δ)ω), cos((i+δ)ω)] = [c·sin(iω) + s·cos(iω), −s·sin(iω) + c·cos(iω)]
       const double rotated_sin = c * sin_i + s * cos_i, rotated_cos = -s * sin_i + c * cos_i;
       worst = std::max({worst, std::abs(P[(i + delta) * d + 2 * j] - rotated_sin),
-                        std::abs(P[(i + delta) * d + 2 * j + 1] - rotated_cos)});
+          std::abs(P[(i + delta) * d + 2 * j + 1] - rotated_cos)});
     }
   }
   return worst;
@@ -57,20 +60,21 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
   std::filesystem::create_directories(out_dir);
   nn::PositionalEncoding pos_encoding(num_hiddens, 0.0);
   pos_encoding.eval();
-  const Tensor table = pos_encoding.P.select(0, 0);          // (max_len, d): the whole buffer
-  const Tensor P = table.narrow(0, 0, num_steps);            // (T, d): the first num_steps positions
+  const Tensor table = pos_encoding.P.select(0, 0);  // (max_len, d): the whole buffer
+  const Tensor P = table.narrow(0, 0, num_steps);    // (T, d): the first num_steps positions
 
   // Columns 6–9 against the position, as d2l.plot draws them.
   std::vector<std::string> header{"position"};
   std::vector<std::vector<double>> columns{std::vector<double>()};
   for (int64_t i = 0; i < num_steps; ++i) columns[0].push_back(static_cast<double>(i));
-  viz::LinePanel panel{.title = "Positional encoding: columns 6-9 of P (d = " + std::to_string(num_hiddens) + ")",
-                        .xlabel = "Row (position)",
-                        .ylabel = "P[i, col]",
-                        .curves = {},
-                        .ymin = -1.1,
-                        .ymax = 1.4,  // room above the curves for the legend
-                        .key = "top right horizontal"};
+  viz::LinePanel panel{
+      .title = "Positional encoding: columns 6-9 of P (d = " + std::to_string(num_hiddens) + ")",
+      .xlabel = "Row (position)",
+      .ylabel = "P[i, col]",
+      .curves = {},
+      .ymin = -1.1,
+      .ymax = 1.4,  // room above the curves for the legend
+      .key = "top right horizontal"};
   for (int64_t col = first_column; col < first_column + plotted_columns; ++col) {
     header.push_back("col_" + std::to_string(col));
     columns.push_back(P.select(1, col).to_vector<double>());  // (T,)
@@ -85,26 +89,28 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
   figure.width = 720;
   figure.height = 360;
   viz::plot_csv(csv.string(), line_png.string(), figure);
-  std::printf("wrote %s (columns 6-9 of P against the position) and %s\n", line_png.c_str(), csv.c_str());
+  std::printf(
+      "wrote %s (columns 6-9 of P against the position) and %s\n", line_png.c_str(), csv.c_str());
 
   // The whole (T, d) table: rows are positions, columns encoding dimensions. Along a row the
   // frequency ω_j falls from column to column, like the bits of the binary numbers below.
   viz::write_heatmap(heatmap_png.string(), P,
-                      {.title = "P: " + std::to_string(num_steps) + " positions x " + std::to_string(num_hiddens),
-                       .xlabel = "Column (encoding dimension)",
-                       .ylabel = "Row (position)",
-                       .row_labels = viz::index_labels(num_steps),
-                       .col_labels = viz::index_labels(num_hiddens),
-                       .cell = 8,
-                       .font_scale = 1,
-                       .vmin = -1.0,
-                       .vmax = 1.0,
-                       .colorbar = true});
+      {.title = "P: " + std::to_string(num_steps) + " positions x " + std::to_string(num_hiddens),
+          .xlabel = "Column (encoding dimension)",
+          .ylabel = "Row (position)",
+          .row_labels = viz::index_labels(num_steps),
+          .col_labels = viz::index_labels(num_hiddens),
+          .cell = 8,
+          .font_scale = 1,
+          .vmin = -1.0,
+          .vmax = 1.0,
+          .colorbar = true});
   std::printf("wrote %s (P: position x encoding dimension)\n\n", heatmap_png.c_str());
 
   // d2l: "in the binary representation a higher bit alternates less often than a lower one" —
   // bit b flips every 2^b numbers, as column pair j turns with period 2π / ω_j.
-  for (int i = 0; i < 8; ++i) std::printf("%d in binary is %d%d%d\n", i, (i >> 2) & 1, (i >> 1) & 1, i & 1);
+  for (int i = 0; i < 8; ++i)
+    std::printf("%d in binary is %d%d%d\n", i, (i >> 2) & 1, (i >> 1) & 1, i & 1);
 
   // The rotation property over the whole table. Each entry of P is the double-precision value
   // rounded once to float32, an error of at most half an ulp: 2^-25 for |p| in [0.5, 1), less for
@@ -117,9 +123,11 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
   const double tolerance = std::ldexp(1.0, -23);
   const int64_t max_len = table.size(0);
   const std::vector<float> values = table.to_vector<float>();  // (max_len, d) row-major
-  std::printf("\nrelative positions: (P[i+delta, 2j], P[i+delta, 2j+1]) = rotation by delta*w_j of (P[i, 2j], "
-              "P[i, 2j+1]), over all %lld positions and %lld pairs\n",
-              static_cast<long long>(max_len), static_cast<long long>(num_hiddens / 2));
+  std::printf(
+      "\nrelative positions: (P[i+delta, 2j], P[i+delta, 2j+1]) = rotation by delta*w_j of (P[i, "
+      "2j], "
+      "P[i, 2j+1]), over all %lld positions and %lld pairs\n",
+      static_cast<long long>(max_len), static_cast<long long>(num_hiddens / 2));
   double worst = 0;
   for (int64_t delta : {1, 2, 5, 10, 59, 500}) {
     if (delta >= max_len) continue;
@@ -128,8 +136,8 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
     std::printf("  delta %3lld: largest error %.3g\n", static_cast<long long>(delta), error);
   }
   const bool ok = worst <= tolerance;
-  std::printf("largest error %.3g %s the float32 tolerance 2^-23 = %.3g: %s\n", worst, ok ? "<=" : ">", tolerance,
-              ok ? "the rotation property holds" : "FAILED");
+  std::printf("largest error %.3g %s the float32 tolerance 2^-23 = %.3g: %s\n", worst,
+      ok ? "<=" : ">", tolerance, ok ? "the rotation property holds" : "FAILED");
   return ok ? 0 : 1;
 }
 
@@ -138,9 +146,12 @@ int run(const std::filesystem::path& out_dir, int64_t num_hiddens, int64_t num_s
 int main(int argc, char** argv) {
   std::string out_dir = ".";
   int64_t num_hiddens = 32, num_steps = 60;
-  CLI::App app{"ag-positional-encoding: d2l's positional-encoding figures and the relative-position check"};
-  app.add_option("--out-dir", out_dir, "directory for the PNG, CSV and gnuplot files")->capture_default_str();
-  app.add_option("--num-hiddens", num_hiddens, "encoding dimension d (at least 10: columns 6-9 are plotted)")
+  CLI::App app{
+      "ag-positional-encoding: d2l's positional-encoding figures and the relative-position check"};
+  app.add_option("--out-dir", out_dir, "directory for the PNG, CSV and gnuplot files")
+      ->capture_default_str();
+  app.add_option("--num-hiddens", num_hiddens,
+         "encoding dimension d (at least 10: columns 6-9 are plotted)")
       ->capture_default_str();
   app.add_option("--num-steps", num_steps, "positions plotted (1-1000)")->capture_default_str();
   try {
@@ -151,9 +162,10 @@ int main(int argc, char** argv) {
     std::cerr << "ag-positional-encoding: " << e.what() << " (see --help)\n";
     return 2;
   }
-  if (num_hiddens < first_column + plotted_columns || num_hiddens > 4096 || num_steps < 1 || num_steps > 1000) {
-    std::cerr << "ag-positional-encoding: --num-hiddens " << num_hiddens << " must be in 10-4096 and --num-steps "
-              << num_steps << " in 1-1000\n";
+  if (num_hiddens < first_column + plotted_columns || num_hiddens > 4096 || num_steps < 1 ||
+      num_steps > 1000) {
+    std::cerr << "ag-positional-encoding: --num-hiddens " << num_hiddens
+              << " must be in 10-4096 and --num-steps " << num_steps << " in 1-1000\n";
     return 2;
   }
   try {

@@ -13,7 +13,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 3 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fprintf(argc < 3 ? stderr : stdout, "usage: ag-predict MODEL_FILE \"SEQUENCE\" [\"SEQUENCE\" ...]\n");
+    std::fprintf(argc < 3 ? stderr : stdout,
+        "usage: ag-predict MODEL_FILE \"SEQUENCE\" [\"SEQUENCE\" ...]\n");
     return argc < 3 ? 2 : 0;
   }
   try {
@@ -21,11 +22,13 @@ int main(int argc, char** argv) {
     const ag::data::Task& task = *loaded.task;
     std::vector<ag::data::Example> examples;
     for (int i = 2; i < argc; ++i) examples.push_back({task.vocab().from_text(argv[i]), {}});
-    ag::data::Batch batch = ag::data::make_batch(examples, task.source_steps(), task.target_steps());
-    auto predictions = ag::seq2seq::greedy_decode(*loaded.model, batch.source, batch.source_valid_lens, task.target_steps());
+    ag::data::Batch batch =
+        ag::data::make_batch(examples, task.source_steps(), task.target_steps());
+    auto predictions = ag::seq2seq::greedy_decode(
+        *loaded.model, batch.source, batch.source_valid_lens, task.target_steps());
     for (std::size_t i = 0; i < examples.size(); ++i)
       std::printf("%s -> %s\n", task.vocab().to_text(examples[i].source).c_str(),
-                  task.vocab().to_text(predictions[i]).c_str());
+          task.vocab().to_text(predictions[i]).c_str());
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "ag-predict: " << e.what() << "\n";

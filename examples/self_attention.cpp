@@ -18,12 +18,13 @@
 int main() {
   ag::manual_seed(0);
   const int64_t num_hiddens = 100, num_heads = 5;
-  ag::nn::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
+  ag::nn::MultiHeadAttention attention(
+      num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
   attention.eval();
   std::cout << attention << "\n";
 
   const int64_t batch_size = 2, num_queries = 4;
-  ag::Tensor valid_lens = ag::tensor({3, 2});                        // (B,)
+  ag::Tensor valid_lens = ag::tensor({3, 2});                       // (B,)
   ag::Tensor X = ag::ones({batch_size, num_queries, num_hiddens});  // (B, Q, D)
   ag::Tensor Y = attention(X, X, X, valid_lens);                    // (B, Q, D)
   std::cout << "output shape: " << ag::shape_str(Y.shape()) << "\n";

@@ -2,7 +2,7 @@
 //
 //   ag-train                                   # reverse, the default model: ~100% exact sequences
 //   ag-train --task sort --steps 4000
-//   ag-train --checkpoint run.agc              # saves every --checkpoint-every steps and at the end
+//   ag-train --checkpoint run.agc              # saves each --checkpoint-every steps and at the end
 //   ag-train --resume run.agc                  # continues exactly where run.agc stopped
 //   ag-train --save-model reverse.agm          # a model-only file for ag-predict
 //   ag-train --curves-dir out                  # out/training_curves.csv and .png (gnuplot)
@@ -88,25 +88,29 @@ extern "C" void on_interrupt(int) { interrupted = true; }
 std::string format_duration(double seconds) {
   const int64_t s = static_cast<int64_t>(seconds + 0.5);
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%lld:%02lld", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  std::snprintf(buffer, sizeof buffer, "%lld:%02lld", static_cast<long long>(s / 60),
+      static_cast<long long>(s % 60));
   return buffer;
 }
 
 void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
-                      const std::vector<data::Example>& held_out, int64_t show) {
-  std::printf("eval @ step %lld: held-out loss %.4f  token accuracy %.1f%%  exact-sequence accuracy %.1f%%\n",
-              static_cast<long long>(step), e.loss, 100 * e.token_accuracy, 100 * e.sequence_accuracy);
+    const std::vector<data::Example>& held_out, int64_t show) {
+  std::printf(
+      "eval @ step %lld: held-out loss %.4f  token accuracy %.1f%%  exact-sequence accuracy "
+      "%.1f%%\n",
+      static_cast<long long>(step), e.loss, 100 * e.token_accuracy, 100 * e.sequence_accuracy);
   const data::TaskVocab& vocab = task.vocab();
   for (int64_t i = 0; i < show && i < static_cast<int64_t>(held_out.size()); ++i) {
     const bool correct = e.predictions[i] == held_out[i].target;
     std::printf("  %s -> %s %s\n", vocab.to_text(held_out[i].source).c_str(),
-                vocab.to_text(e.predictions[i]).c_str(),
-                correct ? "\u2713" : ("\u2717 (expected " + vocab.to_text(held_out[i].target) + ")").c_str());
+        vocab.to_text(e.predictions[i]).c_str(),
+        correct ? "\u2713"
+                : ("\u2717 (expected " + vocab.to_text(held_out[i].target) + ")").c_str());
   }
   std::fflush(stdout);
 }
 
-// ---- pictures --------------------------------------------------------------------------------------
+// ---- pictures -----------------------------------------------------------------------------------
 
 const char* const curves_header = "step,train_loss,heldout_loss,token_accuracy,sequence_accuracy";
 
@@ -117,21 +121,21 @@ void plot_curves(const std::filesystem::path& dir, const std::string& task) {
   figure.title = "ag-train, task " + task;
   figure.points = true;
   figure.panels.push_back({.title = "loss (masked cross-entropy per token)",
-                           .xlabel = "step",
-                           .ylabel = "loss",
-                           .curves = {{"train_loss", "training (mean since the previous evaluation)"},
-                                      {"heldout_loss", "held-out (teacher forcing)"}},
-                           .ymin = 0.0,
-                           .ymax = std::nullopt,
-                           .key = "top right"});
+      .xlabel = "step",
+      .ylabel = "loss",
+      .curves = {{"train_loss", "training (mean since the previous evaluation)"},
+          {"heldout_loss", "held-out (teacher forcing)"}},
+      .ymin = 0.0,
+      .ymax = std::nullopt,
+      .key = "top right"});
   figure.panels.push_back({.title = "held-out accuracy",
-                           .xlabel = "step",
-                           .ylabel = "accuracy",
-                           .curves = {{"token_accuracy", "token (teacher forcing)"},
-                                      {"sequence_accuracy", "exact sequence (greedy decoding)"}},
-                           .ymin = 0.0,
-                           .ymax = 1.05,
-                           .key = "bottom right"});
+      .xlabel = "step",
+      .ylabel = "accuracy",
+      .curves = {{"token_accuracy", "token (teacher forcing)"},
+          {"sequence_accuracy", "exact sequence (greedy decoding)"}},
+      .ymin = 0.0,
+      .ymax = 1.05,
+      .key = "bottom right"});
   viz::plot_csv(csv.string(), png.string(), figure);
   std::printf("wrote %s and %s\n", png.c_str(), csv.c_str());
 }
@@ -139,7 +143,7 @@ void plot_curves(const std::filesystem::path& dir, const std::string& task) {
 // One grid of heatmaps: a row of panels (one per head) for each layer of encoder self-attention,
 // decoder self-attention and encoder–decoder attention; queries down, keys across, weight 0 to 1.
 void write_attention_png(const std::string& path, nn::EncoderDecoder& model, const data::Task& task,
-                         const std::vector<data::Example>& held_out, int64_t index) {
+    const std::vector<data::Example>& held_out, int64_t index) {
   if (index == -1) {
     // The first of the longest sources: the most positions, the clearest pattern.
     index = 0;
@@ -151,7 +155,8 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
     throw ValueError("--attention-example " + std::to_string(index) + " is not one of the " +
                      std::to_string(held_out.size()) + " held-out examples");
   const data::Example& example = held_out[static_cast<std::size_t>(index)];
-  const seq2seq::DecodedAttention a = seq2seq::decode_with_attention(model, example.source, task.target_steps());
+  const seq2seq::DecodedAttention a =
+      seq2seq::decode_with_attention(model, example.source, task.target_steps());
   const data::TaskVocab& vocab = task.vocab();
   auto labels = [&](const std::vector<int64_t>& ids) {
     std::vector<std::string> out;
@@ -160,34 +165,36 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
   };
   const std::vector<std::string> source = labels(a.source), decoder = labels(a.decoder_input);
   std::vector<viz::HeatmapPanel> panels;
-  auto add = [&](const std::vector<Tensor>& per_layer, const std::string& name, const std::vector<std::string>& rows,
-                 const std::vector<std::string>& cols, const std::string& ylabel, const std::string& xlabel) {
+  auto add = [&](const std::vector<Tensor>& per_layer, const std::string& name,
+                 const std::vector<std::string>& rows, const std::vector<std::string>& cols,
+                 const std::string& ylabel, const std::string& xlabel) {
     for (std::size_t l = 0; l < per_layer.size(); ++l)
       for (int64_t h = 0; h < per_layer[l].size(0); ++h)
         panels.push_back({per_layer[l].select(0, h),  // (queries, keys) of head h
-                          {.title = name + " layer " + std::to_string(l) + " head " + std::to_string(h),
-                           .xlabel = xlabel,
-                           .ylabel = ylabel,
-                           .row_labels = rows,
-                           .col_labels = cols,
-                           .cell = 20,
-                           .font_scale = 1,
-                           .vmin = 0.0,
-                           .vmax = 1.0,
-                           .colorbar = true}});
+            {.title = name + " layer " + std::to_string(l) + " head " + std::to_string(h),
+                .xlabel = xlabel,
+                .ylabel = ylabel,
+                .row_labels = rows,
+                .col_labels = cols,
+                .cell = 20,
+                .font_scale = 1,
+                .vmin = 0.0,
+                .vmax = 1.0,
+                .colorbar = true}});
   };
-  add(a.encoder, "enc", source, source, "source", "source");                      // (H, Ts, Ts) per layer
-  add(a.decoder_self, "dec self", decoder, decoder, "decoder in", "decoder in");  // (H, T, T) per layer
-  add(a.cross, "enc-dec", decoder, source, "decoder in", "source");               // (H, T, Ts) per layer
+  add(a.encoder, "enc", source, source, "source", "source");  // (H, Ts, Ts) per layer
+  add(a.decoder_self, "dec self", decoder, decoder, "decoder in",
+      "decoder in");                                                 // (H, T, T) per layer
+  add(a.cross, "enc-dec", decoder, source, "decoder in", "source");  // (H, T, Ts) per layer
   const std::string decoded = vocab.to_text(example.source) + " -> " + vocab.to_text(a.prediction);
   viz::write_heatmap_grid(path, panels, static_cast<int64_t>(a.encoder[0].size(0)),
-                           task.name() + ", held-out example " + std::to_string(index) + ": " + decoded +
-                               "  (rows: queries, columns: keys)");
-  std::printf("wrote %s (attention of every layer and head, held-out example %lld: %s)\n", path.c_str(),
-              static_cast<long long>(index), decoded.c_str());
+      task.name() + ", held-out example " + std::to_string(index) + ": " + decoded +
+          "  (rows: queries, columns: keys)");
+  std::printf("wrote %s (attention of every layer and head, held-out example %lld: %s)\n",
+      path.c_str(), static_cast<long long>(index), decoded.c_str());
 }
 
-// ---- checkpoints: the run's definition and state ---------------------------------------------------
+// ---- checkpoints: the run's definition and state ------------------------------------------------
 
 void save_options(Checkpoint& c, const Options& o) {
   c.integers["config.steps"] = static_cast<uint64_t>(o.steps);
@@ -218,9 +225,11 @@ Options options_from(const Checkpoint& c, Options o) {
     throw CheckpointError("checkpoint: the saved run configuration is inconsistent");
   const uint64_t saved_threads = c.integer("config.threads");
   if (saved_threads != static_cast<uint64_t>(o.threads))
-    std::printf("note: the run was saved with %llu thread(s) and continues with %d; the result may differ in "
-                "the last bits from an uninterrupted run\n",
-                static_cast<unsigned long long>(saved_threads), o.threads);
+    std::printf(
+        "note: the run was saved with %llu thread(s) and continues with %d; the result may differ "
+        "in "
+        "the last bits from an uninterrupted run\n",
+        static_cast<unsigned long long>(saved_threads), o.threads);
   return o;
 }
 
@@ -244,18 +253,19 @@ GeneratorState get_generator(const Checkpoint& c, const std::string& name) {
 
 // Everything the next step depends on: weights, Adam's moments and step counts, the schedule's
 // position, the dropout generator and the data stream. Returns the step to continue with.
-int64_t restore_run(const Checkpoint& c, const Options& o, nn::EncoderDecoder& model, optim::Optimizer& optimizer,
-                    optim::Scheduler& scheduler, data::TrainingStream& stream) {
+int64_t restore_run(const Checkpoint& c, const Options& o, nn::EncoderDecoder& model,
+    optim::Optimizer& optimizer, optim::Scheduler& scheduler, data::TrainingStream& stream) {
   model.load_state_dict(c.tensors_under("model"));
   optimizer.load_state_dict(get_optimizer_state(c, "optimizer"));
   const uint64_t step = c.integer("step");
   if (step >= static_cast<uint64_t>(o.steps))
-    throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " + std::to_string(step) + ")");
+    throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " +
+                          std::to_string(step) + ")");
   scheduler.set_step(static_cast<int64_t>(c.integer("scheduler.step")));
   default_generator().set_state(get_generator(c, "default"));
   stream.generator().set_state(get_generator(c, "data"));
-  std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(), static_cast<long long>(step + 1),
-              static_cast<long long>(o.steps));
+  std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
+      static_cast<long long>(step + 1), static_cast<long long>(o.steps));
   return static_cast<int64_t>(step) + 1;
 }
 
@@ -265,8 +275,9 @@ CheckpointFormat checkpoint_format(const Options& o) {
 
 // Saves the run after `step` to --checkpoint (atomically) and, with --keep K, a numbered copy
 // PATH.step-NNNNNNNN of which only the newest K are kept.
-void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config, const nn::EncoderDecoder& model,
-              const optim::Optimizer& optimizer, const optim::Scheduler& scheduler, data::TrainingStream& stream) {
+void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config,
+    const nn::EncoderDecoder& model, const optim::Optimizer& optimizer,
+    const optim::Scheduler& scheduler, data::TrainingStream& stream) {
   if (o.checkpoint.empty()) return;
   Checkpoint c;
   c.kind = "ag-train";
@@ -296,22 +307,22 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
       copies.push_back(entry.path());
   }
   std::sort(copies.begin(), copies.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i) fs::remove(copies[i]);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i)
+    fs::remove(copies[i]);
 }
 
-// ---- the learning-rate schedule ---------------------------------------------------------------------
+// ---- the learning-rate schedule -----------------------------------------------------------------
 
 optim::Schedule make_schedule(const Options& o, const seq2seq::ModelConfig& config) {
   if (o.schedule == "cosine") return optim::cosine_with_warmup(o.warmup, o.steps, 0.0);
   // The paper's schedule, rescaled so that its peak (at the end of warm-up) is --lr.
   if (o.schedule == "noam")
-    return [base = optim::transformer_schedule(config.num_hiddens, o.warmup), w = o.warmup](int64_t t) {
-      return base(t) / base(w);
-    };
+    return [base = optim::transformer_schedule(config.num_hiddens, o.warmup), w = o.warmup](
+               int64_t t) { return base(t) / base(w); };
   return [](int64_t) { return 1.0; };
 }
 
-// ---- reporting ----------------------------------------------------------------------------------------
+// ---- reporting ----------------------------------------------------------------------------------
 
 // What the run prints and logs: the progress line (rewritten in place on a terminal, every 100
 // steps otherwise), --loss-log's row per step, the evaluations with a few decoded examples,
@@ -347,17 +358,20 @@ class Report {
     recent_losses_.push_back(loss);
     if (recent_losses_.size() > 100) recent_losses_.erase(recent_losses_.begin());
     const double elapsed = seconds();
-    const double eta = elapsed / static_cast<double>(step - first_step_ + 1) * static_cast<double>(last_step_ - step);
+    const double eta = elapsed / static_cast<double>(step - first_step_ + 1) *
+                       static_cast<double>(last_step_ - step);
     if (terminal_) {
       // One live line, rewritten in place.
-      std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ", static_cast<long long>(step),
-                  static_cast<long long>(o_.steps), loss, tokens_ / elapsed, format_duration(eta).c_str());
+      std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ",
+          static_cast<long long>(step), static_cast<long long>(o_.steps), loss, tokens_ / elapsed,
+          format_duration(eta).c_str());
       if (evaluate_now) std::printf("\n");
       std::fflush(stdout);
     } else if (step % 100 == 0 || evaluate_now) {
-      std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n", static_cast<long long>(step),
-                  static_cast<long long>(o_.steps), loss_since_report_ / static_cast<double>(steps_since_report_),
-                  tokens_ / elapsed, format_duration(eta).c_str());
+      std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n",
+          static_cast<long long>(step), static_cast<long long>(o_.steps),
+          loss_since_report_ / static_cast<double>(steps_since_report_), tokens_ / elapsed,
+          format_duration(eta).c_str());
       loss_since_report_ = 0;
       steps_since_report_ = 0;
       std::fflush(stdout);
@@ -365,14 +379,14 @@ class Report {
   }
 
   void evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
-                  const std::vector<data::Example>& held_out) {
+      const std::vector<data::Example>& held_out) {
     last_evaluation_ = e;
     print_evaluation(step, e, task, held_out, o_.show);
     if (curves_.is_open()) {
       char row[160];
       std::snprintf(row, sizeof row, "%lld,%.6g,%.6g,%.6g,%.6g\n", static_cast<long long>(step),
-                    loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_), e.loss, e.token_accuracy,
-                    e.sequence_accuracy);
+          loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_), e.loss,
+          e.token_accuracy, e.sequence_accuracy);
       curves_ << row << std::flush;
     }
     loss_since_evaluation_ = 0;
@@ -390,10 +404,11 @@ class Report {
     double recent = 0;
     for (double l : recent_losses_) recent += l;
     if (!recent_losses_.empty()) recent /= static_cast<double>(recent_losses_.size());
-    std::printf("done: %lld steps in %s; training loss per token (mean of the last %zu steps) %.4f; "
-                "held-out exact-sequence accuracy %.1f%%\n",
-                static_cast<long long>(o_.steps), format_duration(seconds).c_str(), recent_losses_.size(), recent,
-                100 * last_evaluation_.sequence_accuracy);
+    std::printf(
+        "done: %lld steps in %s; training loss per token (mean of the last %zu steps) %.4f; "
+        "held-out exact-sequence accuracy %.1f%%\n",
+        static_cast<long long>(o_.steps), format_duration(seconds).c_str(), recent_losses_.size(),
+        recent, 100 * last_evaluation_.sequence_accuracy);
   }
 
   double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -411,19 +426,21 @@ class Report {
 };
 
 void print_run(const Options& o, const seq2seq::ModelConfig& config, const data::Task& task,
-               const nn::EncoderDecoder& model) {
-  std::printf("ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
-              "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
-              "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
-              o.task.c_str(), static_cast<long long>(config.vocab_size), static_cast<long long>(task.source_steps()),
-              static_cast<long long>(task.target_steps()), static_cast<long long>(model.num_parameters()),
-              static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
-              static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers), config.dropout,
-              static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
-              static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
+    const nn::EncoderDecoder& model) {
+  std::printf(
+      "ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
+      "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
+      "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
+      o.task.c_str(), static_cast<long long>(config.vocab_size),
+      static_cast<long long>(task.source_steps()), static_cast<long long>(task.target_steps()),
+      static_cast<long long>(model.num_parameters()), static_cast<long long>(config.num_hiddens),
+      static_cast<long long>(config.ffn_num_hiddens), static_cast<long long>(config.num_heads),
+      static_cast<long long>(config.num_layers), config.dropout, static_cast<long long>(o.steps),
+      static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
+      static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 }
 
-// ---- training ---------------------------------------------------------------------------------------
+// ---- training -----------------------------------------------------------------------------------
 
 int train(Options o) {
   std::signal(SIGINT, on_interrupt);
@@ -441,18 +458,21 @@ int train(Options o) {
   data::TrainingStream stream(*task, held_out, o.seed + 1);
   optim::Adam optimizer(model->parameters(), o.lr);
   optim::Scheduler scheduler(optimizer, make_schedule(o, config));
-  const int64_t first_step = resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
+  const int64_t first_step =
+      resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
   const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
   if (last_step < first_step)
-    throw ValueError("--stop-after " + std::to_string(o.stop_after) + " is before the resumed run's next step " +
-                     std::to_string(first_step));
+    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
+                     " is before the resumed run's next step " + std::to_string(first_step));
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   print_run(o, config, *task, *model);
   Report report(o, first_step, last_step, resumed.has_value());
 
   for (int64_t step = first_step; step <= last_step; ++step) {
-    data::Batch batch = data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
-    Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
+    data::Batch batch =
+        data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
+    Tensor loss =
+        seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
     optimizer.zero_grad();
     loss.backward();  // frees the graph
     optim::clip_grad_norm(model->parameters(), o.clip);
@@ -461,13 +481,15 @@ int train(Options o) {
 
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
     report.step(step, loss.item(), batch, evaluate_now);
-    if (evaluate_now) report.evaluation(step, seq2seq::evaluate(*model, *task, held_out), *task, held_out);
+    if (evaluate_now)
+      report.evaluation(step, seq2seq::evaluate(*model, *task, held_out), *task, held_out);
     const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
     if (step % checkpoint_every == 0 || step == last_step || stop)
       save_run(step, o, config, *model, optimizer, scheduler, stream);
     if (stop) {
       std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
-                  o.checkpoint.empty() ? " (not saved: no --checkpoint)" : ("; saved " + o.checkpoint).c_str());
+          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
+                               : ("; saved " + o.checkpoint).c_str());
       return 130;
     }
   }
@@ -478,10 +500,12 @@ int train(Options o) {
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
   report.plot();
-  if (!o.attention_png.empty()) write_attention_png(o.attention_png, *model, *task, held_out, o.attention_example);
+  if (!o.attention_png.empty())
+    write_attention_png(o.attention_png, *model, *task, held_out, o.attention_example);
   if (last_step < o.steps) {
-    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step), static_cast<long long>(o.steps),
-                o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
+    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
+        static_cast<long long>(o.steps),
+        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
     return 0;
   }
   report.summary(seconds);
@@ -492,42 +516,61 @@ int train(Options o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
+  CLI::App app{
+      "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
   app.add_option("--task", o.task, "copy | reverse | sort | add")->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
   app.add_option("--clip", o.clip, "clip the global gradient norm to this")->capture_default_str();
-  app.add_option("--schedule", o.schedule, "learning-rate schedule: constant | cosine (warm-up, then cosine to 0) | noam")
+  app.add_option("--schedule", o.schedule,
+         "learning-rate schedule: constant | cosine (warm-up, then cosine to 0) | noam")
       ->capture_default_str();
-  app.add_option("--warmup", o.warmup, "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))")
+  app.add_option("--warmup", o.warmup,
+         "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))")
       ->capture_default_str();
   app.add_option("--num-hiddens", o.model.num_hiddens, "model width D")->capture_default_str();
-  app.add_option("--ffn-num-hiddens", o.model.ffn_num_hiddens, "width of the position-wise FFN")->capture_default_str();
-  app.add_option("--heads", o.model.num_heads, "attention heads (must divide --num-hiddens)")->capture_default_str();
-  app.add_option("--layers", o.model.num_layers, "encoder and decoder blocks")->capture_default_str();
-  app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
-  app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")->capture_default_str();
-  app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "evaluate every this many steps")->capture_default_str();
-  app.add_option("--eval-size", o.eval_size, "held-out sequences")->capture_default_str();
-  app.add_option("--show", o.show, "decoded examples printed at each evaluation")->capture_default_str();
-  app.add_option("--checkpoint", o.checkpoint, "save the run here (atomically) every --checkpoint-every steps and at the end");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0: at each evaluation)")
+  app.add_option("--ffn-num-hiddens", o.model.ffn_num_hiddens, "width of the position-wise FFN")
       ->capture_default_str();
-  app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")->capture_default_str();
-  app.add_option("--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN")->capture_default_str();
-  app.add_option("--resume", o.resume, "continue the run saved in this checkpoint (its settings replace the options "
-                                       "that define a run)");
-  app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")->capture_default_str();
-  app.add_option("--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
-  app.add_option("--save-model", o.save_model, "at the end, save the model alone here (for ag-predict)");
-  app.add_option("--curves-dir", o.curves_dir, "write training_curves.csv (a row per evaluation) and, at the end, "
-                                               "training_curves.png (gnuplot) into this directory");
-  app.add_option("--attention-png", o.attention_png, "at the end, draw the attention weights of every layer and head "
-                                                     "for one decoded held-out example into this PNG");
+  app.add_option("--heads", o.model.num_heads, "attention heads (must divide --num-hiddens)")
+      ->capture_default_str();
+  app.add_option("--layers", o.model.num_layers, "encoder and decoder blocks")
+      ->capture_default_str();
+  app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
+  app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "OpenBLAS threads")->capture_default_str();
+  app.add_option("--eval-every", o.eval_every, "evaluate every this many steps")
+      ->capture_default_str();
+  app.add_option("--eval-size", o.eval_size, "held-out sequences")->capture_default_str();
+  app.add_option("--show", o.show, "decoded examples printed at each evaluation")
+      ->capture_default_str();
+  app.add_option("--checkpoint", o.checkpoint,
+      "save the run here (atomically) every --checkpoint-every steps and at the end");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+         "steps between checkpoints (0: at each evaluation)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")
+      ->capture_default_str();
+  app.add_option("--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN")
+      ->capture_default_str();
+  app.add_option("--resume", o.resume,
+      "continue the run saved in this checkpoint (its settings replace the options "
+      "that define a run)");
+  app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")
+      ->capture_default_str();
+  app.add_option(
+      "--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
+  app.add_option(
+      "--save-model", o.save_model, "at the end, save the model alone here (for ag-predict)");
+  app.add_option("--curves-dir", o.curves_dir,
+      "write training_curves.csv (a row per evaluation) and, at the end, "
+      "training_curves.png (gnuplot) into this directory");
+  app.add_option("--attention-png", o.attention_png,
+      "at the end, draw the attention weights of every layer and head "
+      "for one decoded held-out example into this PNG");
   app.add_option("--attention-example", o.attention_example,
-                 "the held-out example drawn by --attention-png (-1: the first with the longest source)")
+         "the held-out example drawn by --attention-png (-1: the first with the longest source)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -542,21 +585,28 @@ int main(int argc, char** argv) {
   const auto names = data::task_names();
   if (std::find(names.begin(), names.end(), o.task) == names.end())
     problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add)";
-  else if (o.steps <= 0) problem = "--steps must be positive";
+  else if (o.steps <= 0)
+    problem = "--steps must be positive";
   else if (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam")
     problem = "unknown --schedule '" + o.schedule + "' (known: constant, cosine, noam)";
   else if (o.warmup < 0 || (o.schedule == "cosine" && o.warmup >= o.steps))
     problem = "--warmup must not be negative (and must be below --steps for the cosine schedule)";
-  else if (o.batch_size <= 0) problem = "--batch-size must be positive";
-  else if (!(o.lr > 0)) problem = "--lr must be positive";
-  else if (!(o.clip > 0)) problem = "--clip must be positive";
-  else if (o.model.num_hiddens <= 0 || o.model.ffn_num_hiddens <= 0 || o.model.num_layers <= 0 || o.model.num_heads <= 0)
+  else if (o.batch_size <= 0)
+    problem = "--batch-size must be positive";
+  else if (!(o.lr > 0))
+    problem = "--lr must be positive";
+  else if (!(o.clip > 0))
+    problem = "--clip must be positive";
+  else if (o.model.num_hiddens <= 0 || o.model.ffn_num_hiddens <= 0 || o.model.num_layers <= 0 ||
+           o.model.num_heads <= 0)
     problem = "--num-hiddens, --ffn-num-hiddens, --heads and --layers must be positive";
   else if (o.model.num_hiddens % o.model.num_heads != 0)
     problem = "--heads " + std::to_string(o.model.num_heads) + " does not divide --num-hiddens " +
               std::to_string(o.model.num_hiddens);
-  else if (!(o.model.dropout >= 0 && o.model.dropout < 1)) problem = "--dropout must be in [0, 1)";
-  else if (o.threads < 1) problem = "--threads must be at least 1";
+  else if (!(o.model.dropout >= 0 && o.model.dropout < 1))
+    problem = "--dropout must be in [0, 1)";
+  else if (o.threads < 1)
+    problem = "--threads must be at least 1";
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
     problem = "--eval-every and --eval-size must be positive, --show not negative";
   else if (o.checkpoint_every < 0 || o.keep < 0 || o.stop_after < 0)
@@ -566,8 +616,9 @@ int main(int argc, char** argv) {
   else if (o.keep > 0 && o.checkpoint.empty())
     problem = "--keep needs --checkpoint";
   else if (o.attention_example < -1 || o.attention_example >= o.eval_size)
-    problem = "--attention-example " + std::to_string(o.attention_example) + " must be -1 or in 0-" +
-              std::to_string(o.eval_size - 1) + " (an index into the --eval-size held-out examples)";
+    problem = "--attention-example " + std::to_string(o.attention_example) +
+              " must be -1 or in 0-" + std::to_string(o.eval_size - 1) +
+              " (an index into the --eval-size held-out examples)";
   if (!problem.empty()) {
     std::cerr << "ag-train: " << problem << "\n";
     return 2;

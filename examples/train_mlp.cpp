@@ -30,12 +30,12 @@
 namespace {
 
 // ---- the task --------------------------------------------------------------------------------
-constexpr int64_t kTrainSize = 512;   // training points
-constexpr int64_t kTestSize = 256;    // held-out points, never trained on
-constexpr int64_t kInputs = 2;        // x = (x1, x2)
-constexpr int64_t kHidden = 32;       // width of the hidden layer
-constexpr int64_t kOutputs = 1;       // y
-constexpr double kNoiseStd = 0.05;    // standard deviation of the label noise
+constexpr int64_t kTrainSize = 512;  // training points
+constexpr int64_t kTestSize = 256;   // held-out points, never trained on
+constexpr int64_t kInputs = 2;       // x = (x1, x2)
+constexpr int64_t kHidden = 32;      // width of the hidden layer
+constexpr int64_t kOutputs = 1;      // y
+constexpr double kNoiseStd = 0.05;   // standard deviation of the label noise
 constexpr double kMomentum = 0.9;
 
 struct Options {
@@ -98,7 +98,9 @@ struct Mlp {
   }
 
   // Handles to the four parameter tensors (copies of a Tensor share its data and its grad).
-  std::vector<ag::Tensor> parameters() const { return {fc1.weight, fc1.bias, fc2.weight, fc2.bias}; }
+  std::vector<ag::Tensor> parameters() const {
+    return {fc1.weight, fc1.bias, fc2.weight, fc2.bias};
+  }
 };
 
 // Mean squared error, a 0-dim tensor: mean over all (B, 1) elements of (prediction - target)².
@@ -109,16 +111,16 @@ ag::Tensor mse(const ag::Tensor& prediction, const ag::Tensor& target) {
 // ---- command line ------------------------------------------------------------------------------
 void print_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: ag-train-mlp [--steps N] [--seed S] [--lr LR]\n"
-               "\n"
-               "Trains a 2-layer MLP (2 -> %lld -> 1, tanh) on y = sin(3 x1) x2 + noise with\n"
-               "full-batch SGD + momentum %.1f, printing the loss as it falls.\n"
-               "\n"
-               "  --steps N   gradient steps, N >= 1              (default 3000)\n"
-               "  --seed S    seed for data and weights, S >= 0   (default 0)\n"
-               "  --lr LR     learning rate, LR > 0               (default 0.1)\n"
-               "  --help      show this message\n",
-               static_cast<long long>(kHidden), kMomentum);
+      "usage: ag-train-mlp [--steps N] [--seed S] [--lr LR]\n"
+      "\n"
+      "Trains a 2-layer MLP (2 -> %lld -> 1, tanh) on y = sin(3 x1) x2 + noise with\n"
+      "full-batch SGD + momentum %.1f, printing the loss as it falls.\n"
+      "\n"
+      "  --steps N   gradient steps, N >= 1              (default 3000)\n"
+      "  --seed S    seed for data and weights, S >= 0   (default 0)\n"
+      "  --lr LR     learning rate, LR > 0               (default 0.1)\n"
+      "  --help      show this message\n",
+      static_cast<long long>(kHidden), kMomentum);
 }
 
 // Returns false on a malformed or out-of-range value.
@@ -156,7 +158,7 @@ int parse_options(int argc, char** argv, Options& options) {
     }
     if (!ok) {
       std::fprintf(stderr, "ag-train-mlp: bad value '%s' for %s (see --help)\n", argv[i],
-                   std::string(arg).c_str());
+          std::string(arg).c_str());
       return 2;
     }
   }
@@ -185,10 +187,10 @@ int main(int argc, char** argv) {
   for (const ag::Tensor& p : params) velocity.push_back(ag::zeros_like(p));
 
   std::printf("ag-train-mlp: 2-layer MLP (2 -> %lld -> 1, tanh), y = sin(3 x1) x2 + noise\n",
-              static_cast<long long>(kHidden));
+      static_cast<long long>(kHidden));
   std::printf("%lld train / %lld held-out points, full batch, SGD lr %g momentum %g, seed %llu\n",
-              static_cast<long long>(kTrainSize), static_cast<long long>(kTestSize), options.lr,
-              kMomentum, static_cast<unsigned long long>(options.seed));
+      static_cast<long long>(kTrainSize), static_cast<long long>(kTestSize), options.lr, kMomentum,
+      static_cast<unsigned long long>(options.seed));
 
   const int64_t print_every = options.steps >= 10 ? options.steps / 10 : 1;
   const int width = static_cast<int>(std::to_string(options.steps).size());
@@ -196,19 +198,20 @@ int main(int argc, char** argv) {
 
   for (int64_t step = 1; step <= options.steps; ++step) {
     // Forward: every op on a tensor that requires grad records a node of the graph.
-    ag::Tensor prediction = model(train.x);        // (512, 1)
-    ag::Tensor loss = mse(prediction, train.y);    // () — a single number
+    ag::Tensor prediction = model(train.x);      // (512, 1)
+    ag::Tensor loss = mse(prediction, train.y);  // () — a single number
     double value = loss.item();
     if (step == 1) initial_loss = value;
     if (!std::isfinite(value)) {
       std::fflush(stdout);
-      std::fprintf(stderr, "ag-train-mlp: the loss diverged (%g) at step %lld; try a smaller --lr\n",
-                   value, static_cast<long long>(step));
+      std::fprintf(stderr,
+          "ag-train-mlp: the loss diverged (%g) at step %lld; try a smaller --lr\n", value,
+          static_cast<long long>(step));
       return 1;
     }
     if (step == 1 || step % print_every == 0 || step == options.steps) {
       std::printf("step %*lld/%lld  loss %.4f\n", width, static_cast<long long>(step),
-                  static_cast<long long>(options.steps), value);
+          static_cast<long long>(options.steps), value);
       std::fflush(stdout);  // show progress at once, even through a pipe
     }
 
@@ -229,8 +232,9 @@ int main(int argc, char** argv) {
   ag::NoGradGuard no_grad;
   double train_loss = mse(model(train.x), train.y).item();
   double test_loss = mse(model(test.x), test.y).item();
-  std::printf("final train loss %.4f  held-out loss %.4f  (initial %.4f, %.1f%% of it; noise floor %.4f)\n",
-              train_loss, test_loss, initial_loss, 100.0 * train_loss / initial_loss,
-              kNoiseStd * kNoiseStd);
+  std::printf(
+      "final train loss %.4f  held-out loss %.4f  (initial %.4f, %.1f%% of it; noise floor %.4f)\n",
+      train_loss, test_loss, initial_loss, 100.0 * train_loss / initial_loss,
+      kNoiseStd * kNoiseStd);
   return 0;
 }

@@ -12,16 +12,16 @@
 #define RAPIDJSON_PARSE_DEFAULT_FLAGS kParseNumbersAsStringsFlag | kParseNanAndInfFlag
 
 #include <atomic>
+#include <cereal/archives/json.hpp>
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/types/string.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
-#include <cereal/archives/json.hpp>
-#include <optional>
-#include <cereal/archives/portable_binary.hpp>
-#include <cereal/types/string.hpp>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "autograd/autograd.h"
@@ -49,13 +49,14 @@ void put_u64(std::string& out, uint64_t v) {
 }
 uint64_t get_le(std::string_view bytes, std::size_t at, int width) {
   uint64_t v = 0;
-  for (int i = 0; i < width; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+  for (int i = 0; i < width; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
   return v;
 }
 
 const char* dtype_tag(DType dtype) { return dtype == float32 ? "float32" : "float64"; }
 
-// ---- the binary payload (cereal's portable binary archive) ---------------------------------------
+// ---- the binary payload (cereal's portable binary archive) --------------------------------------
 
 // Every length read from the file is charged against the bytes of the payload: nothing claims
 // more than the file holds, so nothing allocates more than the file's size.
@@ -83,7 +84,8 @@ struct ShapeReader {
   Shape shape;
   uint64_t numel = 1;           // elements, saturating above the payload size
   uint64_t stride_product = 1;  // Π max(size, 1)
-  void add(uint64_t size, std::size_t payload_size, const std::string& tensor, const std::string& source) {
+  void add(uint64_t size, std::size_t payload_size, const std::string& tensor,
+      const std::string& source) {
     const uint64_t factor = std::max<uint64_t>(size, 1);
     if (factor > kMaxStrideProduct / stride_product)
       fail(source, "damaged payload: tensor '" + tensor + "' has an impossible shape (dim " +
@@ -108,7 +110,8 @@ std::string read_string(cereal::PortableBinaryInputArchive& ar, Budget& budget, 
   return s;
 }
 
-uint64_t read_count(cereal::PortableBinaryInputArchive& ar, Budget& budget, uint64_t min_bytes_each, const char* what) {
+uint64_t read_count(cereal::PortableBinaryInputArchive& ar, Budget& budget, uint64_t min_bytes_each,
+    const char* what) {
   cereal::size_type n = 0;
   ar(cereal::make_size_tag(n));
   budget.charge(n, min_bytes_each, what);
@@ -128,7 +131,9 @@ std::string write_binary(const Checkpoint& c) {
       for (int64_t size : t.shape()) ar(static_cast<uint64_t>(size));
       Tensor data = t.detach().contiguous();
       dispatch(t.dtype(), [&]<typename T>() {
-        if (data.numel() > 0) ar(cereal::binary_data(data.data<T>(), static_cast<std::size_t>(data.numel()) * sizeof(T)));
+        if (data.numel() > 0)
+          ar(cereal::binary_data(
+              data.data<T>(), static_cast<std::size_t>(data.numel()) * sizeof(T)));
       });
     }
     auto write_numbers = [&](const auto& map) {
@@ -152,7 +157,8 @@ std::string write_binary(const Checkpoint& c) {
 template <class Map, class Value>
 void insert_unique(Map& map, std::string name, Value value, const std::string& source) {
   if (name.empty()) fail(source, "damaged payload: an entry has an empty name");
-  if (!map.emplace(name, std::move(value)).second) fail(source, "damaged payload: entry '" + name + "' appears twice");
+  if (!map.emplace(name, std::move(value)).second)
+    fail(source, "damaged payload: entry '" + name + "' appears twice");
 }
 
 Checkpoint read_binary(std::string_view payload, const std::string& source) {
@@ -169,7 +175,8 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     std::string name = read_string(ar, budget, "a tensor name");
     uint8_t dtype_code = 0;
     ar(dtype_code);
-    if (dtype_code > 1) fail(source, "damaged payload: tensor '" + name + "' has an unknown dtype code");
+    if (dtype_code > 1)
+      fail(source, "damaged payload: tensor '" + name + "' has an unknown dtype code");
     const DType dtype = dtype_code == 0 ? float32 : float64;
     const uint64_t ndim = read_count(ar, budget, 8, "a tensor's dims");
     ShapeReader dims;
@@ -182,7 +189,8 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     budget.charge(numel, dtype_size(dtype), "a tensor's data");
     Tensor t = empty(dims.shape, dtype);
     dispatch(dtype, [&]<typename T>() {
-      if (numel > 0) ar(cereal::binary_data(t.data<T>(), static_cast<std::size_t>(numel) * sizeof(T)));
+      if (numel > 0)
+        ar(cereal::binary_data(t.data<T>(), static_cast<std::size_t>(numel) * sizeof(T)));
     });
     insert_unique(c.tensors, std::move(name), t, source);
   }
@@ -204,11 +212,12 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     std::string value = read_string(ar, budget, "a string value");
     insert_unique(c.strings, std::move(name), std::move(value), source);
   }
-  if (in.peek() != std::char_traits<char>::eof()) fail(source, "damaged payload: bytes after the end of the data");
+  if (in.peek() != std::char_traits<char>::eof())
+    fail(source, "damaged payload: bytes after the end of the data");
   return c;
 }
 
-// ---- the JSON payload (cereal's JSON archive) ----------------------------------------------------
+// ---- the JSON payload (cereal's JSON archive) ---------------------------------------------------
 
 std::string write_json(const Checkpoint& c) {
   std::ostringstream out;
@@ -230,7 +239,8 @@ std::string write_json(const Checkpoint& c) {
       ar.setNextName("data");
       ar.startNode();
       ar.makeArray();
-      for (double v : t.detach().to_vector<double>()) ar(v);  // a float32 value is exact as a double
+      for (double v : t.detach().to_vector<double>())
+        ar(v);  // a float32 value is exact as a double
       ar.finishNode();
       ar.finishNode();
     }
@@ -261,9 +271,12 @@ int json_depth(std::string_view text) {
   bool in_string = false, escaped = false;
   for (char ch : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
     } else if (ch == '"') {
       in_string = true;
     } else if (ch == '[' || ch == '{') {
@@ -278,7 +291,8 @@ int json_depth(std::string_view text) {
 // cereal reads JSON strings up to their first NUL, so a "\u0000" escape would silently cut a
 // name short (and let "float32\u0000x" pass as "float32"); ag never writes one.
 bool has_nul_escape(std::string_view text) {
-  for (std::size_t at = text.find("\\u"); at != std::string_view::npos; at = text.find("\\u", at + 1)) {
+  for (std::size_t at = text.find("\\u"); at != std::string_view::npos;
+       at = text.find("\\u", at + 1)) {
     // Count the backslashes before this one: an even number means it really starts an escape.
     std::size_t slashes = 0;
     while (at > slashes && text[at - 1 - slashes] == '\\') ++slashes;
@@ -288,8 +302,10 @@ bool has_nul_escape(std::string_view text) {
 }
 
 // Checks, event by event, that a JSON document has the layout write_json produces:
-//   {"kind": string, "tensors": [{"name": string, "dtype": string, "shape": [number…], "data": [number…]}…],
-//    "integers": [{"name": string, "value": number}…], "reals": (the same), "strings": [{"name": string, "value": string}…]}
+//   {"kind": string, "tensors": [{"name": string, "dtype": string, "shape": [number…], "data":
+//   [number…]}…],
+//    "integers": [{"name": string, "value": number}…], "reals": (the same), "strings": [{"name":
+//    string, "value": string}…]}
 class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonSchemaCheck> {
  public:
   std::string problem;  // empty while the document fits
@@ -314,7 +330,16 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
 
  private:
   enum class Value { string, number, object, array };
-  enum class Layout { root, tensor_list, number_list, string_list, tensor, number_entry, string_entry, numbers };
+  enum class Layout {
+    root,
+    tensor_list,
+    number_list,
+    string_list,
+    tensor,
+    number_entry,
+    string_entry,
+    numbers
+  };
   struct Frame {
     Layout layout;
     std::string key;
@@ -326,7 +351,10 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
   };
 
   bool error(const std::string& what) {
-    if (problem.empty()) problem = what + (stack_.empty() || stack_.back().key.empty() ? "" : " at '" + stack_.back().key + "'");
+    if (problem.empty())
+      problem =
+          what +
+          (stack_.empty() || stack_.back().key.empty() ? "" : " at '" + stack_.back().key + "'");
     return false;
   }
 
@@ -338,12 +366,16 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
       case Layout::root:
         if (f.key == "kind") return Expected{Value::string, {}};
         if (f.key == "tensors") return Expected{Value::array, Layout::tensor_list};
-        if (f.key == "integers" || f.key == "reals") return Expected{Value::array, Layout::number_list};
+        if (f.key == "integers" || f.key == "reals")
+          return Expected{Value::array, Layout::number_list};
         if (f.key == "strings") return Expected{Value::array, Layout::string_list};
         return std::nullopt;
-      case Layout::tensor_list: return Expected{Value::object, Layout::tensor};
-      case Layout::number_list: return Expected{Value::object, Layout::number_entry};
-      case Layout::string_list: return Expected{Value::object, Layout::string_entry};
+      case Layout::tensor_list:
+        return Expected{Value::object, Layout::tensor};
+      case Layout::number_list:
+        return Expected{Value::object, Layout::number_entry};
+      case Layout::string_list:
+        return Expected{Value::object, Layout::string_entry};
       case Layout::tensor:
         if (f.key == "name" || f.key == "dtype") return Expected{Value::string, {}};
         if (f.key == "shape" || f.key == "data") return Expected{Value::array, Layout::numbers};
@@ -355,7 +387,8 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
       case Layout::string_entry:
         if (f.key == "name" || f.key == "value") return Expected{Value::string, {}};
         return std::nullopt;
-      case Layout::numbers: return Expected{Value::number, {}};
+      case Layout::numbers:
+        return Expected{Value::number, {}};
     }
     return std::nullopt;
   }
@@ -363,16 +396,18 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
   bool scalar(Value value) {
     const std::optional<Expected> e = expected();
     if (!e) return error("an unknown key");
-    if (e->value != value) return error(value == Value::number ? "a number where ag writes a string"
-                                                               : "a string where ag writes a number");
+    if (e->value != value)
+      return error(value == Value::number ? "a number where ag writes a string"
+                                          : "a string where ag writes a number");
     return true;
   }
 
   bool open(Value value) {
     const std::optional<Expected> e = expected();
     if (!e) return error("an unknown key");
-    if (e->value != value) return error(value == Value::object ? "an object where ag writes no object"
-                                                               : "an array where ag writes no array");
+    if (e->value != value)
+      return error(value == Value::object ? "an object where ag writes no object"
+                                          : "an array where ag writes no array");
     stack_.push_back({e->layout, {}, {}});
     return true;
   }
@@ -381,11 +416,18 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
     const Frame& f = stack_.back();
     std::size_t required = 0;
     switch (f.layout) {
-      case Layout::root: required = 5; break;
-      case Layout::tensor: required = 4; break;
+      case Layout::root:
+        required = 5;
+        break;
+      case Layout::tensor:
+        required = 4;
+        break;
       case Layout::number_entry:
-      case Layout::string_entry: required = 2; break;
-      default: break;
+      case Layout::string_entry:
+        required = 2;
+        break;
+      default:
+        break;
     }
     if (f.seen.size() != required) return error("an object without all of its fields");
     stack_.pop_back();
@@ -410,10 +452,14 @@ T json_number(cereal::JSONInputArchive& ar, const std::string& source, const cha
     if (text == "-Infinity") return -std::numeric_limits<T>::infinity();
     auto [ptr, ec] = std::from_chars(begin, end, value);
     // An out-of-range number is damage, not infinity or zero.
-    if (ec != std::errc() || ptr != end) fail(source, std::string("damaged payload: ") + what + " '" + text + "' is not a number in range");
+    if (ec != std::errc() || ptr != end)
+      fail(source,
+          std::string("damaged payload: ") + what + " '" + text + "' is not a number in range");
   } else {
     auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (ec != std::errc() || ptr != end) fail(source, std::string("damaged payload: ") + what + " '" + text + "' is not an unsigned integer");
+    if (ec != std::errc() || ptr != end)
+      fail(source,
+          std::string("damaged payload: ") + what + " '" + text + "' is not an unsigned integer");
   }
   return value;
 }
@@ -429,11 +475,13 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
     rapidjson::Reader reader;
     rapidjson::MemoryStream stream(payload.data(), payload.size());
     const rapidjson::ParseResult result =
-        reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(stream, check);
+        reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(
+            stream, check);
     if (!check.problem.empty()) fail(source, "damaged payload: " + check.problem);
     if (result.IsError())
-      fail(source, "damaged payload: the JSON does not parse (rapidjson error " + std::to_string(result.Code()) +
-                       " at byte " + std::to_string(result.Offset()) + ")");
+      fail(source, "damaged payload: the JSON does not parse (rapidjson error " +
+                       std::to_string(result.Code()) + " at byte " +
+                       std::to_string(result.Offset()) + ")");
   }
   Budget budget(payload.size(), source);
   std::istringstream in{std::string(payload)};
@@ -468,8 +516,8 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
     cereal::size_type values = 0;
     ar.loadSize(values);
     if (values != numel)
-      fail(source, "damaged payload: tensor '" + name + "' of shape " + shape_str(dims.shape) + " has " +
-                       std::to_string(values) + " values");
+      fail(source, "damaged payload: tensor '" + name + "' of shape " + shape_str(dims.shape) +
+                       " has " + std::to_string(values) + " values");
     budget.charge(numel, 1, "a tensor's data");
     Tensor t = empty(dims.shape, dtype);
     dispatch(dtype, [&]<typename T>() {
@@ -479,7 +527,8 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
         p[e] = static_cast<T>(v);
         // A finite value that float32 cannot hold is damage, not infinity.
         if (std::isfinite(v) && !std::isfinite(p[e]))
-          fail(source, "damaged payload: tensor '" + name + "' holds a value beyond float32's range");
+          fail(source,
+              "damaged payload: tensor '" + name + "' holds a value beyond float32's range");
       }
     });
     ar.finishNode();
@@ -504,7 +553,8 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
     }
     ar.finishNode();
   };
-  read_list("integers", c.integers, [&] { return json_number<uint64_t>(ar, source, "an integer"); });
+  read_list(
+      "integers", c.integers, [&] { return json_number<uint64_t>(ar, source, "an integer"); });
   read_list("reals", c.reals, [&] { return json_number<double>(ar, source, "a real"); });
   read_list("strings", c.strings, [&] {
     std::string value;
@@ -516,31 +566,40 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
 
 }  // namespace
 
-// ---- Checkpoint accessors ---------------------------------------------------------------------------
+// ---- Checkpoint accessors -----------------------------------------------------------------------
 
 namespace {
 template <class Map>
-const typename Map::mapped_type& lookup(const Map& map, const std::string& name, const char* what, const std::string& kind) {
+const typename Map::mapped_type& lookup(
+    const Map& map, const std::string& name, const char* what, const std::string& kind) {
   auto it = map.find(name);
-  if (it == map.end()) throw CheckpointError("checkpoint (" + kind + "): no " + what + " named '" + name + "'");
+  if (it == map.end())
+    throw CheckpointError("checkpoint (" + kind + "): no " + what + " named '" + name + "'");
   return it->second;
 }
 }  // namespace
 
-const Tensor& Checkpoint::tensor(const std::string& name) const { return lookup(tensors, name, "tensor", kind); }
-uint64_t Checkpoint::integer(const std::string& name) const { return lookup(integers, name, "integer", kind); }
+const Tensor& Checkpoint::tensor(const std::string& name) const {
+  return lookup(tensors, name, "tensor", kind);
+}
+uint64_t Checkpoint::integer(const std::string& name) const {
+  return lookup(integers, name, "integer", kind);
+}
 double Checkpoint::real(const std::string& name) const { return lookup(reals, name, "real", kind); }
-const std::string& Checkpoint::string(const std::string& name) const { return lookup(strings, name, "string", kind); }
+const std::string& Checkpoint::string(const std::string& name) const {
+  return lookup(strings, name, "string", kind);
+}
 
 std::map<std::string, Tensor> Checkpoint::tensors_under(const std::string& prefix) const {
   std::map<std::string, Tensor> out;
   const std::string start = prefix + ".";
-  for (auto it = tensors.lower_bound(start); it != tensors.end() && it->first.rfind(start, 0) == 0; ++it)
+  for (auto it = tensors.lower_bound(start); it != tensors.end() && it->first.rfind(start, 0) == 0;
+       ++it)
     out.emplace(it->first.substr(start.size()), it->second);
   return out;
 }
 
-// ---- files ----------------------------------------------------------------------------------------
+// ---- files --------------------------------------------------------------------------------------
 
 namespace {
 // zlib's CRC-32 of `bytes`, continuing from `crc` (zlib takes 32-bit lengths, so in pieces).
@@ -557,7 +616,9 @@ uLong crc32_continue(uLong crc, std::string_view bytes) {
 }
 }  // namespace
 
-uint32_t crc32(std::string_view bytes) { return static_cast<uint32_t>(crc32_continue(::crc32(0L, Z_NULL, 0), bytes)); }
+uint32_t crc32(std::string_view bytes) {
+  return static_cast<uint32_t>(crc32_continue(::crc32(0L, Z_NULL, 0), bytes));
+}
 
 namespace {
 // What the reader would refuse, the writer refuses first: a file that saves must load.
@@ -589,7 +650,8 @@ void check_writable(const Checkpoint& c, CheckpointFormat format) {
 // The CRC covers the version, encoding and length fields and the payload, so that a damaged
 // header is caught by the checksum too, not only by the checks of its own fields.
 uint32_t file_crc(std::string_view header_fields, std::string_view payload) {
-  return static_cast<uint32_t>(crc32_continue(crc32_continue(::crc32(0L, Z_NULL, 0), header_fields), payload));
+  return static_cast<uint32_t>(
+      crc32_continue(crc32_continue(::crc32(0L, Z_NULL, 0), header_fields), payload));
 }
 }  // namespace
 
@@ -597,7 +659,8 @@ std::string serialize_checkpoint(const Checkpoint& checkpoint, CheckpointFormat 
   check_writable(checkpoint, format);
   std::string payload;
   try {
-    payload = format == CheckpointFormat::binary ? write_binary(checkpoint) : write_json(checkpoint);
+    payload =
+        format == CheckpointFormat::binary ? write_binary(checkpoint) : write_json(checkpoint);
   } catch (const std::exception& e) {
     throw CheckpointError(std::string("checkpoint: cannot encode: ") + e.what());
   }
@@ -611,9 +674,11 @@ std::string serialize_checkpoint(const Checkpoint& checkpoint, CheckpointFormat 
   return file + payload;
 }
 
-Checkpoint parse_checkpoint_payload(std::string_view payload, CheckpointFormat format, const std::string& source) {
+Checkpoint parse_checkpoint_payload(
+    std::string_view payload, CheckpointFormat format, const std::string& source) {
   try {
-    return format == CheckpointFormat::binary ? read_binary(payload, source) : read_json(payload, source);
+    return format == CheckpointFormat::binary ? read_binary(payload, source)
+                                              : read_json(payload, source);
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {
@@ -627,22 +692,26 @@ Checkpoint parse_checkpoint(std::string_view bytes, const std::string& source) {
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     fail(source, "not an ag checkpoint (its first bytes are not ag's magic number)");
   if (bytes.size() < kHeaderSize)
-    fail(source, "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 28-byte header");
+    fail(source,
+        "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 28-byte header");
   const uint64_t version = get_le(bytes, 8, 4);
   if (version != kFormatVersion)
-    fail(source, "format version " + std::to_string(version) + " is not supported (this ag reads version " +
-                     std::to_string(kFormatVersion) + ")");
+    fail(source, "format version " + std::to_string(version) +
+                     " is not supported (this ag reads version " + std::to_string(kFormatVersion) +
+                     ")");
   const uint64_t encoding = get_le(bytes, 12, 4);
   if (encoding > 1) fail(source, "unknown payload encoding " + std::to_string(encoding));
   const uint64_t length = get_le(bytes, 16, 8);
   const uint64_t present = bytes.size() - kHeaderSize;
   if (length != present)
-    fail(source, (present < length ? "truncated: the header announces " : "damaged: the header announces ") +
-                     std::to_string(length) + " payload bytes, the file holds " + std::to_string(present));
+    fail(source,
+        (present < length ? "truncated: the header announces " : "damaged: the header announces ") +
+            std::to_string(length) + " payload bytes, the file holds " + std::to_string(present));
   const std::string_view payload = bytes.substr(kHeaderSize);
   if (file_crc(bytes.substr(8, 16), payload) != static_cast<uint32_t>(get_le(bytes, 24, 4)))
     fail(source, "damaged: the CRC-32 of the file does not match the one in its header");
-  return parse_checkpoint_payload(payload, encoding == 0 ? CheckpointFormat::binary : CheckpointFormat::json, source);
+  return parse_checkpoint_payload(
+      payload, encoding == 0 ? CheckpointFormat::binary : CheckpointFormat::json, source);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -671,13 +740,15 @@ void write_all(int fd, const char* data, std::size_t size, const std::string& pa
 std::atomic<uint64_t> temp_counter{0};
 }  // namespace
 
-void save_checkpoint(const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options) {
+void save_checkpoint(
+    const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options) {
   const std::string bytes = serialize_checkpoint(checkpoint, options.format);
   auto phase = [&](SavePhase p) {
     if (options.on_phase) options.on_phase(p);
   };
   // The temporary file lives in the target's folder, so rename() is atomic (same filesystem).
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  const std::string temp =
+      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot create the temporary file " + temp + ": " + std::strerror(errno));
   try {
@@ -705,7 +776,8 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path, cons
   }
   // Make the rename itself durable: fsync the folder that holds the new name.
   const std::size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string folder =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);

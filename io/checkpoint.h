@@ -1,4 +1,5 @@
-// Checkpoint files: named tensors and named scalars, saved atomically, checked before they are read.
+// Checkpoint files: named tensors and named scalars, saved atomically, checked before they are
+// read.
 //
 // A Checkpoint is a plain container — like the dict torch.save writes — that a training program
 // fills: nn::Module::state_dict() gives the parameters and buffers ("model.…"), an optimizer's
@@ -74,7 +75,8 @@ struct SaveOptions {
 
 // Writes `checkpoint` to `path` atomically (see above). Throws CheckpointError on any I/O
 // failure, leaving whatever was at `path` untouched.
-void save_checkpoint(const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options = {});
+void save_checkpoint(
+    const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options = {});
 // Reads and checks a whole file. Throws CheckpointError for a missing, truncated, corrupted or
 // foreign file, with a message saying which.
 Checkpoint load_checkpoint(const std::string& path);
@@ -83,8 +85,8 @@ Checkpoint load_checkpoint(const std::string& path);
 std::string serialize_checkpoint(const Checkpoint& checkpoint, CheckpointFormat format);
 Checkpoint parse_checkpoint(std::string_view file_bytes, const std::string& source = "<memory>");
 // The payload alone (no header, no CRC) — lets the fuzzer reach the parser past the checksum.
-Checkpoint parse_checkpoint_payload(std::string_view payload, CheckpointFormat format,
-                                    const std::string& source = "<memory>");
+Checkpoint parse_checkpoint_payload(
+    std::string_view payload, CheckpointFormat format, const std::string& source = "<memory>");
 
 uint32_t crc32(std::string_view bytes);
 

@@ -39,8 +39,8 @@ void for_each_under(const Map& map, const std::string& stem, F f) {
 
 }  // namespace
 
-void put_optimizer_state(Checkpoint& checkpoint, const optim::StateDict& state,
-                         const std::string& prefix) {
+void put_optimizer_state(
+    Checkpoint& checkpoint, const optim::StateDict& state, const std::string& prefix) {
   auto fail = [](const std::string& what) {
     throw CheckpointError("checkpoint: cannot write the optimizer state: " + what);
   };
@@ -174,7 +174,7 @@ optim::StateDict get_optimizer_state(const Checkpoint& checkpoint, const std::st
     state.state[number].scalars[name] = static_cast<int64_t>(value);
   });
   for_each_under(checkpoint.reals, stem,
-                 [&](const std::string& rest, double) { fail("unexpected entry " + stem + rest); });
+      [&](const std::string& rest, double) { fail("unexpected entry " + stem + rest); });
   return state;
 }
 

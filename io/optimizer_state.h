@@ -30,13 +30,13 @@ namespace ag {
 // Writes `state` into `checkpoint` under `prefix`. Throws CheckpointError for a state dict that a
 // version-1 file cannot hold: groups that disagree on a shared hyper-parameter, a negative count,
 // a parameter number outside the groups.
-void put_optimizer_state(Checkpoint& checkpoint, const optim::StateDict& state,
-                         const std::string& prefix = "optimizer");
+void put_optimizer_state(
+    Checkpoint& checkpoint, const optim::StateDict& state, const std::string& prefix = "optimizer");
 
 // Reads the state dict under `prefix`. Throws CheckpointError when there is none ("no optimizer
 // state under 'optimizer'") or when its entries are incomplete or malformed. Whether the state
 // fits a particular optimizer is Optimizer::load_state_dict's to check.
-optim::StateDict get_optimizer_state(const Checkpoint& checkpoint,
-                                     const std::string& prefix = "optimizer");
+optim::StateDict get_optimizer_state(
+    const Checkpoint& checkpoint, const std::string& prefix = "optimizer");
 
 }  // namespace ag

@@ -16,7 +16,9 @@ ModelConfig load_model_config(const Checkpoint& c) {
   ModelConfig config;
   auto size = [&](const char* name) {
     const uint64_t v = c.integer(name);
-    if (v == 0 || v > (1u << 20)) throw CheckpointError(std::string("checkpoint: ") + name + " = " + std::to_string(v) + " is not a model size");
+    if (v == 0 || v > (1u << 20))
+      throw CheckpointError(
+          std::string("checkpoint: ") + name + " = " + std::to_string(v) + " is not a model size");
     return static_cast<int64_t>(v);
   };
   config.vocab_size = size("config.vocab_size");
@@ -31,7 +33,7 @@ ModelConfig load_model_config(const Checkpoint& c) {
 }
 
 void save_model(const std::string& path, const nn::EncoderDecoder& model, const std::string& task,
-                const ModelConfig& config, CheckpointFormat format) {
+    const ModelConfig& config, CheckpointFormat format) {
   Checkpoint c;
   c.kind = "model";
   for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
@@ -45,8 +47,9 @@ LoadedModel load_model(const std::string& path) {
   loaded.task = data::make_task(c.string("config.task"));
   loaded.config = load_model_config(c);
   if (loaded.config.vocab_size != loaded.task->vocab().size())
-    throw CheckpointError("checkpoint " + path + ": vocabulary of " + std::to_string(loaded.config.vocab_size) +
-                          " does not fit task '" + loaded.task->name() + "'");
+    throw CheckpointError("checkpoint " + path + ": vocabulary of " +
+                          std::to_string(loaded.config.vocab_size) + " does not fit task '" +
+                          loaded.task->name() + "'");
   loaded.model = make_transformer(loaded.config);
   loaded.model->load_state_dict(c.tensors_under("model"));
   loaded.model->eval();

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "io/checkpoint.h"
 #include "data/toy_tasks.h"
+#include "io/checkpoint.h"
 #include "models/seq2seq.h"
 
 namespace ag::seq2seq {
@@ -18,7 +18,7 @@ ModelConfig load_model_config(const Checkpoint& checkpoint);
 // A model-only file (kind "model"): the model's parameters and buffers under "model." and its
 // configuration — for inference and for sharing.
 void save_model(const std::string& path, const nn::EncoderDecoder& model, const std::string& task,
-                const ModelConfig& config, CheckpointFormat format = CheckpointFormat::binary);
+    const ModelConfig& config, CheckpointFormat format = CheckpointFormat::binary);
 
 struct LoadedModel {
   std::unique_ptr<data::Task> task;

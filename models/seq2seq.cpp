@@ -4,16 +4,16 @@
 
 namespace ag::seq2seq {
 
-// ---- model ----------------------------------------------------------------------------------------
+// ---- model --------------------------------------------------------------------------------------
 
 std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& c) {
   // d2l: key_size = query_size = value_size = num_hiddens, norm_shape = [num_hiddens],
   // ffn_num_input = num_hiddens.
-  auto encoder = std::make_shared<nn::TransformerEncoder>(
-      c.vocab_size, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
+  auto encoder = std::make_shared<nn::TransformerEncoder>(c.vocab_size, c.num_hiddens,
+      c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
       c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
-  auto decoder = std::make_shared<nn::TransformerDecoder>(
-      c.vocab_size, c.num_hiddens, c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
+  auto decoder = std::make_shared<nn::TransformerDecoder>(c.vocab_size, c.num_hiddens,
+      c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
       c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
   auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
   // d2l's train_seq2seq: xavier_uniform_ on the weight of every nn.Linear.
@@ -23,14 +23,16 @@ std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& c) {
   return model;
 }
 
-// ---- training ---------------------------------------------------------------------------------------
+// ---- training -----------------------------------------------------------------------------------
 
 Tensor sequence_loss(nn::EncoderDecoder& model, const data::Batch& batch) {
-  Tensor logits = model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
-  return nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens);               // ()
+  Tensor logits =
+      model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
+  return nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens);     // ()
 }
 
-double train_step(nn::EncoderDecoder& model, optim::Optimizer& optimizer, const data::Batch& batch, double clip) {
+double train_step(
+    nn::EncoderDecoder& model, optim::Optimizer& optimizer, const data::Batch& batch, double clip) {
   Tensor loss = sequence_loss(model, batch);  // ()
   optimizer.zero_grad();
   loss.backward();  // frees the graph
@@ -39,10 +41,10 @@ double train_step(nn::EncoderDecoder& model, optim::Optimizer& optimizer, const 
   return loss.item();
 }
 
-// ---- decoding and evaluation ----------------------------------------------------------------------
+// ---- decoding and evaluation --------------------------------------------------------------------
 
 std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const Tensor& source,
-                                                const Tensor& source_valid_lens, int64_t max_steps) {
+    const Tensor& source_valid_lens, int64_t max_steps) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -53,15 +55,18 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
   std::vector<std::vector<int64_t>> predictions(static_cast<std::size_t>(B));
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   for (int64_t step = 0; step < max_steps; ++step) {
-    Tensor logits = model.decoder->forward(next, state);  // (B, 1, V): one new position, cached past
-    next = argmax(logits, -1);                            // (B, 1)
+    Tensor logits =
+        model.decoder->forward(next, state);  // (B, 1, V): one new position, cached past
+    next = argmax(logits, -1);                // (B, 1)
     const std::vector<float> ids = next.to_vector<float>();
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
       const int64_t id = static_cast<int64_t>(ids[b]);
-      if (id == data::TaskVocab::eos) done[b] = true;
-      else predictions[b].push_back(id);
+      if (id == data::TaskVocab::eos)
+        done[b] = true;
+      else
+        predictions[b].push_back(id);
       all_done = all_done && done[b];
     }
     if (all_done) break;
@@ -70,11 +75,11 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
   return predictions;
 }
 
-DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vector<int64_t>& source,
-                                       int64_t max_steps) {
+DecodedAttention decode_with_attention(
+    nn::EncoderDecoder& model, const std::vector<int64_t>& source, int64_t max_steps) {
   if (source.empty() || max_steps < 1)
-    fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ", max_steps,
-                             " (need at least one of each)");
+    fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ",
+        max_steps, " (need at least one of each)");
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -87,7 +92,8 @@ DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vec
   Tensor enc_valid_lens = tensor(std::vector<float>{float(Ts)}, {1});  // (1,): nothing is padding
   Tensor enc_outputs = model.encoder->forward(enc_X, enc_valid_lens);  // (1, Ts, D)
   for (const Tensor& w : model.encoder->attention_weights())           // per layer (1, H, Ts, Ts)
-    result.encoder.push_back(tensor(w.select(0, 0).to_vector<float>(), {w.size(1), Ts, Ts}));  // (H, Ts, Ts)
+    result.encoder.push_back(
+        tensor(w.select(0, 0).to_vector<float>(), {w.size(1), Ts, Ts}));  // (H, Ts, Ts)
 
   nn::DecoderState state = model.decoder->init_state(enc_outputs, enc_valid_lens);
   const std::size_t layers = static_cast<std::size_t>(model.decoder->num_layers);
@@ -97,9 +103,12 @@ DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vec
   int64_t next = data::TaskVocab::bos;
   for (int64_t step = 0; step < max_steps; ++step) {
     result.decoder_input.push_back(next);
-    Tensor logits = model.decoder->forward(tensor(std::vector<float>{float(next)}, {1, 1}), state);  // (1, 1, V)
-    const std::vector<Tensor> self = model.decoder->self_attention_weights();    // per layer (1, H, 1, step + 1)
-    const std::vector<Tensor> cross = model.decoder->cross_attention_weights();  // per layer (1, H, 1, Ts)
+    Tensor logits = model.decoder->forward(
+        tensor(std::vector<float>{float(next)}, {1, 1}), state);  // (1, 1, V)
+    const std::vector<Tensor> self =
+        model.decoder->self_attention_weights();  // per layer (1, H, 1, step + 1)
+    const std::vector<Tensor> cross =
+        model.decoder->cross_attention_weights();  // per layer (1, H, 1, Ts)
     for (std::size_t l = 0; l < layers; ++l) {
       self_rows[l].push_back(self[l].to_vector<float>());
       cross_rows[l].push_back(cross[l].to_vector<float>());
@@ -115,7 +124,8 @@ DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vec
   // after t did not exist yet, weight 0) and Ts encoder–decoder weights.
   const int64_t T = static_cast<int64_t>(result.decoder_input.size());
   for (std::size_t l = 0; l < layers; ++l) {
-    std::vector<float> self(static_cast<std::size_t>(H * T * T), 0.0f), cross(static_cast<std::size_t>(H * T * Ts));
+    std::vector<float> self(static_cast<std::size_t>(H * T * T), 0.0f),
+        cross(static_cast<std::size_t>(H * T * Ts));
     for (int64_t h = 0; h < H; ++h)
       for (int64_t t = 0; t < T; ++t) {
         const std::vector<float>& s = self_rows[l][static_cast<std::size_t>(t)];   // (H, 1, t + 1)
@@ -129,19 +139,22 @@ DecodedAttention decode_with_attention(nn::EncoderDecoder& model, const std::vec
   return result;
 }
 
-Evaluation evaluate(nn::EncoderDecoder& model, const data::Task& task, const std::vector<data::Example>& examples,
-                    int64_t batch_size) {
+Evaluation evaluate(nn::EncoderDecoder& model, const data::Task& task,
+    const std::vector<data::Example>& examples, int64_t batch_size) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   Evaluation result;
   double loss_sum = 0, tokens = 0, correct_tokens = 0, correct_sequences = 0;
-  for (std::size_t start = 0; start < examples.size(); start += static_cast<std::size_t>(batch_size)) {
+  for (std::size_t start = 0; start < examples.size();
+       start += static_cast<std::size_t>(batch_size)) {
     std::vector<data::Example> chunk(examples.begin() + static_cast<std::ptrdiff_t>(start),
-                               examples.begin() + static_cast<std::ptrdiff_t>(std::min(examples.size(), start + batch_size)));
+        examples.begin() +
+            static_cast<std::ptrdiff_t>(std::min(examples.size(), start + batch_size)));
     data::Batch batch = data::make_batch(chunk, task.source_steps(), task.target_steps());
     // Teacher forcing: loss and token accuracy over the valid label positions.
-    Tensor logits = model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
+    Tensor logits =
+        model.forward(batch.source, batch.decoder_input, batch.source_valid_lens);  // (B, Tt, V)
     const double valid = sum(batch.label_valid_lens).item();
     loss_sum += nn::masked_softmax_ce(logits, batch.labels, batch.label_valid_lens).item() * valid;
     tokens += valid;

@@ -8,7 +8,7 @@
 
 namespace ag::nn {
 
-// ---- masked_softmax -------------------------------------------------------------------------------
+// ---- masked_softmax -----------------------------------------------------------------------------
 
 Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   // The fused kernel computes the same function as the composed code below, in one pass per row.
@@ -37,64 +37,65 @@ Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens) {
   return softmax(masked_fill(X, masked, -1e6), -1);  // (B, Q, K)
 }
 
-// ---- DotProductAttention --------------------------------------------------------------------------
+// ---- DotProductAttention ------------------------------------------------------------------------
 
 DotProductAttention::DotProductAttention(double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
 
-Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens) {
+Tensor DotProductAttention::forward(
+    const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
       queries.size(2) != keys.size(2) || keys.size(1) != values.size(1) ||
       queries.size(0) != keys.size(0) || keys.size(0) != values.size(0))
     fail<ShapeError>("DotProductAttention: queries ", shape_str(queries.shape()), ", keys ",
-                     shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-                     " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
+        shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+        " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
   const double d = static_cast<double>(queries.size(-1));
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
   Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
-  Tensor weights = masked_softmax(scores, valid_lens);                    // (B, Q, K)
+  Tensor weights = masked_softmax(scores, valid_lens);                   // (B, Q, K)
   attention_weights_ = weights.detach();
   heads_weights_ = AttentionWeights();
-  return matmul(dropout->forward(weights), values);                       // (B, Q, v)
+  return matmul(dropout->forward(weights), values);  // (B, Q, v)
 }
 
-Tensor DotProductAttention::forward_heads(const Tensor& queries, const Tensor& keys,
-                                          const Tensor& values, const Tensor& valid_lens) {
+Tensor DotProductAttention::forward_heads(
+    const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   // The scores, masked softmax, dropout and weighted sum of forward, for every head in one op;
   // the valid lengths (B,) or (B, Q) serve every head as they are.
   attention_weights_ = Tensor();
   return ag::attention(queries, keys, values, valid_lens, dropout->p, dropout->is_training(),
-                       default_generator(), &heads_weights_);  // (B, H, Q, v)
+      default_generator(), &heads_weights_);  // (B, H, Q, v)
 }
 
 Tensor DotProductAttention::attention_weights() const {
-  const Tensor& heads = heads_weights_.tensor();  // (B, H, Q, K) after forward_heads
+  const Tensor& heads = heads_weights_.tensor();    // (B, H, Q, K) after forward_heads
   if (!heads.defined()) return attention_weights_;  // (B, Q, K)
   const int64_t B = heads.size(0), H = heads.size(1), Q = heads.size(2), K = heads.size(3);
   return heads.reshape({B * H, Q, K});  // (B·H, Q, K), a view
 }
 
-// ---- AdditiveAttention ----------------------------------------------------------------------------
+// ---- AdditiveAttention --------------------------------------------------------------------------
 
-AdditiveAttention::AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens,
-                                     double p) {
+AdditiveAttention::AdditiveAttention(
+    int64_t key_size, int64_t query_size, int64_t num_hiddens, double p) {
   W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, false));
   W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, false));
   w_v = register_module("w_v", std::make_shared<Linear>(num_hiddens, 1, false));
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
 
-Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                  const Tensor& valid_lens) {
-  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.size(0) != keys.size(0) ||
-      keys.size(0) != values.size(0) || keys.size(1) != values.size(1) ||
-      queries.size(2) != W_q->in_features || keys.size(2) != W_k->in_features)
+Tensor AdditiveAttention::forward(
+    const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
+  if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
+      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
+      keys.size(1) != values.size(1) || queries.size(2) != W_q->in_features ||
+      keys.size(2) != W_k->in_features)
     fail<ShapeError>("AdditiveAttention: queries ", shape_str(queries.shape()), ", keys ",
-                     shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-                     " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
-                     "), (B,K,v))");
+        shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+        " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
+        "), (B,K,v))");
   Tensor q = W_q->forward(queries);  // (B, Q, h)
   Tensor k = W_k->forward(keys);     // (B, K, h)
   // Every query against every key by broadcasting: (B, Q, 1, h) + (B, 1, K, h) -> (B, Q, K, h)
@@ -102,16 +103,15 @@ Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, con
   Tensor scores = w_v->forward(features).squeeze(-1);   // (B, Q, K, 1) -> (B, Q, K)
   Tensor weights = masked_softmax(scores, valid_lens);  // (B, Q, K)
   attention_weights_ = weights.detach();
-  return matmul(dropout->forward(weights), values);     // (B, Q, v)
+  return matmul(dropout->forward(weights), values);  // (B, Q, v)
 }
 
-// ---- MultiHeadAttention ---------------------------------------------------------------------------
+// ---- MultiHeadAttention -------------------------------------------------------------------------
 
 Tensor transpose_qkv(const Tensor& X, int64_t num_heads) {
   if (X.dim() != 3 || num_heads <= 0 || X.size(2) % num_heads != 0)
-    fail<ShapeError>("transpose_qkv: X of shape ", shape_str(X.shape()),
-                     " cannot be split into ", num_heads, " heads (expected (B, T, D) with D divisible by ",
-                     num_heads, ")");
+    fail<ShapeError>("transpose_qkv: X of shape ", shape_str(X.shape()), " cannot be split into ",
+        num_heads, " heads (expected (B, T, D) with D divisible by ", num_heads, ")");
   const int64_t B = X.size(0), T = X.size(1);
   Tensor heads = X.reshape({B, T, num_heads, -1});  // (B, T, H, D/H)
   heads = heads.permute({0, 2, 1, 3});              // (B, H, T, D/H)
@@ -121,7 +121,7 @@ Tensor transpose_qkv(const Tensor& X, int64_t num_heads) {
 Tensor transpose_output(const Tensor& X, int64_t num_heads) {
   if (X.dim() != 3 || num_heads <= 0 || X.size(0) % num_heads != 0)
     fail<ShapeError>("transpose_output: X of shape ", shape_str(X.shape()),
-                     " is not (B·H, T, D/H) for ", num_heads, " heads");
+        " is not (B·H, T, D/H) for ", num_heads, " heads");
   const int64_t T = X.size(1), Dh = X.size(2);
   Tensor heads = X.reshape({-1, num_heads, T, Dh});  // (B, H, T, D/H)
   heads = heads.permute({0, 2, 1, 3});               // (B, T, H, D/H)
@@ -132,23 +132,22 @@ namespace {
 // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size), valid_lens
 // undefined, (B,) or (B, Q); else a ShapeError naming the shapes.
 void check_inputs(const MultiHeadAttention& layer, const Tensor& queries, const Tensor& keys,
-                  const Tensor& values, const Tensor& valid_lens) {
+    const Tensor& values, const Tensor& valid_lens) {
   const int64_t query_size = layer.W_q->in_features, key_size = layer.W_k->in_features;
   const int64_t value_size = layer.W_v->in_features;
   if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 ||
       queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
-      keys.size(1) != values.size(1) || queries.size(2) != query_size ||
-      keys.size(2) != key_size || values.size(2) != value_size)
-    fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()),
-                             ", keys ", shape_str(keys.shape()), " and values ",
-                             shape_str(values.shape()), " do not fit (expected (B,Q,", query_size,
-                             "), (B,K,", key_size, "), (B,K,", value_size, "))");
+      keys.size(1) != values.size(1) || queries.size(2) != query_size || keys.size(2) != key_size ||
+      values.size(2) != value_size)
+    fail<ShapeError>("MultiHeadAttention: queries ", shape_str(queries.shape()), ", keys ",
+        shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+        " do not fit (expected (B,Q,", query_size, "), (B,K,", key_size, "), (B,K,", value_size,
+        "))");
   const int64_t B = queries.size(0), Q = queries.size(1);
   if (valid_lens.defined() && valid_lens.shape() != Shape{B} && valid_lens.shape() != Shape{B, Q})
-    fail<ShapeError>("MultiHeadAttention: valid_lens of shape ",
-                             shape_str(valid_lens.shape()), " does not fit queries of shape ",
-                             shape_str(queries.shape()), " (expected [", B, "] or [", B, ",", Q,
-                             "])");
+    fail<ShapeError>("MultiHeadAttention: valid_lens of shape ", shape_str(valid_lens.shape()),
+        " does not fit queries of shape ", shape_str(queries.shape()), " (expected [", B, "] or [",
+        B, ",", Q, "])");
 }
 
 // transpose_qkv without the copy: X (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H), a view whose
@@ -165,11 +164,11 @@ Tensor join_heads(const Tensor& X) {
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size,
-                                       int64_t num_hiddens, int64_t heads, double p, bool bias)
+    int64_t num_hiddens, int64_t heads, double p, bool bias)
     : num_heads(heads) {
   if (heads <= 0 || num_hiddens % heads != 0)
-    fail<ValueError>("MultiHeadAttention: num_hiddens ", num_hiddens,
-                     " is not divisible by num_heads ", heads);
+    fail<ValueError>(
+        "MultiHeadAttention: num_hiddens ", num_hiddens, " is not divisible by num_heads ", heads);
   attention = register_module("attention", std::make_shared<DotProductAttention>(p));
   W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, bias));
   W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, bias));
@@ -177,8 +176,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int
   W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias));
 }
 
-Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                   const Tensor& valid_lens) {
+Tensor MultiHeadAttention::forward(
+    const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   // The caller's shapes, checked here so that errors name them rather than the per-head ones
   check_inputs(*this, queries, keys, values, valid_lens);
   if (!fused_kernels()) {
@@ -212,30 +211,31 @@ Tensor MultiHeadAttention::attention_weights() const {
   return w.reshape({-1, num_heads, w.size(1), w.size(2)});  // (B, H, Q, K)
 }
 
-// ---- positional encodings -------------------------------------------------------------------------
+// ---- positional encodings -----------------------------------------------------------------------
 
 namespace {
 void check_positions(const Tensor& X, int64_t num_hiddens, int64_t max_len, const char* layer) {
   if (X.dim() != 3 || X.size(2) != num_hiddens)
-    fail<ShapeError>(layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ",
-                     num_hiddens, ")");
+    fail<ShapeError>(
+        layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ", num_hiddens, ")");
   if (X.size(1) > max_len)
     fail<ShapeError>(layer, ": sequence length ", X.size(1), " of input shape ",
-                     shape_str(X.shape()), " exceeds max_len ", max_len);
+        shape_str(X.shape()), " exceeds max_len ", max_len);
 }
 }  // namespace
 
 PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_positions)
     : num_hiddens(d), max_len(max_positions) {
   if (d <= 0 || max_positions <= 0)
-    fail<ValueError>("PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions,
-                     " must be positive");
+    fail<ValueError>(
+        "PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions, " must be positive");
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
   std::vector<double> table(static_cast<std::size_t>(max_len * d));
   for (int64_t i = 0; i < max_len; ++i)
     for (int64_t j = 0; 2 * j < d; ++j) {
       // Column pair (2j, 2j+1) turns at the angular frequency ω_j = 1 / 10000^(2j/d).
-      const double angle = static_cast<double>(i) / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
+      const double angle = static_cast<double>(i) /
+                           std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
       table[static_cast<std::size_t>(i * d + 2 * j)] = std::sin(angle);
       if (2 * j + 1 < d) table[static_cast<std::size_t>(i * d + 2 * j + 1)] = std::cos(angle);
     }
@@ -251,8 +251,8 @@ Tensor PositionalEncoding::forward(const Tensor& X) {
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_t max_positions)
     : num_hiddens(d), max_len(max_positions) {
   if (d <= 0 || max_positions <= 0)
-    fail<ValueError>("LearnedPositionalEncoding: num_hiddens ", d, " and max_len ",
-                     max_positions, " must be positive");
+    fail<ValueError>("LearnedPositionalEncoding: num_hiddens ", d, " and max_len ", max_positions,
+        " must be positive");
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
   P = register_parameter("P", empty({1, max_len, d}));
   init::normal_(P, 0.0, 0.02);

@@ -39,8 +39,9 @@ class DotProductAttention : public Module {
   explicit DotProductAttention(double dropout);
   // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v): d2l's code, op by op.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
-  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+      const Tensor& valid_lens = Tensor());
+  Tensor operator()(
+      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
     return forward(q, k, v, valid_lens);
   }
   // The same attention for the H heads of MultiHeadAttention at once, as one fused op
@@ -49,7 +50,7 @@ class DotProductAttention : public Module {
   // The same values, dropout draws and attention_weights() as forward on the heads moved into the
   // batch (transpose_qkv) with each length repeated per head.
   Tensor forward_heads(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                       const Tensor& valid_lens = Tensor());
+      const Tensor& valid_lens = Tensor());
   std::string type_name() const override { return "DotProductAttention"; }
   // The weights of the last forward (B, Q, K), after masking and before dropout (detached); after
   // forward_heads, those of its B·H heads (B·H, Q, K), as forward would have them.
@@ -68,8 +69,9 @@ class AdditiveAttention : public Module {
   AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout);
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, v) -> (B, Q, v)
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
-  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+      const Tensor& valid_lens = Tensor());
+  Tensor operator()(
+      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
     return forward(q, k, v, valid_lens);
   }
   std::string type_name() const override { return "AdditiveAttention"; }
@@ -107,12 +109,13 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads);
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
-                     int64_t num_heads, double dropout, bool bias = false);
+      int64_t num_heads, double dropout, bool bias = false);
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size),
   // valid_lens undefined, (B,) or (B, Q) -> (B, Q, num_hiddens)
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                 const Tensor& valid_lens = Tensor());
-  Tensor operator()(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
+      const Tensor& valid_lens = Tensor());
+  Tensor operator()(
+      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
     return forward(q, k, v, valid_lens);
   }
   std::string type_name() const override { return "MultiHeadAttention"; }

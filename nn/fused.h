@@ -13,7 +13,8 @@
 //   MultiHeadAttention (its heads)     attention (whole-row or tiled        transpose_qkv,
 //                                      kernel: ag::AttentionKernel)         DotProductAttention,
 //                                                                           transpose_output
-//   LayerNorm                          layer_norm                           mean, var, sub, div, mul, add
+//   LayerNorm                          layer_norm                           mean, var, sub, div,
+//                                                                           mul, add
 //   AddNorm                            dropout_add_layer_norm               dropout, add, LayerNorm
 #pragma once
 
@@ -27,7 +28,9 @@ void set_fused_kernels(bool enabled);
 //   { nn::FusedKernelsGuard composed(false); Tensor y = layer.forward(x); }  // the d2l path
 class FusedKernelsGuard {
  public:
-  explicit FusedKernelsGuard(bool enabled) : previous_(fused_kernels()) { set_fused_kernels(enabled); }
+  explicit FusedKernelsGuard(bool enabled) : previous_(fused_kernels()) {
+    set_fused_kernels(enabled);
+  }
   ~FusedKernelsGuard() { set_fused_kernels(previous_); }
   FusedKernelsGuard(const FusedKernelsGuard&) = delete;
   FusedKernelsGuard& operator=(const FusedKernelsGuard&) = delete;

@@ -10,7 +10,7 @@ namespace ag::nn::init {
 Fans fans(const Tensor& weight) {
   if (weight.dim() < 2)
     fail<ShapeError>("init: fan in and fan out need a weight of at least 2 dims, got shape ",
-                     shape_str(weight.shape()));
+        shape_str(weight.shape()));
   // As PyTorch: dim 1 is the input, dim 0 the output; further dims are a receptive field.
   int64_t receptive = 1;
   for (int64_t d = 2; d < weight.dim(); ++d) receptive *= weight.size(d);

@@ -9,8 +9,7 @@ namespace ag::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
   if (in <= 0 || out <= 0)
-    fail<ValueError>("Linear: in_features ", in, " and out_features ", out,
-                     " must be positive");
+    fail<ValueError>("Linear: in_features ", in, " and out_features ", out, " must be positive");
   weight = register_parameter("weight", empty({out, in}));
   // torch.nn.Linear.reset_parameters: kaiming_uniform_(W, a=√5) gives U(±1/sqrt(in)), and the
   // bias is U(±1/sqrt(in)) too.
@@ -25,27 +24,26 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_fe
 Tensor Linear::forward(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features)
     fail<ShapeError>("Linear: input of shape ", shape_str(x.shape()),
-                     " does not end in in_features = ", in_features);
+        " does not end in in_features = ", in_features);
   Tensor y = matmul(x, weight.transpose(0, 1));  // (..., in)·(in, out) -> (..., out)
-  return bias.defined() ? y + bias : y;            // + (out), broadcast
+  return bias.defined() ? y + bias : y;          // + (out), broadcast
 }
 
 std::string Linear::extra_repr() const {
-  return "in_features=" + std::to_string(in_features) + ", out_features=" +
-         std::to_string(out_features) + ", bias=" + python_bool(bias.defined());
+  return "in_features=" + std::to_string(in_features) +
+         ", out_features=" + std::to_string(out_features) + ", bias=" + python_bool(bias.defined());
 }
 
 Dropout::Dropout(double probability) : p(probability) {
-  if (!(p >= 0.0 && p <= 1.0))
-    fail<ValueError>("Dropout: probability ", p, " is outside [0, 1]");
+  if (!(p >= 0.0 && p <= 1.0)) fail<ValueError>("Dropout: probability ", p, " is outside [0, 1]");
 }
 
 std::string Dropout::extra_repr() const { return "p=" + python_float(p) + ", inplace=False"; }
 
 Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num), embedding_dim(dim) {
   if (num <= 0 || dim <= 0)
-    fail<ValueError>("Embedding: num_embeddings ", num, " and embedding_dim ", dim,
-                     " must be positive");
+    fail<ValueError>(
+        "Embedding: num_embeddings ", num, " and embedding_dim ", dim, " must be positive");
   weight = register_parameter("weight", empty({num, dim}));
   init::normal_(weight, 0.0, 1.0);
 }
@@ -63,8 +61,7 @@ std::string Embedding::extra_repr() const {
 
 LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
     : normalized_shape(std::move(shape)), eps(epsilon) {
-  if (normalized_shape.empty())
-    fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
+  if (normalized_shape.empty()) fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
   weight = register_parameter("weight", ones(normalized_shape));
   bias = register_parameter("bias", zeros(normalized_shape));
 }
@@ -74,15 +71,16 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
   if (!fits)
     fail<ShapeError>("LayerNorm: input of shape ", shape_str(x.shape()),
-                     " does not end in normalized_shape ", shape_str(normalized_shape));
+        " does not end in normalized_shape ", shape_str(normalized_shape));
   // The fused kernel: one op, whose backward saves only x, weight and each row's mean and rstd.
-  if (fused_kernels()) return layer_norm(x, normalized_shape, weight, bias, eps);  // (..., *normalized_shape)
+  if (fused_kernels())
+    return layer_norm(x, normalized_shape, weight, bias, eps);  // (..., *normalized_shape)
   // The composed d2l path: mean, var, sub, add, sqrt, div, mul, add.
   Shape dims;
   for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mu = mean(x, dims, /*keepdim=*/true);                  // (..., 1)
+  Tensor mu = mean(x, dims, /*keepdim=*/true);                       // (..., 1)
   Tensor sigma2 = var(x, dims, /*correction=*/0, /*keepdim=*/true);  // (..., 1), biased
-  Tensor normalized = (x - mu) / sqrt(sigma2 + eps);            // (..., *normalized_shape)
+  Tensor normalized = (x - mu) / sqrt(sigma2 + eps);                 // (..., *normalized_shape)
   return normalized * weight + bias;
 }
 

@@ -10,8 +10,8 @@ void Module::check_new_name(const std::string& name) const {
   if (name.empty())
     fail<ValueError>(type_name(), ": a parameter, buffer or submodule name cannot be empty");
   if (name.find('.') != std::string::npos)
-    fail<ValueError>(type_name(), ": name '", name,
-                     "' contains a dot (dots join the names of nested modules)");
+    fail<ValueError>(
+        type_name(), ": name '", name, "' contains a dot (dots join the names of nested modules)");
   auto taken = [&](const auto& list) {
     for (const auto& entry : list)
       if (entry.first == name) return true;
@@ -25,7 +25,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
   check_new_name(name);
   if (!tensor.is_leaf())
     fail<ValueError>(type_name(), ": parameter '", name,
-                     "' must be a leaf tensor (create it under NoGradGuard or detach it)");
+        "' must be a leaf tensor (create it under NoGradGuard or detach it)");
   tensor.requires_grad_(true);
   parameters_.emplace_back(name, tensor);
   return tensor;
@@ -45,8 +45,9 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 }
 
 void Module::collect(const std::string& prefix, bool buffers,
-                     std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [name, tensor] : buffers ? buffers_ : parameters_) out.emplace_back(prefix + name, tensor);
+    std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, tensor] : buffers ? buffers_ : parameters_)
+    out.emplace_back(prefix + name, tensor);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", buffers, out);
 }
 
@@ -108,7 +109,8 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return state;
 }
 
-std::vector<std::string> Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+std::vector<std::string> Module::load_state_dict(
+    const std::map<std::string, Tensor>& state, bool strict) {
   const std::map<std::string, Tensor> own = state_dict();
   // Check everything first; copy only what fits (and, when strict, only if everything fits).
   std::vector<std::string> missing, unexpected, mismatched, problems;
@@ -121,11 +123,11 @@ std::vector<std::string> Module::load_state_dict(const std::map<std::string, Ten
     }
     const Tensor& source = it->second;
     if (source.shape() != target.shape())
-      mismatched.push_back("shape mismatch " + name + ": file " + shape_str(source.shape()) + ", model " +
-                           shape_str(target.shape()));
+      mismatched.push_back("shape mismatch " + name + ": file " + shape_str(source.shape()) +
+                           ", model " + shape_str(target.shape()));
     else if (source.dtype() != target.dtype())
-      mismatched.push_back("dtype mismatch " + name + ": file " + dtype_name(source.dtype()) + ", model " +
-                           dtype_name(target.dtype()));
+      mismatched.push_back("dtype mismatch " + name + ": file " + dtype_name(source.dtype()) +
+                           ", model " + dtype_name(target.dtype()));
     else
       copies.emplace_back(target, source);
   }
@@ -183,7 +185,8 @@ std::string python_float(double value) {
   if (value == 1.0 / 0.0) return "inf";
   if (value == -1.0 / 0.0) return "-inf";
   char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
+  auto [end, ec] =
+      std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::scientific);
   std::string sci(buffer, end);  // e.g. "-1.25e-05"
   const std::size_t e = sci.find('e');
   std::string sign = sci[0] == '-' ? "-" : "";
@@ -202,7 +205,8 @@ std::string python_float(double value) {
   }
   if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
   const std::size_t int_digits = static_cast<std::size_t>(exponent) + 1;
-  if (digits.size() <= int_digits) return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
+  if (digits.size() <= int_digits)
+    return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
   return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 

@@ -72,7 +72,8 @@ class Module {
   // one StateDictError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
   // encoder.blks.0.ffn.dense1.weight: file [64,32], model [128,32]") and nothing is changed.
   // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
-  std::vector<std::string> load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  std::vector<std::string> load_state_dict(
+      const std::map<std::string, Tensor>& state, bool strict = true);
 
   // Converts every parameter and buffer to `dtype` in place (float64 for gradient checks).
   // The handles the layers hold stay valid; gradients are dropped.
@@ -92,7 +93,7 @@ class Module {
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool buffers,
-               std::vector<std::pair<std::string, Tensor>>& out) const;
+      std::vector<std::pair<std::string, Tensor>>& out) const;
 
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> parameters_;
@@ -116,11 +117,12 @@ class ModuleList : public Module {
   template <class M>
   std::shared_ptr<M> at(std::size_t i) const {
     if (i >= modules_.size())
-      fail<ValueError>("ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
+      fail<ValueError>(
+          "ModuleList: index ", i, " is out of range for ", modules_.size(), " modules");
     auto module = std::dynamic_pointer_cast<M>(modules_[i]);
     if (!module)
-      fail<ValueError>("ModuleList: module ", i, " is a ", modules_[i]->type_name(),
-                       ", not the type asked for");
+      fail<ValueError>(
+          "ModuleList: module ", i, " is a ", modules_[i]->type_name(), ", not the type asked for");
     return module;
   }
 

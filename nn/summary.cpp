@@ -72,9 +72,11 @@ double norm_of(const std::vector<double>& partials) {
 }  // namespace
 
 std::string summary(const Module& module) {
-  Table table({"module", "type", "own parameters", "own", "with children"}, {false, false, false, true, true});
+  Table table({"module", "type", "own parameters", "own", "with children"},
+      {false, false, false, true, true});
   // Depth first, parents before children, in registration order — the order of named_parameters.
-  std::function<void(const std::string&, const Module&)> visit = [&](const std::string& name, const Module& m) {
+  std::function<void(const std::string&, const Module&)> visit = [&](const std::string& name,
+                                                                     const Module& m) {
     std::string own_list;
     int64_t own = 0;
     // A module's own parameters are those of its named_parameters without a dot (names cannot
@@ -84,8 +86,8 @@ std::string summary(const Module& module) {
       own_list += (own_list.empty() ? "" : ", ") + param_name + " " + shape_str(p.shape());
       own += p.numel();
     }
-    table.add({name.empty() ? "(root)" : name, m.type_name(), own_list.empty() ? "-" : own_list, with_commas(own),
-               with_commas(m.num_parameters())});
+    table.add({name.empty() ? "(root)" : name, m.type_name(), own_list.empty() ? "-" : own_list,
+        with_commas(own), with_commas(m.num_parameters())});
     for (const auto& [child_name, child] : m.named_children())
       visit(name.empty() ? child_name : name + "." + child_name, *child);
   };
@@ -116,16 +118,18 @@ GradNormReport grad_norms(const Module& module) {
 
 std::string grad_norm_summary(const Module& module) {
   const GradNormReport report = grad_norms(module);
-  Table table({"parameter", "shape", "|grad|", "|param|", "|grad|/|param|"}, {false, false, true, true, true});
+  Table table({"parameter", "shape", "|grad|", "|param|", "|grad|/|param|"},
+      {false, false, true, true, true});
   for (const ParamGradNorm& row : report.params) {
     if (!row.has_grad) {
       table.add({row.name, shape_str(row.shape), "no grad", num(row.param_norm), "-"});
       continue;
     }
     table.add({row.name, shape_str(row.shape), num(row.grad_norm), num(row.param_norm),
-               row.param_norm > 0 ? num(row.grad_norm / row.param_norm) : "-"});
+        row.param_norm > 0 ? num(row.grad_norm / row.param_norm) : "-"});
   }
-  return table.str() + "total gradient norm (what optim::clip_grad_norm clips): " + num(report.total_norm) + "\n";
+  return table.str() +
+         "total gradient norm (what optim::clip_grad_norm clips): " + num(report.total_norm) + "\n";
 }
 
 }  // namespace ag::nn

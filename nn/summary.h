@@ -26,7 +26,7 @@ std::string summary(const Module& module);
 
 // The gradient norms of each parameter after a backward.
 struct ParamGradNorm {
-  std::string name;   // dotted, as named_parameters
+  std::string name;  // dotted, as named_parameters
   Shape shape;
   bool has_grad;      // false if no backward has reached the parameter (grad_norm is then 0)
   double grad_norm;   // ‖∇‖₂ of its .grad

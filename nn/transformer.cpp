@@ -11,8 +11,8 @@ namespace {
 // The last forward's weights of one attention module of every block, in block order:
 // per_block_weights<TransformerDecoderBlock>(*blks, &TransformerDecoderBlock::attention2).
 template <class Block>
-std::vector<Tensor> per_block_weights(const ModuleList& blks,
-                                      std::shared_ptr<MultiHeadAttention> Block::*attention) {
+std::vector<Tensor> per_block_weights(
+    const ModuleList& blks, std::shared_ptr<MultiHeadAttention> Block::*attention) {
   std::vector<Tensor> weights;
   for (std::size_t i = 0; i < blks.size(); ++i)
     weights.push_back(((*blks.at<Block>(i)).*attention)->attention_weights());  // (B, H, Q, K)
@@ -21,16 +21,18 @@ std::vector<Tensor> per_block_weights(const ModuleList& blks,
 
 }  // namespace
 
-// ---- PositionWiseFFN, AddNorm ---------------------------------------------------------------------
+// ---- PositionWiseFFN, AddNorm -------------------------------------------------------------------
 
-PositionWiseFFN::PositionWiseFFN(int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs) {
+PositionWiseFFN::PositionWiseFFN(
+    int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs) {
   dense1 = register_module("dense1", std::make_shared<Linear>(ffn_num_input, ffn_num_hiddens));
   relu = register_module("relu", std::make_shared<ReLU>());
   dense2 = register_module("dense2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs));
 }
 
 Tensor PositionWiseFFN::forward(const Tensor& X) const {
-  return dense2->forward(relu->forward(dense1->forward(X)));  // (B, T, in) -> (B, T, hidden) -> (B, T, out)
+  return dense2->forward(
+      relu->forward(dense1->forward(X)));  // (B, T, in) -> (B, T, hidden) -> (B, T, out)
 }
 
 AddNorm::AddNorm(std::vector<int64_t> normalized_shape, double p) {
@@ -41,22 +43,22 @@ AddNorm::AddNorm(std::vector<int64_t> normalized_shape, double p) {
 Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) const {
   // The fused op computes the same as the composed line below, with one pass for the sum.
   if (fused_kernels() && X.shape() == Y.shape())
-    return dropout_add_layer_norm(X, Y, ln->normalized_shape, ln->weight, ln->bias, ln->eps, dropout->p,
-                                  dropout->is_training(), default_generator());  // (B, T, D)
-  return ln->forward(dropout->forward(Y) + X);  // (B, T, D)
+    return dropout_add_layer_norm(X, Y, ln->normalized_shape, ln->weight, ln->bias, ln->eps,
+        dropout->p, dropout->is_training(), default_generator());  // (B, T, D)
+  return ln->forward(dropout->forward(Y) + X);                     // (B, T, D)
 }
 
-// ---- encoder ----------------------------------------------------------------------------------------
+// ---- encoder ------------------------------------------------------------------------------------
 
-TransformerEncoderBlock::TransformerEncoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
-                                                 int64_t num_hiddens, std::vector<int64_t> norm_shape,
-                                                 int64_t ffn_num_input, int64_t ffn_num_hiddens,
-                                                 int64_t num_heads, double dropout, bool use_bias) {
-  attention = register_module("attention", std::make_shared<MultiHeadAttention>(
-                                                key_size, query_size, value_size, num_hiddens,
-                                                num_heads, dropout, use_bias));
+TransformerEncoderBlock::TransformerEncoderBlock(int64_t key_size, int64_t query_size,
+    int64_t value_size, int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+    int64_t ffn_num_hiddens, int64_t num_heads, double dropout, bool use_bias) {
+  attention =
+      register_module("attention", std::make_shared<MultiHeadAttention>(key_size, query_size,
+                                       value_size, num_hiddens, num_heads, dropout, use_bias));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
-  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
+  ffn = register_module(
+      "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
@@ -66,24 +68,23 @@ Tensor TransformerEncoderBlock::forward(const Tensor& X, const Tensor& valid_len
 }
 
 TransformerEncoder::TransformerEncoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
-                                       int64_t value_size, int64_t hiddens,
-                                       std::vector<int64_t> norm_shape, int64_t ffn_num_input,
-                                       int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers,
-                                       double dropout, bool use_bias)
+    int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+    int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout, bool use_bias)
     : num_hiddens(hiddens) {
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
-  pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
+  pos_encoding =
+      register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
   blks = register_module("blks", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < num_layers; ++i)
-    blks->push_back(std::make_shared<TransformerEncoderBlock>(key_size, query_size, value_size, num_hiddens,
-                                                              norm_shape, ffn_num_input, ffn_num_hiddens,
-                                                              num_heads, dropout, use_bias));
+    blks->push_back(std::make_shared<TransformerEncoderBlock>(key_size, query_size, value_size,
+        num_hiddens, norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, use_bias));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_lens) {
   // The embedding is scaled by √D before the positional encoding is added: embeddings start
   // N(0, 1) and the encoding lies in [−1, 1], so neither drowns the other.
-  Tensor X = pos_encoding->forward(embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens)));
+  Tensor X = pos_encoding->forward(
+      embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens)));
   for (std::size_t i = 0; i < blks->size(); ++i)
     X = blks->at<TransformerEncoderBlock>(i)->forward(X, valid_lens);  // (B, T, D)
   return X;
@@ -93,29 +94,29 @@ std::vector<Tensor> TransformerEncoder::attention_weights() const {
   return per_block_weights(*blks, &TransformerEncoderBlock::attention);
 }
 
-// ---- decoder ----------------------------------------------------------------------------------------
+// ---- decoder ------------------------------------------------------------------------------------
 
-TransformerDecoderBlock::TransformerDecoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
-                                                 int64_t num_hiddens, std::vector<int64_t> norm_shape,
-                                                 int64_t ffn_num_input, int64_t ffn_num_hiddens,
-                                                 int64_t num_heads, double dropout, int64_t index)
+TransformerDecoderBlock::TransformerDecoderBlock(int64_t key_size, int64_t query_size,
+    int64_t value_size, int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+    int64_t ffn_num_hiddens, int64_t num_heads, double dropout, int64_t index)
     : i(index) {
-  attention1 = register_module("attention1", std::make_shared<MultiHeadAttention>(
-                                                  key_size, query_size, value_size, num_hiddens,
-                                                  num_heads, dropout));
+  attention1 =
+      register_module("attention1", std::make_shared<MultiHeadAttention>(key_size, query_size,
+                                        value_size, num_hiddens, num_heads, dropout));
   addnorm1 = register_module("addnorm1", std::make_shared<AddNorm>(norm_shape, dropout));
-  attention2 = register_module("attention2", std::make_shared<MultiHeadAttention>(
-                                                  key_size, query_size, value_size, num_hiddens,
-                                                  num_heads, dropout));
+  attention2 =
+      register_module("attention2", std::make_shared<MultiHeadAttention>(key_size, query_size,
+                                        value_size, num_hiddens, num_heads, dropout));
   addnorm2 = register_module("addnorm2", std::make_shared<AddNorm>(norm_shape, dropout));
-  ffn = register_module("ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
+  ffn = register_module(
+      "ffn", std::make_shared<PositionWiseFFN>(ffn_num_input, ffn_num_hiddens, num_hiddens));
   addnorm3 = register_module("addnorm3", std::make_shared<AddNorm>(norm_shape, dropout));
 }
 
 Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
   if (i < 0 || static_cast<std::size_t>(i) >= state.key_values.size())
     fail<ValueError>("TransformerDecoderBlock: block ", i, " has no slot in a state with ",
-                     state.key_values.size(), " blocks");
+        state.key_values.size(), " blocks");
   const int64_t B = X.size(0), T = X.size(1);
   // The keys and values of self-attention: every position decoded so far, then the new ones.
   Tensor& cache = state.key_values[static_cast<std::size_t>(i)];
@@ -123,9 +124,10 @@ Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
   Tensor key_values = cache.defined() ? concat({cache, X}, 1) : X;  // (B, past + T, D)
   // Causal mask: new position t (absolute position past + t) sees keys 0 … past + t, so its
   // valid length is past + t + 1. (B, T) lengths, one per query.
-  Tensor dec_valid_lens = arange(static_cast<double>(past + 1), static_cast<double>(past + T + 1), 1, X.dtype())
-                              .reshape({1, T})
-                              .expand({B, T});
+  Tensor dec_valid_lens =
+      arange(static_cast<double>(past + 1), static_cast<double>(past + T + 1), 1, X.dtype())
+          .reshape({1, T})
+          .expand({B, T});
   Tensor X2 = attention1->forward(X, key_values, key_values, dec_valid_lens);  // (B, T, D)
   Tensor Y = addnorm1->forward(X, X2);
   // Encoder–decoder attention: queries from the decoder, keys and values from the encoder.
@@ -137,32 +139,35 @@ Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
 }
 
 TransformerDecoder::TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
-                                       int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape,
-                                       int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t num_heads,
-                                       int64_t layers, double dropout)
+    int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+    int64_t ffn_num_hiddens, int64_t num_heads, int64_t layers, double dropout)
     : num_hiddens(hiddens), num_layers(layers) {
   embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
-  pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
+  pos_encoding =
+      register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
   blks = register_module("blks", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < num_layers; ++i)
-    blks->push_back(std::make_shared<TransformerDecoderBlock>(key_size, query_size, value_size, num_hiddens,
-                                                              norm_shape, ffn_num_input, ffn_num_hiddens,
-                                                              num_heads, dropout, i));
+    blks->push_back(std::make_shared<TransformerDecoderBlock>(key_size, query_size, value_size,
+        num_hiddens, norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, i));
   dense = register_module("dense", std::make_shared<Linear>(num_hiddens, vocab_size));
 }
 
-DecoderState TransformerDecoder::init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const {
+DecoderState TransformerDecoder::init_state(
+    const Tensor& enc_outputs, const Tensor& enc_valid_lens) const {
   return {enc_outputs, enc_valid_lens, std::vector<Tensor>(static_cast<std::size_t>(num_layers))};
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
-  const int64_t past = state.key_values.empty() || !state.key_values[0].defined() ? 0 : state.key_values[0].size(1);
-  Tensor embedded = embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));  // (B, T, D)
+  const int64_t past =
+      state.key_values.empty() || !state.key_values[0].defined() ? 0 : state.key_values[0].size(1);
+  Tensor embedded =
+      embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));  // (B, T, D)
   // New tokens continue the positions decoded so far: add P[past : past + T].
   if (past + tokens.size(1) > pos_encoding->max_len)
     fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
-                     " new positions exceed max_len ", pos_encoding->max_len);
-  Tensor X = pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
+        " new positions exceed max_len ", pos_encoding->max_len);
+  Tensor X =
+      pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
   // If a later block throws, the caches of the earlier ones must not keep the new positions.
   const std::vector<Tensor> saved_caches = state.key_values;
   try {
@@ -183,17 +188,19 @@ std::vector<Tensor> TransformerDecoder::cross_attention_weights() const {
   return per_block_weights(*blks, &TransformerDecoderBlock::attention2);
 }
 
-// ---- encoder–decoder ----------------------------------------------------------------------------------
+// ---- encoder–decoder ----------------------------------------------------------------------------
 
-EncoderDecoder::EncoderDecoder(std::shared_ptr<TransformerEncoder> enc, std::shared_ptr<TransformerDecoder> dec) {
+EncoderDecoder::EncoderDecoder(
+    std::shared_ptr<TransformerEncoder> enc, std::shared_ptr<TransformerDecoder> dec) {
   encoder = register_module("encoder", std::move(enc));
   decoder = register_module("decoder", std::move(dec));
 }
 
-Tensor EncoderDecoder::forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {
-  Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);          // (B, T_enc, D)
+Tensor EncoderDecoder::forward(
+    const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {
+  Tensor enc_outputs = encoder->forward(enc_X, enc_valid_lens);  // (B, T_enc, D)
   DecoderState state = decoder->init_state(enc_outputs, enc_valid_lens);
-  return decoder->forward(dec_X, state);                                // (B, T_dec, V)
+  return decoder->forward(dec_X, state);  // (B, T_dec, V)
 }
 
 }  // namespace ag::nn

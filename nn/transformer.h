@@ -40,9 +40,8 @@ class AddNorm : public Module {
 class TransformerEncoderBlock : public Module {
  public:
   TransformerEncoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
-                          int64_t num_hiddens, std::vector<int64_t> norm_shape,
-                          int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t num_heads,
-                          double dropout, bool use_bias = false);
+      int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+      int64_t ffn_num_hiddens, int64_t num_heads, double dropout, bool use_bias = false);
   // X (B, T, D), valid_lens (B,) or undefined -> (B, T, D)
   Tensor forward(const Tensor& X, const Tensor& valid_lens);
   Tensor operator()(const Tensor& X, const Tensor& valid_lens) { return forward(X, valid_lens); }
@@ -58,12 +57,14 @@ class TransformerEncoderBlock : public Module {
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(int64_t vocab_size, int64_t key_size, int64_t query_size, int64_t value_size,
-                     int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
-                     int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout,
-                     bool use_bias = false);
+      int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+      int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout,
+      bool use_bias = false);
   // tokens (B, T) of integer ids, valid_lens (B,) -> (B, T, D)
   Tensor forward(const Tensor& tokens, const Tensor& valid_lens);
-  Tensor operator()(const Tensor& tokens, const Tensor& valid_lens) { return forward(tokens, valid_lens); }
+  Tensor operator()(const Tensor& tokens, const Tensor& valid_lens) {
+    return forward(tokens, valid_lens);
+  }
   std::string type_name() const override { return "TransformerEncoder"; }
   // Self-attention weights of the last forward, one (B, H, T, T) per block.
   std::vector<Tensor> attention_weights() const;
@@ -78,9 +79,9 @@ class TransformerEncoder : public Module {
 // block the inputs of its self-attention seen so far (the key/value cache of step-by-step
 // decoding, as d2l keeps it).
 struct DecoderState {
-  Tensor enc_outputs;                 // (B, T_enc, D)
-  Tensor enc_valid_lens;              // (B,) or undefined
-  std::vector<Tensor> key_values;     // per block: (B, steps so far, D), undefined before the first
+  Tensor enc_outputs;              // (B, T_enc, D)
+  Tensor enc_valid_lens;           // (B,) or undefined
+  std::vector<Tensor> key_values;  // per block: (B, steps so far, D), undefined before the first
 };
 
 // Causal (masked) self-attention, encoder–decoder attention and an FFN, each with AddNorm.
@@ -90,9 +91,8 @@ struct DecoderState {
 class TransformerDecoderBlock : public Module {
  public:
   TransformerDecoderBlock(int64_t key_size, int64_t query_size, int64_t value_size,
-                          int64_t num_hiddens, std::vector<int64_t> norm_shape,
-                          int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t num_heads,
-                          double dropout, int64_t i);
+      int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+      int64_t ffn_num_hiddens, int64_t num_heads, double dropout, int64_t i);
   // X (B, T, D): the new positions; state.key_values[i] grows by T positions -> (B, T, D)
   Tensor forward(const Tensor& X, DecoderState& state);
   Tensor operator()(const Tensor& X, DecoderState& state) { return forward(X, state); }
@@ -110,15 +110,16 @@ class TransformerDecoderBlock : public Module {
 class TransformerDecoder : public Module {
  public:
   TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size, int64_t value_size,
-                     int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
-                     int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout);
+      int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
+      int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout);
   DecoderState init_state(const Tensor& enc_outputs, const Tensor& enc_valid_lens) const;
   // tokens (B, T) -> logits (B, T, V). Call with all target tokens at once (training), or one
   // step at a time with the same state (decoding): both give the same numbers in eval mode.
   Tensor forward(const Tensor& tokens, DecoderState& state);
   Tensor operator()(const Tensor& tokens, DecoderState& state) { return forward(tokens, state); }
   std::string type_name() const override { return "TransformerDecoder"; }
-  // Per block, the last forward's self-attention and encoder–decoder attention weights (B, H, Q, K).
+  // Per block, the last forward's self-attention and encoder–decoder attention weights (B, H, Q,
+  // K).
   std::vector<Tensor> self_attention_weights() const;
   std::vector<Tensor> cross_attention_weights() const;
 
@@ -132,7 +133,8 @@ class TransformerDecoder : public Module {
 // The encoder–decoder: decoder(dec_X, decoder.init_state(encoder(enc_X, valid_lens), valid_lens)).
 class EncoderDecoder : public Module {
  public:
-  EncoderDecoder(std::shared_ptr<TransformerEncoder> encoder, std::shared_ptr<TransformerDecoder> decoder);
+  EncoderDecoder(
+      std::shared_ptr<TransformerEncoder> encoder, std::shared_ptr<TransformerDecoder> decoder);
   // enc_X (B, T_enc), dec_X (B, T_dec), enc_valid_lens (B,) -> logits (B, T_dec, V)
   Tensor forward(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens);
   Tensor operator()(const Tensor& enc_X, const Tensor& dec_X, const Tensor& enc_valid_lens) {

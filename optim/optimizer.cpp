@@ -32,7 +32,9 @@ void check_param(const Tensor& p, const char* optimizer) {
     fail<ValueError>(optimizer, ": parameters must be contiguous leaf tensors");
 }
 
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{std::move(params), {}, {}}}; }
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), {}, {}}};
+}
 
 // The loop of every optimizer's step: update(group, g, i, param, grad) for parameter i of group g,
 // group by group and in order, skipping parameters without a gradient (as PyTorch), under
@@ -50,14 +52,15 @@ void for_each_param_with_grad(const std::vector<Optimizer::Group>& groups, Updat
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
-                     const char* name)
+    const char* name)
     : name_(name) {
   if (!(default_lr >= 0)) fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
   if (!(default_weight_decay >= 0))
     fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
   for (ParamGroup& g : groups) {
     for (const Tensor& p : g.params) check_param(p, name);
-    groups_.push_back({std::move(g.params), g.lr.value_or(default_lr), g.weight_decay.value_or(default_weight_decay)});
+    groups_.push_back({std::move(g.params), g.lr.value_or(default_lr),
+        g.weight_decay.value_or(default_weight_decay)});
   }
 }
 
@@ -105,7 +108,7 @@ StateDict Optimizer::common_state_dict(const std::map<std::string, double>& opti
 }
 
 void Optimizer::check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-                             std::vector<std::string>& problems) const {
+    std::vector<std::string>& problems) const {
   if (saved.type.empty()) {
     problems.push_back("no optimizer state (the state dict has no type)");
     return;
@@ -160,7 +163,7 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
 }
 
 void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name,
-                                   std::size_t number, std::vector<std::string>& problems) const {
+    std::size_t number, std::vector<std::string>& problems) const {
   // check_common has made sure that the number is one of a parameter.
   const Tensor* param = nullptr;
   for (std::size_t g = 0, first = 0; g < groups_.size() && !param;
@@ -317,11 +320,16 @@ void Adam::load_state_dict(const StateDict& saved) {
 
 // ---- SGD ----------------------------------------------------------------------------------------
 
-SGD::SGD(std::vector<Tensor> params, double lr, double mom, double damp, double weight_decay, bool nest)
+SGD::SGD(
+    std::vector<Tensor> params, double lr, double mom, double damp, double weight_decay, bool nest)
     : SGD(one_group(std::move(params)), lr, mom, damp, weight_decay, nest) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, double weight_decay, bool nest)
-    : Optimizer(std::move(groups), lr, weight_decay, "SGD"), momentum(mom), dampening(damp), nesterov(nest) {
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, double weight_decay,
+    bool nest)
+    : Optimizer(std::move(groups), lr, weight_decay, "SGD"),
+      momentum(mom),
+      dampening(damp),
+      nesterov(nest) {
   if (momentum < 0) fail<ValueError>("SGD: momentum ", momentum, " is negative");
   if (nesterov && (momentum <= 0 || dampening != 0))
     fail<ValueError>("SGD: Nesterov momentum needs momentum > 0 and dampening 0");
@@ -334,9 +342,11 @@ void SGD::step() {
     Tensor& buffer = momentum_buffers[gi][pi];
     const bool first = !buffer.defined();
     if (momentum != 0 && first) buffer = zeros_like(param);
-    const std::vector<Tensor> others = momentum != 0 ? std::vector<Tensor>{grad, buffer} : std::vector<Tensor>{grad};
+    const std::vector<Tensor> others =
+        momentum != 0 ? std::vector<Tensor>{grad, buffer} : std::vector<Tensor>{grad};
     dispatch(param.dtype(), [&]<typename T>() {
-      const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum), damp = T(1 - dampening);
+      const T lr = T(group.lr), wd = T(group.weight_decay), mu = T(momentum),
+              damp = T(1 - dampening);
       for_each_element<T>(param, others, [&](T& p, const std::vector<T*>& s, int64_t i) {
         T g = s[0][i];
         if (wd != 0) g = g + wd * p;  // g ← ∇ + λθ
@@ -351,17 +361,22 @@ void SGD::step() {
   });
 }
 
-// ---- Adam / AdamW ---------------------------------------------------------------------------------
+// ---- Adam / AdamW -------------------------------------------------------------------------------
 
-Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
+Adam::Adam(
+    std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
     : Adam(one_group(std::move(params)), lr, betas, eps_, wd, false, "Adam") {}
 
-Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_, double wd)
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_,
+    double wd)
     : Adam(std::move(groups), lr, betas, eps_, wd, false, "Adam") {}
 
 Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_,
-           double wd, bool decoupled, const char* name)
-    : Optimizer(std::move(groups), lr, wd, name), beta1(betas.first), beta2(betas.second), eps(eps_),
+    double wd, bool decoupled, const char* name)
+    : Optimizer(std::move(groups), lr, wd, name),
+      beta1(betas.first),
+      beta2(betas.second),
+      eps(eps_),
       decoupled_(decoupled) {
   if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
     fail<ValueError>(name, ": betas (", beta1, ", ", beta2, ") must lie in [0, 1)");
@@ -384,35 +399,39 @@ void Adam::step() {
     const double step_size = group.lr / bias_correction1;
     const double bias_correction2_sqrt = std::sqrt(bias_correction2);
     dispatch(param.dtype(), [&]<typename T>() {
-      const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
+      const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1),
+              one_minus_b2 = T(1 - beta2);
       const T wd = T(group.weight_decay), e = T(eps), decay = T(1 - group.lr * group.weight_decay);
       const T c2 = T(bias_correction2_sqrt), neg_step_size = T(-step_size);
-      for_each_element<T>(param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
-        T g = st[0][i];
-        if (decoupled_) {
-          p = p * decay;                   // AdamW: θ ← θ − γλθ
-        } else if (wd != 0) {
-          g = g + wd * p;                  // Adam: g ← ∇ + λθ
-        }
-        T& m = st[1][i];
-        T& v = st[2][i];
-        m = m * b1 + one_minus_b1 * g;     // m ← β₁m + (1 − β₁)g
-        v = v * b2 + one_minus_b2 * g * g; // v ← β₂v + (1 − β₂)g²
-        const T denom = std::sqrt(v) / c2 + e;
-        // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
-        p = p + neg_step_size * m / denom;
-      });
+      for_each_element<T>(
+          param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
+            T g = st[0][i];
+            if (decoupled_) {
+              p = p * decay;  // AdamW: θ ← θ − γλθ
+            } else if (wd != 0) {
+              g = g + wd * p;  // Adam: g ← ∇ + λθ
+            }
+            T& m = st[1][i];
+            T& v = st[2][i];
+            m = m * b1 + one_minus_b1 * g;      // m ← β₁m + (1 − β₁)g
+            v = v * b2 + one_minus_b2 * g * g;  // v ← β₂v + (1 − β₂)g²
+            const T denom = std::sqrt(v) / c2 + e;
+            // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
+            p = p + neg_step_size * m / denom;
+          });
     });
   });
 }
 
-AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
+AdamW::AdamW(
+    std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps_, double wd)
     : Adam(one_group(std::move(params)), lr, betas, eps_, wd, true, "AdamW") {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps_, double wd)
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas,
+    double eps_, double wd)
     : Adam(std::move(groups), lr, betas, eps_, wd, true, "AdamW") {}
 
-// ---- clipping -------------------------------------------------------------------------------------
+// ---- clipping -----------------------------------------------------------------------------------
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");

@@ -88,7 +88,8 @@ class Optimizer {
   const std::vector<Group>& param_groups() const { return groups_; }
 
  protected:
-  Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay, const char* name);
+  Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
+      const char* name);
 
   // What every optimizer's state dict shares: the type, and per group lr, weight_decay, the
   // optimizer's own hyper-parameters `options` (ag keeps one value for all groups) and the
@@ -99,10 +100,10 @@ class Optimizer {
   // weight_decay not negative, the `option_names` the same in every group, state only for
   // numbered parameters. The shared options are then those of group 0.
   void check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-                    std::vector<std::string>& problems) const;
+      std::vector<std::string>& problems) const;
   // Appends a problem unless `tensor` has the shape and dtype of parameter `number`.
   void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
-                          std::vector<std::string>& problems) const;
+      std::vector<std::string>& problems) const;
   // Throws one StateDictError listing `problems`, if there are any.
   void throw_if_any(const std::vector<std::string>& problems) const;
   // Takes every group's lr and weight_decay (after everything has been checked).
@@ -149,9 +150,9 @@ class Adam : public Optimizer {
   //   m ← β₁·m + (1 − β₁)·g,    v ← β₂·v + (1 − β₂)·g²
   //   θ ← θ − (γ / (1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + ε)
   Adam(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-       double eps = 1e-8, double weight_decay = 0);
-  Adam(std::vector<ParamGroup> groups, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-       double eps = 1e-8, double weight_decay = 0);
+      double eps = 1e-8, double weight_decay = 0);
+  Adam(std::vector<ParamGroup> groups, double lr = 1e-3,
+      std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8, double weight_decay = 0);
   void step() override;
 
   double beta1, beta2, eps;
@@ -162,7 +163,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
-       double weight_decay, bool decoupled, const char* name);
+      double weight_decay, bool decoupled, const char* name);
 
  private:
   bool decoupled_;  // AdamW: decay θ directly instead of adding λ·θ to the gradient
@@ -172,10 +173,12 @@ class AdamW : public Adam {
  public:
   // PyTorch's torch.optim.AdamW (decoupled weight decay, Loshchilov & Hutter 2019):
   //   θ ← θ − γ·λ·θ, then the Adam update above with g = ∇ (no L2 term).
-  AdamW(std::vector<Tensor> params, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-        double eps = 1e-8, double weight_decay = 1e-2);
-  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-        double eps = 1e-8, double weight_decay = 1e-2);
+  AdamW(std::vector<Tensor> params, double lr = 1e-3,
+      std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+      double weight_decay = 1e-2);
+  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3,
+      std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
+      double weight_decay = 1e-2);
 };
 
 // Scales all gradients together so that their global L2 norm ‖(∇₁, ∇₂, …)‖ is at most max_norm,

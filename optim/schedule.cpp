@@ -23,11 +23,12 @@ Schedule cosine_with_warmup(int64_t warmup, int64_t total, double min_factor) {
 
 Schedule transformer_schedule(int64_t d_model, int64_t warmup) {
   if (d_model <= 0 || warmup <= 0)
-    fail<ValueError>("transformer_schedule: d_model ", d_model, " and warmup ", warmup,
-                     " must be positive");
+    fail<ValueError>(
+        "transformer_schedule: d_model ", d_model, " and warmup ", warmup, " must be positive");
   return [=](int64_t t) {
     const double step = static_cast<double>(t), w = static_cast<double>(warmup);
-    return std::pow(static_cast<double>(d_model), -0.5) * std::min(std::pow(step, -0.5), step * std::pow(w, -1.5));
+    return std::pow(static_cast<double>(d_model), -0.5) *
+           std::min(std::pow(step, -0.5), step * std::pow(w, -1.5));
   };
 }
 
@@ -52,7 +53,8 @@ double Scheduler::lr(std::size_t group) const { return optimizer_.param_groups()
 
 void Scheduler::apply() {
   const double factor = schedule_(step_);
-  for (std::size_t i = 0; i < base_lrs_.size(); ++i) optimizer_.param_groups()[i].lr = base_lrs_[i] * factor;
+  for (std::size_t i = 0; i < base_lrs_.size(); ++i)
+    optimizer_.param_groups()[i].lr = base_lrs_[i] * factor;
 }
 
 }  // namespace ag::optim

@@ -43,7 +43,8 @@ inline Run run(const std::string& command) {
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) result.output.append(buffer, n);
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    result.output.append(buffer, n);
   const int status = ::pclose(pipe);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;

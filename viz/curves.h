@@ -1,7 +1,8 @@
 // Line plots (training curves, the positional encoding's columns) drawn by gnuplot from a CSV file:
 //
 //   ag::viz::write_csv("loss.csv", {"step", "loss"}, {steps, losses});
-//   ag::viz::plot_csv("loss.csv", "loss.png", {.panels = {{.title = "loss", .curves = {{"loss", "training"}}}}});
+//   ag::viz::plot_csv("loss.csv", "loss.png", {.panels = {{.title = "loss", .curves = {{"loss",
+//   "training"}}}}});
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ namespace ag::viz {
 // 9 significant digits. Throws ShapeError for columns of different lengths or a header of another
 // count, IoError naming the path if it cannot be written.
 void write_csv(const std::string& path, const std::vector<std::string>& header,
-               const std::vector<std::vector<double>>& columns);
+    const std::vector<std::vector<double>>& columns);
 
 struct Curve {
   std::string column;  // a column name in the CSV header
@@ -30,11 +31,11 @@ struct LinePanel {
   std::string key = "top right";     // gnuplot's legend placement ("bottom right", "outside", …)
 };
 struct LineFigure {
-  std::vector<LinePanel> panels;     // drawn one above the other
-  std::string title;                 // over all panels (empty: none)
-  int64_t width = 800, height = 0;   // pixels; height 0: 360 per panel
-  bool points = false;               // a marker at each data point, besides the lines
-  std::string gnuplot = "gnuplot";   // the program run (looked up on PATH)
+  std::vector<LinePanel> panels;    // drawn one above the other
+  std::string title;                // over all panels (empty: none)
+  int64_t width = 800, height = 0;  // pixels; height 0: 360 per panel
+  bool points = false;              // a marker at each data point, besides the lines
+  std::string gnuplot = "gnuplot";  // the program run (looked up on PATH)
 };
 
 // Plots the CSV file's columns against its first column with gnuplot's png terminal (which

@@ -75,7 +75,8 @@ constexpr GlyphEntry font[] = {
 const std::map<char, std::vector<std::string>>& glyph_table() {
   static const std::map<char, std::vector<std::string>> table = [] {
     std::map<char, std::vector<std::string>> t;
-    for (const GlyphEntry& e : font) t[e.c] = std::vector<std::string>(e.rows.begin(), e.rows.end());
+    for (const GlyphEntry& e : font)
+      t[e.c] = std::vector<std::string>(e.rows.begin(), e.rows.end());
     return t;
   }();
   return table;
@@ -101,7 +102,8 @@ int64_t text_width(const std::string& text, int64_t scale) {
   return (glyph_advance * static_cast<int64_t>(text.size()) - 1) * scale;
 }
 
-void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour, int64_t scale, bool vertical) {
+void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour,
+    int64_t scale, bool vertical) {
   if (scale < 1) fail<ValueError>("draw_text: scale ", scale, " must be at least 1");
   const int64_t length = text_width(text, scale);
   for (std::size_t n = 0; n < text.size(); ++n) {
@@ -114,8 +116,10 @@ void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb 
         for (int64_t dy = 0; dy < scale; ++dy)
           for (int64_t dx = 0; dx < scale; ++dx) {
             // A quarter turn counter-clockwise maps horizontal (u, v) to (v, length − 1 − u).
-            if (vertical) image.set(x + v + dy, y + length - 1 - (u + dx), colour);
-            else image.set(x + u + dx, y + v + dy, colour);
+            if (vertical)
+              image.set(x + v + dy, y + length - 1 - (u + dx), colour);
+            else
+              image.set(x + u + dx, y + v + dy, colour);
           }
       }
   }

@@ -22,7 +22,7 @@ int64_t text_width(const std::string& text, int64_t scale = 1);
 // Draws `text` with its top-left corner at (x, y). vertical: rotated a quarter turn
 // counter-clockwise (read from bottom to top), its bounding box 7·scale wide and text_width high
 // with the top-left corner at (x, y).
-void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour, int64_t scale = 1,
-               bool vertical = false);
+void draw_text(Image& image, int64_t x, int64_t y, const std::string& text, Rgb colour,
+    int64_t scale = 1, bool vertical = false);
 
 }  // namespace ag::viz

@@ -34,32 +34,35 @@ int64_t longest_label(const std::vector<std::string>& labels, int64_t scale) {
 Image render_heatmap(const Tensor& matrix, const HeatmapOptions& o) {
   if (!matrix.defined() || matrix.dim() != 2 || matrix.size(0) == 0 || matrix.size(1) == 0)
     fail<ShapeError>("render_heatmap: expected a non-empty 2-D tensor (rows, cols), got ",
-                             matrix.defined() ? shape_str(matrix.shape()) : std::string("an undefined tensor"));
+        matrix.defined() ? shape_str(matrix.shape()) : std::string("an undefined tensor"));
   const int64_t rows = matrix.size(0), cols = matrix.size(1);
   if (!o.row_labels.empty() && static_cast<int64_t>(o.row_labels.size()) != rows)
     fail<ShapeError>("render_heatmap: ", o.row_labels.size(), " row labels for a matrix of shape ",
-                             shape_str(matrix.shape()));
+        shape_str(matrix.shape()));
   if (!o.col_labels.empty() && static_cast<int64_t>(o.col_labels.size()) != cols)
-    fail<ShapeError>("render_heatmap: ", o.col_labels.size(), " column labels for a matrix of shape ",
-                             shape_str(matrix.shape()));
+    fail<ShapeError>("render_heatmap: ", o.col_labels.size(),
+        " column labels for a matrix of shape ", shape_str(matrix.shape()));
   if (o.cell < 1 || o.cell > 256 || o.font_scale < 1 || o.font_scale > 8)
-    fail<ValueError>("render_heatmap: cell ", o.cell, " must be in 1…256 and font_scale ", o.font_scale,
-                             " in 1…8");
+    fail<ValueError>("render_heatmap: cell ", o.cell, " must be in 1…256 and font_scale ",
+        o.font_scale, " in 1…8");
   const std::vector<double> values = matrix.to_vector<double>();  // row-major (rows, cols)
   double low = values[0], high = values[0];
   for (int64_t i = 0; i < rows * cols; ++i) {
     const double v = values[static_cast<std::size_t>(i)];
     if (!std::isfinite(v))
-      fail<ValueError>("render_heatmap: the value at row ", i / cols, ", column ", i % cols, " of the ",
-                               shape_str(matrix.shape()), " matrix is ", v);
+      fail<ValueError>("render_heatmap: the value at row ", i / cols, ", column ", i % cols,
+          " of the ", shape_str(matrix.shape()), " matrix is ", v);
     low = std::min(low, v);
     high = std::max(high, v);
   }
   const double vmin = o.vmin.value_or(low), vmax = o.vmax.value_or(high);
   if (!std::isfinite(vmin) || !std::isfinite(vmax) || vmin > vmax)
-    fail<ValueError>("render_heatmap: vmin ", vmin, " and vmax ", vmax, " must be finite with vmin <= vmax");
+    fail<ValueError>(
+        "render_heatmap: vmin ", vmin, " and vmax ", vmax, " must be finite with vmin <= vmax");
   // Value v -> t = (v − vmin) / (vmax − vmin) in [0, 1] (clamped) -> viridis(t).
-  auto colour_of = [&](double v) { return viridis(vmax > vmin ? (v - vmin) / (vmax - vmin) : 0.5); };
+  auto colour_of = [&](double v) {
+    return viridis(vmax > vmin ? (v - vmin) / (vmax - vmin) : 0.5);
+  };
 
   const int64_t s = o.font_scale, line = glyph_height * s, pad = 4 * s;
   // Tick labels every k-th row/column, k the smallest of 1, 2, 5, 10, 20, 50, … with k·cell at
@@ -79,39 +82,47 @@ Image render_heatmap(const Tensor& matrix, const HeatmapOptions& o) {
   const int64_t col_labels_h = o.col_labels.empty() ? 0 : longest_label(o.col_labels, s) + pad;
   const int64_t xlabel_h = o.xlabel.empty() ? 0 : line + pad;
   const std::string top_text = format_value(vmax), bottom_text = format_value(vmin);
-  const int64_t bar_w = o.colorbar ? 3 * pad + 2 * pad + std::max(text_width(top_text, s), text_width(bottom_text, s)) : 0;
+  const int64_t bar_w =
+      o.colorbar ? 3 * pad + 2 * pad + std::max(text_width(top_text, s), text_width(bottom_text, s))
+                 : 0;
   const int64_t width = std::max(map_x + map_w + bar_w + pad, pad + text_width(o.title, s) + pad);
   const int64_t below = std::max(col_labels_h + xlabel_h, o.colorbar ? line : 0);
-  const int64_t height = std::max({map_y + map_h + below + pad, map_y + line * 2 + pad,
-                                   map_y + text_width(o.ylabel, s) + pad});
+  const int64_t height = std::max(
+      {map_y + map_h + below + pad, map_y + line * 2 + pad, map_y + text_width(o.ylabel, s) + pad});
   Image image(width, height);
   const Rgb ink{40, 40, 40};
 
-  if (!o.title.empty()) draw_text(image, (width - text_width(o.title, s)) / 2, pad, o.title, ink, s);
+  if (!o.title.empty())
+    draw_text(image, (width - text_width(o.title, s)) / 2, pad, o.title, ink, s);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      image.fill(map_x + c * o.cell, map_y + r * o.cell, o.cell, o.cell, colour_of(values[static_cast<std::size_t>(r * cols + c)]));
+      image.fill(map_x + c * o.cell, map_y + r * o.cell, o.cell, o.cell,
+          colour_of(values[static_cast<std::size_t>(r * cols + c)]));
   // Row labels right-aligned against the map, centred on their row.
   for (int64_t r = 0; r < static_cast<int64_t>(o.row_labels.size()); r += every) {
     const std::string& label = o.row_labels[static_cast<std::size_t>(r)];
-    draw_text(image, map_x - pad / 2 - text_width(label, s), map_y + r * o.cell + (o.cell - line) / 2, label, ink, s);
+    draw_text(image, map_x - pad / 2 - text_width(label, s),
+        map_y + r * o.cell + (o.cell - line) / 2, label, ink, s);
   }
   // Column labels vertical under the map, reading upwards, their top end against the map.
   for (int64_t c = 0; c < static_cast<int64_t>(o.col_labels.size()); c += every) {
     const std::string& label = o.col_labels[static_cast<std::size_t>(c)];
-    draw_text(image, map_x + c * o.cell + (o.cell - line) / 2, map_y + map_h + pad / 2, label, ink, s, true);
+    draw_text(image, map_x + c * o.cell + (o.cell - line) / 2, map_y + map_h + pad / 2, label, ink,
+        s, true);
   }
   if (!o.xlabel.empty())
-    draw_text(image, map_x + (map_w - text_width(o.xlabel, s)) / 2, map_y + map_h + col_labels_h + pad / 2, o.xlabel,
-              ink, s);
+    draw_text(image, map_x + (map_w - text_width(o.xlabel, s)) / 2,
+        map_y + map_h + col_labels_h + pad / 2, o.xlabel, ink, s);
   if (!o.ylabel.empty())
-    draw_text(image, pad, map_y + std::max<int64_t>(0, (map_h - text_width(o.ylabel, s)) / 2), o.ylabel, ink, s,
-              true);
+    draw_text(image, pad, map_y + std::max<int64_t>(0, (map_h - text_width(o.ylabel, s)) / 2),
+        o.ylabel, ink, s, true);
   if (o.colorbar) {
     // A bar as high as the map (at least two text lines), vmax at the top, vmin at the bottom.
-    const int64_t bar_x = map_x + map_w + 2 * pad, bar_h = std::max(map_h, 2 * line), bar_width = 3 * pad;
+    const int64_t bar_x = map_x + map_w + 2 * pad, bar_h = std::max(map_h, 2 * line),
+                  bar_width = 3 * pad;
     for (int64_t y = 0; y < bar_h; ++y)
-      image.fill(bar_x, map_y + y, bar_width, 1, viridis(1.0 - static_cast<double>(y) / static_cast<double>(bar_h - 1)));
+      image.fill(bar_x, map_y + y, bar_width, 1,
+          viridis(1.0 - static_cast<double>(y) / static_cast<double>(bar_h - 1)));
     draw_text(image, bar_x + bar_width + pad, map_y, top_text, ink, s);
     draw_text(image, bar_x + bar_width + pad, map_y + bar_h - line, bottom_text, ink, s);
   }
@@ -122,11 +133,11 @@ void write_heatmap(const std::string& path, const Tensor& matrix, const HeatmapO
   write_png(path, render_heatmap(matrix, options));
 }
 
-Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns, const std::string& title,
-                          int64_t font_scale) {
+Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns,
+    const std::string& title, int64_t font_scale) {
   if (panels.empty() || columns < 1 || font_scale < 1)
     fail<ValueError>("render_heatmap_grid: ", panels.size(), " panels in ", columns,
-                             " columns (font scale ", font_scale, "): need at least one panel and one column");
+        " columns (font scale ", font_scale, "): need at least one panel and one column");
   std::vector<Image> images;
   int64_t cell_w = 0, cell_h = 0;
   for (const HeatmapPanel& p : panels) {
@@ -135,33 +146,38 @@ Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t colum
     cell_h = std::max(cell_h, images.back().height());
   }
   const int64_t count = static_cast<int64_t>(panels.size());
-  const int64_t grid_columns = std::min(columns, count), grid_rows = (count + columns - 1) / columns;
-  const int64_t pad = 4 * font_scale, title_h = title.empty() ? 0 : glyph_height * font_scale + 2 * pad;
+  const int64_t grid_columns = std::min(columns, count),
+                grid_rows = (count + columns - 1) / columns;
+  const int64_t pad = 4 * font_scale,
+                title_h = title.empty() ? 0 : glyph_height * font_scale + 2 * pad;
   const int64_t width = std::max(grid_columns * cell_w, text_width(title, font_scale) + 2 * pad);
   Image grid(width, title_h + grid_rows * cell_h);
-  if (!title.empty()) draw_text(grid, (width - text_width(title, font_scale)) / 2, pad, title, {40, 40, 40}, font_scale);
+  if (!title.empty())
+    draw_text(
+        grid, (width - text_width(title, font_scale)) / 2, pad, title, {40, 40, 40}, font_scale);
   for (int64_t i = 0; i < count; ++i)
-    grid.blit(images[static_cast<std::size_t>(i)], (i % columns) * cell_w, title_h + (i / columns) * cell_h);
+    grid.blit(images[static_cast<std::size_t>(i)], (i % columns) * cell_w,
+        title_h + (i / columns) * cell_h);
   return grid;
 }
 
-void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels, int64_t columns,
-                        const std::string& title, int64_t font_scale) {
+void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels,
+    int64_t columns, const std::string& title, int64_t font_scale) {
   write_png(path, render_heatmap_grid(panels, columns, title, font_scale));
 }
 
-// ---- d2l's show_heatmaps ---------------------------------------------------------------------------
+// ---- d2l's show_heatmaps ------------------------------------------------------------------------
 
 Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& o) {
   if (matrices.dim() != 4)
     fail<ShapeError>("show_heatmaps: matrices of shape ", shape_str(matrices.shape()),
-                             " are not (num_rows, num_cols, Q, K)");
+        " are not (num_rows, num_cols, Q, K)");
   const int64_t num_rows = matrices.size(0), num_cols = matrices.size(1);
   if (num_rows == 0 || num_cols == 0)
     fail<ShapeError>("show_heatmaps: no matrices to draw in shape ", shape_str(matrices.shape()));
   if (!o.titles.empty() && static_cast<int64_t>(o.titles.size()) != num_cols)
     fail<ShapeError>("show_heatmaps: ", o.titles.size(), " titles for ", num_cols,
-                             " columns of matrices ", shape_str(matrices.shape()));
+        " columns of matrices ", shape_str(matrices.shape()));
   // One colour scale for every panel, as d2l's shared colorbar: the extremes of all the matrices.
   // (A non-finite value is left to render_heatmap, which names its row and column.)
   double vmin = INFINITY, vmax = -INFINITY;
@@ -171,20 +187,21 @@ Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& o)
   for (int64_t row = 0; row < num_rows; ++row)
     for (int64_t col = 0; col < num_cols; ++col) {
       HeatmapOptions panel{.title = o.titles.empty() ? "" : o.titles[static_cast<std::size_t>(col)],
-                           .xlabel = o.xlabel,
-                           .ylabel = o.ylabel,
-                           .row_labels = o.row_labels,
-                           .col_labels = o.col_labels,
-                           .cell = o.cell,
-                           .vmin = vmin,
-                           .vmax = vmax,
-                           .colorbar = col == num_cols - 1};  // one colour bar per grid row
+          .xlabel = o.xlabel,
+          .ylabel = o.ylabel,
+          .row_labels = o.row_labels,
+          .col_labels = o.col_labels,
+          .cell = o.cell,
+          .vmin = vmin,
+          .vmax = vmax,
+          .colorbar = col == num_cols - 1};  // one colour bar per grid row
       panels.push_back({matrices.select(0, row).select(0, col), panel});  // (Q, K)
     }
   return render_heatmap_grid(panels, num_cols);
 }
 
-void show_heatmaps(const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options) {
+void show_heatmaps(
+    const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options) {
   write_png(path, render_show_heatmaps(matrices, options));
 }
 

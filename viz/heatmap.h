@@ -17,14 +17,15 @@
 namespace ag::viz {
 
 struct HeatmapOptions {
-  std::string title;                    // above the map
-  std::string xlabel, ylabel;           // axis names: below the column labels, left of the row labels
+  std::string title;           // above the map
+  std::string xlabel, ylabel;  // axis names: below the column labels, left of the row labels
   std::vector<std::string> row_labels;  // tick labels, one per row (empty: none)
   std::vector<std::string> col_labels;  // one per column, drawn vertically (empty: none)
   int64_t cell = 12;                    // pixels per matrix cell (square)
   int64_t font_scale = 1;
-  std::optional<double> vmin, vmax;     // the values of the ends of the colour map (default: data min, max)
-  bool colorbar = true;                 // a colour bar labelled with vmin and vmax, right of the map
+  std::optional<double> vmin,
+      vmax;              // the values of the ends of the colour map (default: data min, max)
+  bool colorbar = true;  // a colour bar labelled with vmin and vmax, right of the map
 };
 
 // "0", "1", …, "n − 1": tick labels for positions.
@@ -36,7 +37,8 @@ std::vector<std::string> index_labels(int64_t n);
 // ShapeError for a tensor that is not 2-D or labels whose count does not match, ValueError for a
 // non-finite value (naming its row and column) or bad options.
 Image render_heatmap(const Tensor& matrix, const HeatmapOptions& options = {});
-void write_heatmap(const std::string& path, const Tensor& matrix, const HeatmapOptions& options = {});
+void write_heatmap(
+    const std::string& path, const Tensor& matrix, const HeatmapOptions& options = {});
 
 struct HeatmapPanel {
   Tensor matrix;  // (rows, cols)
@@ -44,10 +46,10 @@ struct HeatmapPanel {
 };
 // Several heatmaps in one picture, `columns` panels per row in the given order, each panel in a
 // cell as large as the largest panel, under an optional overall title.
-Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns, const std::string& title = "",
-                          int64_t font_scale = 1);
-void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels, int64_t columns,
-                        const std::string& title = "", int64_t font_scale = 1);
+Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns,
+    const std::string& title = "", int64_t font_scale = 1);
+void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels,
+    int64_t columns, const std::string& title = "", int64_t font_scale = 1);
 
 // d2l's show_heatmaps(matrices, xlabel, ylabel, titles) (chapter 10.1): `matrices` of shape
 // (num_rows, num_cols, Q, K) drawn as a num_rows × num_cols grid of heatmaps, each with the shared
@@ -63,6 +65,7 @@ struct ShowHeatmapsOptions {
 };
 // Throws ShapeError for a tensor that is not 4-D or labels and titles of the wrong count.
 Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& options = {});
-void show_heatmaps(const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options = {});
+void show_heatmaps(
+    const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options = {});
 
 }  // namespace ag::viz

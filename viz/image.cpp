@@ -6,7 +6,7 @@
 
 namespace ag::viz {
 
-// ---- Image -------------------------------------------------------------------------------------------
+// ---- Image --------------------------------------------------------------------------------------
 
 Image::Image(int64_t width, int64_t height, Rgb background) : width_(width), height_(height) {
   if (width <= 0 || height <= 0 || width > (1 << 15) || height > (1 << 15))
@@ -21,7 +21,8 @@ Image::Image(int64_t width, int64_t height, Rgb background) : width_(width), hei
 
 Rgb Image::at(int64_t x, int64_t y) const {
   if (x < 0 || y < 0 || x >= width_ || y >= height_)
-    fail<ValueError>("Image::at: pixel (", x, ", ", y, ") is outside the ", width_, "x", height_, " image");
+    fail<ValueError>(
+        "Image::at: pixel (", x, ", ", y, ") is outside the ", width_, "x", height_, " image");
   const std::size_t i = static_cast<std::size_t>(3 * (y * width_ + x));
   return {rgb_[i], rgb_[i + 1], rgb_[i + 2]};
 }
@@ -36,7 +37,8 @@ void Image::set(int64_t x, int64_t y, Rgb colour) {
 
 void Image::fill(int64_t x, int64_t y, int64_t w, int64_t h, Rgb colour) {
   for (int64_t row = std::max<int64_t>(y, 0); row < std::min(y + h, height_); ++row)
-    for (int64_t col = std::max<int64_t>(x, 0); col < std::min(x + w, width_); ++col) set(col, row, colour);
+    for (int64_t col = std::max<int64_t>(x, 0); col < std::min(x + w, width_); ++col)
+      set(col, row, colour);
 }
 
 void Image::blit(const Image& source, int64_t x, int64_t y) {
@@ -44,31 +46,36 @@ void Image::blit(const Image& source, int64_t x, int64_t y) {
     for (int64_t col = 0; col < source.width(); ++col) set(x + col, y + row, source.at(col, row));
 }
 
-// ---- PNG files -----------------------------------------------------------------------------------------
+// ---- PNG files ----------------------------------------------------------------------------------
 
 // libpng's simplified API (png_image): no setjmp/longjmp in our code; a failure comes back as a
 // zero return with the reason in image.message.
 
-void write_png(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
+void write_png(
+    const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& rgb) {
   if (width <= 0 || height <= 0 || width > (1 << 15) || height > (1 << 15))
-    fail<ShapeError>("write_png: size ", width, "x", height, " of '", path, "' is not in 1…32768 x 1…32768");
+    fail<ShapeError>(
+        "write_png: size ", width, "x", height, " of '", path, "' is not in 1…32768 x 1…32768");
   if (rgb.size() != static_cast<std::size_t>(3 * width * height))
-    fail<ShapeError>("write_png: a ", width, "x", height, " RGB image needs 3·", width, "·", height, " = ",
-                             3 * width * height, " bytes, got ", rgb.size(), " (for '", path, "')");
+    fail<ShapeError>("write_png: a ", width, "x", height, " RGB image needs 3·", width, "·", height,
+        " = ", 3 * width * height, " bytes, got ", rgb.size(), " (for '", path, "')");
   png_image image;
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
   image.width = static_cast<png_uint_32>(width);
   image.height = static_cast<png_uint_32>(height);
   image.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(&image, path.c_str(), 0, rgb.data(), static_cast<png_int_32>(3 * width), nullptr)) {
+  if (!png_image_write_to_file(
+          &image, path.c_str(), 0, rgb.data(), static_cast<png_int_32>(3 * width), nullptr)) {
     const std::string reason = image.message;
     png_image_free(&image);
     throw IoError("write_png: cannot write '" + path + "': " + reason);
   }
 }
 
-void write_png(const std::string& path, const Image& image) { write_png(path, image.width(), image.height(), image.rgb()); }
+void write_png(const std::string& path, const Image& image) {
+  write_png(path, image.width(), image.height(), image.rgb());
+}
 
 Image read_png(const std::string& path) {
   png_image image;
@@ -81,8 +88,8 @@ Image read_png(const std::string& path) {
   }
   if (image.width > (1u << 15) || image.height > (1u << 15)) {
     png_image_free(&image);
-    throw IoError("read_png: '" + path + "' is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-                    ", larger than 32768x32768");
+    throw IoError("read_png: '" + path + "' is " + std::to_string(image.width) + "x" +
+                  std::to_string(image.height) + ", larger than 32768x32768");
   }
   image.format = PNG_FORMAT_RGB;
   Image out(image.width, image.height);

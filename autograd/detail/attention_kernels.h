@@ -22,12 +22,12 @@ namespace ag::detail {
 // weights_out, if given, receives them before dropout (B, H, Tq, Tk); dv may be 0 (the weights
 // alone).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const Tensor& valid_lens, double dropout_p, bool training,
-                                    Generator& generator, Tensor* weights_out);
+    const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
+    Tensor* weights_out);
 
 // In (64 × 128) tiles with an online softmax, no weights kept (ops_flash_attention.cpp).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-                       double dropout_p, bool training, Generator& generator);
+    double dropout_p, bool training, Generator& generator);
 
 // ---- what they share (ops_attention.cpp) ----------------------------------------------------
 
@@ -47,8 +47,8 @@ Heads heads_of(const Tensor& t);
 
 // q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) of one dtype, sizes within BLAS's 32 bits, and
 // a dropout probability in [0, 1]; else a ShapeError, DTypeError or ValueError starting "op:".
-void check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p,
-                              const char* op);
+void check_attention_operands(
+    const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, const char* op);
 
 // The keys query row i of batch row b attends to: [0, length), or, for a valid length of 0, all Tk
 // of them with every score taken as equal (d2l's −1e6 fill): the uniform weights 1/Tk, dS = 0.
@@ -82,7 +82,8 @@ class ValidLengths {
 // the same scores bit for bit.
 template <class T>
 void scale_scores(T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d) {
-  if (keys.uniform) std::fill(s, s + n, T(0));
+  if (keys.uniform)
+    std::fill(s, s + n, T(0));
   else
     for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
   std::fill(s + n, s + cols, T(0));

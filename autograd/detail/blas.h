@@ -19,8 +19,8 @@ inline void keep_blas_on_one_thread() { openblas_set_num_threads(1); }
 // C = 0 or C unchanged (BLAS would leave C untouched in both cases). Sizes must fit BLAS's int
 // (the callers check).
 template <class T>
-void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
+void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+    const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate)
@@ -29,11 +29,11 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
   }
   const T beta = accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b, int(ldb), beta, c,
-                int(ldc));
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b,
+        int(ldb), beta, c, int(ldc));
   else
-    cblas_dgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0, a, int(lda), b, int(ldb), beta, c,
-                int(ldc));
+    cblas_dgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0, a, int(lda), b,
+        int(ldb), beta, c, int(ldc));
 }
 
 }  // namespace ag::detail

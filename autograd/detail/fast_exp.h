@@ -14,7 +14,8 @@
 //      n·C1 is exact and r keeps its low bits (Cody–Waite reduction).
 //   3. e^r ≈ 1 + r + r²·P(r), Cephes' minimax polynomial P of degree 5 (6 coefficients).
 //   4. 2ⁿ is written straight into a float's exponent bits: bits(2ᵏ) = (k + 127) << 23. n reaches
-//      128 near ln(FLT_MAX), one past the largest exponent, so 2ⁿ is applied as 2^(n/2) · 2^(n − n/2).
+//      128 near ln(FLT_MAX), one past the largest exponent, so 2ⁿ is applied as 2^(n/2) · 2^(n −
+//      n/2).
 //
 // Out-of-range inputs are handled by selects, not branches, so the loop stays vectorisable:
 // x < ln(FLT_MIN) ≈ −87.3365 gives 0 (results that would be subnormal are flushed), x > ln(FLT_MAX)
@@ -34,14 +35,14 @@ namespace ag::detail {
 // always computed and the loop vectorises.
 inline float branchless_select(bool condition, float if_true, float if_false) {
   const uint32_t mask = 0u - static_cast<uint32_t>(condition);  // all ones or all zeros
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(if_true) & mask) |
-                              (std::bit_cast<uint32_t>(if_false) & ~mask));
+  return std::bit_cast<float>(
+      (std::bit_cast<uint32_t>(if_true) & mask) | (std::bit_cast<uint32_t>(if_false) & ~mask));
 }
 
 // e^x for one float (inline, so the compiler can vectorise loops that call it).
 inline float exp_approx(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kC1 = 0.693359375f;     // ln2 = C1 + C2, C1 with 9 significant bits
+  constexpr float kC1 = 0.693359375f;  // ln2 = C1 + C2, C1 with 9 significant bits
   constexpr float kC2 = -2.12194440e-4f;
   constexpr float kMinLog = -87.33654475f;  // ln(FLT_MIN): below it, 0
   constexpr float kMaxLog = 88.72283906f;   // ln(FLT_MAX): above it, +inf
@@ -49,7 +50,8 @@ inline float exp_approx(float x) {
   // 1. n = round(x · log₂e), as an integer (from the bits, in unsigned arithmetic so that no input
   //    overflows) and as a float. Valid for |x| < 2²²; larger inputs are replaced at the end.
   const float shifted = x * kLog2e + kMagic;
-  const int32_t n = static_cast<int32_t>(std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kMagic));
+  const int32_t n =
+      static_cast<int32_t>(std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(kMagic));
   const float n_float = shifted - kMagic;
   // 2. r = x − n·ln2, in two steps.
   const float r = (x - n_float * kC1) - n_float * kC2;
@@ -74,7 +76,8 @@ inline float exp_approx(float x) {
 }
 
 // out[i] = e^(in[i] − shift) for i in [0, n), by exp_approx. in and out may be the same array.
-// Vectorised, with a version per instruction set chosen at load time where the compiler supports it.
+// Vectorised, with a version per instruction set chosen at load time where the compiler supports
+// it.
 void exp_shifted(const float* in, float shift, float* out, int64_t n);
 
 }  // namespace ag::detail

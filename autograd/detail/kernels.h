@@ -135,7 +135,7 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
-// ---- softmax of one row (ops_softmax.cpp) ------------------------------------------------------------
+// ---- softmax of one row (ops_softmax.cpp) -------------------------------------------------------
 // out[k] = exp(in[k] − m) / Σ_j exp(in[j] − m), m = max in, for k < n; in may be out. ag::softmax's
 // row arithmetic (the fast float exp for float32), shared so that fused kernels give its bits.
 void softmax_row(const float* in, float* out, int64_t n);
@@ -157,11 +157,13 @@ DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator
 
 // keep[i] = 1 if element first_element + i of the mask keeps its unit, else 0, for i in [0, n):
 // ag::dropout's draws for a contiguous tensor of `dtype` (bernoulli(1 − p)'s, word for word).
-void draw_dropout_keep(const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep);
+void draw_dropout_keep(
+    const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep);
 
 // out[i] = in[i] · m_i with m_i = scale where keep[i] else 0, for i in [0, n); in may be out.
 template <class T>
-void apply_dropout_keep(const T* in, T* out, const uint8_t* __restrict keep, int64_t n, double scale) {
+void apply_dropout_keep(
+    const T* in, T* out, const uint8_t* __restrict keep, int64_t n, double scale) {
   const T kept = static_cast<T>(scale);
   // keep is 0 or 1: a multiply instead of a select, so that the loop vectorises.
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (static_cast<T>(keep[i]) * kept);

@@ -34,15 +34,16 @@ struct RegisterGradcheck {
 };
 
 // A float64 leaf requiring grad with values uniform in [low, high), from its own seed.
-inline ag::Tensor input(const ag::Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0) {
+inline ag::Tensor input(
+    const ag::Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0) {
   ag::Generator generator(seed);
   return ag::uniform(shape, low, high, generator, ag::float64).requires_grad_();
 }
 
 // Values uniform in [low, high) with a random sign: magnitudes away from 0 (for relu's kink, for
 // division, and so on).
-inline ag::Tensor away_from_zero(const ag::Shape& shape, uint64_t seed, double low = 0.2,
-                                 double high = 1.0) {
+inline ag::Tensor away_from_zero(
+    const ag::Shape& shape, uint64_t seed, double low = 0.2, double high = 1.0) {
   ag::Generator generator(seed);
   ag::NoGradGuard no_grad;
   ag::Tensor magnitude = ag::uniform(shape, low, high, generator, ag::float64);
@@ -61,13 +62,14 @@ inline ag::Tensor mask(const ag::Shape& shape, uint64_t seed, double p = 0.5) {
 #define AG_GRADCHECK_CONCAT_INNER(a, b) a##b
 #define AG_GRADCHECK_CONCAT(a, b) AG_GRADCHECK_CONCAT_INNER(a, b)
 
-#define AG_GRADCHECK_CASE(id, name) AG_GRADCHECK_CASE_IMPL(AG_GRADCHECK_CONCAT(gradcheck_case_, id), name)
-#define AG_GRADCHECK_CASE_IMPL(fn, name)                                                   \
-  static ag::GradcheckResult fn();                                                         \
-  static const ag_test::RegisterGradcheck AG_GRADCHECK_CONCAT(fn, _registered)(name, fn);   \
-  TEST_CASE("gradcheck: " name, "[gradcheck]") {                                           \
-    const ag::GradcheckResult result = fn();                                               \
-    INFO(result.message);                                                                  \
-    CHECK(result.passed);                                                                  \
-  }                                                                                        \
+#define AG_GRADCHECK_CASE(id, name) \
+  AG_GRADCHECK_CASE_IMPL(AG_GRADCHECK_CONCAT(gradcheck_case_, id), name)
+#define AG_GRADCHECK_CASE_IMPL(fn, name)                                                  \
+  static ag::GradcheckResult fn();                                                        \
+  static const ag_test::RegisterGradcheck AG_GRADCHECK_CONCAT(fn, _registered)(name, fn); \
+  TEST_CASE("gradcheck: " name, "[gradcheck]") {                                          \
+    const ag::GradcheckResult result = fn();                                              \
+    INFO(result.message);                                                                 \
+    CHECK(result.passed);                                                                 \
+  }                                                                                       \
   static ag::GradcheckResult fn()

@@ -60,7 +60,8 @@ TEST_CASE("allocator: the cache keeps at most its limit, empty_cache frees it al
   CHECK(allocator_stats().cached_bytes == 0);
 }
 
-TEST_CASE("allocator: a training loop's steady state allocates nothing from the system", "[allocator]") {
+TEST_CASE(
+    "allocator: a training loop's steady state allocates nothing from the system", "[allocator]") {
   CacheLimit on(std::size_t{1} << 28);
   // y = tanh(x·W1)·W2, mean squared error, one SGD step written out: every step allocates the
   // same buffers, so after the first step the cache serves them all.
@@ -85,5 +86,5 @@ TEST_CASE("allocator: a training loop's steady state allocates nothing from the 
   const AllocatorStats after = allocator_stats();
   CHECK(after.requests > before.requests + 30);  // the steps did allocate storage...
   CHECK(after.system_allocations == before.system_allocations);  // ...all of it from the cache
-  CHECK(after.in_use_bytes == before.in_use_bytes);  // and gave it back
+  CHECK(after.in_use_bytes == before.in_use_bytes);              // and gave it back
 }

@@ -5,14 +5,14 @@
 #include <cmath>
 
 #include "autograd/autograd.h"
-#include "what_contains.h"
 #include "autograd/ops.h"
+#include "what_contains.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
 
 TEST_CASE("anomaly mode: log of a negative number fails in forward, naming log and its shapes",
-          "[autograd][anomaly]") {
+    "[autograd][anomaly]") {
   Tensor x = tensor({1.0, -1.0, 2.0}, float64).requires_grad_();
   {
     Tensor y = log(x);  // off: a NaN passes silently
@@ -20,9 +20,8 @@ TEST_CASE("anomaly mode: log of a negative number fails in forward, naming log a
   }
   AnomalyModeGuard anomaly;
   CHECK_THROWS_MATCHES(log(x), AutogradError,
-      WhatContains({"anomaly mode: forward of 'log'",
-                    "inputs [3] -> output [3]",
-                    "NaN at element 1"}));
+      WhatContains(
+          {"anomaly mode: forward of 'log'", "inputs [3] -> output [3]", "NaN at element 1"}));
 }
 
 TEST_CASE("anomaly mode: 0/0 in forward names div and both input shapes", "[autograd][anomaly]") {
@@ -30,14 +29,12 @@ TEST_CASE("anomaly mode: 0/0 in forward names div and both input shapes", "[auto
   Tensor b = zeros({2}, float64);
   AnomalyModeGuard anomaly;
   CHECK_THROWS_MATCHES(a / b, AutogradError,
-      WhatContains({"forward of 'div'",
-                    "inputs [2,2], [2] -> output [2,2]",
-                    "NaN at element 0"}));
+      WhatContains({"forward of 'div'", "inputs [2,2], [2] -> output [2,2]", "NaN at element 0"}));
   CHECK_NOTHROW(a + b);  // finite outputs pass
 }
 
 TEST_CASE("anomaly mode: a backward that produces Inf (sqrt at 0) names the op and the input",
-          "[autograd][anomaly]") {
+    "[autograd][anomaly]") {
   Tensor x = tensor({4.0, 0.0}, float64).requires_grad_();
   {
     sqrt(x).sum().backward();  // off: d√x/dx = 1/(2√x) = +Inf at 0 lands in .grad
@@ -47,14 +44,13 @@ TEST_CASE("anomaly mode: a backward that produces Inf (sqrt at 0) names the op a
   AnomalyModeGuard anomaly;
   Tensor y = sqrt(x).sum();  // forward is finite: √0 = 0
   CHECK_THROWS_MATCHES(y.backward(), AutogradError,
-      WhatContains({"anomaly mode: backward of 'sqrt'",
-                    "inputs [2] -> output [2]",
-                    "+Inf at element 1",
-                    "gradient for its input 0"}));
+      WhatContains({"anomaly mode: backward of 'sqrt'", "inputs [2] -> output [2]",
+          "+Inf at element 1", "gradient for its input 0"}));
   CHECK_FALSE(x.grad().defined());  // it stopped before anything reached the leaf
 }
 
-TEST_CASE("AnomalyModeGuard restores the previous mode and leaves finite graphs alone", "[autograd][anomaly]") {
+TEST_CASE("AnomalyModeGuard restores the previous mode and leaves finite graphs alone",
+    "[autograd][anomaly]") {
   CHECK_FALSE(AnomalyMode::is_enabled());
   {
     AnomalyModeGuard on;

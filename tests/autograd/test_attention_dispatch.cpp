@@ -26,7 +26,7 @@ std::string recorded_op(int64_t keys) {
 }  // namespace
 
 TEST_CASE("ag::attention, automatic: whole rows below kTiledAttentionFromKeys keys, tiled above",
-          "[attention_dispatch]") {
+    "[attention_dispatch]") {
   REQUIRE(attention_kernel() == AttentionKernel::automatic);  // the default
   CHECK_FALSE(use_tiled_attention(64));
   CHECK_FALSE(use_tiled_attention(kTiledAttentionFromKeys - 1));
@@ -37,7 +37,7 @@ TEST_CASE("ag::attention, automatic: whole rows below kTiledAttentionFromKeys ke
 }
 
 TEST_CASE("ag::attention: AttentionKernel forces either kernel, and the guard restores the setting",
-          "[attention_dispatch]") {
+    "[attention_dispatch]") {
   {
     AttentionKernelGuard whole(AttentionKernel::whole_rows);
     CHECK_FALSE(use_tiled_attention(1 << 20));
@@ -53,7 +53,7 @@ TEST_CASE("ag::attention: AttentionKernel forces either kernel, and the guard re
 }
 
 TEST_CASE("ag::attention: the same weights from both kernels; the tiled one forms them on request",
-          "[attention_dispatch]") {
+    "[attention_dispatch]") {
   const int64_t B = 2, H = 3, Tq = 5, Tk = 7;
   Generator values(2);
   const Tensor q = randn({B, H, Tq, 4}, values), k = randn({B, H, Tk, 4}, values);
@@ -71,7 +71,7 @@ TEST_CASE("ag::attention: the same weights from both kernels; the tiled one form
     before = detail::storage_allocation_count();
   }
   CHECK(whole_generator.state() == tiled_generator.state());  // the same dropout draws reserved
-  const Tensor& weights = tiled_weights.tensor();  // (B, H, Tq, Tk), formed now
+  const Tensor& weights = tiled_weights.tensor();             // (B, H, Tq, Tk), formed now
   CHECK(detail::storage_allocation_count() > before);
   REQUIRE(weights.shape() == Shape{B, H, Tq, Tk});
   CHECK_FALSE(weights.requires_grad());
@@ -88,15 +88,14 @@ TEST_CASE("ag::attention: the same weights from both kernels; the tiled one form
 }
 
 TEST_CASE("ag::attention: errors name the kernel's op, whichever the setting",
-          "[attention_dispatch][errors]") {
+    "[attention_dispatch][errors]") {
   Generator g(0);
   const Tensor q = zeros({2, 3, 4, 5}), v = zeros({2, 3, 6, 7});
   // A k that is not (B, H, Tk, d) has no key count: the whole-row kernel reports it.
   CHECK_THROWS_AS(attention(q, zeros({2, 6, 5}), v, Tensor(), 0.0, true, g), ShapeError);
   CHECK_THROWS_WITH(attention(q, zeros({2, 6, 5}), v, Tensor(), 0.0, true, g),
-                    Catch::Matchers::Contains(
-                        "scaled_dot_product_attention: q [2,3,4,5], k [2,6,5]"));
+      Catch::Matchers::Contains("scaled_dot_product_attention: q [2,3,4,5], k [2,6,5]"));
   AttentionKernelGuard tiled(AttentionKernel::tiled);
   CHECK_THROWS_WITH(attention(q, zeros({2, 6, 5}), v, Tensor(), 0.0, true, g),
-                    Catch::Matchers::Contains("flash_attention: q [2,3,4,5], k [2,6,5]"));
+      Catch::Matchers::Contains("flash_attention: q [2,3,4,5], k [2,6,5]"));
 }

@@ -19,8 +19,8 @@ namespace {
 
 // ag::attention on its whole-row kernel, the weights (B, H, Tq, Tk) into weights_out if given.
 Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& valid_lens, double p, bool training,
-                           Generator& generator, Tensor* weights_out = nullptr) {
+    const Tensor& valid_lens, double p, bool training, Generator& generator,
+    Tensor* weights_out = nullptr) {
   AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
   AttentionWeights weights;
   Tensor out = attention(q, k, v, valid_lens, p, training, generator, &weights);  // (B, H, Tq, dv)
@@ -29,20 +29,23 @@ Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 // d2l's composed attention on heads: q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv).
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double p,
-                          bool training, Generator& generator, Tensor* weights_out) {
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& valid_lens, double p, bool training, Generator& generator, Tensor* weights_out) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
-  Tensor scores = matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(q.size(3)));  // (B, H, Tq, Tk)
+  Tensor scores =
+      matmul(q, k.transpose(2, 3)) / std::sqrt(static_cast<double>(q.size(3)));  // (B, H, Tq, Tk)
   if (valid_lens.defined()) {
     // masked_softmax's −1e6 fill at key positions >= the valid length
-    const Tensor lens = valid_lens.to(q.dtype()).reshape(valid_lens.dim() == 1 ? Shape{B, 1, 1, 1} : Shape{B, 1, Tq, 1});
+    const Tensor lens = valid_lens.to(q.dtype()).reshape(
+        valid_lens.dim() == 1 ? Shape{B, 1, 1, 1} : Shape{B, 1, Tq, 1});
     const Tensor positions = arange(static_cast<double>(Tk), q.dtype()).reshape({1, 1, 1, Tk});
     scores = masked_fill(scores, ge(positions, lens), -1e6);
   }
   Tensor weights = softmax(scores, -1);  // (B, H, Tq, Tk)
   if (weights_out) *weights_out = weights.detach();
   // Dropout on the weights as the (B·H, Tq, Tk) tensor DotProductAttention sees
-  Tensor dropped = dropout(weights.reshape({B * H, Tq, Tk}), p, training, generator).reshape({B, H, Tq, Tk});
+  Tensor dropped =
+      dropout(weights.reshape({B * H, Tq, Tk}), p, training, generator).reshape({B, H, Tq, Tk});
   return matmul(dropped, v);  // (B, H, Tq, dv)
 }
 
@@ -66,17 +69,17 @@ struct Run {
 
 // One forward and backward from leaves (B, T, H, C) of the given values, with upstream gradient
 // `upstream` (B, H, Tq, dv), fused or composed.
-Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values, const Tensor& lens,
-        double p, bool training, const Tensor& upstream) {
+Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values,
+    const Tensor& lens, double p, bool training, const Tensor& upstream) {
   Tensor q_source = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
   Tensor k_source = k_values.detach().clone().requires_grad_();  // (B, Tk, H, d)
   Tensor v_source = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(7);
   Run r;
   r.out = fused ? whole_row_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
-                                      training, generator, &r.weights)
-                : composed_attention(heads(q_source), heads(k_source), heads(v_source), lens, p, training, generator,
-                                     &r.weights);
+                      training, generator, &r.weights)
+                : composed_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
+                      training, generator, &r.weights);
   r.generator_after = generator.state();
   r.out.backward(upstream);
   r.grad_q = q_source.grad();
@@ -87,8 +90,10 @@ Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor
 
 }  // namespace
 
-TEST_CASE("scaled_dot_product_attention equals the composed attention: output, weights, gradients, dropout",
-          "[attention_op]") {
+TEST_CASE(
+    "scaled_dot_product_attention equals the composed attention: output, weights, gradients, "
+    "dropout",
+    "[attention_op]") {
   const int64_t B = 3, H = 2, Tq = 4, Tk = 5, d = 3, dv = 2;
   struct Lens {
     std::string name;
@@ -105,10 +110,13 @@ TEST_CASE("scaled_dot_product_attention equals the composed attention: output, w
     for (const Lens& c : cases)
       for (double p : {0.0, 0.3})
         for (bool training : {true, false}) {
-          INFO(dtype_name(dtype) << ", " << c.name << ", dropout " << p << (training ? ", training" : ", eval"));
+          INFO(dtype_name(dtype) << ", " << c.name << ", dropout " << p
+                                 << (training ? ", training" : ", eval"));
           Generator values(11);
-          const Tensor q = randn({B, Tq, H, d}, values, dtype), k = randn({B, Tk, H, d}, values, dtype);
-          const Tensor v = randn({B, Tk, H, dv}, values, dtype), upstream = randn({B, H, Tq, dv}, values, dtype);
+          const Tensor q = randn({B, Tq, H, d}, values, dtype),
+                       k = randn({B, Tk, H, d}, values, dtype);
+          const Tensor v = randn({B, Tk, H, dv}, values, dtype),
+                       upstream = randn({B, H, Tq, dv}, values, dtype);
           const Run fused = run(true, q, k, v, c.lens, p, training, upstream);
           const Run composed = run(false, q, k, v, c.lens, p, training, upstream);
           CHECK(fused.out.shape() == Shape{B, H, Tq, dv});
@@ -124,14 +132,17 @@ TEST_CASE("scaled_dot_product_attention equals the composed attention: output, w
   }
 }
 
-TEST_CASE("scaled_dot_product_attention: dropout drops whole weights, as ag::dropout on (B·H, Tq, Tk)",
-          "[attention_op]") {
+TEST_CASE(
+    "scaled_dot_product_attention: dropout drops whole weights, as ag::dropout on (B·H, Tq, Tk)",
+    "[attention_op]") {
   // With V the identity (Tk = dv), O = P̃: the output is the dropped weights themselves.
   const int64_t B = 2, H = 3, Tq = 4, Tk = 6;
   Generator values(3);
   const Tensor q = randn({B, H, Tq, 5}, values, float64), k = randn({B, H, Tk, 5}, values, float64);
-  const Tensor identity = eq(arange(Tk, float64).reshape({Tk, 1}), arange(Tk, float64).reshape({1, Tk}));
-  const Tensor v = identity.reshape({1, 1, Tk, Tk}).expand({B, H, Tk, Tk}).contiguous();  // (B, H, Tk, Tk)
+  const Tensor identity =
+      eq(arange(Tk, float64).reshape({Tk, 1}), arange(Tk, float64).reshape({1, Tk}));
+  const Tensor v =
+      identity.reshape({1, 1, Tk, Tk}).expand({B, H, Tk, Tk}).contiguous();  // (B, H, Tk, Tk)
   Generator fused_generator(5), reference_generator(5);
   Tensor weights;
   const Tensor out = whole_row_attention(q, k, v, Tensor(), 0.5, true, fused_generator, &weights);
@@ -143,7 +154,8 @@ TEST_CASE("scaled_dot_product_attention: dropout drops whole weights, as ag::dro
   CHECK(dropped < B * H * Tq * Tk);
 }
 
-TEST_CASE("scaled_dot_product_attention: only the inputs that require grad get one", "[attention_op]") {
+TEST_CASE(
+    "scaled_dot_product_attention: only the inputs that require grad get one", "[attention_op]") {
   Generator values(9), generator(1);
   const Tensor q = randn({2, 3, 2, 4}, values, float64), k = randn({2, 5, 2, 4}, values, float64);
   Tensor v = randn({2, 5, 2, 3}, values, float64).requires_grad_();
@@ -151,60 +163,70 @@ TEST_CASE("scaled_dot_product_attention: only the inputs that require grad get o
   whole_row_attention(heads(q), heads(k), heads(v), tensor({3, 1}), 0.0, true, generator)
       .backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
-  composed_attention(heads(q), heads(k), heads(v_reference), tensor({3, 1}), 0.0, true, generator, nullptr)
+  composed_attention(
+      heads(q), heads(k), heads(v_reference), tensor({3, 1}), 0.0, true, generator, nullptr)
       .backward(upstream);
   CHECK(max_abs_diff(v.grad(), v_reference.grad()) <= 1e-12);
 }
 
-TEST_CASE("scaled_dot_product_attention reads permuted head views in place and returns a view of (B, Tq, H, dv)",
-          "[attention_op]") {
+TEST_CASE(
+    "scaled_dot_product_attention reads permuted head views in place and returns a view of (B, Tq, "
+    "H, dv)",
+    "[attention_op]") {
   const int64_t B = 2, T = 5, H = 4, d = 3;
   Generator values(2), generator(0);
   // The projections as MultiHeadAttention has them: (B, T, H·d), split into heads by views.
-  const Tensor projected_q = randn({B, T, H * d}, values), projected_k = randn({B, T, H * d}, values);
+  const Tensor projected_q = randn({B, T, H * d}, values),
+               projected_k = randn({B, T, H * d}, values);
   const Tensor projected_v = randn({B, T, H * d}, values);
-  auto split = [&](const Tensor& x) { return x.reshape({B, T, H, d}).permute({0, 2, 1, 3}); };  // (B, H, T, d)
+  auto split = [&](const Tensor& x) {
+    return x.reshape({B, T, H, d}).permute({0, 2, 1, 3});
+  };  // (B, H, T, d)
   const Tensor q = split(projected_q), k = split(projected_k), v = split(projected_v);
   REQUIRE(q.shares_storage(projected_q));
   const Tensor lens = tensor({5, 2});
   const uint64_t before = detail::storage_allocation_count();
   Tensor weights;
   const Tensor out = whole_row_attention(q, k, v, lens, 0.2, true, generator, &weights);
-  CHECK(detail::storage_allocation_count() == before + 2);  // the weights P and the output, nothing else
+  CHECK(detail::storage_allocation_count() ==
+        before + 2);  // the weights P and the output, nothing else
   CHECK(out.shape() == Shape{B, H, T, d});
-  CHECK(out.strides() == Shape{T * H * d, d, H * d, 1});  // a dense (B, T, H, d) buffer seen as (B, H, T, d)
+  CHECK(out.strides() ==
+        Shape{T * H * d, d, H * d, 1});  // a dense (B, T, H, d) buffer seen as (B, H, T, d)
   const Tensor joined = out.permute({0, 2, 1, 3}).reshape({B, T, H * d});  // (B, T, H·d)
   CHECK(joined.shares_storage(out));
   CHECK(joined.is_contiguous());
   CHECK(detail::storage_allocation_count() == before + 2);
 }
 
-TEST_CASE("scaled_dot_product_attention: errors name the op and the shapes", "[attention_op][errors]") {
+TEST_CASE(
+    "scaled_dot_product_attention: errors name the op and the shapes", "[attention_op][errors]") {
   Generator g(0);
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
   CHECK_NOTHROW(whole_row_attention(q, k, v, Tensor(), 0.0, true, g));
   CHECK_THROWS_AS(whole_row_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g), ShapeError);
   CHECK_THROWS_WITH(whole_row_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
-                    Contains("scaled_dot_product_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
+      Contains("scaled_dot_product_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
   // d of q and k differ; Tk of k and v differ; heads differ
-  CHECK_THROWS_AS(whole_row_attention(q, zeros({2, 3, 6, 4}), v, Tensor(), 0.0, true, g),
-                  ShapeError);
-  CHECK_THROWS_AS(whole_row_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g),
-                  ShapeError);
+  CHECK_THROWS_AS(
+      whole_row_attention(q, zeros({2, 3, 6, 4}), v, Tensor(), 0.0, true, g), ShapeError);
+  CHECK_THROWS_AS(
+      whole_row_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
   CHECK_THROWS_WITH(whole_row_attention(q, zeros({2, 2, 6, 5}), v, Tensor(), 0.0, true, g),
-                    Contains("k [2,2,6,5]") && Contains("(B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv)"));
+      Contains("k [2,2,6,5]") && Contains("(B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv)"));
   CHECK_THROWS_AS(whole_row_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
   // valid_lens: shape (B,) or (B, Tq), integers in [0, Tk]
   CHECK_THROWS_WITH(whole_row_attention(q, k, v, zeros({3}), 0.0, true, g),
-                    Contains("scaled_dot_product_attention: valid_lens of shape [3] does not fit queries of shape "
-                             "[2,3,4,5] (expected [2] or [2,4])"));
+      Contains(
+          "scaled_dot_product_attention: valid_lens of shape [3] does not fit queries of shape "
+          "[2,3,4,5] (expected [2] or [2,4])"));
   CHECK_THROWS_AS(whole_row_attention(q, k, v, zeros({2, 3}), 0.0, true, g), ShapeError);
   CHECK_THROWS_WITH(whole_row_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
-                    Contains("scaled_dot_product_attention: valid length 7 is not an integer in [0, 6]") &&
-                        Contains("keys of shape [2,3,6,5]"));
+      Contains("scaled_dot_product_attention: valid length 7 is not an integer in [0, 6]") &&
+          Contains("keys of shape [2,3,6,5]"));
   CHECK_THROWS_AS(whole_row_attention(q, k, v, tensor({-1, 1}), 0.0, true, g), ShapeError);
   CHECK_THROWS_AS(whole_row_attention(q, k, v, tensor({1.5, 1}), 0.0, true, g), ShapeError);
   CHECK_THROWS_AS(whole_row_attention(q, k, v, Tensor(), 1.5, true, g), ValueError);
   CHECK_THROWS_WITH(whole_row_attention(q, k, v, Tensor(), -0.1, true, g),
-                    Contains("scaled_dot_product_attention: dropout probability -0.1 is outside [0, 1]"));
+      Contains("scaled_dot_product_attention: dropout probability -0.1 is outside [0, 1]"));
 }

@@ -69,7 +69,8 @@ TEST_CASE("a tensor used twice in one op and across ops gets both contributions"
   CHECK(x.grad().item() == 12.0);
 }
 
-TEST_CASE("an identity backward hands one tensor to two inputs without aliasing them", "[autograd]") {
+TEST_CASE(
+    "an identity backward hands one tensor to two inputs without aliasing them", "[autograd]") {
   // add's backward returns g itself for both a and b; their .grad must be separate buffers, or
   // accumulating into one would change the other.
   Tensor a = tensor({1.0, 2.0}, float64).requires_grad_();
@@ -113,7 +114,8 @@ TEST_CASE("backward through an intermediate of a freed graph is an error", "[aut
   CHECK_THROWS_AS(sum(h).backward(), AutogradError);
 }
 
-TEST_CASE("a chain of 1,000,000 ops backpropagates and is freed without deep recursion", "[autograd]") {
+TEST_CASE(
+    "a chain of 1,000,000 ops backpropagates and is freed without deep recursion", "[autograd]") {
   Tensor x = tensor({0.5}, float64).requires_grad_();
   Tensor y = x;
   for (int i = 0; i < 1000000; ++i) y = y + 1.0;
@@ -122,7 +124,8 @@ TEST_CASE("a chain of 1,000,000 ops backpropagates and is freed without deep rec
   CHECK(y.item() == 1000000.5);
 }
 
-TEST_CASE("a graph of 1,000,000 ops dropped without backward is destroyed iteratively", "[autograd]") {
+TEST_CASE(
+    "a graph of 1,000,000 ops dropped without backward is destroyed iteratively", "[autograd]") {
   Tensor x = tensor({0.5}, float64).requires_grad_();
   {
     Tensor y = x;
@@ -154,9 +157,7 @@ TEST_CASE("NoGradGuard records nothing and restores the mode", "[autograd]") {
     Tensor y = x * 2.0;
     CHECK_FALSE(y.requires_grad());
     CHECK(y.grad_fn() == nullptr);
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(GradMode::is_enabled());
   }
   CHECK(GradMode::is_enabled());
@@ -208,16 +209,19 @@ TEST_CASE("an op without backward throws at backward time, naming the op", "[aut
 
 TEST_CASE("a gradient of the wrong shape is rejected, naming the op and the shapes", "[autograd]") {
   Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
-  Tensor out = make_op("bad_shape", x.detach().clone(), {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
-    return {sum(g)};  // shape [] instead of [2]
-  });
-  CHECK_THROWS_WITH(sum(out).backward(), Contains("bad_shape") && Contains("shape []") && Contains("[2]"));
+  Tensor out =
+      make_op("bad_shape", x.detach().clone(), {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {sum(g)};  // shape [] instead of [2]
+      });
+  CHECK_THROWS_WITH(
+      sum(out).backward(), Contains("bad_shape") && Contains("shape []") && Contains("[2]"));
 }
 
 TEST_CASE("backward misuse errors", "[autograd]") {
   Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
   Tensor y = x * 2.0;
-  CHECK_THROWS_WITH(y.backward(), Contains("backward") && Contains("[2]") && Contains("not a scalar"));
+  CHECK_THROWS_WITH(
+      y.backward(), Contains("backward") && Contains("[2]") && Contains("not a scalar"));
   CHECK_THROWS_WITH(y.backward(ones({3}, float64)), Contains("[3]") && Contains("[2]"));
   CHECK_THROWS_AS(y.backward(ones({2}, float32)), AutogradError);
   CHECK_THROWS_AS(y.requires_grad_(false), AutogradError);

@@ -75,7 +75,8 @@ TEST_CASE("docs/ops.md lists every differentiable op, in the file that defines i
     // Its gradient column (the third cell) is the one tagged beside its backward there.
     std::vector<std::string> cells;
     std::istringstream row(line.substr(1));
-    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(normalize_spaces(cell.substr(cell.find_first_not_of(' '))));
+    for (std::string cell; std::getline(row, cell, '|');)
+      cells.push_back(normalize_spaces(cell.substr(cell.find_first_not_of(' '))));
     REQUIRE(cells.size() >= 4);
     INFO("the gradient in docs/ops.md: " << cells[2]);
     CHECK(gradient_tag(source, name) == cells[2]);
@@ -84,8 +85,8 @@ TEST_CASE("docs/ops.md lists every differentiable op, in the file that defines i
   CHECK(documented == ops);
 }
 
-TEST_CASE("every ops_*.cpp is named in ops.h, and tags only the ops docs/ops.md places in it",
-          "[docs]") {
+TEST_CASE(
+    "every ops_*.cpp is named in ops.h, and tags only the ops docs/ops.md places in it", "[docs]") {
   // op -> file, from the table's rows
   std::map<std::string, std::string> file_of;
   std::istringstream lines(read(AG_SOURCE_DIR "/docs/ops.md"));

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cfloat>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -40,7 +40,8 @@ Worst worst_relative_error(const std::vector<float>& xs, const std::vector<float
 // Every x in [low, high] at a fixed step: a dense sweep of the float range of exp.
 std::vector<float> sweep(double low, double high, int64_t points) {
   std::vector<float> xs;
-  for (int64_t i = 0; i < points; ++i) xs.push_back(float(low + (high - low) * double(i) / double(points - 1)));
+  for (int64_t i = 0; i < points; ++i)
+    xs.push_back(float(low + (high - low) * double(i) / double(points - 1)));
   return xs;
 }
 
@@ -51,7 +52,8 @@ TEST_CASE("fast exp: within 2 ulps of std::exp over [-90, 89], scalar and array"
   std::vector<float> scalar(xs.size()), array(xs.size());
   for (std::size_t i = 0; i < xs.size(); ++i) scalar[i] = exp_approx(xs[i]);
   exp_shifted(xs.data(), 0.0f, array.data(), int64_t(xs.size()));
-  for (const auto& [name, values] : {std::pair{"exp_approx", &scalar}, std::pair{"exp_shifted", &array}}) {
+  for (const auto& [name, values] :
+      {std::pair{"exp_approx", &scalar}, std::pair{"exp_shifted", &array}}) {
     const Worst worst = worst_relative_error(xs, *values);
     INFO(name << ": worst relative error " << worst.error << " at x = " << worst.x);
     CHECK(worst.checked > 3'900'000);  // the normal range [-87.34, 88.72] is most of the sweep
@@ -59,7 +61,8 @@ TEST_CASE("fast exp: within 2 ulps of std::exp over [-90, 89], scalar and array"
   }
 }
 
-TEST_CASE("fast exp: every 128th float of each binade, and every float at the range ends", "[fast_exp]") {
+TEST_CASE(
+    "fast exp: every 128th float of each binade, and every float at the range ends", "[fast_exp]") {
   // |x| in [2⁻²⁰, 64): 65536 floats per binade and sign, evenly spread over its mantissas.
   std::vector<float> xs;
   for (int exponent = -20; exponent < 6; ++exponent)
@@ -74,14 +77,16 @@ TEST_CASE("fast exp: every 128th float of each binade, and every float at the ra
   std::vector<float> approx(xs.size());
   exp_shifted(xs.data(), 0.0f, approx.data(), int64_t(xs.size()));
   const Worst worst = worst_relative_error(xs, approx);
-  INFO("worst relative error " << worst.error << " at x = " << worst.x << " over " << worst.checked);
+  INFO(
+      "worst relative error " << worst.error << " at x = " << worst.x << " over " << worst.checked);
   CHECK(worst.checked > 2 * 26 * 65536);
   CHECK(worst.error <= kMaxRelativeError);
 }
 
 TEST_CASE("fast exp: edge cases", "[fast_exp]") {
   const float ln_flt_min = std::log(FLT_MIN), ln_flt_max = std::log(FLT_MAX);
-  const float below_min = std::nextafter(ln_flt_min, -kInf), above_max = std::nextafter(ln_flt_max, kInf);
+  const float below_min = std::nextafter(ln_flt_min, -kInf),
+              above_max = std::nextafter(ln_flt_max, kInf);
   CHECK(exp_approx(0.0f) == 1.0f);
   CHECK(exp_approx(-0.0f) == 1.0f);
   // Below ln(FLT_MIN): 0 (the d2l fill of −1e6 among them); above ln(FLT_MAX): +inf.
@@ -97,15 +102,17 @@ TEST_CASE("fast exp: edge cases", "[fast_exp]") {
   // Just inside the range the result is a normal float close to FLT_MIN and FLT_MAX.
   const float smallest = exp_approx(std::nextafter(ln_flt_min, kInf));
   CHECK(smallest >= FLT_MIN);
-  CHECK(smallest == Approx(std::exp(double(std::nextafter(ln_flt_min, kInf)))).epsilon(kMaxRelativeError));
+  CHECK(smallest ==
+        Approx(std::exp(double(std::nextafter(ln_flt_min, kInf)))).epsilon(kMaxRelativeError));
   float last_finite = ln_flt_max;  // the largest float whose e^x is at most FLT_MAX
-  while (std::exp(double(last_finite)) > double(FLT_MAX)) last_finite = std::nextafter(last_finite, -kInf);
+  while (std::exp(double(last_finite)) > double(FLT_MAX))
+    last_finite = std::nextafter(last_finite, -kInf);
   const float largest = exp_approx(last_finite);
   CHECK(largest <= FLT_MAX);
   CHECK(largest == Approx(std::exp(double(last_finite))).epsilon(kMaxRelativeError));
   // The array version agrees on all of them, in every position of a vector-width tail.
   const std::vector<float> edges = {0.0f, below_min, -1e6f, -kInf, above_max, kInf,
-                                    std::numeric_limits<float>::quiet_NaN(), 1.0f};
+      std::numeric_limits<float>::quiet_NaN(), 1.0f};
   for (int64_t n = 0; n <= 40; ++n) {
     std::vector<float> xs(static_cast<std::size_t>(n)), out(xs.size(), -1.0f);
     for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = edges[i % edges.size()] + 2.0f;
@@ -113,8 +120,10 @@ TEST_CASE("fast exp: edge cases", "[fast_exp]") {
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const float expected = exp_approx(xs[i] - 2.0f);
       INFO("n " << n << " i " << i << " x " << xs[i] - 2.0f);
-      if (std::isnan(expected)) CHECK(std::isnan(out[i]));
-      else CHECK(out[i] == Approx(expected).epsilon(kMaxRelativeError));
+      if (std::isnan(expected))
+        CHECK(std::isnan(out[i]));
+      else
+        CHECK(out[i] == Approx(expected).epsilon(kMaxRelativeError));
     }
   }
 }
@@ -122,6 +131,8 @@ TEST_CASE("fast exp: edge cases", "[fast_exp]") {
 TEST_CASE("fast exp: exp_shifted works in place", "[fast_exp]") {
   std::vector<float> xs = {1.0f, 2.0f, 3.0f, -4.0f, 0.5f};
   exp_shifted(xs.data(), 3.0f, xs.data(), int64_t(xs.size()));
-  const std::vector<double> expected = {std::exp(-2.0), std::exp(-1.0), 1.0, std::exp(-7.0), std::exp(-2.5)};
-  for (std::size_t i = 0; i < xs.size(); ++i) CHECK(xs[i] == Approx(expected[i]).epsilon(kMaxRelativeError));
+  const std::vector<double> expected = {
+      std::exp(-2.0), std::exp(-1.0), 1.0, std::exp(-7.0), std::exp(-2.5)};
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    CHECK(xs[i] == Approx(expected[i]).epsilon(kMaxRelativeError));
 }

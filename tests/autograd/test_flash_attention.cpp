@@ -24,15 +24,13 @@ namespace {
 Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
 
 // ag::attention on the tiled or on the whole-row kernel.
-Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& valid_lens, double p, bool training,
-                       Generator& generator) {
+Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+    double p, bool training, Generator& generator) {
   AttentionKernelGuard tiled(AttentionKernel::tiled);
   return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
 }
 Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& valid_lens, double p, bool training,
-                           Generator& generator) {
+    const Tensor& valid_lens, double p, bool training, Generator& generator) {
   AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
   return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
 }
@@ -58,17 +56,17 @@ struct Run {
 
 // One forward and backward from (B, T, H, C) leaves holding the given values, through their
 // (B, H, T, C) head views, tiled or whole-row.
-Run run(bool tiled, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values, const Tensor& lens,
-        double p, const Tensor& upstream) {
+Run run(bool tiled, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values,
+    const Tensor& lens, double p, const Tensor& upstream) {
   Tensor q = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
   Tensor k = k_values.detach().clone().requires_grad_();  // (B, Tk, H, d)
   Tensor v = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(11);
   Run r;
-  r.out = tiled ? tiled_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true,
-                                  generator)
-                : whole_row_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true,
-                                      generator);
+  r.out = tiled
+              ? tiled_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true, generator)
+              : whole_row_attention(
+                    heads(q), heads(k), heads(v), lens, p, /*training=*/true, generator);
   r.generator_after = generator.state();
   r.out.backward(upstream);
   r.grad_q = q.grad();
@@ -84,13 +82,15 @@ struct LensCase {
 
 }  // namespace
 
-TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: output, gradients, dropout",
-          "[flash_attention]") {
+TEST_CASE(
+    "flash_attention equals scaled_dot_product_attention across tiles: output, gradients, dropout",
+    "[flash_attention]") {
   // Tq 130 and Tk 300: three query blocks of 64 and three key blocks of 128, the last ones partial.
   const int64_t B = 2, H = 3, Tq = 130, Tk = 300, d = 8, dv = 5;
   std::vector<double> per_query(static_cast<std::size_t>(B * Tq));
-  for (int64_t i = 0; i < B * Tq; ++i) per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 37) % (Tk + 1));
-  per_query[3] = 0;    // a row with no valid key: uniform weights, zero dS
+  for (int64_t i = 0; i < B * Tq; ++i)
+    per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 37) % (Tk + 1));
+  per_query[3] = 0;     // a row with no valid key: uniform weights, zero dS
   per_query[140] = Tk;  // a row with every key
   const std::vector<LensCase> lens_cases = {
       {"none", Tensor()},
@@ -102,8 +102,10 @@ TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: out
       for (double p : {0.0, 0.3}) {
         DYNAMIC_SECTION(dtype_name(dtype) << ", valid_lens " << c.name << ", dropout " << p) {
           Generator values(5);
-          const Tensor q = randn({B, Tq, H, d}, values, dtype), k = randn({B, Tk, H, d}, values, dtype);
-          const Tensor v = randn({B, Tk, H, dv}, values, dtype), upstream = randn({B, H, Tq, dv}, values, dtype);
+          const Tensor q = randn({B, Tq, H, d}, values, dtype),
+                       k = randn({B, Tk, H, d}, values, dtype);
+          const Tensor v = randn({B, Tk, H, dv}, values, dtype),
+                       upstream = randn({B, H, Tq, dv}, values, dtype);
           const Run tiled = run(true, q, k, v, c.lens, p, upstream);
           const Run whole = run(false, q, k, v, c.lens, p, upstream);
           // float64: both are exact up to rounding (~1e-16 per operation); float32: the fast exp
@@ -121,16 +123,19 @@ TEST_CASE("flash_attention equals scaled_dot_product_attention across tiles: out
       }
 }
 
-TEST_CASE("flash_attention with a causal mask skips the key tiles past the diagonal and still agrees",
-          "[flash_attention]") {
+TEST_CASE(
+    "flash_attention with a causal mask skips the key tiles past the diagonal and still agrees",
+    "[flash_attention]") {
   // The decoder's training mask: query i sees keys 0..i (d2l's dec_valid_lens = 1..T).
   const int64_t B = 2, H = 2, T = 300, d = 4;
   std::vector<double> causal(static_cast<std::size_t>(B * T));
-  for (int64_t i = 0; i < B * T; ++i) causal[static_cast<std::size_t>(i)] = static_cast<double>(i % T + 1);
+  for (int64_t i = 0; i < B * T; ++i)
+    causal[static_cast<std::size_t>(i)] = static_cast<double>(i % T + 1);
   const Tensor lens = tensor(causal, {B, T});
   Generator values(8);
   const Tensor q = randn({B, T, H, d}, values, float64), k = randn({B, T, H, d}, values, float64);
-  const Tensor v = randn({B, T, H, d}, values, float64), upstream = randn({B, H, T, d}, values, float64);
+  const Tensor v = randn({B, T, H, d}, values, float64),
+               upstream = randn({B, H, T, d}, values, float64);
   const Run tiled = run(true, q, k, v, lens, 0.1, upstream);
   const Run whole = run(false, q, k, v, lens, 0.1, upstream);
   CHECK(relative_diff(tiled.out, whole.out) <= 1e-12);
@@ -144,12 +149,15 @@ TEST_CASE("flash_attention with a causal mask skips the key tiles past the diago
   CHECK(relative_diff(first.select(2, 0), heads(v).select(2, 0)) <= 1e-15);
 }
 
-TEST_CASE("flash_attention's backward holds O(T) per head, the whole-row kernel O(T²)", "[flash_attention]") {
+TEST_CASE("flash_attention's backward holds O(T) per head, the whole-row kernel O(T²)",
+    "[flash_attention]") {
   const int64_t B = 1, H = 2, T = 256, d = 16;
   Generator values(1), generator(0);
-  const Tensor q = randn({B, H, T, d}, values).requires_grad_(), k = randn({B, H, T, d}, values).requires_grad_();
+  const Tensor q = randn({B, H, T, d}, values).requires_grad_(),
+               k = randn({B, H, T, d}, values).requires_grad_();
   const Tensor v = randn({B, H, T, d}, values).requires_grad_();
-  const std::size_t weights_bytes = static_cast<std::size_t>(B * H * T * T) * sizeof(float);  // 512 KB
+  const std::size_t weights_bytes =
+      static_cast<std::size_t>(B * H * T * T) * sizeof(float);  // 512 KB
   auto held_by_forward = [&](bool tiled) {
     const std::size_t before = allocator_stats().in_use_bytes;
     const Tensor out = tiled ? tiled_attention(q, k, v, Tensor(), 0.0, true, generator)
@@ -158,20 +166,22 @@ TEST_CASE("flash_attention's backward holds O(T) per head, the whole-row kernel 
   };
   const std::size_t output_bytes = static_cast<std::size_t>(B * H * T * d) * sizeof(float);
   CHECK(held_by_forward(false) >= output_bytes + weights_bytes);
-  CHECK(held_by_forward(true) <= output_bytes + static_cast<std::size_t>(B * H * T) * sizeof(float) + 4096);
+  CHECK(held_by_forward(true) <=
+        output_bytes + static_cast<std::size_t>(B * H * T) * sizeof(float) + 4096);
 }
 
 TEST_CASE("flash_attention: only the inputs that require grad get one", "[flash_attention]") {
   Generator values(9), generator(1);
-  const Tensor q = randn({2, 70, 2, 4}, values, float64), k = randn({2, 140, 2, 4}, values, float64);
+  const Tensor q = randn({2, 70, 2, 4}, values, float64),
+               k = randn({2, 140, 2, 4}, values, float64);
   Tensor v = randn({2, 140, 2, 3}, values, float64).requires_grad_();
   const Tensor upstream = randn({2, 2, 70, 3}, values, float64);
   const Tensor out =
       tiled_attention(heads(q), heads(k), heads(v), tensor({130, 1}), 0.0, true, generator);
   out.backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
-  whole_row_attention(heads(q), heads(k), heads(v_reference), tensor({130, 1}), 0.0, true,
-                      generator)
+  whole_row_attention(
+      heads(q), heads(k), heads(v_reference), tensor({130, 1}), 0.0, true, generator)
       .backward(upstream);
   CHECK(relative_diff(v.grad(), v_reference.grad()) <= 1e-12);
 }
@@ -181,11 +191,11 @@ TEST_CASE("flash_attention: errors name the op and the shapes", "[flash_attentio
   const Tensor q = zeros({2, 3, 4, 5}), k = zeros({2, 3, 6, 5}), v = zeros({2, 3, 6, 7});
   CHECK_NOTHROW(tiled_attention(q, k, v, Tensor(), 0.0, true, g));
   CHECK_THROWS_WITH(tiled_attention(zeros({2, 4, 5}), k, v, Tensor(), 0.0, true, g),
-                    Contains("flash_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
+      Contains("flash_attention: q [2,4,5], k [2,3,6,5] and v [2,3,6,7] do not fit"));
   CHECK_THROWS_AS(tiled_attention(q, k, zeros({2, 3, 5, 7}), Tensor(), 0.0, true, g), ShapeError);
   CHECK_THROWS_AS(tiled_attention(q, k.to(float64), v, Tensor(), 0.0, true, g), DTypeError);
-  CHECK_THROWS_WITH(tiled_attention(q, k, v, tensor({7, 1}), 0.0, true, g),
-                    Contains("flash_attention:"));
+  CHECK_THROWS_WITH(
+      tiled_attention(q, k, v, tensor({7, 1}), 0.0, true, g), Contains("flash_attention:"));
   CHECK_THROWS_WITH(tiled_attention(q, k, v, Tensor(), 1.5, true, g),
-                    Contains("flash_attention: dropout probability 1.5 is outside [0, 1]"));
+      Contains("flash_attention: dropout probability 1.5 is outside [0, 1]"));
 }

@@ -25,7 +25,8 @@ Tensor square_with_backward(const Tensor& x, BackwardFn backward) {
 TEST_CASE("gradcheck passes a correct gradient", "[gradcheck]") {
   Tensor x = randn({3, 2}, float64).requires_grad_();
   auto f = [](const std::vector<Tensor>& in) {
-    return square_with_backward(in[0], [in](const Tensor& g, const NeedsGrad&) -> Grads { return {g * in[0] * 2.0}; });
+    return square_with_backward(
+        in[0], [in](const Tensor& g, const NeedsGrad&) -> Grads { return {g * in[0] * 2.0}; });
   };
   GradcheckResult result = gradcheck(f, {x});
   CHECK(result);
@@ -39,19 +40,23 @@ TEST_CASE("gradcheck catches a wrong gradient and names input, element and value
   Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}, float64).requires_grad_();
   auto f = [](const std::vector<Tensor>& in) {
     // Wrong: 3x instead of 2x.
-    return square_with_backward(in[0], [in](const Tensor& g, const NeedsGrad&) -> Grads { return {g * in[0] * 3.0}; });
+    return square_with_backward(
+        in[0], [in](const Tensor& g, const NeedsGrad&) -> Grads { return {g * in[0] * 3.0}; });
   };
   GradcheckResult result = gradcheck(f, {x});
   CHECK_FALSE(result);
-  CHECK_THAT(result.message, Contains("input 0") && Contains("shape [2,2]") && Contains("element [0,0]") &&
-                                 Contains("analytic") && Contains("numeric"));
+  CHECK_THAT(result.message, Contains("input 0") && Contains("shape [2,2]") &&
+                                 Contains("element [0,0]") && Contains("analytic") &&
+                                 Contains("numeric"));
 }
 
-TEST_CASE("gradcheck catches a gradient that is right only for an all-ones upstream", "[gradcheck]") {
+TEST_CASE(
+    "gradcheck catches a gradient that is right only for an all-ones upstream", "[gradcheck]") {
   // A backward that ignores g is right when g is all ones; the random upstream exposes it.
   Tensor x = randn({4}, float64).requires_grad_();
   auto f = [](const std::vector<Tensor>& in) {
-    return square_with_backward(in[0], [in](const Tensor&, const NeedsGrad&) -> Grads { return {in[0] * 2.0}; });
+    return square_with_backward(
+        in[0], [in](const Tensor&, const NeedsGrad&) -> Grads { return {in[0] * 2.0}; });
   };
   CHECK_FALSE(gradcheck(f, {x}));
 }
@@ -72,7 +77,8 @@ TEST_CASE("gradcheck catches a transposed gradient", "[gradcheck]") {
   CHECK_FALSE(gradcheck(f, {a}));
 }
 
-TEST_CASE("gradcheck fails an identically zero gradient even when it is below atol", "[gradcheck]") {
+TEST_CASE(
+    "gradcheck fails an identically zero gradient even when it is below atol", "[gradcheck]") {
   // f = 1e-7 · x²: the true gradient is tiny (< atol), so only the all-zero rule catches a
   // backward that returns zeros.
   Tensor x = randn({3}, float64).requires_grad_();
@@ -82,7 +88,8 @@ TEST_CASE("gradcheck fails an identically zero gradient even when it is below at
       NoGradGuard no_grad;
       out = in[0] * in[0] * 1e-7;
     }
-    return make_op("tiny", out, {in[0]}, [](const Tensor& g, const NeedsGrad&) -> Grads { return {zeros_like(g)}; });
+    return make_op("tiny", out, {in[0]},
+        [](const Tensor& g, const NeedsGrad&) -> Grads { return {zeros_like(g)}; });
   };
   GradcheckResult result = gradcheck(f, {x});
   CHECK_FALSE(result);
@@ -99,9 +106,10 @@ TEST_CASE("gradcheck checks every input that requires grad and skips the others"
       NoGradGuard no_grad;
       out = in[0] * in[1] * in[2];
     }
-    return make_op("triple", out, {in[0], in[1], in[2]}, [in](const Tensor& g, const NeedsGrad&) -> Grads {
-      return {g * in[1] * in[2], Tensor(), g * in[0]};  // the last should be g·a·b
-    });
+    return make_op(
+        "triple", out, {in[0], in[1], in[2]}, [in](const Tensor& g, const NeedsGrad&) -> Grads {
+          return {g * in[1] * in[2], Tensor(), g * in[0]};  // the last should be g·a·b
+        });
   };
   GradcheckResult result = gradcheck(wrong_for_c, {a, b, c});
   CHECK_FALSE(result);

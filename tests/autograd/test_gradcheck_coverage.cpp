@@ -8,8 +8,9 @@
 
 TEST_CASE("every differentiable op has a float64 gradcheck", "[gradcheck][coverage]") {
   std::set<std::string> reached;
-  ag::BackwardObserverGuard observe(
-      [&](const ag::Node& node, const ag::Tensor&, const ag::Grads&) { reached.insert(node.name()); });
+  ag::BackwardObserverGuard observe([&](const ag::Node& node, const ag::Tensor&, const ag::Grads&) {
+    reached.insert(node.name());
+  });
   REQUIRE(!ag_test::gradcheck_cases().empty());
   for (const ag_test::GradcheckCase& c : ag_test::gradcheck_cases()) {
     const ag::GradcheckResult result = c.run();

@@ -13,20 +13,24 @@ using Inputs = std::vector<Tensor>;
 // ---- elementwise --------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(add_same_shape, "add, same shapes") {
-  return gradcheck([](const Inputs& x) { return add(x[0], x[1]); }, {input({2, 3}, 1), input({2, 3}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return add(x[0], x[1]); }, {input({2, 3}, 1), input({2, 3}, 2)});
 }
 AG_GRADCHECK_CASE(add_btd_plus_d, "add, (B,T,D) + (D) as a bias") {
-  return gradcheck([](const Inputs& x) { return x[0] + x[1]; }, {input({2, 3, 4}, 1), input({4}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0] + x[1]; }, {input({2, 3, 4}, 1), input({4}, 2)});
 }
 AG_GRADCHECK_CASE(add_two_way, "add, (2,1,3) + (4,1) broadcast both ways") {
-  return gradcheck([](const Inputs& x) { return x[0] + x[1]; }, {input({2, 1, 3}, 1), input({4, 1}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0] + x[1]; }, {input({2, 1, 3}, 1), input({4, 1}, 2)});
 }
 AG_GRADCHECK_CASE(sub_broadcast, "sub, (3,1) - (1,4)") {
-  return gradcheck([](const Inputs& x) { return x[0] - x[1]; }, {input({3, 1}, 1), input({1, 4}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0] - x[1]; }, {input({3, 1}, 1), input({1, 4}, 2)});
 }
 AG_GRADCHECK_CASE(mul_attention_broadcast, "mul, (B,1,T,H) * (B,1,T,1)") {
   return gradcheck([](const Inputs& x) { return x[0] * x[1]; },
-                   {input({2, 1, 3, 4}, 1), input({2, 1, 3, 1}, 2)});
+      {input({2, 1, 3, 4}, 1), input({2, 1, 3, 1}, 2)});
 }
 AG_GRADCHECK_CASE(mul_scalar_tensor_broadcast, "mul, (2,3) * 0-dim tensor") {
   return gradcheck([](const Inputs& x) { return x[0] * x[1]; }, {input({2, 3}, 1), input({}, 2)});
@@ -36,11 +40,11 @@ AG_GRADCHECK_CASE(mul_same_tensor_twice, "mul, x * x (one tensor used twice)") {
 }
 AG_GRADCHECK_CASE(div_broadcast, "div, (2,3,4) / (3,1)") {
   return gradcheck([](const Inputs& x) { return x[0] / x[1]; },
-                   {input({2, 3, 4}, 1), away_from_zero({3, 1}, 2, 0.5, 2.0)});
+      {input({2, 3, 4}, 1), away_from_zero({3, 1}, 2, 0.5, 2.0)});
 }
 AG_GRADCHECK_CASE(scalar_forms, "tensor-scalar add, sub, mul, div") {
   return gradcheck([](const Inputs& x) { return ((x[0] + 2.0) * 3.0 - 1.5) / 4.0 + (2.0 - x[0]); },
-                   {input({2, 3}, 1)});
+      {input({2, 3}, 1)});
 }
 AG_GRADCHECK_CASE(add_scalar, "add_scalar") {
   return gradcheck([](const Inputs& x) { return 0.5 + x[0]; }, {input({4}, 1)});
@@ -52,7 +56,8 @@ AG_GRADCHECK_CASE(div_scalar, "div_scalar") {
   return gradcheck([](const Inputs& x) { return x[0] / 7.0; }, {input({4}, 1)});
 }
 AG_GRADCHECK_CASE(rdiv_scalar, "rdiv_scalar, s / x") {
-  return gradcheck([](const Inputs& x) { return 2.0 / x[0]; }, {away_from_zero({2, 3}, 1, 0.5, 2.0)});
+  return gradcheck(
+      [](const Inputs& x) { return 2.0 / x[0]; }, {away_from_zero({2, 3}, 1, 0.5, 2.0)});
 }
 AG_GRADCHECK_CASE(neg, "neg") {
   return gradcheck([](const Inputs& x) { return -x[0]; }, {input({2, 3}, 1)});
@@ -65,7 +70,7 @@ AG_GRADCHECK_CASE(pow_cube, "pow, x^3") {
 }
 AG_GRADCHECK_CASE(pow_fractional, "pow, x^0.5 and x^-1.5 on positive x") {
   return gradcheck([](const Inputs& x) { return pow(x[0], 0.5) + pow(x[0], -1.5); },
-                   {input({2, 3}, 1, 0.5, 2.0)});
+      {input({2, 3}, 1, 0.5, 2.0)});
 }
 AG_GRADCHECK_CASE(pow_zero, "pow, x^0 (constant: gradient 0)") {
   // x^0 is constant, so L does not move with x: the check passes with an all-zero gradient.
@@ -95,166 +100,204 @@ AG_GRADCHECK_CASE(gelu, "gelu") {
 AG_GRADCHECK_CASE(where_broadcast, "where, condition (2,1,4), a (3,4), b (2,3,1)") {
   Tensor condition = mask({2, 1, 4}, 3);
   return gradcheck([condition](const Inputs& x) { return where(condition, x[0], x[1]); },
-                   {input({3, 4}, 1), input({2, 3, 1}, 2)});
+      {input({3, 4}, 1), input({2, 3, 1}, 2)});
 }
 AG_GRADCHECK_CASE(masked_fill, "masked_fill, mask (1,4) broadcast over (3,4)") {
   Tensor m = mask({1, 4}, 3);
   return gradcheck([m](const Inputs& x) { return masked_fill(x[0], m, -1e6); }, {input({3, 4}, 1)});
 }
 
-// ---- reductions ----------------------------------------------------------------------------------
+// ---- reductions ---------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(sum_all, "sum over all elements") {
   return gradcheck([](const Inputs& x) { return sum(x[0]); }, {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(sum_dims, "sum over dims {0,2}, and over dim 1 with keepdim") {
-  return gradcheck([](const Inputs& x) { return sum(x[0], {0, 2}) + sum(x[0], {1}, true).sum({0, 2}); },
-                   {input({2, 3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return sum(x[0], {0, 2}) + sum(x[0], {1}, true).sum({0, 2});
+      },
+      {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(mean, "mean over all, over dim -1 with keepdim") {
-  return gradcheck([](const Inputs& x) { return mean(x[0], {-1}, true) * mean(x[0]); },
-                   {input({2, 3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) { return mean(x[0], {-1}, true) * mean(x[0]); }, {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(max_all, "max over all elements") {
   return gradcheck([](const Inputs& x) { return max(x[0]); }, {input({3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(max_dims, "max over dim 1, and over dims {0,2} with keepdim") {
-  return gradcheck([](const Inputs& x) { return concat({max(x[0], {1}).reshape({-1}), max(x[0], {0, 2}, true).reshape({-1})}); },
-                   {input({2, 3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return concat({max(x[0], {1}).reshape({-1}), max(x[0], {0, 2}, true).reshape({-1})});
+      },
+      {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(var_unbiased, "var over dim 1 (correction 1)") {
   return gradcheck([](const Inputs& x) { return var(x[0], {1}); }, {input({3, 5}, 1)});
 }
 AG_GRADCHECK_CASE(var_biased_all, "var over dims {0,2} keepdim (correction 0) and over all") {
-  return gradcheck([](const Inputs& x) { return var(x[0], {0, 2}, 0, true) * var(x[0]); },
-                   {input({2, 3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return var(x[0], {0, 2}, 0, true) * var(x[0]);
+      },
+      {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(softmax_last, "softmax over the last dim") {
-  return gradcheck([](const Inputs& x) { return softmax(x[0], -1); }, {input({2, 3, 5}, 1, -2.0, 2.0)});
+  return gradcheck(
+      [](const Inputs& x) { return softmax(x[0], -1); }, {input({2, 3, 5}, 1, -2.0, 2.0)});
 }
 AG_GRADCHECK_CASE(softmax_middle, "softmax over a middle dim of a transposed view") {
   return gradcheck([](const Inputs& x) { return softmax(x[0].transpose(0, 2), 1); },
-                   {input({4, 3, 2}, 1, -2.0, 2.0)});
+      {input({4, 3, 2}, 1, -2.0, 2.0)});
 }
 AG_GRADCHECK_CASE(log_softmax, "log_softmax over dims 0 and -1") {
   return gradcheck([](const Inputs& x) { return log_softmax(x[0], 0) + log_softmax(x[0], -1); },
-                   {input({3, 4}, 1, -2.0, 2.0)});
+      {input({3, 4}, 1, -2.0, 2.0)});
 }
-AG_GRADCHECK_CASE(length_masked_softmax_per_row, "length_masked_softmax, (B,) lengths 3 and 0, X (2,3,5)") {
+AG_GRADCHECK_CASE(
+    length_masked_softmax_per_row, "length_masked_softmax, (B,) lengths 3 and 0, X (2,3,5)") {
   const Tensor valid_lens = tensor({3, 0});  // (B,)
   return gradcheck([=](const Inputs& x) { return length_masked_softmax(x[0], valid_lens); },
-                   {input({2, 3, 5}, 1, -2.0, 2.0)});
+      {input({2, 3, 5}, 1, -2.0, 2.0)});
 }
-AG_GRADCHECK_CASE(length_masked_softmax_per_query, "length_masked_softmax, (B,Q) lengths with 0, 1 and K, X a transposed view") {
+AG_GRADCHECK_CASE(length_masked_softmax_per_query,
+    "length_masked_softmax, (B,Q) lengths with 0, 1 and K, X a transposed view") {
   const Tensor valid_lens = tensor({1, 5, 3, 0, 2, 4}, {2, 3});  // (B, Q)
-  return gradcheck([=](const Inputs& x) { return length_masked_softmax(x[0].transpose(1, 2), valid_lens); },
-                   {input({2, 5, 3}, 2, -2.0, 2.0)});  // X = x.transpose(1, 2): (2, 3, 5), not contiguous
+  return gradcheck(
+      [=](const Inputs& x) { return length_masked_softmax(x[0].transpose(1, 2), valid_lens); },
+      {input({2, 5, 3}, 2, -2.0, 2.0)});  // X = x.transpose(1, 2): (2, 3, 5), not contiguous
 }
-AG_GRADCHECK_CASE(length_masked_softmax_unmasked, "length_masked_softmax without valid lengths, X (2,3,4)") {
+AG_GRADCHECK_CASE(
+    length_masked_softmax_unmasked, "length_masked_softmax without valid lengths, X (2,3,4)") {
   return gradcheck([](const Inputs& x) { return length_masked_softmax(x[0], Tensor()); },
-                   {input({2, 3, 4}, 3, -2.0, 2.0)});
+      {input({2, 3, 4}, 3, -2.0, 2.0)});
 }
 
-// ---- normalisation -----------------------------------------------------------------------------------
+// ---- normalisation ------------------------------------------------------------------------------
 // layer_norm's hand-written backward against finite differences. The weights stay away from 0 so
 // that the input gradient (through ĝ = g · w) is not near zero.
 
-AG_GRADCHECK_CASE(layer_norm_last_dim, "layer_norm over the last dim, (B,T,D) with weight and bias") {
+AG_GRADCHECK_CASE(
+    layer_norm_last_dim, "layer_norm over the last dim, (B,T,D) with weight and bias") {
   return gradcheck([](const Inputs& x) { return layer_norm(x[0], {5}, x[1], x[2], 1e-5); },
-                   {input({2, 3, 5}, 1, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5), input({5}, 3)});
+      {input({2, 3, 5}, 1, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5), input({5}, 3)});
 }
 AG_GRADCHECK_CASE(layer_norm_two_dims, "layer_norm over two trailing dims, weight and bias (2,4)") {
-  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {2, 4}, x[1], x[2], 1e-5); },
-                   {input({3, 2, 4}, 1, -2.0, 2.0), away_from_zero({2, 4}, 2, 0.5, 1.5), input({2, 4}, 3)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return layer_norm(x[0], {2, 4}, x[1], x[2], 1e-5);
+      },
+      {input({3, 2, 4}, 1, -2.0, 2.0), away_from_zero({2, 4}, 2, 0.5, 1.5), input({2, 4}, 3)});
 }
 AG_GRADCHECK_CASE(layer_norm_no_affine, "layer_norm without weight and bias, over two dims") {
-  return gradcheck([](const Inputs& x) { return layer_norm(x[0], {3, 2}, Tensor(), Tensor(), 1e-5); },
-                   {input({4, 3, 2}, 1, -2.0, 2.0)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return layer_norm(x[0], {3, 2}, Tensor(), Tensor(), 1e-5);
+      },
+      {input({4, 3, 2}, 1, -2.0, 2.0)});
 }
 AG_GRADCHECK_CASE(layer_norm_weight_only_large_eps, "layer_norm with weight and no bias, eps 0.5") {
   return gradcheck([](const Inputs& x) { return layer_norm(x[0], {4}, x[1], Tensor(), 0.5); },
-                   {input({3, 4}, 1), away_from_zero({4}, 2, 0.5, 1.5)});
+      {input({3, 4}, 1), away_from_zero({4}, 2, 0.5, 1.5)});
 }
-AG_GRADCHECK_CASE(layer_norm_of_transposed, "layer_norm of a transposed view, constant weight and bias") {
+AG_GRADCHECK_CASE(
+    layer_norm_of_transposed, "layer_norm of a transposed view, constant weight and bias") {
   // Only x requires grad: the backward skips dw and db.
   Tensor weight = away_from_zero({3}, 2, 0.5, 1.5).detach(), bias = input({3}, 3).detach();
-  return gradcheck([=](const Inputs& x) { return layer_norm(x[0].transpose(0, 1), {3}, weight, bias, 1e-5); },
-                   {input({3, 4}, 1, -2.0, 2.0)});
+  return gradcheck(
+      [=](const Inputs& x) { return layer_norm(x[0].transpose(0, 1), {3}, weight, bias, 1e-5); },
+      {input({3, 4}, 1, -2.0, 2.0)});
 }
 
 // dropout_add_layer_norm: layer_norm(x + dropout(y)) with gradients to x, y, weight and bias. The
 // generator is reseeded in every call, so finite differences see one mask.
-AG_GRADCHECK_CASE(dropout_add_layer_norm_train, "dropout_add_layer_norm, p=0.3 in training, weight and bias") {
+AG_GRADCHECK_CASE(
+    dropout_add_layer_norm_train, "dropout_add_layer_norm, p=0.3 in training, weight and bias") {
   return gradcheck(
       [](const Inputs& x) {
         Generator generator(7);
-        return dropout_add_layer_norm(x[0], x[1], {5}, x[2], x[3], 1e-5, 0.3, /*training=*/true, generator);
+        return dropout_add_layer_norm(
+            x[0], x[1], {5}, x[2], x[3], 1e-5, 0.3, /*training=*/true, generator);
       },
-      {input({2, 3, 5}, 1, -2.0, 2.0), input({2, 3, 5}, 4, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5),
-       input({5}, 3)});
+      {input({2, 3, 5}, 1, -2.0, 2.0), input({2, 3, 5}, 4, -2.0, 2.0),
+          away_from_zero({5}, 2, 0.5, 1.5), input({5}, 3)});
 }
-AG_GRADCHECK_CASE(dropout_add_layer_norm_eval_no_affine, "dropout_add_layer_norm in eval, no affine, two dims") {
+AG_GRADCHECK_CASE(
+    dropout_add_layer_norm_eval_no_affine, "dropout_add_layer_norm in eval, no affine, two dims") {
   return gradcheck(
       [](const Inputs& x) {
         Generator generator(7);
-        return dropout_add_layer_norm(x[0], x[1], {2, 3}, Tensor(), Tensor(), 1e-5, 0.5, /*training=*/false, generator);
+        return dropout_add_layer_norm(
+            x[0], x[1], {2, 3}, Tensor(), Tensor(), 1e-5, 0.5, /*training=*/false, generator);
       },
       {input({4, 2, 3}, 1, -2.0, 2.0), input({4, 2, 3}, 5, -2.0, 2.0)});
 }
 
-// ---- losses ----------------------------------------------------------------------------------------
+// ---- losses -------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(cross_entropy_rows, "cross_entropy per row, (5,4) logits") {
   Tensor targets = tensor({0, 3, 1, 1, 2}, float64);
-  return gradcheck([targets](const Inputs& x) { return cross_entropy(x[0], targets, Reduction::none); },
-                   {input({5, 4}, 1, -2.0, 2.0)});
+  return gradcheck(
+      [targets](const Inputs& x) { return cross_entropy(x[0], targets, Reduction::none); },
+      {input({5, 4}, 1, -2.0, 2.0)});
 }
 AG_GRADCHECK_CASE(cross_entropy_mean, "cross_entropy mean over rows of a transposed view") {
   Tensor targets = tensor({2, 0, 1}, float64);
-  return gradcheck([targets](const Inputs& x) { return cross_entropy(x[0].transpose(0, 1), targets); },
-                   {input({4, 3}, 1, -2.0, 2.0)});
+  return gradcheck(
+      [targets](const Inputs& x) { return cross_entropy(x[0].transpose(0, 1), targets); },
+      {input({4, 3}, 1, -2.0, 2.0)});
 }
 
-// ---- matmul ----------------------------------------------------------------------------------------
+// ---- matmul -------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(matmul_2d, "matmul (3,4)·(4,5)") {
-  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); }, {input({3, 4}, 1), input({4, 5}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return matmul(x[0], x[1]); }, {input({3, 4}, 1), input({4, 5}, 2)});
 }
 AG_GRADCHECK_CASE(matmul_batched, "matmul (2,3,4)·(2,4,5)") {
   return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); },
-                   {input({2, 3, 4}, 1), input({2, 4, 5}, 2)});
+      {input({2, 3, 4}, 1), input({2, 4, 5}, 2)});
 }
 AG_GRADCHECK_CASE(matmul_3d_2d, "matmul (2,3,4)·(4,5), a shared weight") {
-  return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); }, {input({2, 3, 4}, 1), input({4, 5}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return matmul(x[0], x[1]); }, {input({2, 3, 4}, 1), input({4, 5}, 2)});
 }
 AG_GRADCHECK_CASE(matmul_broadcast_batch, "matmul (2,1,3,4)·(1,3,4,2), broadcast batch dims") {
   return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]); },
-                   {input({2, 1, 3, 4}, 1), input({1, 3, 4, 2}, 2)});
+      {input({2, 1, 3, 4}, 1), input({1, 3, 4, 2}, 2)});
 }
 AG_GRADCHECK_CASE(matmul_transposed, "matmul Q·Kᵀ with Kᵀ a transposed view") {
   return gradcheck([](const Inputs& x) { return matmul(x[0], x[1].transpose(-1, -2)); },
-                   {input({2, 3, 4}, 1), input({2, 5, 4}, 2)});
+      {input({2, 3, 4}, 1), input({2, 5, 4}, 2)});
 }
 AG_GRADCHECK_CASE(matmul_vectors, "matmul with 1-D operands") {
   return gradcheck([](const Inputs& x) { return matmul(x[0], x[1]) + matmul(x[1], x[2]).sum(); },
-                   {input({4}, 1), input({4, 3}, 2), input({3}, 3)});
+      {input({4}, 1), input({4, 3}, 2), input({3}, 3)});
 }
 
-// ---- shape and indexing ------------------------------------------------------------------------------
+// ---- shape and indexing -------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(reshape_view, "reshape as a view") {
-  return gradcheck([](const Inputs& x) { return x[0].reshape({4, -1}) * x[0].reshape({4, 6}); },
-                   {input({2, 3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return x[0].reshape({4, -1}) * x[0].reshape({4, 6});
+      },
+      {input({2, 3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(reshape_copy, "reshape of a transposed view (copies)") {
-  return gradcheck([](const Inputs& x) { return x[0].transpose(0, 1).reshape({-1}); }, {input({3, 4}, 1)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0].transpose(0, 1).reshape({-1}); }, {input({3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(view, "view") {
   return gradcheck([](const Inputs& x) { return x[0].view({6, 2}); }, {input({3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(permute, "permute (0,2,1,3) as in transpose_qkv") {
-  return gradcheck([](const Inputs& x) { return x[0].permute({0, 2, 1, 3}) * x[1]; },
-                   {input({2, 3, 4, 5}, 1), input({2, 4, 3, 5}, 2)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return x[0].permute({0, 2, 1, 3}) * x[1];
+      },
+      {input({2, 3, 4, 5}, 1), input({2, 4, 3, 5}, 2)});
 }
 AG_GRADCHECK_CASE(transpose_qkv, "d2l's transpose_qkv and transpose_output round trip") {
   // (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H) -> (B·H, T, D/H), then back to (B, T, D)
@@ -270,22 +313,27 @@ AG_GRADCHECK_CASE(transpose_qkv, "d2l's transpose_qkv and transpose_output round
 }
 AG_GRADCHECK_CASE(transpose, "transpose") {
   return gradcheck([](const Inputs& x) { return x[0].transpose(0, 2) * x[1]; },
-                   {input({2, 3, 4}, 1), input({4, 3, 2}, 2)});
+      {input({2, 3, 4}, 1), input({4, 3, 2}, 2)});
 }
 AG_GRADCHECK_CASE(squeeze_unsqueeze, "squeeze and unsqueeze") {
-  return gradcheck([](const Inputs& x) { return x[0].squeeze().unsqueeze(1) * x[0].squeeze(1).unsqueeze(0); },
-                   {input({3, 1, 2}, 1)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0].squeeze().unsqueeze(1) * x[0].squeeze(1).unsqueeze(0); },
+      {input({3, 1, 2}, 1)});
 }
 AG_GRADCHECK_CASE(expand, "expand (3,1) to (2,3,4)") {
-  return gradcheck([](const Inputs& x) { return x[0].expand({2, 3, 4}) * x[1]; },
-                   {input({3, 1}, 1), input({2, 3, 4}, 2)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return x[0].expand({2, 3, 4}) * x[1];
+      },
+      {input({3, 1}, 1), input({2, 3, 4}, 2)});
 }
 AG_GRADCHECK_CASE(slice_step, "slice with a step, x[:, 1:5:2]") {
   return gradcheck([](const Inputs& x) { return x[0].slice(1, 1, 5, 2); }, {input({3, 6}, 1)});
 }
 AG_GRADCHECK_CASE(narrow_select, "narrow and select") {
-  return gradcheck([](const Inputs& x) { return x[0].narrow(0, 1, 2).sum({0}) + x[0].select(0, -1); },
-                   {input({4, 3}, 1)});
+  return gradcheck(
+      [](const Inputs& x) { return x[0].narrow(0, 1, 2).sum({0}) + x[0].select(0, -1); },
+      {input({4, 3}, 1)});
 }
 AG_GRADCHECK_CASE(split, "split into sizes {1,3}") {
   return gradcheck(
@@ -296,30 +344,41 @@ AG_GRADCHECK_CASE(split, "split into sizes {1,3}") {
       {input({2, 4}, 1)});
 }
 AG_GRADCHECK_CASE(concat, "concat along dim 1") {
-  return gradcheck([](const Inputs& x) { return concat({x[0], x[1], x[0]}, 1); },
-                   {input({2, 1, 3}, 1), input({2, 2, 3}, 2)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return concat({x[0], x[1], x[0]}, 1);
+      },
+      {input({2, 1, 3}, 1), input({2, 2, 3}, 2)});
 }
 AG_GRADCHECK_CASE(index_select_rows, "index_select rows with a repeated index (embedding)") {
   Tensor index = tensor({2, 0, 2, 1}, float64);
-  return gradcheck([index](const Inputs& x) { return index_select(x[0], 0, index); }, {input({3, 4}, 1)});
+  return gradcheck(
+      [index](const Inputs& x) { return index_select(x[0], 0, index); }, {input({3, 4}, 1)});
 }
 AG_GRADCHECK_CASE(index_select_dim1, "index_select along dim 1") {
-  return gradcheck([](const Inputs& x) { return index_select(x[0], 1, std::vector<int64_t>{3, 3, 0}); },
-                   {input({2, 4, 2}, 1)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return index_select(x[0], 1, std::vector<int64_t>{3, 3, 0});
+      },
+      {input({2, 4, 2}, 1)});
 }
 AG_GRADCHECK_CASE(repeat_interleave, "repeat_interleave along dims 0 and 1") {
-  return gradcheck([](const Inputs& x) { return repeat_interleave(x[0], 3, 0) * repeat_interleave(x[1], 3, 1); },
-                   {input({2, 3}, 1), input({6, 1}, 2)});
+  return gradcheck(
+      [](const Inputs& x) { return repeat_interleave(x[0], 3, 0) * repeat_interleave(x[1], 3, 1); },
+      {input({2, 3}, 1), input({6, 1}, 2)});
 }
 AG_GRADCHECK_CASE(contiguous, "contiguous of a permuted view") {
-  return gradcheck([](const Inputs& x) { return x[0].permute({1, 0}).contiguous() * x[1]; },
-                   {input({3, 2}, 1), input({2, 3}, 2)});
+  return gradcheck(
+      [](const Inputs& x) {
+        return x[0].permute({1, 0}).contiguous() * x[1];
+      },
+      {input({3, 2}, 1), input({2, 3}, 2)});
 }
 AG_GRADCHECK_CASE(clone, "clone") {
   return gradcheck([](const Inputs& x) { return x[0].clone() * x[0]; }, {input({2, 3}, 1)});
 }
 
-// ---- random ------------------------------------------------------------------------------------------
+// ---- random -------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same mask every call)") {
   return gradcheck(
@@ -330,7 +389,7 @@ AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same ma
       {input({4, 5}, 1)});
 }
 
-// ---- fused attention ---------------------------------------------------------------------------------
+// ---- fused attention ----------------------------------------------------------------------------
 // q, k, v are the head views MultiHeadAttention hands the op: leaves of shape (B, T, H, C),
 // permuted to (B, H, T, C) without a copy (each head's rows H·C apart).
 
@@ -339,31 +398,31 @@ Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, 
 
 // ag::attention on each of its kernels.
 Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& valid_lens, double p, bool training,
-                           Generator& generator) {
+    const Tensor& valid_lens, double p, bool training, Generator& generator) {
   AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
   return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
 }
-Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& valid_lens, double p, bool training,
-                       Generator& generator) {
+Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
+    double p, bool training, Generator& generator) {
   AttentionKernelGuard tiled(AttentionKernel::tiled);
   return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
 }
 }  // namespace
 
-AG_GRADCHECK_CASE(sdpa_permuted_views, "scaled_dot_product_attention, permuted head views, no valid_lens") {
+AG_GRADCHECK_CASE(
+    sdpa_permuted_views, "scaled_dot_product_attention, permuted head views, no valid_lens") {
   // B 2, H 2, Tq 3, Tk 4, d 3, dv 2
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
-        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), 0.0, true,
-                                   unused);
+        return whole_row_attention(
+            heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), 0.0, true, unused);
       },
       {input({2, 3, 2, 3}, 1, -2, 2), input({2, 4, 2, 3}, 2, -2, 2), input({2, 4, 2, 2}, 3)});
 }
 
-AG_GRADCHECK_CASE(sdpa_batch_lens, "scaled_dot_product_attention, (B,) valid_lens 2, 0, 4, heads joined after") {
+AG_GRADCHECK_CASE(
+    sdpa_batch_lens, "scaled_dot_product_attention, (B,) valid_lens 2, 0, 4, heads joined after") {
   // B 3, H 2, Tq 3, Tk 4, d 3, dv 2; the output's heads joined as MultiHeadAttention does: the
   // upstream gradient then reaches the op as a strided (B, H, Tq, dv) view.
   return gradcheck(
@@ -377,30 +436,33 @@ AG_GRADCHECK_CASE(sdpa_batch_lens, "scaled_dot_product_attention, (B,) valid_len
       {input({3, 3, 2, 3}, 4, -2, 2), input({3, 4, 2, 3}, 5, -2, 2), input({3, 4, 2, 2}, 6)});
 }
 
-AG_GRADCHECK_CASE(sdpa_query_lens, "scaled_dot_product_attention, (B,Tq) valid_lens with 0 and Tk") {
+AG_GRADCHECK_CASE(
+    sdpa_query_lens, "scaled_dot_product_attention, (B,Tq) valid_lens with 0 and Tk") {
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
         const Tensor lens = tensor({1, 0, 4, 2, 3, 0}, {2, 3}, float64);
-        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true,
-                                   unused);
+        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.0, true, unused);
       },
       {input({2, 3, 2, 3}, 7, -2, 2), input({2, 4, 2, 3}, 8, -2, 2), input({2, 4, 2, 2}, 9)});
 }
 
-AG_GRADCHECK_CASE(sdpa_dropout, "scaled_dot_product_attention, dropout 0.3 with a reseeded generator") {
+AG_GRADCHECK_CASE(
+    sdpa_dropout, "scaled_dot_product_attention, dropout 0.3 with a reseeded generator") {
   return gradcheck(
       [](const Inputs& x) {
         Generator generator(42);  // reseeded each call, so finite differences see one mask
         const Tensor lens = tensor({3, 4}, float64);
-        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.3, true,
-                                   generator);
+        return whole_row_attention(
+            heads(x[0]), heads(x[1]), heads(x[2]), lens, 0.3, true, generator);
       },
       {input({2, 3, 2, 3}, 10, -2, 2), input({2, 4, 2, 3}, 11, -2, 2), input({2, 4, 2, 2}, 12)});
 }
 
-AG_GRADCHECK_CASE(sdpa_copied_operand, "scaled_dot_product_attention, contiguous q and a k whose last dim is strided") {
-  // k is the transpose of a (B, H, d, Tk) leaf: its last dim is not adjacent, so the op reads a copy.
+AG_GRADCHECK_CASE(sdpa_copied_operand,
+    "scaled_dot_product_attention, contiguous q and a k whose last dim is strided") {
+  // k is the transpose of a (B, H, d, Tk) leaf: its last dim is not adjacent, so the op reads a
+  // copy.
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
@@ -414,31 +476,37 @@ AG_GRADCHECK_CASE(sdpa_copied_operand, "scaled_dot_product_attention, contiguous
 // block arrives. The keys are scaled up with their position so that later blocks hold the larger
 // scores and the running maxima really move.
 
-AG_GRADCHECK_CASE(flash_tiles_query_lens, "flash_attention, two tiles each way, (B,Tq) valid_lens with 0, 129, Tk") {
+AG_GRADCHECK_CASE(flash_tiles_query_lens,
+    "flash_attention, two tiles each way, (B,Tq) valid_lens with 0, 129, Tk") {
   return gradcheck(
       [](const Inputs& x) {
         Generator unused(0);
         std::vector<double> lens(70);
-        for (int64_t i = 0; i < 70; ++i) lens[static_cast<std::size_t>(i)] = static_cast<double>((i * 29) % 132);
+        for (int64_t i = 0; i < 70; ++i)
+          lens[static_cast<std::size_t>(i)] = static_cast<double>((i * 29) % 132);
         lens[1] = 0;    // uniform weights
         lens[2] = 129;  // one key of the second block
         lens[3] = 131;  // every key
         std::vector<double> key_scale(131);
-        for (int64_t j = 0; j < 131; ++j) key_scale[static_cast<std::size_t>(j)] = 1.0 + 3.0 * static_cast<double>(j) / 131;
+        for (int64_t j = 0; j < 131; ++j)
+          key_scale[static_cast<std::size_t>(j)] = 1.0 + 3.0 * static_cast<double>(j) / 131;
         const Tensor k = x[1] * tensor(key_scale, {1, 131, 1, 1}, float64);  // (B, Tk, H, d)
-        return tiled_attention(heads(x[0]), heads(k), heads(x[2]), tensor(lens, {1, 70}, float64),
-                               0.0, true, unused);
+        return tiled_attention(
+            heads(x[0]), heads(k), heads(x[2]), tensor(lens, {1, 70}, float64), 0.0, true, unused);
       },
-      {input({1, 70, 1, 2}, 16, -2, 2), input({1, 131, 1, 2}, 17, -2, 2), input({1, 131, 1, 2}, 18)});
+      {input({1, 70, 1, 2}, 16, -2, 2), input({1, 131, 1, 2}, 17, -2, 2),
+          input({1, 131, 1, 2}, 18)});
 }
 
-AG_GRADCHECK_CASE(flash_dropout_heads, "flash_attention, dropout 0.3 with a reseeded generator, (B,) valid_lens") {
+AG_GRADCHECK_CASE(flash_dropout_heads,
+    "flash_attention, dropout 0.3 with a reseeded generator, (B,) valid_lens") {
   return gradcheck(
       [](const Inputs& x) {
         Generator generator(42);  // reseeded each call, so finite differences see one mask
-        Tensor out = tiled_attention(heads(x[0]), heads(x[1]), heads(x[2]), tensor({3, 0}, float64),
-                                     0.3, true, generator);
-        return out.permute({0, 2, 1, 3}).reshape({2, 3, 4});  // (B, Tq, H·dv), a strided upstream gradient
+        Tensor out = tiled_attention(
+            heads(x[0]), heads(x[1]), heads(x[2]), tensor({3, 0}, float64), 0.3, true, generator);
+        return out.permute({0, 2, 1, 3})
+            .reshape({2, 3, 4});  // (B, Tq, H·dv), a strided upstream gradient
       },
       {input({2, 3, 2, 3}, 19, -2, 2), input({2, 4, 2, 3}, 20, -2, 2), input({2, 4, 2, 2}, 21)});
 }

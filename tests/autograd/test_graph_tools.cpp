@@ -46,7 +46,8 @@ int count(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("Node records the shapes of all its inputs, also those without gradient", "[autograd][graph]") {
+TEST_CASE(
+    "Node records the shapes of all its inputs, also those without gradient", "[autograd][graph]") {
   Tensor x = ones({2, 3}, float64).requires_grad_();
   Tensor c = ones({3, 4}, float64);
   Tensor y = matmul(x, c);
@@ -57,7 +58,9 @@ TEST_CASE("Node records the shapes of all its inputs, also those without gradien
   CHECK_FALSE(y.grad_fn()->inputs()[1].needs_grad());
 
   Tensor out = make_op("with_undefined", x.detach().clone(), {x, Tensor()},
-                       [](const Tensor& g, const NeedsGrad&) -> Grads { return {g, Tensor()}; });
+      [](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {g, Tensor()};
+      });
   const auto custom = out.grad_fn()->input_shapes();
   REQUIRE(custom.size() == 2);
   CHECK(*custom[0] == Shape{2, 3});
@@ -70,20 +73,24 @@ TEST_CASE("Node records the shapes of all its inputs, also those without gradien
   CHECK_FALSE(node->output().defined());
 }
 
-TEST_CASE("to_dot of a small graph: exact text with ids in breadth-first order", "[autograd][graph]") {
+TEST_CASE(
+    "to_dot of a small graph: exact text with ids in breadth-first order", "[autograd][graph]") {
   Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
   Tensor x = ones({3, 2}, float64);  // no grad: drawn as a note
   Tensor y = (x * w).sum();
   const std::string expected =
       "digraph ag {\n"
       "  // Made by ag::to_dot: boxes are ops (name, output shape, dtype), ellipses leaves,\n"
-      "  // dashed notes inputs that need no gradient; edges run from inputs to the op using them.\n"
+      "  // dashed notes inputs that need no gradient; edges run from inputs to the op using "
+      "them.\n"
       "  graph [rankdir=TB];\n"
       "  node [fontname=\"Helvetica\", fontsize=10];\n"
       "  edge [fontname=\"Helvetica\", fontsize=9];\n"
-      "  n0 [label=\"sum\\n[] float64\", shape=box, style=\"filled\", fillcolor=\"#eeeeee\", penwidth=2];\n"
+      "  n0 [label=\"sum\\n[] float64\", shape=box, style=\"filled\", fillcolor=\"#eeeeee\", "
+      "penwidth=2];\n"
       "  n1 [label=\"mul\\n[3,2] float64\", shape=box, style=\"filled\", fillcolor=\"#eeeeee\"];\n"
-      "  n2 [label=\"no grad\\n[3,2]\", shape=note, style=dashed, fontcolor=\"#666666\", color=\"#999999\"];\n"
+      "  n2 [label=\"no grad\\n[3,2]\", shape=note, style=dashed, fontcolor=\"#666666\", "
+      "color=\"#999999\"];\n"
       "  n3 [label=\"w\\n[2] float64\", shape=ellipse, style=filled, fillcolor=\"#cfe2f3\"];\n"
       "  n1 -> n0;\n"
       "  n2 -> n1 [label=\"0\", style=dashed, color=\"#999999\"];\n"
@@ -92,7 +99,8 @@ TEST_CASE("to_dot of a small graph: exact text with ids in breadth-first order",
   CHECK(to_dot(y, named({{"w", w}})) == expected);
 }
 
-TEST_CASE("to_dot names leaves, shares nodes used twice and is deterministic", "[autograd][graph]") {
+TEST_CASE(
+    "to_dot names leaves, shares nodes used twice and is deterministic", "[autograd][graph]") {
   Tensor a = ones({2, 4}).requires_grad_();
   Tensor b = ones({4, 3}).requires_grad_();
   b.set_name("own_name");
@@ -108,8 +116,11 @@ TEST_CASE("to_dot names leaves, shares nodes used twice and is deterministic", "
   CHECK_THAT(dot, Contains("own_name\\n[4,3] float32"));  // from Tensor::set_name
   CHECK_THAT(dot, Contains("leaf\\n[3] float32"));        // unnamed: by shape
   CHECK(count(dot, "label=\"tanh") == 1);                 // h feeds mul twice, drawn once
-  CHECK(count(dot, "label=\"leaf") + count(dot, "label=\"layer.a") + count(dot, "label=\"own_name") == 3);
-  // Edges: mean<-add, add<-mul, add<-unnamed, mul<-tanh twice (h · h), tanh<-matmul, matmul<-a, matmul<-b.
+  CHECK(
+      count(dot, "label=\"leaf") + count(dot, "label=\"layer.a") + count(dot, "label=\"own_name") ==
+      3);
+  // Edges: mean<-add, add<-mul, add<-unnamed, mul<-tanh twice (h · h), tanh<-matmul, matmul<-a,
+  // matmul<-b.
   CHECK(count(dot, " -> ") == 8);
   // Breadth first: n0 mean, n1 add, n2 mul, n3 the unnamed leaf, n4 tanh, n5 matmul, n6 a, n7 b.
   CHECK_THAT(dot, Contains("n4 -> n2 [label=\"0\"]"));
@@ -120,7 +131,7 @@ TEST_CASE("to_dot names leaves, shares nodes used twice and is deterministic", "
 TEST_CASE("to_dot escapes labels", "[autograd][graph]") {
   Tensor x = ones({2}).requires_grad_();
   Tensor y = make_op("say \"hi\" \\ bye\n", x.detach().clone(), {x},
-                     [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
+      [](const Tensor& g, const NeedsGrad&) -> Grads { return {g}; });
   DotOptions options = named({{"quote\"name", x}});
   options.title = "a \"title\"";
   const std::string dot = to_dot(y, options);
@@ -131,7 +142,7 @@ TEST_CASE("to_dot escapes labels", "[autograd][graph]") {
 }
 
 TEST_CASE("to_dot shows values and gradients, small ones in full and large ones summarised",
-          "[autograd][graph]") {
+    "[autograd][graph]") {
   Tensor small = tensor({1.0, -2.0, 0.5}).requires_grad_();
   Tensor large = full({10}, 3.0).requires_grad_();  // norm √90 = 9.487
   // y = (1 − 2 + 0.5) · 30: dy/dsmall = 30 each, dy/dlarge = −0.5 each (norm √2.5 = 1.581)
@@ -146,11 +157,13 @@ TEST_CASE("to_dot shows values and gradients, small ones in full and large ones 
   CHECK_THAT(dot, Contains("small\\n[3] float32\\nvalue [1, -2, 0.5]\\ngrad [30, 30, 30]"));
   CHECK_THAT(dot, Contains("large\\n[10] float32\\nvalue norm 9.487 min 3 max 3\\n"
                            "grad norm 1.581 min -0.5 max -0.5"));
-  CHECK_THAT(dot, Contains("mul\\n[] float32\\nvalue [-15]"));  // the root is alive: its value is known
+  CHECK_THAT(
+      dot, Contains("mul\\n[] float32\\nvalue [-15]"));  // the root is alive: its value is known
   CHECK_THAT(to_dot(y), !Contains("value"));
 }
 
-TEST_CASE("to_dot after backward marks the freed graph; a leaf root is drawn alone", "[autograd][graph]") {
+TEST_CASE("to_dot after backward marks the freed graph; a leaf root is drawn alone",
+    "[autograd][graph]") {
   Tensor x = ones({2}).requires_grad_();
   Tensor y = (x * 2.0).sum();
   y.backward();
@@ -176,12 +189,11 @@ TEST_CASE("write_dot writes the file and names the path when it cannot", "[autog
   CHECK(text.str() == to_dot(y));
   std::remove(path.c_str());
   CHECK_THROWS_MATCHES(write_dot("/nonexistent-dir-ag/graph.dot", y), IoError,
-      WhatContains({"write_dot",
-                    "/nonexistent-dir-ag/graph.dot"}));
+      WhatContains({"write_dot", "/nonexistent-dir-ag/graph.dot"}));
 }
 
 TEST_CASE("BackwardTraceGuard prints the nodes in backward's order with shapes and gradient norms",
-          "[autograd][graph][trace]") {
+    "[autograd][graph][trace]") {
   Tensor x = tensor({1.0, 2.0, 2.0}, float64).requires_grad_();  // |x| = 3
   Tensor a = exp(x);
   Tensor b = a * 2.0;
@@ -205,14 +217,13 @@ TEST_CASE("BackwardTraceGuard prints the nodes in backward's order with shapes a
   CHECK_THAT(sum_line, Contains("    1  sum") && Contains("[3] -> []") && Contains("  1  ") &&
                            Contains("[0] 1.732"));  // |ones(3)| = √3
   CHECK_THAT(add_line, Contains("[3], [3] -> [3]") && Contains("[0] 1.732, [1] 1.732"));
-  CHECK_THAT(mul_line, Contains("[0] 3.464"));                   // 2 · √3
-  CHECK_THAT(exp_line, Contains("5.196") && Contains("-> x"));  // (1 + 2) · √3 arrives; eˣ · 3 leaves to x
+  CHECK_THAT(mul_line, Contains("[0] 3.464"));  // 2 · √3
+  CHECK_THAT(
+      exp_line, Contains("5.196") && Contains("-> x"));  // (1 + 2) · √3 arrives; eˣ · 3 leaves to x
 
   // Gone with the guard.
   std::ostringstream after;
-  {
-    BackwardTraceGuard header_only(after);
-  }
+  { BackwardTraceGuard header_only(after); }
   (x * 1.0).sum().backward();
   CHECK(traced_ops(after.str()).empty());
 }
@@ -225,7 +236,6 @@ TEST_CASE("BackwardTraceGuard marks inputs that need no gradient", "[autograd][g
     BackwardTraceGuard trace(out);
     matmul(x, w).sum().backward();
   }
-  CHECK_THAT(out.str(), Contains("matmul") && Contains("[3,2], [2,2] -> [3,2]") && Contains("[0] -, [1] ") &&
-                            Contains("-> leaf"));
+  CHECK_THAT(out.str(), Contains("matmul") && Contains("[3,2], [2,2] -> [3,2]") &&
+                            Contains("[0] -, [1] ") && Contains("-> leaf"));
 }
-

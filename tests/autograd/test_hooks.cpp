@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "what_contains.h"
 #include "autograd/ops.h"
+#include "what_contains.h"
 
 using namespace ag;
 
@@ -24,7 +24,8 @@ TEST_CASE("a hook on a leaf replaces its gradient before it reaches .grad", "[au
   CHECK(values(x.grad()) == std::vector<double>{8.0, 8.0, 8.0});
 }
 
-TEST_CASE("a leaf's hook runs once per backward with the sum over all its uses", "[autograd][hooks]") {
+TEST_CASE(
+    "a leaf's hook runs once per backward with the sum over all its uses", "[autograd][hooks]") {
   Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
   int calls = 0;
   std::vector<double> seen;
@@ -39,7 +40,8 @@ TEST_CASE("a leaf's hook runs once per backward with the sum over all its uses",
   CHECK(values(x.grad()) == std::vector<double>{4.0, 6.0});
 }
 
-TEST_CASE("a hook on an op output changes the gradient that flows on to the inputs", "[autograd][hooks]") {
+TEST_CASE("a hook on an op output changes the gradient that flows on to the inputs",
+    "[autograd][hooks]") {
   Tensor x = tensor({1.0, -2.0}, float64).requires_grad_();
   Tensor y = x * 3.0;  // non-leaf
   std::vector<double> seen;
@@ -50,7 +52,7 @@ TEST_CASE("a hook on an op output changes the gradient that flows on to the inpu
   (y * y).sum().backward();  // dL/dy = 2y = (6, -12)
   CHECK(seen == std::vector<double>{6.0, -12.0});
   CHECK(values(x.grad()) == std::vector<double>{36.0, -72.0});  // 3 · 2 · 2y
-  CHECK(!y.grad().defined());  // an op output keeps no .grad
+  CHECK(!y.grad().defined());                                   // an op output keeps no .grad
 }
 
 TEST_CASE("hooks run in registration order, each on the previous result", "[autograd][hooks]") {
@@ -107,26 +109,22 @@ TEST_CASE("a hook on the root of backward sees the seed", "[autograd][hooks]") {
   x.zero_grad();
   y.register_hook([](const Tensor& g) { return g * 10.0; });
   y.backward(tensor({1.0, 1.0}, float64));
-  CHECK(values(x.grad()) == std::vector<double>{-20.0, -20.0});  // root hook · 2, then the leaf's hook
+  CHECK(values(x.grad()) ==
+        std::vector<double>{-20.0, -20.0});  // root hook · 2, then the leaf's hook
 }
 
 TEST_CASE("a hook returning the wrong shape is an error naming register_hook and both shapes",
-          "[autograd][hooks]") {
+    "[autograd][hooks]") {
   Tensor x = ones({2, 3}, float64).requires_grad_();
   x.register_hook([](const Tensor& g) { return g.sum({0}); });  // [3] for a [2,3] tensor
-  CHECK_THROWS_MATCHES((x * 2.0).sum().backward(), AutogradError,
-      WhatContains({"register_hook",
-                    "[2,3]",
-                    "[3]"}));
+  CHECK_THROWS_MATCHES(
+      (x * 2.0).sum().backward(), AutogradError, WhatContains({"register_hook", "[2,3]", "[3]"}));
 
   Tensor w = ones({4}, float64).requires_grad_();
   Tensor y = w * 2.0;
   y.register_hook([](const Tensor&) { return ones({2, 2}, float64); });
   CHECK_THROWS_MATCHES(y.sum().backward(), AutogradError,
-      WhatContains({"register_hook",
-                    "mul_scalar",
-                    "[4]",
-                    "[2,2]"}));
+      WhatContains({"register_hook", "mul_scalar", "[4]", "[2,2]"}));
 
   Tensor v = ones({2}, float64).requires_grad_();
   v.register_hook([](const Tensor& g) { return g.to(float32); });
@@ -136,8 +134,7 @@ TEST_CASE("a hook returning the wrong shape is an error naming register_hook and
 TEST_CASE("register_hook needs a tensor that requires grad", "[autograd][hooks]") {
   Tensor x = ones({2, 2});
   CHECK_THROWS_MATCHES(x.register_hook([](const Tensor& g) { return g; }), AutogradError,
-      WhatContains({"register_hook",
-                    "[2,2]"}));
+      WhatContains({"register_hook", "[2,2]"}));
   Tensor y = ones({1}).requires_grad_();
   CHECK_THROWS_AS(y.register_hook(nullptr), ValueError);
 }

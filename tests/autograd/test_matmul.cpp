@@ -23,9 +23,11 @@ std::vector<double> reference_bmm(const Tensor& a, const Tensor& b) {
   return c;
 }
 
-void check_close(const std::vector<double>& actual, const std::vector<double>& expected, double tol) {
+void check_close(
+    const std::vector<double>& actual, const std::vector<double>& expected, double tol) {
   REQUIRE(actual.size() == expected.size());
-  for (std::size_t i = 0; i < actual.size(); ++i) CHECK(actual[i] == Approx(expected[i]).margin(tol));
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    CHECK(actual[i] == Approx(expected[i]).margin(tol));
 }
 
 }  // namespace
@@ -42,15 +44,18 @@ TEST_CASE("matmul 2-D against loops, float32 and float64", "[matmul]") {
 
 TEST_CASE("matmul batched, 3-D x 2-D, broadcast batch dims and vectors", "[matmul]") {
   Generator g(2);
-  Tensor a = randn({4, 5, 6}, g, float64), b = randn({4, 6, 3}, g, float64), w = randn({6, 3}, g, float64);
+  Tensor a = randn({4, 5, 6}, g, float64), b = randn({4, 6, 3}, g, float64),
+         w = randn({6, 3}, g, float64);
   check_close(matmul(a, b).to_vector<double>(), reference_bmm(a, b), 1e-12);
   // 3-D x 2-D: the weight is shared by every batch (one tall gemm).
-  check_close(matmul(a, w).to_vector<double>(), reference_bmm(a, w.unsqueeze(0).expand({4, 6, 3}).contiguous()), 1e-12);
+  check_close(matmul(a, w).to_vector<double>(),
+      reference_bmm(a, w.unsqueeze(0).expand({4, 6, 3}).contiguous()), 1e-12);
   // (2,1,5,6) x (1,3,6,3) -> (2,3,5,3)
   Tensor x = randn({2, 1, 5, 6}, g, float64), y = randn({1, 3, 6, 3}, g, float64);
   Tensor z = matmul(x, y);
   CHECK(z.shape() == Shape{2, 3, 5, 3});
-  Tensor xe = x.expand({2, 3, 5, 6}).reshape({6, 5, 6}), ye = y.expand({2, 3, 6, 3}).reshape({6, 6, 3});
+  Tensor xe = x.expand({2, 3, 5, 6}).reshape({6, 5, 6}),
+         ye = y.expand({2, 3, 6, 3}).reshape({6, 6, 3});
   check_close(z.to_vector<double>(), reference_bmm(xe, ye), 1e-12);
   // 1-D operands, as torch.matmul.
   Tensor v = randn({6}, g, float64);
@@ -73,12 +78,13 @@ TEST_CASE("matmul reads transposed and sliced operands without copying them", "[
   // Both operands transposed, and a row-sliced operand (leading dimension > cols).
   Tensor a = randn({6, 4}, g), b = randn({5, 6}, g);
   const uint64_t before2 = detail::storage_allocation_count();
-  Tensor c = matmul(a.transpose(0, 1), b.transpose(0, 1));        // (4,6)·(6,5)
-  Tensor d = matmul(randn({3, 9}, g).slice(1, 0, 6), a);          // (3,6) view with ld 9
-  CHECK(detail::storage_allocation_count() == before2 + 3);       // c, the randn, d
+  Tensor c = matmul(a.transpose(0, 1), b.transpose(0, 1));   // (4,6)·(6,5)
+  Tensor d = matmul(randn({3, 9}, g).slice(1, 0, 6), a);     // (3,6) view with ld 9
+  CHECK(detail::storage_allocation_count() == before2 + 3);  // c, the randn, d
   check_close(c.to_vector<double>(),
-              reference_bmm(a.transpose(0, 1).contiguous().unsqueeze(0), b.transpose(0, 1).contiguous().unsqueeze(0)),
-              1e-4);
+      reference_bmm(
+          a.transpose(0, 1).contiguous().unsqueeze(0), b.transpose(0, 1).contiguous().unsqueeze(0)),
+      1e-4);
   CHECK(d.shape() == Shape{3, 4});
 }
 
@@ -100,7 +106,8 @@ TEST_CASE("matmul with size-0 dims", "[matmul]") {
   CHECK(empty_k.sum().item() == 0.0);
 }
 
-TEST_CASE("matmul of a broadcast (stride-0) operand copies it first and stays correct", "[matmul]") {
+TEST_CASE(
+    "matmul of a broadcast (stride-0) operand copies it first and stays correct", "[matmul]") {
   Tensor row = tensor({1.0, 2.0, 3.0}, float64).reshape({1, 3});
   Tensor a = row.expand({4, 3});  // stride 0 between rows: BLAS cannot read that
   Tensor b = ones({3, 2}, float64);

@@ -92,14 +92,16 @@ TEST_CASE("softmax rows sum to one along any dim", "[ops]") {
   }
 }
 
-TEST_CASE("float32 softmax, log_softmax and length_masked_softmax (fast exp) agree with float64", "[ops][softmax]") {
+TEST_CASE("float32 softmax, log_softmax and length_masked_softmax (fast exp) agree with float64",
+    "[ops][softmax]") {
   // The float32 rows use the fast exp of fast_exp.h, the float64 rows std::exp. The inputs are
   // multiples of 1/8 in about [-40, 40], so x − max is exact in float32 as well; the float32
   // weights are then within a few float ulps of the float64 ones: 2 for the exp, then the
   // roundings of 1/Σ and of e · (1/Σ).
   Generator g(11);
   std::vector<double> eighths;
-  for (double v : randn({3, 4, 37}, g, float64).to_vector<double>()) eighths.push_back(std::round(v * 64.0) / 8.0);
+  for (double v : randn({3, 4, 37}, g, float64).to_vector<double>())
+    eighths.push_back(std::round(v * 64.0) / 8.0);
   const Tensor x32 = tensor(eighths, {3, 4, 37}, float32);  // rows longer than any vector width
   const Tensor x64 = tensor(eighths, {3, 4, 37}, float64);
   const Tensor lens = tensor({37, 0, 5, 1, 36, 20, 2, 0, 37, 9, 17, 30}, {3, 4});  // (B, Q)
@@ -124,20 +126,24 @@ TEST_CASE("float32 softmax, log_softmax and length_masked_softmax (fast exp) agr
   check_close(length_masked_softmax(x32, Tensor()), softmax(x64, -1), kFourUlps, 1e-30);
 }
 
-TEST_CASE("length_masked_softmax: zeros after each valid length, uniform rows for length 0", "[ops][softmax]") {
+TEST_CASE("length_masked_softmax: zeros after each valid length, uniform rows for length 0",
+    "[ops][softmax]") {
   // X (1, 3, 4) with lengths 2, 0, 4 per query.
   const Tensor X = tensor({0, 1, 5, 5, 3, 2, 1, 0, 0, 0, 0, 0}, {1, 3, 4}, float64);
   const std::vector<double> y = values(length_masked_softmax(X, tensor({2, 0, 4}, {1, 3})));
   const double e = std::exp(1.0);
-  const std::vector<double> expected = {1 / (1 + e), e / (1 + e), 0, 0, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25};
+  const std::vector<double> expected = {
+      1 / (1 + e), e / (1 + e), 0, 0, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25};
   REQUIRE(y.size() == expected.size());
   for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == Approx(expected[i]).epsilon(1e-15));
   // Without lengths: a plain softmax over the last dim of any shape, 0-dim included.
   CHECK(length_masked_softmax(tensor({2.0}, float64).reshape({}), Tensor()).item() == 1.0);
-  CHECK(values(length_masked_softmax(tensor({1.0, 1.0}, float64), Tensor())) == std::vector<double>{0.5, 0.5});
+  CHECK(values(length_masked_softmax(tensor({1.0, 1.0}, float64), Tensor())) ==
+        std::vector<double>{0.5, 0.5});
 }
 
-TEST_CASE("dropout: inverted scaling, identity at p = 0 and in eval, zeros at p = 1", "[ops][dropout]") {
+TEST_CASE(
+    "dropout: inverted scaling, identity at p = 0 and in eval, zeros at p = 1", "[ops][dropout]") {
   Tensor x = ones({1000}, float64);
   Generator g(11);
   Tensor y = dropout(x, 0.25, true, g);
@@ -159,8 +165,9 @@ TEST_CASE("dropout: inverted scaling, identity at p = 0 and in eval, zeros at p 
   CHECK(sum(w.grad()).item() == 0.0);
 }
 
-TEST_CASE("dropout: the mask is bernoulli(1 - p) from the same state, and the backward uses it again",
-          "[ops][dropout]") {
+TEST_CASE(
+    "dropout: the mask is bernoulli(1 - p) from the same state, and the backward uses it again",
+    "[ops][dropout]") {
   for (const DType dtype : {float32, float64}) {
     Generator data(3);
     // A transposed view (non-contiguous), 2·320 = 640 elements: more than one Philox buffer.
@@ -173,7 +180,8 @@ TEST_CASE("dropout: the mask is bernoulli(1 - p) from the same state, and the ba
     const std::vector<double> xs = values(x.detach()), ys = values(y.detach()), ms = values(mask);
     const double scale = dtype == float32 ? double(float(1.0 / 0.7)) : 1.0 / 0.7;
     for (std::size_t i = 0; i < ys.size(); ++i) {
-      const double expected = dtype == float32 ? double(float(xs[i]) * float(ms[i] * scale)) : xs[i] * ms[i] * scale;
+      const double expected =
+          dtype == float32 ? double(float(xs[i]) * float(ms[i] * scale)) : xs[i] * ms[i] * scale;
       CHECK(ys[i] == expected);
     }
     // Another draw in between does not change the mask the backward uses.
@@ -181,12 +189,14 @@ TEST_CASE("dropout: the mask is bernoulli(1 - p) from the same state, and the ba
     Tensor upstream = full(x.shape(), 2.0, dtype);
     y.backward(upstream);
     const std::vector<double> gx = values(x.grad());
-    for (std::size_t i = 0; i < gx.size(); ++i) CHECK(gx[i] == (dtype == float32 ? double(2.0f * float(ms[i] * scale)) : 2.0 * ms[i] * scale));
+    for (std::size_t i = 0; i < gx.size(); ++i)
+      CHECK(
+          gx[i] == (dtype == float32 ? double(2.0f * float(ms[i] * scale)) : 2.0 * ms[i] * scale));
   }
 }
 
 TEST_CASE("cross_entropy (fused) equals the composed −Σ onehot · log_softmax, values and gradients",
-          "[ops][cross_entropy]") {
+    "[ops][cross_entropy]") {
   Generator gen(8);
   const int64_t N = 6, V = 5;
   const Tensor targets = tensor({0, 4, 2, 2, 1, 3}, {N}, float64);
@@ -195,15 +205,16 @@ TEST_CASE("cross_entropy (fused) equals the composed −Σ onehot · log_softmax
   Tensor x_fused = mul(randn({N, V}, gen, float64), 3.0), x_composed = x_fused.clone();
   x_fused.requires_grad_();
   x_composed.requires_grad_();
-  Tensor fused = cross_entropy(x_fused, targets, Reduction::none);                 // (N,)
-  Tensor composed = neg(sum(mul(onehot, log_softmax(x_composed, -1)), {1}));      // (N,)
+  Tensor fused = cross_entropy(x_fused, targets, Reduction::none);            // (N,)
+  Tensor composed = neg(sum(mul(onehot, log_softmax(x_composed, -1)), {1}));  // (N,)
   const std::vector<double> a = values(fused.detach()), b = values(composed.detach());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-13));
   const Tensor upstream = randn({N}, gen, float64);
   fused.backward(upstream);
   composed.backward(upstream);
   const std::vector<double> ga = values(x_fused.grad()), gb = values(x_composed.grad());
-  for (std::size_t i = 0; i < ga.size(); ++i) CHECK(ga[i] == Approx(gb[i]).epsilon(1e-12).margin(1e-15));
+  for (std::size_t i = 0; i < ga.size(); ++i)
+    CHECK(ga[i] == Approx(gb[i]).epsilon(1e-12).margin(1e-15));
 }
 
 TEST_CASE("concat, split and index_select values", "[ops]") {
@@ -214,7 +225,8 @@ TEST_CASE("concat, split and index_select values", "[ops]") {
   REQUIRE(parts.size() == 3);
   CHECK(values(parts[2]) == std::vector<double>{4});
   Tensor table = tensor({0, 1, 10, 11, 20, 21}, {3, 2});
-  CHECK(values(index_select(table, 0, tensor({2, 0, 2}))) == std::vector<double>{20, 21, 0, 1, 20, 21});
+  CHECK(values(index_select(table, 0, tensor({2, 0, 2}))) ==
+        std::vector<double>{20, 21, 0, 1, 20, 21});
   CHECK(values(repeat_interleave(tensor({3, 2}), 2, 0)) == std::vector<double>{3, 3, 2, 2});
   // d2l repeats valid_lens per head: (B,) -> (B·H,), batch-major.
   CHECK(values(repeat_interleave(tensor({3, 2}), 3, 0)) == std::vector<double>{3, 3, 3, 2, 2, 2});
@@ -226,6 +238,7 @@ TEST_CASE("ops read strided inputs correctly", "[ops]") {
   CHECK(values(t + 0.0) == values(t.contiguous()));
   CHECK(values(exp(t)) == values(exp(t.contiguous())));
   CHECK(values(sum(t, {1})) == std::vector<double>{12, 15, 18, 21});
-  CHECK(values(t * tensor({1.0, 0.0, 1.0}, float64)) == std::vector<double>{0, 0, 8, 1, 0, 9, 2, 0, 10, 3, 0, 11});
+  CHECK(values(t * tensor({1.0, 0.0, 1.0}, float64)) ==
+        std::vector<double>{0, 0, 8, 1, 0, 9, 2, 0, 10, 3, 0, 11});
   CHECK(values(x.slice(1, 0, 4, 3) * 2.0) == std::vector<double>{0, 6, 8, 14, 16, 22});
 }

@@ -89,8 +89,10 @@ using Outputs = std::vector<ag::Tensor>;
 using OpFn = std::function<Outputs(const Args&)>;
 
 // A case whose ag code is one expression with one output.
-#define AG_CASE(name, expression) \
-  { name, [](const Args& in) -> Outputs { return {expression}; } }
+#define AG_CASE(name, expression)                                \
+  {                                                              \
+    name, [](const Args& in) -> Outputs { return {expression}; } \
+  }
 
 // The integer positions held by an index tensor, for the std::vector overload of index_select.
 std::vector<int64_t> positions(const ag::Tensor& index) {
@@ -106,7 +108,7 @@ ag::Tensor fused_attention_of_heads(const Args& in) {
   auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
   ag::AttentionKernelGuard whole_rows(ag::AttentionKernel::whole_rows);
   return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0,
-                       /*training=*/true, unused);
+      /*training=*/true, unused);
 }
 
 ag::Tensor tiled_attention_of_heads(const Args& in) {
@@ -114,7 +116,7 @@ ag::Tensor tiled_attention_of_heads(const Args& in) {
   auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
   ag::AttentionKernelGuard tiled(ag::AttentionKernel::tiled);
   return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), in["lens"], 0.0,
-                       /*training=*/true, unused);
+      /*training=*/true, unused);
 }
 
 struct Family {
@@ -127,238 +129,260 @@ struct Family {
 const std::vector<Family>& families() {
   static const std::vector<Family> all = {
       {"binary arithmetic",
-       {
-           AG_CASE("add", in["a"] + in["b"]),
-           AG_CASE("add_broadcast_btd_d", in["a"] + in["b"]),
-           AG_CASE("add_broadcast_both", in["a"] + in["b"]),
-           AG_CASE("sub", in["a"] - in["b"]),
-           AG_CASE("sub_broadcast_btd_d", in["a"] - in["b"]),
-           AG_CASE("sub_broadcast_d_btd", in["b"] - in["a"]),
-           AG_CASE("mul", in["a"] * in["b"]),
-           AG_CASE("mul_broadcast_btd_d", in["a"] * in["b"]),
-           AG_CASE("mul_broadcast_b1th_b1t1", in["a"] * in["b"]),
-           AG_CASE("mul_broadcast_both", in["a"] * in["b"]),
-           AG_CASE("mul_same_input", in["x"] * in["x"]),
-           AG_CASE("div", in["a"] / in["b"]),
-           AG_CASE("div_broadcast_btd_d", in["a"] / in["b"]),
-           AG_CASE("div_broadcast_b1th_b1t1", in["a"] / in["b"]),
-       }},
+          {
+              AG_CASE("add", in["a"] + in["b"]),
+              AG_CASE("add_broadcast_btd_d", in["a"] + in["b"]),
+              AG_CASE("add_broadcast_both", in["a"] + in["b"]),
+              AG_CASE("sub", in["a"] - in["b"]),
+              AG_CASE("sub_broadcast_btd_d", in["a"] - in["b"]),
+              AG_CASE("sub_broadcast_d_btd", in["b"] - in["a"]),
+              AG_CASE("mul", in["a"] * in["b"]),
+              AG_CASE("mul_broadcast_btd_d", in["a"] * in["b"]),
+              AG_CASE("mul_broadcast_b1th_b1t1", in["a"] * in["b"]),
+              AG_CASE("mul_broadcast_both", in["a"] * in["b"]),
+              AG_CASE("mul_same_input", in["x"] * in["x"]),
+              AG_CASE("div", in["a"] / in["b"]),
+              AG_CASE("div_broadcast_btd_d", in["a"] / in["b"]),
+              AG_CASE("div_broadcast_b1th_b1t1", in["a"] / in["b"]),
+          }},
       {"tensor-scalar arithmetic",
-       {
-           AG_CASE("add_scalar", in["x"] + 1.5),
-           AG_CASE("scalar_add", 1.5 + in["x"]),
-           AG_CASE("sub_scalar", in["x"] - 0.75),
-           AG_CASE("scalar_sub", 2.5 - in["x"]),
-           AG_CASE("mul_scalar", in["x"] * -1.25),
-           AG_CASE("scalar_mul", 0.5 * in["x"]),
-           AG_CASE("div_scalar", in["x"] / 3.0),
-           AG_CASE("scalar_div", 2.0 / in["x"]),
-           AG_CASE("neg", -in["x"]),
-       }},
+          {
+              AG_CASE("add_scalar", in["x"] + 1.5),
+              AG_CASE("scalar_add", 1.5 + in["x"]),
+              AG_CASE("sub_scalar", in["x"] - 0.75),
+              AG_CASE("scalar_sub", 2.5 - in["x"]),
+              AG_CASE("mul_scalar", in["x"] * -1.25),
+              AG_CASE("scalar_mul", 0.5 * in["x"]),
+              AG_CASE("div_scalar", in["x"] / 3.0),
+              AG_CASE("scalar_div", 2.0 / in["x"]),
+              AG_CASE("neg", -in["x"]),
+          }},
       {"unary math",
-       {
-           AG_CASE("pow_2", in["x"].pow(2)),
-           AG_CASE("pow_3", in["x"].pow(3)),
-           AG_CASE("pow_0_5", in["x"].pow(0.5)),
-           AG_CASE("pow_neg1", in["x"].pow(-1)),
-           AG_CASE("pow_0", in["x"].pow(0)),
-           AG_CASE("exp", ag::exp(in["x"])),
-           AG_CASE("log", ag::log(in["x"])),
-           AG_CASE("sqrt", ag::sqrt(in["x"])),
-           AG_CASE("tanh", ag::tanh(in["x"])),
-           AG_CASE("sigmoid", ag::sigmoid(in["x"])),
-           AG_CASE("relu", ag::relu(in["x"])),
-           AG_CASE("gelu", ag::gelu(in["x"])),
-       }},
+          {
+              AG_CASE("pow_2", in["x"].pow(2)),
+              AG_CASE("pow_3", in["x"].pow(3)),
+              AG_CASE("pow_0_5", in["x"].pow(0.5)),
+              AG_CASE("pow_neg1", in["x"].pow(-1)),
+              AG_CASE("pow_0", in["x"].pow(0)),
+              AG_CASE("exp", ag::exp(in["x"])),
+              AG_CASE("log", ag::log(in["x"])),
+              AG_CASE("sqrt", ag::sqrt(in["x"])),
+              AG_CASE("tanh", ag::tanh(in["x"])),
+              AG_CASE("sigmoid", ag::sigmoid(in["x"])),
+              AG_CASE("relu", ag::relu(in["x"])),
+              AG_CASE("gelu", ag::gelu(in["x"])),
+          }},
       {"where and masked_fill",
-       {
-           AG_CASE("where", ag::where(in["cond"], in["a"], in["b"])),
-           AG_CASE("where_broadcast", ag::where(in["cond"], in["a"], in["b"])),
-           AG_CASE("masked_fill", ag::masked_fill(in["x"], in["mask"], -2.5)),
-           AG_CASE("masked_fill_broadcast", ag::masked_fill(in["x"], in["mask"], -2.5)),
-       }},
+          {
+              AG_CASE("where", ag::where(in["cond"], in["a"], in["b"])),
+              AG_CASE("where_broadcast", ag::where(in["cond"], in["a"], in["b"])),
+              AG_CASE("masked_fill", ag::masked_fill(in["x"], in["mask"], -2.5)),
+              AG_CASE("masked_fill_broadcast", ag::masked_fill(in["x"], in["mask"], -2.5)),
+          }},
       {"reductions",
-       {
-           AG_CASE("sum_all", in["x"].sum()),
-           AG_CASE("sum_dim1", in["x"].sum({1})),
-           AG_CASE("sum_last_dim_keepdim", in["x"].sum({-1}, /*keepdim=*/true)),
-           AG_CASE("sum_dims_0_2", in["x"].sum({0, 2})),
-           AG_CASE("sum_dims_0_2_keepdim", in["x"].sum({0, 2}, /*keepdim=*/true)),
-           AG_CASE("mean_all", in["x"].mean()),
-           AG_CASE("mean_dim1_keepdim", in["x"].mean({1}, /*keepdim=*/true)),
-           AG_CASE("mean_dims_0_2", in["x"].mean({0, 2})),
-           AG_CASE("max_all", in["x"].max()),
-           AG_CASE("max_dim1", in["x"].max({1})),
-           AG_CASE("max_last_dim_keepdim", in["x"].max({-1}, /*keepdim=*/true)),
-           AG_CASE("max_dims_0_2", in["x"].max({0, 2})),
-           AG_CASE("max_dims_0_2_keepdim", in["x"].max({0, 2}, /*keepdim=*/true)),
-           AG_CASE("var_all", ag::var(in["x"])),
-           // ag::var(x) is unbiased only; the biased variance of everything lists every dim.
-           AG_CASE("var_all_correction0", ag::var(in["x"], {0, 1, 2}, /*correction=*/0)),
-           AG_CASE("var_dim1", in["x"].var({1}, /*correction=*/1)),
-           AG_CASE("var_last_dim_correction0_keepdim", in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true)),
-           AG_CASE("var_dims_0_2_correction0", in["x"].var({0, 2}, /*correction=*/0)),
-           AG_CASE("var_dims_0_2_keepdim", in["x"].var({0, 2}, /*correction=*/1, /*keepdim=*/true)),
-       }},
+          {
+              AG_CASE("sum_all", in["x"].sum()),
+              AG_CASE("sum_dim1", in["x"].sum({1})),
+              AG_CASE("sum_last_dim_keepdim", in["x"].sum({-1}, /*keepdim=*/true)),
+              AG_CASE("sum_dims_0_2", in["x"].sum({0, 2})),
+              AG_CASE("sum_dims_0_2_keepdim", in["x"].sum({0, 2}, /*keepdim=*/true)),
+              AG_CASE("mean_all", in["x"].mean()),
+              AG_CASE("mean_dim1_keepdim", in["x"].mean({1}, /*keepdim=*/true)),
+              AG_CASE("mean_dims_0_2", in["x"].mean({0, 2})),
+              AG_CASE("max_all", in["x"].max()),
+              AG_CASE("max_dim1", in["x"].max({1})),
+              AG_CASE("max_last_dim_keepdim", in["x"].max({-1}, /*keepdim=*/true)),
+              AG_CASE("max_dims_0_2", in["x"].max({0, 2})),
+              AG_CASE("max_dims_0_2_keepdim", in["x"].max({0, 2}, /*keepdim=*/true)),
+              AG_CASE("var_all", ag::var(in["x"])),
+              // ag::var(x) is unbiased only; the biased variance of everything lists every dim.
+              AG_CASE("var_all_correction0", ag::var(in["x"], {0, 1, 2}, /*correction=*/0)),
+              AG_CASE("var_dim1", in["x"].var({1}, /*correction=*/1)),
+              AG_CASE("var_last_dim_correction0_keepdim",
+                  in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true)),
+              AG_CASE("var_dims_0_2_correction0", in["x"].var({0, 2}, /*correction=*/0)),
+              AG_CASE(
+                  "var_dims_0_2_keepdim", in["x"].var({0, 2}, /*correction=*/1, /*keepdim=*/true)),
+          }},
       {"softmax",
-       {
-           AG_CASE("softmax_last", ag::softmax(in["x"], -1)),
-           AG_CASE("softmax_dim0", ag::softmax(in["x"], 0)),
-           AG_CASE("softmax_dim1", ag::softmax(in["x"], 1)),
-           AG_CASE("log_softmax_last", ag::log_softmax(in["x"], -1)),
-           AG_CASE("log_softmax_dim0", ag::log_softmax(in["x"], 0)),
-           AG_CASE("log_softmax_dim1", ag::log_softmax(in["x"], 1)),
-           AG_CASE("length_masked_softmax_per_row", ag::length_masked_softmax(in["x"], in["valid_lens"])),
-           AG_CASE("length_masked_softmax_per_query", ag::length_masked_softmax(in["x"], in["valid_lens"])),
-           AG_CASE("length_masked_softmax_unmasked", ag::length_masked_softmax(in["x"], ag::Tensor())),
-       }},
+          {
+              AG_CASE("softmax_last", ag::softmax(in["x"], -1)),
+              AG_CASE("softmax_dim0", ag::softmax(in["x"], 0)),
+              AG_CASE("softmax_dim1", ag::softmax(in["x"], 1)),
+              AG_CASE("log_softmax_last", ag::log_softmax(in["x"], -1)),
+              AG_CASE("log_softmax_dim0", ag::log_softmax(in["x"], 0)),
+              AG_CASE("log_softmax_dim1", ag::log_softmax(in["x"], 1)),
+              AG_CASE("length_masked_softmax_per_row",
+                  ag::length_masked_softmax(in["x"], in["valid_lens"])),
+              AG_CASE("length_masked_softmax_per_query",
+                  ag::length_masked_softmax(in["x"], in["valid_lens"])),
+              AG_CASE("length_masked_softmax_unmasked",
+                  ag::length_masked_softmax(in["x"], ag::Tensor())),
+          }},
       {"layer_norm",
-       {
-           AG_CASE("layer_norm_op_last_dim", ag::layer_norm(in["x"], {4}, in["w"], in["b"], 1e-5)),
-           AG_CASE("layer_norm_op_two_dims_no_affine", ag::layer_norm(in["x"], {3, 4}, ag::Tensor(), ag::Tensor(), 1e-5)),
-           AG_CASE("layer_norm_op_weight_only_eps", ag::layer_norm(in["x"], {5}, in["w"], ag::Tensor(), 0.25)),
-           AG_CASE("layer_norm_op_of_transposed", ag::layer_norm(in["x"].transpose(0, 1), {3}, in["w"], in["b"], 1e-5)),
-       }},
+          {
+              AG_CASE(
+                  "layer_norm_op_last_dim", ag::layer_norm(in["x"], {4}, in["w"], in["b"], 1e-5)),
+              AG_CASE("layer_norm_op_two_dims_no_affine",
+                  ag::layer_norm(in["x"], {3, 4}, ag::Tensor(), ag::Tensor(), 1e-5)),
+              AG_CASE("layer_norm_op_weight_only_eps",
+                  ag::layer_norm(in["x"], {5}, in["w"], ag::Tensor(), 0.25)),
+              AG_CASE("layer_norm_op_of_transposed",
+                  ag::layer_norm(in["x"].transpose(0, 1), {3}, in["w"], in["b"], 1e-5)),
+          }},
       {"dropout_add_layer_norm",
-       {
-           AG_CASE("dropout_add_layer_norm_eval",
-                   ag::dropout_add_layer_norm(in["x"], in["y"], {4}, in["w"], in["b"], 1e-5, 0.5, /*training=*/false,
-                                              ag::default_generator())),
-       }},
+          {
+              AG_CASE("dropout_add_layer_norm_eval",
+                  ag::dropout_add_layer_norm(in["x"], in["y"], {4}, in["w"], in["b"], 1e-5, 0.5,
+                      /*training=*/false, ag::default_generator())),
+          }},
       {"matmul",
-       {
-           AG_CASE("matmul_2d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_3d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_3d_2d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_2d_3d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_4d_broadcast", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_1d_1d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_1d_2d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_2d_1d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_1d_3d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_3d_1d", ag::matmul(in["a"], in["b"])),
-           AG_CASE("matmul_transposed_b", ag::matmul(in["a"], in["b"].transpose(-1, -2))),
-           AG_CASE("matmul_transposed_a", ag::matmul(in["a"].transpose(-1, -2), in["b"])),
-       }},
+          {
+              AG_CASE("matmul_2d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_3d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_3d_2d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_2d_3d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_4d_broadcast", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_1d_1d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_1d_2d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_2d_1d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_1d_3d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_3d_1d", ag::matmul(in["a"], in["b"])),
+              AG_CASE("matmul_transposed_b", ag::matmul(in["a"], in["b"].transpose(-1, -2))),
+              AG_CASE("matmul_transposed_a", ag::matmul(in["a"].transpose(-1, -2), in["b"])),
+          }},
       {"shape and indexing",
-       {
-           AG_CASE("reshape", in["x"].reshape({4, 6})),
-           AG_CASE("reshape_infer", in["x"].reshape({3, -1})),
-           AG_CASE("reshape_of_permuted", in["x"].permute({2, 0, 1}).reshape({4, 6})),
-           AG_CASE("view", in["x"].view({6, 4})),
-           AG_CASE("permute", in["x"].permute({2, 0, 1})),
-           AG_CASE("permute_negative_dims", in["x"].permute({-1, 0, -2})),
-           AG_CASE("transpose", in["x"].transpose(0, 2)),
-           AG_CASE("transpose_last_two", in["x"].transpose(-1, -2)),
-           AG_CASE("squeeze_all", in["x"].squeeze()),
-           AG_CASE("squeeze_dim", in["x"].squeeze(1)),
-           AG_CASE("squeeze_dim_not_one", in["x"].squeeze(0)),
-           AG_CASE("unsqueeze", in["x"].unsqueeze(1)),
-           AG_CASE("unsqueeze_last", in["x"].unsqueeze(-1)),
-           AG_CASE("expand", in["x"].expand({2, 3, 4})),
-           AG_CASE("expand_keep_size", in["x"].expand({2, -1, 4})),
-           AG_CASE("slice_step", in["x"].slice(1, 1, 5, 2)),                    // x[:, 1:5:2]
-           AG_CASE("slice_negative_end", in["x"].slice(0, 1, -1)),              // x[1:-1]
-           AG_CASE("slice_last_dim_step3", in["x"].slice(-1, 0, in["x"].size(-1), 3)),  // x[..., ::3]
-           AG_CASE("narrow", in["x"].narrow(1, 1, 3)),
-           AG_CASE("select", in["x"].select(1, 2)),
-           AG_CASE("concat_dim0", ag::concat({in["a"], in["b"]}, 0)),
-           AG_CASE("concat_dim1", ag::concat({in["a"], in["b"], in["c"]}, 1)),
-           AG_CASE("concat_last_dim", ag::concat({in["a"], in["b"]}, -1)),
-           {"split_size", [](const Args& in) { return ag::split(in["x"], 2, 1); }},
-           {"split_sizes", [](const Args& in) { return ag::split(in["x"], {1, 3}, 0); }},
-           // The index is a float tensor holding integers (ag accepts any dtype) ...
-           AG_CASE("index_select_dim0", ag::index_select(in["x"], 0, in["index"])),
-           AG_CASE("index_select_dim1", ag::index_select(in["x"], 1, in["index"])),
-           // ... or a std::vector<int64_t>.
-           AG_CASE("index_select_vector", ag::index_select(in["x"], 0, positions(in["index"]))),
-           AG_CASE("repeat_interleave_dim0", ag::repeat_interleave(in["x"], 2, 0)),
-           AG_CASE("repeat_interleave_dim1", ag::repeat_interleave(in["x"], 3, 1)),
-           AG_CASE("contiguous_of_permuted", in["x"].permute({2, 0, 1}).contiguous()),
-           AG_CASE("clone_of_permuted", in["x"].permute({2, 0, 1}).clone()),
-       }},
+          {
+              AG_CASE("reshape", in["x"].reshape({4, 6})),
+              AG_CASE("reshape_infer", in["x"].reshape({3, -1})),
+              AG_CASE("reshape_of_permuted", in["x"].permute({2, 0, 1}).reshape({4, 6})),
+              AG_CASE("view", in["x"].view({6, 4})),
+              AG_CASE("permute", in["x"].permute({2, 0, 1})),
+              AG_CASE("permute_negative_dims", in["x"].permute({-1, 0, -2})),
+              AG_CASE("transpose", in["x"].transpose(0, 2)),
+              AG_CASE("transpose_last_two", in["x"].transpose(-1, -2)),
+              AG_CASE("squeeze_all", in["x"].squeeze()),
+              AG_CASE("squeeze_dim", in["x"].squeeze(1)),
+              AG_CASE("squeeze_dim_not_one", in["x"].squeeze(0)),
+              AG_CASE("unsqueeze", in["x"].unsqueeze(1)),
+              AG_CASE("unsqueeze_last", in["x"].unsqueeze(-1)),
+              AG_CASE("expand", in["x"].expand({2, 3, 4})),
+              AG_CASE("expand_keep_size", in["x"].expand({2, -1, 4})),
+              AG_CASE("slice_step", in["x"].slice(1, 1, 5, 2)),        // x[:, 1:5:2]
+              AG_CASE("slice_negative_end", in["x"].slice(0, 1, -1)),  // x[1:-1]
+              AG_CASE("slice_last_dim_step3",
+                  in["x"].slice(-1, 0, in["x"].size(-1), 3)),  // x[..., ::3]
+              AG_CASE("narrow", in["x"].narrow(1, 1, 3)),
+              AG_CASE("select", in["x"].select(1, 2)),
+              AG_CASE("concat_dim0", ag::concat({in["a"], in["b"]}, 0)),
+              AG_CASE("concat_dim1", ag::concat({in["a"], in["b"], in["c"]}, 1)),
+              AG_CASE("concat_last_dim", ag::concat({in["a"], in["b"]}, -1)),
+              {"split_size", [](const Args& in) { return ag::split(in["x"], 2, 1); }},
+              {"split_sizes",
+                  [](const Args& in) {
+                    return ag::split(in["x"], {1, 3}, 0);
+                  }},
+              // The index is a float tensor holding integers (ag accepts any dtype) ...
+              AG_CASE("index_select_dim0", ag::index_select(in["x"], 0, in["index"])),
+              AG_CASE("index_select_dim1", ag::index_select(in["x"], 1, in["index"])),
+              // ... or a std::vector<int64_t>.
+              AG_CASE("index_select_vector", ag::index_select(in["x"], 0, positions(in["index"]))),
+              AG_CASE("repeat_interleave_dim0", ag::repeat_interleave(in["x"], 2, 0)),
+              AG_CASE("repeat_interleave_dim1", ag::repeat_interleave(in["x"], 3, 1)),
+              AG_CASE("contiguous_of_permuted", in["x"].permute({2, 0, 1}).contiguous()),
+              AG_CASE("clone_of_permuted", in["x"].permute({2, 0, 1}).clone()),
+          }},
       {"losses",
-       {
-           AG_CASE("cross_entropy_none", ag::cross_entropy(in["x"], in["t"], ag::Reduction::none)),
-           AG_CASE("cross_entropy_mean", ag::cross_entropy(in["x"], in["t"])),
-           AG_CASE("cross_entropy_sum_large_logits", ag::cross_entropy(in["x"], in["t"], ag::Reduction::sum)),
-       }},
+          {
+              AG_CASE(
+                  "cross_entropy_none", ag::cross_entropy(in["x"], in["t"], ag::Reduction::none)),
+              AG_CASE("cross_entropy_mean", ag::cross_entropy(in["x"], in["t"])),
+              AG_CASE("cross_entropy_sum_large_logits",
+                  ag::cross_entropy(in["x"], in["t"], ag::Reduction::sum)),
+          }},
       {"non-contiguous operands",
-       {
-           AG_CASE("mul_transposed", in["a"].transpose(0, 1) * in["b"]),
-           AG_CASE("div_broadcast_d_btd", in["a"] / in["b"]),
-           AG_CASE("sum_of_permuted", in["x"].permute({2, 0, 1}).sum({1})),
-           AG_CASE("sum_dims_negative", in["x"].sum({-1, -3})),
-           AG_CASE("max_of_transposed", in["x"].transpose(0, 1).max({0})),
-           AG_CASE("var_of_permuted", in["x"].permute({1, 2, 0}).var({-1}, /*correction=*/1)),
-           AG_CASE("softmax_of_transposed", ag::softmax(in["x"].transpose(0, 2), 1)),
-           AG_CASE("matmul_3d_2d_transposed", ag::matmul(in["a"], in["b"].transpose(0, 1))),
-           AG_CASE("matmul_strided_slice", ag::matmul(in["a"].slice(1, 0, in["a"].size(1), 2), in["b"])),  // a[:, ::2]
-           AG_CASE("matmul_permuted_batch", ag::matmul(in["a"].transpose(0, 1), in["b"])),
-           AG_CASE("matmul_expanded", ag::matmul(in["a"].expand({3, 4}), in["b"])),
-           AG_CASE("index_select_of_transposed", ag::index_select(in["x"].transpose(0, 1), 0, in["index"])),
-           AG_CASE("repeat_interleave_of_transposed", ag::repeat_interleave(in["x"].transpose(0, 1), 2, 1)),
-           AG_CASE("concat_of_transposed", ag::concat({in["a"].transpose(0, 1), in["b"]}, 0)),
-           AG_CASE("reshape_of_expanded", in["x"].expand({2, 3, 4}).reshape({6, 4})),
-           AG_CASE("reshape_of_slice", in["x"].slice(1, 1, 3).reshape({-1})),  // x[:, 1:3]
-       }},
+          {
+              AG_CASE("mul_transposed", in["a"].transpose(0, 1) * in["b"]),
+              AG_CASE("div_broadcast_d_btd", in["a"] / in["b"]),
+              AG_CASE("sum_of_permuted", in["x"].permute({2, 0, 1}).sum({1})),
+              AG_CASE("sum_dims_negative", in["x"].sum({-1, -3})),
+              AG_CASE("max_of_transposed", in["x"].transpose(0, 1).max({0})),
+              AG_CASE("var_of_permuted", in["x"].permute({1, 2, 0}).var({-1}, /*correction=*/1)),
+              AG_CASE("softmax_of_transposed", ag::softmax(in["x"].transpose(0, 2), 1)),
+              AG_CASE("matmul_3d_2d_transposed", ag::matmul(in["a"], in["b"].transpose(0, 1))),
+              AG_CASE("matmul_strided_slice",
+                  ag::matmul(in["a"].slice(1, 0, in["a"].size(1), 2), in["b"])),  // a[:, ::2]
+              AG_CASE("matmul_permuted_batch", ag::matmul(in["a"].transpose(0, 1), in["b"])),
+              AG_CASE("matmul_expanded", ag::matmul(in["a"].expand({3, 4}), in["b"])),
+              AG_CASE("index_select_of_transposed",
+                  ag::index_select(in["x"].transpose(0, 1), 0, in["index"])),
+              AG_CASE("repeat_interleave_of_transposed",
+                  ag::repeat_interleave(in["x"].transpose(0, 1), 2, 1)),
+              AG_CASE("concat_of_transposed", ag::concat({in["a"].transpose(0, 1), in["b"]}, 0)),
+              AG_CASE("reshape_of_expanded", in["x"].expand({2, 3, 4}).reshape({6, 4})),
+              AG_CASE("reshape_of_slice", in["x"].slice(1, 1, 3).reshape({-1})),  // x[:, 1:3]
+          }},
       {"0-dim and empty tensors",
-       {
-           AG_CASE("expand_0dim", in["x"].expand({2, 3})),
-           AG_CASE("unsqueeze_0dim", in["x"].unsqueeze(0)),
-           AG_CASE("softmax_0dim", ag::softmax(in["x"], 0)),
-           AG_CASE("log_softmax_0dim", ag::log_softmax(in["x"], 0)),
-           AG_CASE("sum_0dim", in["x"].sum()),
-           AG_CASE("concat_with_empty", ag::concat({in["a"], in["b"]}, 1)),
-           AG_CASE("slice_empty", in["x"].slice(0, 3, 1)),  // x[3:1]
-           AG_CASE("slice_step_past_end", in["x"].slice(0, 1, in["x"].size(0), 5)),  // x[1::5]
-       }},
+          {
+              AG_CASE("expand_0dim", in["x"].expand({2, 3})),
+              AG_CASE("unsqueeze_0dim", in["x"].unsqueeze(0)),
+              AG_CASE("softmax_0dim", ag::softmax(in["x"], 0)),
+              AG_CASE("log_softmax_0dim", ag::log_softmax(in["x"], 0)),
+              AG_CASE("sum_0dim", in["x"].sum()),
+              AG_CASE("concat_with_empty", ag::concat({in["a"], in["b"]}, 1)),
+              AG_CASE("slice_empty", in["x"].slice(0, 3, 1)),                           // x[3:1]
+              AG_CASE("slice_step_past_end", in["x"].slice(0, 1, in["x"].size(0), 5)),  // x[1::5]
+          }},
       {"compositions",
-       {
-           AG_CASE("causal_masked_softmax", ag::softmax(ag::masked_fill(in["x"], in["mask"], -INFINITY), -1)),
-           AG_CASE("attention",
-                   ag::matmul(ag::softmax(ag::matmul(in["q"], in["k"].transpose(-1, -2)) / std::sqrt(4.0), -1),
-                              in["v"])),
-           AG_CASE("scaled_dot_product_attention_batch_lens", fused_attention_of_heads(in)),
-           AG_CASE("scaled_dot_product_attention_query_lens", fused_attention_of_heads(in)),
-           AG_CASE("flash_attention_batch_lens", tiled_attention_of_heads(in)),
-           AG_CASE("flash_attention_tiles", tiled_attention_of_heads(in)),
-           AG_CASE("layer_norm", (in["x"] - in["x"].mean({-1}, true)) /
-                                         ag::sqrt(in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true) + 1e-5) *
-                                         in["w"] +
-                                     in["b"]),
-       }},
+          {
+              AG_CASE("causal_masked_softmax",
+                  ag::softmax(ag::masked_fill(in["x"], in["mask"], -INFINITY), -1)),
+              AG_CASE("attention",
+                  ag::matmul(
+                      ag::softmax(
+                          ag::matmul(in["q"], in["k"].transpose(-1, -2)) / std::sqrt(4.0), -1),
+                      in["v"])),
+              AG_CASE("scaled_dot_product_attention_batch_lens", fused_attention_of_heads(in)),
+              AG_CASE("scaled_dot_product_attention_query_lens", fused_attention_of_heads(in)),
+              AG_CASE("flash_attention_batch_lens", tiled_attention_of_heads(in)),
+              AG_CASE("flash_attention_tiles", tiled_attention_of_heads(in)),
+              AG_CASE("layer_norm",
+                  (in["x"] - in["x"].mean({-1}, true)) /
+                          ag::sqrt(in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true) + 1e-5) *
+                          in["w"] +
+                      in["b"]),
+          }},
       {"comparisons and argmax (forward only)",
-       {
-           AG_CASE("eq", ag::eq(in["a"], in["b"])),
-           AG_CASE("eq_broadcast", ag::eq(in["a"], in["b"])),
-           AG_CASE("eq_scalar", ag::eq(in["a"], 0.5)),
-           AG_CASE("ne", ag::ne(in["a"], in["b"])),
-           AG_CASE("ne_broadcast", ag::ne(in["a"], in["b"])),
-           AG_CASE("ne_scalar", ag::ne(in["a"], 0.5)),
-           AG_CASE("lt", ag::lt(in["a"], in["b"])),
-           AG_CASE("lt_broadcast", ag::lt(in["a"], in["b"])),
-           AG_CASE("lt_scalar", ag::lt(in["a"], 0.5)),
-           AG_CASE("le", ag::le(in["a"], in["b"])),
-           AG_CASE("le_broadcast", ag::le(in["a"], in["b"])),
-           AG_CASE("le_scalar", ag::le(in["a"], 0.5)),
-           AG_CASE("gt", ag::gt(in["a"], in["b"])),
-           AG_CASE("gt_broadcast", ag::gt(in["a"], in["b"])),
-           AG_CASE("gt_scalar", ag::gt(in["a"], 0.5)),
-           AG_CASE("ge", ag::ge(in["a"], in["b"])),
-           AG_CASE("ge_broadcast", ag::ge(in["a"], in["b"])),
-           AG_CASE("ge_scalar", ag::ge(in["a"], 0.5)),
-           AG_CASE("eq_nonfinite", ag::eq(in["a"], in["b"])),
-           AG_CASE("ne_nonfinite", ag::ne(in["a"], in["b"])),
-           AG_CASE("lt_nonfinite", ag::lt(in["a"], in["b"])),
-           AG_CASE("le_nonfinite", ag::le(in["a"], in["b"])),
-           AG_CASE("gt_nonfinite", ag::gt(in["a"], in["b"])),
-           AG_CASE("ge_nonfinite", ag::ge(in["a"], in["b"])),
-           AG_CASE("argmax_with_nan", ag::argmax(in["x"], 1)),
-           AG_CASE("argmax_dim0", ag::argmax(in["x"], 0)),
-           AG_CASE("argmax_dim1", ag::argmax(in["x"], 1)),
-           AG_CASE("argmax_last_dim_keepdim", ag::argmax(in["x"], -1, /*keepdim=*/true)),
-       }},
+          {
+              AG_CASE("eq", ag::eq(in["a"], in["b"])),
+              AG_CASE("eq_broadcast", ag::eq(in["a"], in["b"])),
+              AG_CASE("eq_scalar", ag::eq(in["a"], 0.5)),
+              AG_CASE("ne", ag::ne(in["a"], in["b"])),
+              AG_CASE("ne_broadcast", ag::ne(in["a"], in["b"])),
+              AG_CASE("ne_scalar", ag::ne(in["a"], 0.5)),
+              AG_CASE("lt", ag::lt(in["a"], in["b"])),
+              AG_CASE("lt_broadcast", ag::lt(in["a"], in["b"])),
+              AG_CASE("lt_scalar", ag::lt(in["a"], 0.5)),
+              AG_CASE("le", ag::le(in["a"], in["b"])),
+              AG_CASE("le_broadcast", ag::le(in["a"], in["b"])),
+              AG_CASE("le_scalar", ag::le(in["a"], 0.5)),
+              AG_CASE("gt", ag::gt(in["a"], in["b"])),
+              AG_CASE("gt_broadcast", ag::gt(in["a"], in["b"])),
+              AG_CASE("gt_scalar", ag::gt(in["a"], 0.5)),
+              AG_CASE("ge", ag::ge(in["a"], in["b"])),
+              AG_CASE("ge_broadcast", ag::ge(in["a"], in["b"])),
+              AG_CASE("ge_scalar", ag::ge(in["a"], 0.5)),
+              AG_CASE("eq_nonfinite", ag::eq(in["a"], in["b"])),
+              AG_CASE("ne_nonfinite", ag::ne(in["a"], in["b"])),
+              AG_CASE("lt_nonfinite", ag::lt(in["a"], in["b"])),
+              AG_CASE("le_nonfinite", ag::le(in["a"], in["b"])),
+              AG_CASE("gt_nonfinite", ag::gt(in["a"], in["b"])),
+              AG_CASE("ge_nonfinite", ag::ge(in["a"], in["b"])),
+              AG_CASE("argmax_with_nan", ag::argmax(in["x"], 1)),
+              AG_CASE("argmax_dim0", ag::argmax(in["x"], 0)),
+              AG_CASE("argmax_dim1", ag::argmax(in["x"], 1)),
+              AG_CASE("argmax_last_dim_keepdim", ag::argmax(in["x"], -1, /*keepdim=*/true)),
+          }},
   };
   return all;
 }
@@ -382,12 +406,15 @@ bool close(double actual, double expected, Tolerance tol) {
 
 // "" when `actual` has the expected dtype, shape and values; otherwise what differs.
 std::string compare(const ag::Tensor& actual, ag::DType dtype, const ag::Shape& shape,
-                    const std::vector<double>& expected, Tolerance tol) {
+    const std::vector<double>& expected, Tolerance tol) {
   std::ostringstream report;
   if (!actual.defined()) return "no tensor (undefined)";
-  if (actual.dtype() != dtype) report << "dtype " << ag::dtype_name(actual.dtype()) << " instead of " << ag::dtype_name(dtype) << "; ";
+  if (actual.dtype() != dtype)
+    report << "dtype " << ag::dtype_name(actual.dtype()) << " instead of " << ag::dtype_name(dtype)
+           << "; ";
   if (actual.shape() != shape) {
-    report << "shape " << ag::shape_str(actual.shape()) << " but torch has " << ag::shape_str(shape);
+    report << "shape " << ag::shape_str(actual.shape()) << " but torch has "
+           << ag::shape_str(shape);
     return report.str();
   }
   const std::vector<double> values = actual.to_vector<double>();
@@ -399,7 +426,8 @@ std::string compare(const ag::Tensor& actual, ag::DType dtype, const ag::Shape& 
       report << "\n  element " << i << ": ag " << values[i] << ", torch " << expected[i]
              << " (difference " << values[i] - expected[i] << ")";
   }
-  if (mismatches > 0) report << "\n  " << mismatches << " of " << values.size() << " elements differ";
+  if (mismatches > 0)
+    report << "\n  " << mismatches << " of " << values.size() << " elements differ";
   return report.str();
 }
 
@@ -421,7 +449,8 @@ void check_against_torch(const OpFixture& fixture, const OpFn& fn, ag::DType dty
   CHECK(outputs.size() == fixture.outputs.size());
   if (outputs.size() != fixture.outputs.size()) return;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const std::string diff = compare(outputs[i], dtype, fixture.outputs[i].shape, fixture.outputs[i].values, tol);
+    const std::string diff =
+        compare(outputs[i], dtype, fixture.outputs[i].shape, fixture.outputs[i].values, tol);
     INFO("output " << i << ": " << diff);
     CHECK(diff.empty());
   }
@@ -437,7 +466,7 @@ void check_against_torch(const OpFixture& fixture, const OpFn& fn, ag::DType dty
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     CHECK(outputs[i].requires_grad());
     outputs[i].backward(ag::tensor(*fixture.outputs[i].upstream, fixture.outputs[i].shape, dtype),
-                        /*retain_graph=*/true);
+        /*retain_graph=*/true);
   }
   for (const FixtureInput& input : fixture.inputs) {
     if (!input.grad) continue;
@@ -455,7 +484,8 @@ void check_family(const std::string& family_name) {
   REQUIRE(family != nullptr);
   for (const auto& [name, fn] : family->cases) {
     const OpFixture* fixture = find_fixture(name);
-    for (const auto& [dtype, tol] : {std::pair{ag::float64, kFloat64Tolerance}, std::pair{ag::float32, kFloat32Tolerance}}) {
+    for (const auto& [dtype, tol] :
+        {std::pair{ag::float64, kFloat64Tolerance}, std::pair{ag::float32, kFloat32Tolerance}}) {
       DYNAMIC_SECTION(name << " (" << ag::dtype_name(dtype) << ")") {
         INFO("torch: " << (fixture ? fixture->torch_code : "(no fixture with this name)"));
         REQUIRE(fixture != nullptr);
@@ -471,7 +501,7 @@ void check_family(const std::string& family_name) {
 
 }  // namespace
 
-// ---- the tests ------------------------------------------------------------------------------------
+// ---- the tests ----------------------------------------------------------------------------------
 
 TEST_CASE("torch fixtures: every fixture has an ag lambda and every lambda a fixture", "[torch]") {
   std::set<std::string> lambdas;
@@ -500,8 +530,9 @@ TEST_CASE("torch fixtures: every differentiable op is checked against PyTorch", 
   // one op left out: its random mask cannot match PyTorch's generator (the fused attention ops'
   // cases run them without dropout).
   std::set<std::string> reached;
-  ag::BackwardObserverGuard observe(
-      [&](const ag::Node& node, const ag::Tensor&, const ag::Grads&) { reached.insert(node.name()); });
+  ag::BackwardObserverGuard observe([&](const ag::Node& node, const ag::Tensor&, const ag::Grads&) {
+    reached.insert(node.name());
+  });
   for (const Family& family : families())
     for (const auto& [name, fn] : family.cases) {
       const OpFixture* fixture = find_fixture(name);
@@ -515,8 +546,9 @@ TEST_CASE("torch fixtures: every differentiable op is checked against PyTorch", 
       try {
         const Outputs outputs = fn(args);
         for (std::size_t i = 0; i < outputs.size() && i < fixture->outputs.size(); ++i)
-          outputs[i].backward(ag::tensor(*fixture->outputs[i].upstream, fixture->outputs[i].shape, ag::float64),
-                              /*retain_graph=*/true);
+          outputs[i].backward(
+              ag::tensor(*fixture->outputs[i].upstream, fixture->outputs[i].shape, ag::float64),
+              /*retain_graph=*/true);
       } catch (const std::exception&) {
         // reported by the family's test case
       }
@@ -529,16 +561,24 @@ TEST_CASE("torch fixtures: every differentiable op is checked against PyTorch", 
 }
 
 TEST_CASE("torch fixtures: binary arithmetic", "[torch]") { check_family("binary arithmetic"); }
-TEST_CASE("torch fixtures: tensor-scalar arithmetic", "[torch]") { check_family("tensor-scalar arithmetic"); }
+TEST_CASE("torch fixtures: tensor-scalar arithmetic", "[torch]") {
+  check_family("tensor-scalar arithmetic");
+}
 TEST_CASE("torch fixtures: unary math", "[torch]") { check_family("unary math"); }
-TEST_CASE("torch fixtures: where and masked_fill", "[torch]") { check_family("where and masked_fill"); }
+TEST_CASE("torch fixtures: where and masked_fill", "[torch]") {
+  check_family("where and masked_fill");
+}
 TEST_CASE("torch fixtures: reductions", "[torch]") { check_family("reductions"); }
 TEST_CASE("torch fixtures: softmax", "[torch]") { check_family("softmax"); }
 TEST_CASE("torch fixtures: layer_norm", "[torch]") { check_family("layer_norm"); }
 TEST_CASE("torch fixtures: matmul", "[torch]") { check_family("matmul"); }
 TEST_CASE("torch fixtures: shape and indexing", "[torch]") { check_family("shape and indexing"); }
-TEST_CASE("torch fixtures: non-contiguous operands", "[torch]") { check_family("non-contiguous operands"); }
-TEST_CASE("torch fixtures: 0-dim and empty tensors", "[torch]") { check_family("0-dim and empty tensors"); }
+TEST_CASE("torch fixtures: non-contiguous operands", "[torch]") {
+  check_family("non-contiguous operands");
+}
+TEST_CASE("torch fixtures: 0-dim and empty tensors", "[torch]") {
+  check_family("0-dim and empty tensors");
+}
 TEST_CASE("torch fixtures: compositions", "[torch]") { check_family("compositions"); }
 TEST_CASE("torch fixtures: comparisons and argmax", "[torch]") {
   check_family("comparisons and argmax (forward only)");

@@ -41,10 +41,10 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
 TEST_CASE("parallel_for rethrows a chunk's exception and runs nested loops inline", "[parallel]") {
   Threads two(2);
   CHECK_THROWS_WITH(parallel_for(int64_t{1} << 20, 1,
-                                         [](int64_t begin, int64_t) {
-                                           if (begin > 0) throw std::runtime_error("chunk failed");
-                                         }),
-                    "chunk failed");
+                        [](int64_t begin, int64_t) {
+                          if (begin > 0) throw std::runtime_error("chunk failed");
+                        }),
+      "chunk failed");
   std::atomic<int> inner_chunks{0};
   parallel_for(2, int64_t{1} << 20, [&](int64_t, int64_t) {
     parallel_for(int64_t{1} << 20, 1, [&](int64_t, int64_t) { ++inner_chunks; });
@@ -56,13 +56,16 @@ TEST_CASE("parallel_for rethrows a chunk's exception and runs nested loops inlin
   CHECK(total.load() == (int64_t{1} << 20));
 }
 
-TEST_CASE("elementwise ops, copies and batched matmul give the same bits on 1 and 2 threads", "[parallel]") {
+TEST_CASE("elementwise ops, copies and batched matmul give the same bits on 1 and 2 threads",
+    "[parallel]") {
   Generator gen(4);
-  const Tensor a = randn({64, 8, 64, 32}, gen), b = randn({64, 8, 32, 64}, gen), bias = randn({64}, gen);
+  const Tensor a = randn({64, 8, 64, 32}, gen), b = randn({64, 8, 32, 64}, gen),
+               bias = randn({64}, gen);
   auto compute = [&] {
-    Tensor product = matmul(a, b);                 // (64, 8, 64, 64): 512 products
-    Tensor shifted = add(tanh(product), bias);     // broadcast over the last dim
-    return std::vector<Tensor>{product, shifted, mul(shifted, shifted), contiguous(transpose(a, 1, 2))};
+    Tensor product = matmul(a, b);              // (64, 8, 64, 64): 512 products
+    Tensor shifted = add(tanh(product), bias);  // broadcast over the last dim
+    return std::vector<Tensor>{
+        product, shifted, mul(shifted, shifted), contiguous(transpose(a, 1, 2))};
   };
   std::vector<Tensor> one, two;
   {
@@ -73,7 +76,8 @@ TEST_CASE("elementwise ops, copies and batched matmul give the same bits on 1 an
     Threads t(2);
     two = compute();
   }
-  for (std::size_t i = 0; i < one.size(); ++i) CHECK(one[i].to_vector<float>() == two[i].to_vector<float>());
+  for (std::size_t i = 0; i < one.size(); ++i)
+    CHECK(one[i].to_vector<float>() == two[i].to_vector<float>());
 }
 
 TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {

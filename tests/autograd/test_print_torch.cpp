@@ -45,9 +45,12 @@ const std::vector<PrintFixture>& print_fixtures() {
 // Where two strings first differ, shown as "line L, column C".
 std::string first_difference(const std::string& a, const std::string& b) {
   const std::size_t at = static_cast<std::size_t>(
-      std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin()).first -
+      std::mismatch(a.begin(),
+          a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin())
+          .first -
       a.begin());
-  const std::size_t line = static_cast<std::size_t>(std::count(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  const std::size_t line = static_cast<std::size_t>(
+      std::count(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
   const std::size_t line_start = a.rfind('\n', at == 0 ? 0 : at - 1);
   const std::size_t column = line_start == std::string::npos ? at : at - line_start - 1;
   return "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1);

@@ -50,7 +50,8 @@ TEST_CASE("views share storage and copy nothing", "[tensor][views]") {
   CHECK(v5.shape() == Shape{2, 3, 2});
   CHECK(v5.strides() == Shape{12, 4, 2});
   CHECK(v5.to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23});
-  CHECK(v7.to_vector<double>() == std::vector<double>{12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23});
+  CHECK(v7.to_vector<double>() ==
+        std::vector<double>{12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23});
   CHECK(v8.strides()[0] == 0);
   // Writing through a view changes the base.
   {
@@ -74,17 +75,19 @@ TEST_CASE("contiguous copies only when needed", "[tensor][views]") {
   CHECK(x.unsqueeze(1).is_contiguous());
 }
 
-TEST_CASE("reshape is a view when the strides allow, a copy otherwise; view refuses to copy", "[tensor][views]") {
+TEST_CASE("reshape is a view when the strides allow, a copy otherwise; view refuses to copy",
+    "[tensor][views]") {
   Tensor x = arange(12).reshape({3, 4});
-  Tensor t = x.transpose(0, 1);                     // (4, 3), strides (1, 4)
-  CHECK(t.reshape({2, 2, 3}).shares_storage(x));    // splits a dim: still a view
-  CHECK_FALSE(t.reshape({12}).shares_storage(x));   // flattening a transpose needs a copy
+  Tensor t = x.transpose(0, 1);                    // (4, 3), strides (1, 4)
+  CHECK(t.reshape({2, 2, 3}).shares_storage(x));   // splits a dim: still a view
+  CHECK_FALSE(t.reshape({12}).shares_storage(x));  // flattening a transpose needs a copy
   CHECK(t.reshape({12}).to_vector<double>() ==
         std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
   CHECK_THROWS_AS(t.view({12}), ShapeError);
   CHECK_THROWS_WITH(t.view({12}), Contains("view") && Contains("[4,3]") && Contains("reshape"));
   CHECK(x.reshape({-1, 6}).shape() == Shape{2, 6});
-  CHECK_THROWS_WITH(x.reshape({5, -1}), Contains("reshape") && Contains("[5,-1]") && Contains("[3,4]"));
+  CHECK_THROWS_WITH(
+      x.reshape({5, -1}), Contains("reshape") && Contains("[5,-1]") && Contains("[3,4]"));
   CHECK_THROWS_WITH(x.reshape({-1, -1}), Contains("only one dim can be -1"));
 }
 
@@ -95,7 +98,8 @@ TEST_CASE("to_vector reads views in row-major order", "[tensor]") {
 }
 
 TEST_CASE("printing follows PyTorch's format", "[tensor][print]") {
-  CHECK(tensor({0.1, 0.2, 0.3, 0.4}, {2, 2}).str() == "tensor([[0.1000, 0.2000],\n        [0.3000, 0.4000]])");
+  CHECK(tensor({0.1, 0.2, 0.3, 0.4}, {2, 2}).str() ==
+        "tensor([[0.1000, 0.2000],\n        [0.3000, 0.4000]])");
   CHECK(tensor({1.0, 2.0}).str() == "tensor([1., 2.])");
   CHECK(scalar_tensor(3.5).str() == "tensor(3.5000)");
   CHECK(tensor({1.0, -2.5}, float64).str() == "tensor([ 1.0000, -2.5000], dtype=float64)");
@@ -154,10 +158,10 @@ TEST_CASE("set_data points every handle of a tensor at new data", "[tensor]") {
   CHECK(param.grad().to_vector<double>() == std::vector<double>(4, 5.0));
   CHECK_THROWS_AS(param.set_data(ones({4})), ShapeError);
   CHECK_THROWS_WITH(param.set_data(ones({4})),
-                    Contains("set_data: source of shape [4] for a tensor of shape [2,2]"));
+      Contains("set_data: source of shape [4] for a tensor of shape [2,2]"));
 }
 
-// ---- generator -------------------------------------------------------------------------------------
+// ---- generator ----------------------------------------------------------------------------------
 
 TEST_CASE("Philox4x32-10 matches Random123's known-answer vectors", "[generator]") {
   // From Random123's kat_vectors (philox4x32 10 rounds): counter words then key words.

@@ -75,7 +75,8 @@ TEST_CASE("the reverse task is d2l's setting: vocabulary 20, lengths 1-9, 10 ste
   std::vector<int> length_counts(10, 0);
   for (int i = 0; i < 9000; ++i) ++length_counts[task->sample(g).source.size()];
   CHECK(length_counts[0] == 0);
-  for (int length = 1; length <= 9; ++length) CHECK(length_counts[length] == Approx(1000).margin(150));
+  for (int length = 1; length <= 9; ++length)
+    CHECK(length_counts[length] == Approx(1000).margin(150));
 }
 
 TEST_CASE("make_batch lays out sources, decoder inputs and labels with padding", "[data]") {
@@ -83,8 +84,10 @@ TEST_CASE("make_batch lays out sources, decoder inputs and labels with padding",
   Batch batch = make_batch(examples, 5, 5);
   CHECK(batch.source.shape() == Shape{2, 5});
   CHECK(ids(batch.source, 0) == std::vector<int64_t>{5, 6, 7, TaskVocab::eos, TaskVocab::pad});
-  CHECK(ids(batch.source, 1) == std::vector<int64_t>{9, TaskVocab::eos, TaskVocab::pad, TaskVocab::pad, TaskVocab::pad});
-  CHECK(ids(batch.decoder_input, 0) == std::vector<int64_t>{TaskVocab::bos, 7, 6, 5, TaskVocab::pad});
+  CHECK(ids(batch.source, 1) ==
+        std::vector<int64_t>{9, TaskVocab::eos, TaskVocab::pad, TaskVocab::pad, TaskVocab::pad});
+  CHECK(
+      ids(batch.decoder_input, 0) == std::vector<int64_t>{TaskVocab::bos, 7, 6, 5, TaskVocab::pad});
   CHECK(ids(batch.labels, 0) == std::vector<int64_t>{7, 6, 5, TaskVocab::eos, TaskVocab::pad});
   CHECK(batch.source_valid_lens.to_vector<double>() == std::vector<double>{4, 2});
   CHECK(batch.label_valid_lens.to_vector<double>() == std::vector<double>{4, 2});

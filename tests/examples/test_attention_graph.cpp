@@ -29,8 +29,8 @@ std::string read(const fs::path& path) {
 // Runs ag-attention-graph with `args`, its stdout (and stderr unless only_stdout) into `log`;
 // returns the exit code.
 int run(const std::string& args, const fs::path& log, bool only_stdout = false) {
-  const std::string command = std::string("\"") + AG_ATTENTION_GRAPH_PATH + "\" " + args + " > \"" + log.string() +
-                              (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
+  const std::string command = std::string("\"") + AG_ATTENTION_GRAPH_PATH + "\" " + args + " > \"" +
+                              log.string() + (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -50,11 +50,13 @@ uint32_t big_endian_u32(const std::string& bytes, std::size_t at) {
 
 }  // namespace
 
-TEST_CASE("ag-attention-graph writes the composed graph by default and renders it to a PNG", "[examples][graph]") {
+TEST_CASE("ag-attention-graph writes the composed graph by default and renders it to a PNG",
+    "[examples][graph]") {
   INFO("Graphviz's dot must be installed: scripts/install-deps.sh installs it (package graphviz)");
   REQUIRE(std::system("command -v dot > /dev/null 2>&1") == 0);
   TempDir dir;
-  const fs::path dot = dir.path / "attention.dot", png = dir.path / "attention.png", log = dir.path / "log";
+  const fs::path dot = dir.path / "attention.dot", png = dir.path / "attention.png",
+                 log = dir.path / "log";
   REQUIRE(run("--dot \"" + dot.string() + "\" --png \"" + png.string() + "\"", log) == 0);
   const std::string out = read(log);
   INFO(out);
@@ -93,7 +95,8 @@ TEST_CASE("ag-attention-graph writes the composed graph by default and renders i
   CHECK(colours.count({0, 0, 0}) == 1);
 }
 
-TEST_CASE("ag-attention-graph --fused --dot - prints the fused graph on stdout", "[examples][graph]") {
+TEST_CASE(
+    "ag-attention-graph --fused --dot - prints the fused graph on stdout", "[examples][graph]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
   REQUIRE(run("--fused --dot -", log, /*only_stdout=*/true) == 0);
@@ -104,7 +107,8 @@ TEST_CASE("ag-attention-graph --fused --dot - prints the fused graph on stdout",
   CHECK(text.find("softmax") == std::string::npos);
 }
 
-TEST_CASE("ag-attention-graph --trace prints backward from W_o to W_q", "[examples][graph][trace]") {
+TEST_CASE(
+    "ag-attention-graph --trace prints backward from W_o to W_q", "[examples][graph][trace]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
   REQUIRE(run("--trace --dot \"" + (dir.path / "a.dot").string() + "\"", log) == 0);
@@ -126,7 +130,8 @@ TEST_CASE("ag-attention-graph reports a DOT file it cannot write", "[examples][g
   TempDir dir;
   const fs::path log = dir.path / "log";
   CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 1);
-  CHECK(read(log).find("write_dot: cannot open '/nonexistent-dir-ag/attention.dot'") != std::string::npos);
+  CHECK(read(log).find("write_dot: cannot open '/nonexistent-dir-ag/attention.dot'") !=
+        std::string::npos);
 }
 
 TEST_CASE("ag-attention-graph reports a PNG that dot cannot write", "[examples][graph]") {

@@ -31,7 +31,8 @@ std::string run(const std::string& command, int& status) {
   REQUIRE(pipe != nullptr);
   std::string output;
   std::array<char, 4096> buffer{};
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe.get())) output.append(buffer.data(), n);
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe.get()))
+    output.append(buffer.data(), n);
   status = pclose(pipe.release());
   return output;
 }
@@ -41,7 +42,8 @@ const std::string kMarker = "<!-- printed by ag-backprop-attention -->";
 // The fenced blocks that follow a marker line in `guide`.
 std::vector<std::string> quoted_blocks(const std::string& guide) {
   std::vector<std::string> blocks;
-  for (std::size_t at = guide.find(kMarker); at != std::string::npos; at = guide.find(kMarker, at + 1)) {
+  for (std::size_t at = guide.find(kMarker); at != std::string::npos;
+       at = guide.find(kMarker, at + 1)) {
     const std::size_t open = guide.find("```text\n", at);
     REQUIRE(open == at + kMarker.size() + 1);  // the fence starts on the marker's next line
     const std::size_t begin = open + 8;
@@ -54,8 +56,9 @@ std::vector<std::string> quoted_blocks(const std::string& guide) {
 
 }  // namespace
 
-TEST_CASE("docs/backprop_attention.md: every quoted output block is what ag-backprop-attention prints",
-          "[guide]") {
+TEST_CASE(
+    "docs/backprop_attention.md: every quoted output block is what ag-backprop-attention prints",
+    "[guide]") {
   const std::string guide = read_file(AG_SOURCE_DIR "/docs/backprop_attention.md");
   int status = -1;
   const std::string output = run(AG_BACKPROP_ATTENTION_PATH, status);
@@ -72,9 +75,11 @@ TEST_CASE("docs/backprop_attention.md: every quoted output block is what ag-back
 TEST_CASE("docs/backprop_attention.md: every `file: function` it names exists", "[guide]") {
   const std::string guide = read_file(AG_SOURCE_DIR "/docs/backprop_attention.md");
   // `autograd/ops_matmul.cpp: matmul`, `nn/attention.cpp: DotProductAttention::forward`
-  const std::regex reference("`((?:autograd|nn|optim|examples)/[A-Za-z0-9_/]+\\.(?:cpp|h)): ([A-Za-z0-9_:]+)`");
+  const std::regex reference(
+      "`((?:autograd|nn|optim|examples)/[A-Za-z0-9_/]+\\.(?:cpp|h)): ([A-Za-z0-9_:]+)`");
   int references = 0;
-  for (auto it = std::sregex_iterator(guide.begin(), guide.end(), reference); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(guide.begin(), guide.end(), reference);
+       it != std::sregex_iterator(); ++it) {
     const std::string path = (*it)[1], function = (*it)[2];
     INFO("the guide names " << path << ": " << function);
     REQUIRE(std::filesystem::exists(std::string(AG_SOURCE_DIR) + "/" + path));

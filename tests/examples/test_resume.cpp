@@ -32,7 +32,8 @@ int run(const std::string& arguments) {
 
 }  // namespace
 
-TEST_CASE("a run stopped and resumed in a new process equals the run straight through", "[checkpoint][resume]") {
+TEST_CASE("a run stopped and resumed in a new process equals the run straight through",
+    "[checkpoint][resume]") {
   for (const std::string format : {"binary", "json"}) {
     DYNAMIC_SECTION(format) {
       std::string pattern = (fs::temp_directory_path() / "ag-resume-XXXXXX").string();
@@ -40,14 +41,20 @@ TEST_CASE("a run stopped and resumed in a new process equals the run straight th
       const fs::path dir = pattern;
       // A small model with dropout, so the dropout generator's state matters too.
       const std::string run_options =
-          "--task sort --steps 200 --batch-size 16 --num-hiddens 16 --ffn-num-hiddens 32 --heads 2 --layers 1 "
-          "--dropout 0.1 --lr 0.005 --eval-every 200 --eval-size 20 --threads 1 --checkpoint-format " + format;
+          "--task sort --steps 200 --batch-size 16 --num-hiddens 16 --ffn-num-hiddens 32 --heads 2 "
+          "--layers 1 "
+          "--dropout 0.1 --lr 0.005 --eval-every 200 --eval-size 20 --threads 1 "
+          "--checkpoint-format " +
+          format;
       const std::string a = (dir / "a").string(), b = (dir / "b").string();
       REQUIRE(run(run_options + " --checkpoint " + a + ".agc --loss-log " + a + ".csv") == 0);
-      REQUIRE(run(run_options + " --checkpoint " + b + ".agc --loss-log " + b + ".csv --stop-after 100") == 0);
+      REQUIRE(run(run_options + " --checkpoint " + b + ".agc --loss-log " + b +
+                  ".csv --stop-after 100") == 0);
       CHECK(load_checkpoint(b + ".agc").integer("step") == 100);
-      REQUIRE(run("--resume " + b + ".agc --checkpoint " + b + ".agc --loss-log " + b + ".csv --eval-every 200 --threads 1 "
-                  "--checkpoint-format " + format) == 0);
+      REQUIRE(run("--resume " + b + ".agc --checkpoint " + b + ".agc --loss-log " + b +
+                  ".csv --eval-every 200 --threads 1 "
+                  "--checkpoint-format " +
+                  format) == 0);
 
       // Loss curves: every step's loss, written exactly (hexadecimal floats).
       const std::string straight = read_file(a + ".csv"), resumed = read_file(b + ".csv");
@@ -73,7 +80,8 @@ TEST_CASE("ag-train refuses a damaged checkpoint with a clear message", "[checkp
   const fs::path dir = pattern;
   const std::string path = (dir / "bad.agc").string();
   std::ofstream(path) << "not a checkpoint";
-  const std::string command = std::string(AG_TRAIN_PATH) + " --resume " + path + " > " + (dir / "out.txt").string() + " 2>&1";
+  const std::string command = std::string(AG_TRAIN_PATH) + " --resume " + path + " > " +
+                              (dir / "out.txt").string() + " 2>&1";
   const int status = std::system(command.c_str());
   CHECK(WEXITSTATUS(status) == 1);
   CHECK(read_file(dir / "out.txt").find("not an ag checkpoint") != std::string::npos);

@@ -13,14 +13,18 @@ namespace fs = std::filesystem;
 namespace {
 // A small model, 60 steps, evaluated every 20: well under a second.
 std::string small_run(int layers = 1) {
-  return " --task reverse --steps 60 --eval-every 20 --eval-size 20 --num-hiddens 16 --ffn-num-hiddens 32 --heads 2 "
-         "--threads 1 --layers " + std::to_string(layers);
+  return " --task reverse --steps 60 --eval-every 20 --eval-size 20 --num-hiddens 16 "
+         "--ffn-num-hiddens 32 --heads 2 "
+         "--threads 1 --layers " +
+         std::to_string(layers);
 }
 }  // namespace
 
-TEST_CASE("ag-train --curves-dir writes a row per evaluation and draws the curves", "[pictures][train]") {
+TEST_CASE(
+    "ag-train --curves-dir writes a row per evaluation and draws the curves", "[pictures][train]") {
   const fs::path dir = temp_dir();
-  const Run r = run(std::string(AG_TRAIN_PATH) + small_run() + " --curves-dir " + (dir / "curves").string());
+  const Run r =
+      run(std::string(AG_TRAIN_PATH) + small_run() + " --curves-dir " + (dir / "curves").string());
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // The last line is still the summary that scripts/test.sh reads.
@@ -33,8 +37,8 @@ TEST_CASE("ag-train --curves-dir writes a row per evaluation and draws the curve
   for (int row = 1; row <= 3; ++row) {
     long long step = 0;
     double train_loss = 0, heldout_loss = 0, token_accuracy = -1, sequence_accuracy = -1;
-    REQUIRE(std::sscanf(csv[row].c_str(), "%lld,%lf,%lf,%lf,%lf", &step, &train_loss, &heldout_loss, &token_accuracy,
-                        &sequence_accuracy) == 5);
+    REQUIRE(std::sscanf(csv[row].c_str(), "%lld,%lf,%lf,%lf,%lf", &step, &train_loss, &heldout_loss,
+                &token_accuracy, &sequence_accuracy) == 5);
     CHECK(step == 20 * row);
     // Cross-entropy over a vocabulary of 20 starts near ln 20 ≈ 3 and stays positive.
     CHECK((train_loss > 0 && train_loss < 5));
@@ -43,7 +47,8 @@ TEST_CASE("ag-train --curves-dir writes a row per evaluation and draws the curve
     CHECK((sequence_accuracy >= 0 && sequence_accuracy <= 1));
     // The same held-out numbers as the printed evaluation.
     char printed[64];
-    std::snprintf(printed, sizeof printed, "eval @ step %lld: held-out loss %.4f", step, heldout_loss);
+    std::snprintf(
+        printed, sizeof printed, "eval @ step %lld: held-out loss %.4f", step, heldout_loss);
     CHECK_THAT(r.output, Contains(printed));
   }
   const Image png = read_png((dir / "curves" / "training_curves.png").string());
@@ -53,15 +58,17 @@ TEST_CASE("ag-train --curves-dir writes a row per evaluation and draws the curve
   fs::remove_all(dir);
 }
 
-TEST_CASE("ag-train --curves-dir continues the curves of a resumed run", "[pictures][train][resume]") {
+TEST_CASE(
+    "ag-train --curves-dir continues the curves of a resumed run", "[pictures][train][resume]") {
   const fs::path dir = temp_dir();
-  const std::string curves = " --curves-dir " + dir.string() + " --checkpoint " + (dir / "run.agc").string();
+  const std::string curves =
+      " --curves-dir " + dir.string() + " --checkpoint " + (dir / "run.agc").string();
   const Run first = run(std::string(AG_TRAIN_PATH) + small_run() + curves + " --stop-after 40");
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   CHECK(lines(read_text(dir / "training_curves.csv")).size() == 3);  // the header, steps 20 and 40
-  const Run second = run(std::string(AG_TRAIN_PATH) + " --resume " + (dir / "run.agc").string() + curves +
-                         " --eval-every 20 --threads 1");
+  const Run second = run(std::string(AG_TRAIN_PATH) + " --resume " + (dir / "run.agc").string() +
+                         curves + " --eval-every 20 --threads 1");
   INFO(second.output);
   REQUIRE(second.exit_code == 0);
   const std::vector<std::string> csv = lines(read_text(dir / "training_curves.csv"));
@@ -74,16 +81,19 @@ TEST_CASE("ag-train --curves-dir continues the curves of a resumed run", "[pictu
   fs::remove_all(dir);
 }
 
-TEST_CASE("ag-train --attention-png draws every layer and head of a decoded held-out example", "[pictures][train]") {
+TEST_CASE("ag-train --attention-png draws every layer and head of a decoded held-out example",
+    "[pictures][train]") {
   const fs::path dir = temp_dir();
   const fs::path png_path = dir / "attention.png";
-  const Run r = run(std::string(AG_TRAIN_PATH) + small_run(2) + " --attention-png " + png_path.string() +
-                    " --attention-example 1");
+  const Run r = run(std::string(AG_TRAIN_PATH) + small_run(2) + " --attention-png " +
+                    png_path.string() + " --attention-example 1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(lines(r.output).back(), StartsWith("done: 60 steps"));
   // Held-out example 1 is the second one printed at each evaluation.
-  CHECK_THAT(r.output, Contains("wrote " + png_path.string() + " (attention of every layer and head, held-out example 1: 9 8 5 4 -> "));
+  CHECK_THAT(
+      r.output, Contains("wrote " + png_path.string() +
+                         " (attention of every layer and head, held-out example 1: 9 8 5 4 -> "));
   const Image png = read_png(png_path.string());
   // 3 kinds × 2 layers = 6 rows of 2 heads, each panel at least 5 cells of 20 pixels wide and high
   // (the source 9 8 5 4 <eos>).
@@ -94,7 +104,8 @@ TEST_CASE("ag-train --attention-png draws every layer and head of a decoded held
 }
 
 TEST_CASE("ag-train rejects an --attention-example outside the held-out set", "[pictures][train]") {
-  const Run r = run(std::string(AG_TRAIN_PATH) + small_run() + " --attention-png x.png --attention-example 20");
+  const Run r = run(
+      std::string(AG_TRAIN_PATH) + small_run() + " --attention-png x.png --attention-example 20");
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("--attention-example 20 must be -1 or in 0-19"));
 }

@@ -47,11 +47,13 @@ void check_plausible(const ag::Checkpoint& c, std::size_t input_size) {
       if (__builtin_mul_overflow(span, size > 0 ? size : 1, &span))
         finding("tensor '" + name + "': the product of its dims overflows int64");
     }
-    if (t.numel() != (has_zero ? 0 : span)) finding("tensor '" + name + "': numel does not match its shape");
+    if (t.numel() != (has_zero ? 0 : span))
+      finding("tensor '" + name + "': numel does not match its shape");
     if (static_cast<uint64_t>(t.numel()) > input_size)
       finding("tensor '" + name + "' has " + std::to_string(t.numel()) + " elements from " +
               std::to_string(input_size) + " bytes");
-    if (t.to_vector<double>().size() != static_cast<std::size_t>(t.numel())) finding("tensor '" + name + "' is unreadable");
+    if (t.to_vector<double>().size() != static_cast<std::size_t>(t.numel()))
+      finding("tensor '" + name + "' is unreadable");
   }
 }
 
@@ -61,16 +63,20 @@ void check_round_trip(const ag::Checkpoint& c, ag::CheckpointFormat format) {
   try {
     back = ag::parse_checkpoint(ag::serialize_checkpoint(c, format));
   } catch (const ag::CheckpointError& e) {
-    finding(std::string("a checkpoint that parsed does not survive writing and reading again: ") + e.what());
+    finding(std::string("a checkpoint that parsed does not survive writing and reading again: ") +
+            e.what());
   }
   bool same = back.kind == c.kind && back.integers == c.integers && back.strings == c.strings &&
               back.tensors.size() == c.tensors.size() && back.reals.size() == c.reals.size();
   for (auto a = c.reals.begin(), b = back.reals.cbegin(); same && a != c.reals.end(); ++a, ++b)
     same = a->first == b->first && same_double(a->second, b->second, json);
-  for (auto a = c.tensors.begin(), b = back.tensors.cbegin(); same && a != c.tensors.end(); ++a, ++b) {
-    same = a->first == b->first && a->second.dtype() == b->second.dtype() && a->second.shape() == b->second.shape();
+  for (auto a = c.tensors.begin(), b = back.tensors.cbegin(); same && a != c.tensors.end();
+       ++a, ++b) {
+    same = a->first == b->first && a->second.dtype() == b->second.dtype() &&
+           a->second.shape() == b->second.shape();
     if (!same) break;
-    const std::vector<double> va = a->second.to_vector<double>(), vb = b->second.to_vector<double>();
+    const std::vector<double> va = a->second.to_vector<double>(),
+                              vb = b->second.to_vector<double>();
     for (std::size_t i = 0; same && i < va.size(); ++i) same = same_double(va[i], vb[i], json);
   }
   if (!same) finding("a checkpoint changed when written and read again");

@@ -26,7 +26,8 @@ void write(const std::string& path, const std::string& bytes) {
 ag::Checkpoint small() {
   ag::Checkpoint c;
   c.kind = "fuzz";
-  c.tensors["layer.weight"] = ag::tensor({1.5, -0.0, 1e-40, 3.4e38, -2.0, 0.1}, {2, 3}, ag::float32);
+  c.tensors["layer.weight"] =
+      ag::tensor({1.5, -0.0, 1e-40, 3.4e38, -2.0, 0.1}, {2, 3}, ag::float32);
   c.tensors["layer.bias"] = ag::tensor({0.1, 1.0 / 3.0, 5e-324, -1e300}, {4}, ag::float64);
   c.tensors["scale"] = ag::scalar_tensor(2.5, ag::float32);
   c.tensors["empty"] = ag::zeros({0, 3}, ag::float64);
@@ -75,8 +76,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()}, {"empty", empty()}, {"one-tensor", one_tensor()},
-                                                                {"optimizer", optimizer_state()}};
+  const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()},
+      {"empty", empty()}, {"one-tensor", one_tensor()}, {"optimizer", optimizer_state()}};
   int written = 0;
   for (const auto& [name, c] : checkpoints) {
     for (ag::CheckpointFormat format : {ag::CheckpointFormat::binary, ag::CheckpointFormat::json}) {
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
       const std::string file = ag::serialize_checkpoint(c, format);
       const std::string stem = dir + "/" + name + (json ? "-json" : "-binary");
       write(stem + ".agc", file);  // starts with 0x89: read as a whole file
-      const char selector = static_cast<char>(json ? ag_fuzz::kJsonPayload : ag_fuzz::kBinaryPayload);
+      const char selector =
+          static_cast<char>(json ? ag_fuzz::kJsonPayload : ag_fuzz::kBinaryPayload);
       write(stem + ".payload", selector + file.substr(28));
       written += 2;
     }

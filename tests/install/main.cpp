@@ -28,7 +28,8 @@ int main() {
   ag::Tensor x = ag::tensor({1.0, 2.0, 3.0}, ag::float64).requires_grad_();
   ag::Tensor y = ag::sum(x * x);
   const std::string dot = ag::to_dot(y);
-  if (dot.find("sum\\n[] float64") == std::string::npos || dot.find("mul\\n[3] float64") == std::string::npos) {
+  if (dot.find("sum\\n[] float64") == std::string::npos ||
+      dot.find("mul\\n[3] float64") == std::string::npos) {
     std::fprintf(stderr, "ag_install_check: to_dot misses the sum and mul ops:\n%s", dot.c_str());
     return 1;
   }
@@ -38,7 +39,7 @@ int main() {
   for (std::size_t i = 0; i < expected.size(); ++i) {
     if (std::abs(grad[i] - expected[i]) > 1e-12) {
       std::fprintf(stderr, "ag_install_check: d(sum x^2)/dx[%zu] = %g, expected %g\n", i, grad[i],
-                   expected[i]);
+          expected[i]);
       return 1;
     }
   }
@@ -82,7 +83,7 @@ int main() {
   std::remove(png.c_str());
   if (image.width() < 2 * 6 * 12 || image.height() < 4 * 12) {
     std::fprintf(stderr, "ag_install_check: the heatmap of (1, 2, 4, 6) weights is %lldx%lld\n",
-                 static_cast<long long>(image.width()), static_cast<long long>(image.height()));
+        static_cast<long long>(image.width()), static_cast<long long>(image.height()));
     return 1;
   }
 
@@ -101,8 +102,10 @@ int main() {
     return 1;
   }
 
-  std::printf("ag_install_check: installed ag works (grad of sum(x*x) = %s, gradcheck passed, heatmap %lldx%lld, Transformer loss %.3f)\n",
-              x.grad().str().c_str(), static_cast<long long>(image.width()),
-              static_cast<long long>(image.height()), loss);
+  std::printf(
+      "ag_install_check: installed ag works (grad of sum(x*x) = %s, gradcheck passed, heatmap "
+      "%lldx%lld, Transformer loss %.3f)\n",
+      x.grad().str().c_str(), static_cast<long long>(image.width()),
+      static_cast<long long>(image.height()), loss);
   return 0;
 }

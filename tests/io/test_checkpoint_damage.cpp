@@ -31,12 +31,15 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t kHeader = 28;
-const std::string kMagic("\x89"
-                         "AGC\r\n\x1a\n",
-                         8);
+const std::string kMagic(
+    "\x89"
+    "AGC\r\n\x1a\n",
+    8);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-const char* format_name(CheckpointFormat f) { return f == CheckpointFormat::binary ? "binary" : "json"; }
+const char* format_name(CheckpointFormat f) {
+  return f == CheckpointFormat::binary ? "binary" : "json";
+}
 
 // A small checkpoint with the awkward values: a 0-dim and an empty tensor, a non-contiguous view,
 // -0.0, subnormals, the extremes, ±inf, integers beyond 2^53, strings that look like JSON.
@@ -48,8 +51,8 @@ Checkpoint sample() {
   // (-3e300, not -1e300: one bit flip makes "-1e300" the "-0e300" that rapidjson misreads — see
   // the test of JSON numbers below — and under UBSan that would end the bit-flip sweeps early.)
   c.tensors["layer.bias"] = tensor({0.1, 1.0 / 3.0, 5e-324, -3e300}, {4}, float64);
-  c.tensors["scale"] = scalar_tensor(2.5, float32);  // 0-dim
-  c.tensors["empty"] = zeros({0, 3}, float64);       // no elements
+  c.tensors["scale"] = scalar_tensor(2.5, float32);                        // 0-dim
+  c.tensors["empty"] = zeros({0, 3}, float64);                             // no elements
   c.tensors["t"] = tensor({1, 2, 3, 4}, {2, 2}, float64).transpose(0, 1);  // a non-contiguous view
   c.integers["step"] = 12345;
   c.integers["seed"] = std::numeric_limits<uint64_t>::max();
@@ -78,10 +81,13 @@ std::string difference(const Checkpoint& a, const Checkpoint& b) {
     if (it == b.tensors.end()) return "tensor '" + name + "' is missing";
     const Tensor& tb = it->second;
     if (ta.dtype() != tb.dtype()) return "tensor '" + name + "' changed dtype";
-    if (ta.shape() != tb.shape()) return "tensor '" + name + "' changed shape " + shape_str(ta.shape()) + " -> " + shape_str(tb.shape());
+    if (ta.shape() != tb.shape())
+      return "tensor '" + name + "' changed shape " + shape_str(ta.shape()) + " -> " +
+             shape_str(tb.shape());
     const bool same = dispatch(ta.dtype(), [&]<typename T>() {
       std::vector<T> va = ta.to_vector<T>(), vb = tb.to_vector<T>();
-      return va.size() == vb.size() && (va.empty() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(T)) == 0);
+      return va.size() == vb.size() &&
+             (va.empty() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(T)) == 0);
     });
     if (!same) return "tensor '" + name + "' changed values: " + ta.str() + " -> " + tb.str();
   }
@@ -129,8 +135,9 @@ Outcome attempt(const std::function<Checkpoint()>& parse) {
   } catch (const CheckpointError& e) {
     return {Outcome::rejected, e.what(), std::nullopt};
   } catch (const std::exception& e) {
-    return {Outcome::wrong, std::string("threw ") + typeid(e).name() + " (not a CheckpointError): " + e.what(),
-            std::nullopt};
+    return {Outcome::wrong,
+        std::string("threw ") + typeid(e).name() + " (not a CheckpointError): " + e.what(),
+        std::nullopt};
   } catch (...) {
     return {Outcome::wrong, "threw something that is not a std::exception", std::nullopt};
   }
@@ -180,11 +187,14 @@ std::string implausible(const Checkpoint& c, std::size_t payload_size) {
                ": the product of its dims overflows int64 (so do its numel and strides)";
     }
     const int64_t n = has_zero ? 0 : span;
-    if (t.numel() != n) return "tensor '" + name + "' has numel " + std::to_string(t.numel()) + " for shape " + shape_str(t.shape());
+    if (t.numel() != n)
+      return "tensor '" + name + "' has numel " + std::to_string(t.numel()) + " for shape " +
+             shape_str(t.shape());
     if (static_cast<uint64_t>(t.numel()) > payload_size)
-      return "tensor '" + name + "' has " + std::to_string(t.numel()) + " elements from a payload of " +
-             std::to_string(payload_size) + " bytes";
-    if (t.to_vector<double>().size() != static_cast<std::size_t>(n)) return "tensor '" + name + "' is not readable";
+      return "tensor '" + name + "' has " + std::to_string(t.numel()) +
+             " elements from a payload of " + std::to_string(payload_size) + " bytes";
+    if (t.to_vector<double>().size() != static_cast<std::size_t>(n))
+      return "tensor '" + name + "' is not readable";
     string_bytes += name.size();
   }
   for (const auto& [name, v] : c.strings) string_bytes += name.size() + v.size();
@@ -193,7 +203,8 @@ std::string implausible(const Checkpoint& c, std::size_t payload_size) {
 }
 
 // Checks one payload-level outcome: CheckpointError, or a plausible checkpoint.
-void judge_payload(const Outcome& o, std::size_t payload_size, const std::string& what, Failures& failures) {
+void judge_payload(
+    const Outcome& o, std::size_t payload_size, const std::string& what, Failures& failures) {
   if (o.kind == Outcome::wrong) {
     failures.add(what + ": " + o.message);
   } else if (o.kind == Outcome::parsed) {
@@ -249,28 +260,31 @@ BinaryPayload binary_start(uint64_t tensor_count, bool little_endian = true) {
 std::string binary_end(BinaryPayload p) { return p.u64(0).u64(0).u64(0).get(); }
 
 // A compact JSON payload in the writer's layout.
-std::string json_doc(const std::string& tensors, const std::string& integers = "[]", const std::string& reals = "[]",
-                     const std::string& strings = "[]", const std::string& kind = "\"k\"") {
-  return "{\"kind\":" + kind + ",\"tensors\":" + tensors + ",\"integers\":" + integers + ",\"reals\":" + reals +
-         ",\"strings\":" + strings + "}";
+std::string json_doc(const std::string& tensors, const std::string& integers = "[]",
+    const std::string& reals = "[]", const std::string& strings = "[]",
+    const std::string& kind = "\"k\"") {
+  return "{\"kind\":" + kind + ",\"tensors\":" + tensors + ",\"integers\":" + integers +
+         ",\"reals\":" + reals + ",\"strings\":" + strings + "}";
 }
-std::string json_tensor(const std::string& shape, const std::string& data, const std::string& dtype = "\"float32\"",
-                        const std::string& name = "\"t\"") {
-  return "{\"name\":" + name + ",\"dtype\":" + dtype + ",\"shape\":" + shape + ",\"data\":" + data + "}";
+std::string json_tensor(const std::string& shape, const std::string& data,
+    const std::string& dtype = "\"float32\"", const std::string& name = "\"t\"") {
+  return "{\"name\":" + name + ",\"dtype\":" + dtype + ",\"shape\":" + shape + ",\"data\":" + data +
+         "}";
 }
 
 std::string payload_of(const std::string& file_bytes) { return file_bytes.substr(kHeader); }
 
 }  // namespace
 
-// ---- whole files ------------------------------------------------------------------------------------
+// ---- whole files --------------------------------------------------------------------------------
 
 TEST_CASE("a small checkpoint round-trips bit for bit in both formats", "[checkpoint][damage]") {
   const Checkpoint original = sample();
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
     INFO("format " << format_name(format));
     const std::string bytes = serialize_checkpoint(original, format);
-    CHECK(bytes.size() < (format == CheckpointFormat::binary ? 1000u : 4000u));  // small enough for every bit flip
+    CHECK(bytes.size() <
+          (format == CheckpointFormat::binary ? 1000u : 4000u));  // small enough for every bit flip
     CHECK(bytes.compare(0, 8, kMagic) == 0);
     const Checkpoint back = parse_checkpoint(bytes);
     CHECK(difference(original, back) == "");
@@ -292,7 +306,8 @@ TEST_CASE("a small checkpoint round-trips bit for bit in both formats", "[checkp
   CHECK(std::isnan(json.tensor("nan").item()));
 }
 
-TEST_CASE("many random doubles and floats round-trip bit for bit in both formats", "[checkpoint][damage]") {
+TEST_CASE("many random doubles and floats round-trip bit for bit in both formats",
+    "[checkpoint][damage]") {
   std::mt19937_64 rng(20240611);
   Checkpoint c;
   c.kind = "random";
@@ -305,13 +320,16 @@ TEST_CASE("many random doubles and floats round-trip bit for bit in both formats
     while (std::isnan(d));
     doubles.push_back(d);
     float f;
-    do f = i < 1000 ? std::bit_cast<float>(static_cast<uint32_t>(rng())) : static_cast<float>(normal(rng));
+    do
+      f = i < 1000 ? std::bit_cast<float>(static_cast<uint32_t>(rng()))
+                   : static_cast<float>(normal(rng));
     while (std::isnan(f));
     floats.push_back(f);
   }
   c.tensors["d"] = tensor(doubles, {40, 50}, float64);
   c.tensors["f"] = tensor(floats, {2000}, float32);
-  for (int i = 0; i < 50; ++i) c.reals["r" + std::to_string(i)] = doubles[static_cast<std::size_t>(i)];
+  for (int i = 0; i < 50; ++i)
+    c.reals["r" + std::to_string(i)] = doubles[static_cast<std::size_t>(i)];
   for (int i = 0; i < 50; ++i) c.integers["i" + std::to_string(i)] = rng();
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
     INFO("format " << format_name(format));
@@ -319,17 +337,20 @@ TEST_CASE("many random doubles and floats round-trip bit for bit in both formats
   }
 }
 
-TEST_CASE("every truncation of a checkpoint file is rejected as truncated", "[checkpoint][damage]") {
+TEST_CASE(
+    "every truncation of a checkpoint file is rejected as truncated", "[checkpoint][damage]") {
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
     const std::string bytes = serialize_checkpoint(sample(), format);
     Failures failures;
     for (std::size_t length = 0; length < bytes.size(); ++length) {
       const Outcome o = file(std::string_view(bytes).substr(0, length));
-      const std::string what = std::string(format_name(format)) + " file cut to " + std::to_string(length) + " of " +
-                               std::to_string(bytes.size()) + " bytes";
+      const std::string what = std::string(format_name(format)) + " file cut to " +
+                               std::to_string(length) + " of " + std::to_string(bytes.size()) +
+                               " bytes";
       const char* expected = length == 0 ? "the file is empty"
-                             : length < 8 ? "not an ag checkpoint"  // not even the whole magic number
-                                          : "truncated";
+                             : length < 8
+                                 ? "not an ag checkpoint"  // not even the whole magic number
+                                 : "truncated";
       if (o.kind != Outcome::rejected)
         failures.add(what + ": " + (o.kind == Outcome::parsed ? "parsed" : o.message));
       else if (o.message.find(expected) == std::string::npos)
@@ -349,14 +370,15 @@ TEST_CASE("every single-bit flip of a checkpoint file is rejected", "[checkpoint
         damaged[at] = static_cast<char>(bytes[at] ^ (1 << bit));
         const Outcome o = file(damaged);
         damaged[at] = bytes[at];
-        const std::string what = std::string(format_name(format)) + " file, byte " + std::to_string(at) + " bit " +
-                                 std::to_string(bit);
+        const std::string what = std::string(format_name(format)) + " file, byte " +
+                                 std::to_string(at) + " bit " + std::to_string(bit);
         // Which check must catch it: the header's fields are checked one by one, the rest by the
         // CRC, which covers the version, encoding and length fields too. The encoding's low bit
         // swaps binary and JSON, a valid encoding: the CRC catches that one.
         const char* expected = at < 8    ? "not an ag checkpoint"
                                : at < 12 ? "format version"
-                               : at < 16 ? (at == 12 && bit == 0 ? "CRC-32" : "unknown payload encoding")
+                               : at < 16
+                                   ? (at == 12 && bit == 0 ? "CRC-32" : "unknown payload encoding")
                                : at < 24 ? "the header announces"
                                          : "CRC-32";
         if (o.kind != Outcome::rejected)
@@ -390,7 +412,8 @@ TEST_CASE("random files are rejected as checkpoints", "[checkpoint][damage]") {
   auto expect = [&](const std::string& bytes, const char* expected, const std::string& what) {
     const Outcome o = file(bytes);
     if (o.kind != Outcome::rejected)
-      failures.add(what + " " + hex(bytes) + ": " + (o.kind == Outcome::parsed ? "parsed" : o.message));
+      failures.add(
+          what + " " + hex(bytes) + ": " + (o.kind == Outcome::parsed ? "parsed" : o.message));
     else if (o.message.find(expected) == std::string::npos)
       failures.add(what + ": message '" + o.message + "' does not say '" + expected + "'");
   };
@@ -405,29 +428,43 @@ TEST_CASE("random files are rejected as checkpoints", "[checkpoint][damage]") {
       expect(bytes, "not an ag checkpoint", what);
       expect(kMagic + bytes, "", "random bytes behind the magic, " + what);
       // A header that is right for its random payload: the payload parser itself must refuse.
-      expect(header(0, bytes), "damaged payload", "a valid header over a random binary payload, " + what);
-      expect(header(1, bytes), "damaged payload", "a valid header over a random JSON payload, " + what);
+      expect(header(0, bytes), "damaged payload",
+          "a valid header over a random binary payload, " + what);
+      expect(header(1, bytes), "damaged payload",
+          "a valid header over a random JSON payload, " + what);
     }
   }
   CHECK_NO_FAILURES(failures);
 }
 
 TEST_CASE("files of other kinds are not checkpoints", "[checkpoint][damage]") {
-  const std::string json_payload = payload_of(serialize_checkpoint(sample(), CheckpointFormat::json));
+  const std::string json_payload =
+      payload_of(serialize_checkpoint(sample(), CheckpointFormat::json));
   const std::vector<std::pair<std::string, std::string>> files = {
-      {"PNG", std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89", 33)},
+      {"PNG", std::string(
+                  "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89",
+                  33)},
       {"text", "This is a text file.\nIt has two lines.\n"},
       {"JSON", "{\"kind\": \"model\", \"tensors\": []}\n"},
       {"a bare JSON payload", json_payload},
-      {"a bare binary payload", payload_of(serialize_checkpoint(sample(), CheckpointFormat::binary))},
+      {"a bare binary payload",
+          payload_of(serialize_checkpoint(sample(), CheckpointFormat::binary))},
       {"gzip", std::string("\x1f\x8b\x08\0\0\0\0\0\0\x03", 10)},
-      {"ELF", std::string("\x7f" "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0", 16)},
+      {"ELF", std::string("\x7f"
+                          "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0",
+                  16)},
       {"UTF-8 BOM + JSON", "\xef\xbb\xbf" + json_payload},
       {"one NUL byte", std::string(1, '\0')},
       {"28 NUL bytes", std::string(28, '\0')},
       // The magic mangled as a text-mode transfer would: CR LF -> LF, or the high bit stripped.
-      {"magic with CRLF -> LF", "\x89" "AGC\n\x1a\n" + std::string(20, '\0')},
-      {"magic with the high bit stripped", "\x09" "AGC\r\n\x1a\n" + std::string(20, '\0')},
+      {"magic with CRLF -> LF",
+          "\x89"
+          "AGC\n\x1a\n" +
+              std::string(20, '\0')},
+      {"magic with the high bit stripped",
+          "\x09"
+          "AGC\r\n\x1a\n" +
+              std::string(20, '\0')},
   };
   for (const auto& [kind, bytes] : files) {
     INFO("a " << kind << " file: " << hex(bytes));
@@ -443,19 +480,22 @@ TEST_CASE("a checkpoint file with trailing garbage is rejected", "[checkpoint][d
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
     INFO("format " << format_name(format));
     const std::string bytes = serialize_checkpoint(sample(), format);
-    for (const std::string& tail : {std::string("x"), std::string(1, '\0'), std::string("\n"), bytes}) {
+    for (const std::string& tail :
+        {std::string("x"), std::string(1, '\0'), std::string("\n"), bytes}) {
       INFO("followed by " << hex(tail, 8));
       CHECK_THROWS_AS(parse_checkpoint(bytes + tail), CheckpointError);
-      CHECK_THROWS_WITH(parse_checkpoint(bytes + tail), Contains("damaged") && Contains("the header announces"));
+      CHECK_THROWS_WITH(
+          parse_checkpoint(bytes + tail), Contains("damaged") && Contains("the header announces"));
     }
   }
 }
 
-TEST_CASE("load_checkpoint: a missing path or a folder or a truncated file is a clear error", "[checkpoint][damage]") {
+TEST_CASE("load_checkpoint: a missing path or a folder or a truncated file is a clear error",
+    "[checkpoint][damage]") {
   const std::string missing = "/nonexistent-ag-folder/no-such-checkpoint.agc";
   CHECK_THROWS_AS(load_checkpoint(missing), CheckpointError);
-  CHECK_THROWS_WITH(load_checkpoint(missing), Contains(missing) && Contains("cannot open") &&
-                                                  Contains("No such file"));
+  CHECK_THROWS_WITH(load_checkpoint(missing),
+      Contains(missing) && Contains("cannot open") && Contains("No such file"));
   CHECK_THROWS_AS(load_checkpoint(fs::temp_directory_path().string()), CheckpointError);
 
   std::string pattern = (fs::temp_directory_path() / "ag-damage-XXXXXX").string();
@@ -471,24 +511,26 @@ TEST_CASE("load_checkpoint: a missing path or a folder or a truncated file is a 
   fs::remove_all(folder);
 }
 
-// ---- payloads, past the CRC ---------------------------------------------------------------------------
+// ---- payloads, past the CRC ---------------------------------------------------------------------
 
-TEST_CASE("checkpoint binary payload: every truncation is rejected and every bit flip parses plausibly or is rejected",
-          "[checkpoint][damage][payload]") {
+TEST_CASE(
+    "checkpoint binary payload: every truncation is rejected and every bit flip parses plausibly "
+    "or is rejected",
+    "[checkpoint][damage][payload]") {
   const std::string p = payload_of(serialize_checkpoint(sample(), CheckpointFormat::binary));
   Failures failures;
   for (std::size_t length = 0; length < p.size(); ++length) {
     const Outcome o = payload(std::string_view(p).substr(0, length), CheckpointFormat::binary);
     if (o.kind != Outcome::rejected)
-      failures.add("binary payload cut to " + std::to_string(length) + " bytes: " +
-                   (o.kind == Outcome::parsed ? "parsed" : o.message));
+      failures.add("binary payload cut to " + std::to_string(length) +
+                   " bytes: " + (o.kind == Outcome::parsed ? "parsed" : o.message));
   }
   std::string damaged = p;
   for (std::size_t at = 0; at < p.size(); ++at) {
     for (int bit = 0; bit < 8; ++bit) {
       damaged[at] = static_cast<char>(p[at] ^ (1 << bit));
       judge_payload(payload(damaged, CheckpointFormat::binary), p.size(),
-                    "binary payload, byte " + std::to_string(at) + " bit " + std::to_string(bit), failures);
+          "binary payload, byte " + std::to_string(at) + " bit " + std::to_string(bit), failures);
       damaged[at] = p[at];
     }
   }
@@ -497,14 +539,16 @@ TEST_CASE("checkpoint binary payload: every truncation is rejected and every bit
     for (char value : {'\0', '\xff'}) {
       damaged[at] = value;
       judge_payload(payload(damaged, CheckpointFormat::binary), p.size(),
-                    "binary payload, byte " + std::to_string(at) + " set to " + hex(std::string(1, value)), failures);
+          "binary payload, byte " + std::to_string(at) + " set to " + hex(std::string(1, value)),
+          failures);
       damaged[at] = p[at];
     }
   }
   CHECK_NO_FAILURES(failures);
 }
 
-TEST_CASE("checkpoint binary payload: hand-written hostile payloads", "[checkpoint][damage][payload]") {
+TEST_CASE(
+    "checkpoint binary payload: hand-written hostile payloads", "[checkpoint][damage][payload]") {
   // The hand-written layout is the writer's.
   Checkpoint small;
   small.kind = "k";
@@ -513,7 +557,8 @@ TEST_CASE("checkpoint binary payload: hand-written hostile payloads", "[checkpoi
   REQUIRE(valid == payload_of(serialize_checkpoint(small, CheckpointFormat::binary)));
   CHECK(difference(small, parse_checkpoint_payload(valid, CheckpointFormat::binary)) == "");
   // A big-endian payload (as a big-endian machine writes it) reads as the same values.
-  const std::string big = binary_end(binary_start(1, false).str("t").u8(0).u64(1).u64(2).f32(1).f32(2));
+  const std::string big =
+      binary_end(binary_start(1, false).str("t").u8(0).u64(1).u64(2).f32(1).f32(2));
   CHECK(difference(small, parse_checkpoint_payload(big, CheckpointFormat::binary)) == "");
 
   const uint64_t huge = std::numeric_limits<uint64_t>::max();
@@ -528,18 +573,26 @@ TEST_CASE("checkpoint binary payload: hand-written hostile payloads", "[checkpoi
       {"2^40 dims", binary_start(1).str("t").u8(0).u64(uint64_t{1} << 40).get()},
       {"a dim of 2^62", binary_end(binary_start(1).str("t").u8(0).u64(1).u64(uint64_t{1} << 62))},
       {"a dim of 2^64-1", binary_end(binary_start(1).str("t").u8(0).u64(1).u64(huge))},
-      {"dims whose product overflows 64 bits", binary_end(binary_start(1).str("t").u8(1).u64(2).u64(uint64_t{1} << 32).u64(uint64_t{1} << 32))},
+      {"dims whose product overflows 64 bits",
+          binary_end(
+              binary_start(1).str("t").u8(1).u64(2).u64(uint64_t{1} << 32).u64(uint64_t{1} << 32))},
       {"dims whose product overflows 64 bits to 0",
-       binary_end(binary_start(1).str("t").u8(1).u64(4).u64(65536).u64(65536).u64(65536).u64(65536))},
-      {"a shape claiming more data than there is", binary_end(binary_start(1).str("t").u8(1).u64(1).u64(1000).f64(1))},
-      {"a shape claiming one element more than there is", binary_end(binary_start(1).str("t").u8(0).u64(1).u64(3).f32(1).f32(2))},
+          binary_end(
+              binary_start(1).str("t").u8(1).u64(4).u64(65536).u64(65536).u64(65536).u64(65536))},
+      {"a shape claiming more data than there is",
+          binary_end(binary_start(1).str("t").u8(1).u64(1).u64(1000).f64(1))},
+      {"a shape claiming one element more than there is",
+          binary_end(binary_start(1).str("t").u8(0).u64(1).u64(3).f32(1).f32(2))},
       {"a tensor with an empty name", binary_end(binary_start(1).str("").u8(0).u64(0).f32(1))},
-      {"two tensors of the same name", binary_end(binary_start(2).str("t").u8(0).u64(0).f32(1).str("t").u8(0).u64(0).f32(2))},
+      {"two tensors of the same name",
+          binary_end(binary_start(2).str("t").u8(0).u64(0).f32(1).str("t").u8(0).u64(0).f32(2))},
       {"2^64-1 integers", binary_start(0).u64(huge).get()},
-      {"two integers of the same name", binary_start(0).u64(2).str("i").u64(1).str("i").u64(2).u64(0).u64(0).get()},
+      {"two integers of the same name",
+          binary_start(0).u64(2).str("i").u64(1).str("i").u64(2).u64(0).u64(0).get()},
       {"2^64-1 reals", binary_start(0).u64(0).u64(huge).get()},
       {"2^64-1 strings", binary_start(0).u64(0).u64(0).u64(huge).get()},
-      {"a string value of 2^64-1 bytes", binary_start(0).u64(0).u64(0).u64(1).str("s").u64(huge).get()},
+      {"a string value of 2^64-1 bytes",
+          binary_start(0).u64(0).u64(0).u64(1).str("s").u64(huge).get()},
       {"a string with an empty name", binary_start(0).u64(0).u64(0).u64(1).str("").str("v").get()},
       {"one byte after the end", valid + "x"},
       {"a whole second payload after the end", valid + valid},
@@ -555,7 +608,8 @@ TEST_CASE("checkpoint binary payload: hand-written hostile payloads", "[checkpoi
   }
 }
 
-TEST_CASE("checkpoint binary payload: random payloads parse plausibly or are rejected", "[checkpoint][damage][payload]") {
+TEST_CASE("checkpoint binary payload: random payloads parse plausibly or are rejected",
+    "[checkpoint][damage][payload]") {
   std::mt19937_64 rng(7);
   Failures failures;
   const std::string valid = payload_of(serialize_checkpoint(sample(), CheckpointFormat::binary));
@@ -569,13 +623,15 @@ TEST_CASE("checkpoint binary payload: random payloads parse plausibly or are rej
       for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
         bytes[rng() % bytes.size()] = static_cast<char>(rng() % 3 == 0 ? rng() % 4 : rng());
     }
-    judge_payload(payload(bytes, CheckpointFormat::binary), bytes.size(), "random binary payload " + hex(bytes), failures);
+    judge_payload(payload(bytes, CheckpointFormat::binary), bytes.size(),
+        "random binary payload " + hex(bytes), failures);
   }
   CHECK_NO_FAILURES(failures);
 }
 
-TEST_CASE("checkpoint JSON payload: every truncation and every bit flip parses plausibly or is rejected",
-          "[checkpoint][damage][payload]") {
+TEST_CASE(
+    "checkpoint JSON payload: every truncation and every bit flip parses plausibly or is rejected",
+    "[checkpoint][damage][payload]") {
   const std::string p = payload_of(serialize_checkpoint(sample(), CheckpointFormat::json));
   Failures failures;
   for (std::size_t length = 0; length < p.size(); ++length) {
@@ -590,14 +646,15 @@ TEST_CASE("checkpoint JSON payload: every truncation and every bit flip parses p
     for (int bit = 0; bit < 8; ++bit) {
       damaged[at] = static_cast<char>(p[at] ^ (1 << bit));
       judge_payload(payload(damaged, CheckpointFormat::json), p.size(),
-                    "JSON payload, byte " + std::to_string(at) + " bit " + std::to_string(bit), failures);
+          "JSON payload, byte " + std::to_string(at) + " bit " + std::to_string(bit), failures);
       damaged[at] = p[at];
     }
   }
   CHECK_NO_FAILURES(failures);
 }
 
-TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected", "[checkpoint][damage][payload]") {
+TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected",
+    "[checkpoint][damage][payload]") {
   const std::string one = json_tensor("[2]", "[1,2]");
   const std::string valid = json_doc("[" + one + "]");
   REQUIRE(parse_checkpoint_payload(valid, CheckpointFormat::json).tensor("t").to_vector<double>() ==
@@ -637,7 +694,8 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       {"no strings", "{\"kind\":\"k\",\"tensors\":[],\"integers\":[],\"reals\":[]}"},
       {"a tensor without data", json_doc("[{\"name\":\"t\",\"dtype\":\"float32\",\"shape\":[2]}]")},
       {"a tensor without dtype", json_doc("[{\"name\":\"t\",\"shape\":[2],\"data\":[1,2]}]")},
-      {"a tensor without shape", json_doc("[{\"name\":\"t\",\"dtype\":\"float32\",\"data\":[1,2]}]")},
+      {"a tensor without shape",
+          json_doc("[{\"name\":\"t\",\"dtype\":\"float32\",\"data\":[1,2]}]")},
       {"a tensor without name", json_doc("[{\"dtype\":\"float32\",\"shape\":[2],\"data\":[1,2]}]")},
       {"an integer without value", json_doc("[]", "[{\"name\":\"i\"}]")},
       // Wrong types.
@@ -645,7 +703,8 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       {"an object as the tensors", json_doc("{}")},
       {"a string as the tensors", json_doc("\"t\"")},
       {"a number as a tensor", json_doc("[5]")},
-      {"a number as a tensor's name", json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\"", "5") + "]")},
+      {"a number as a tensor's name",
+          json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\"", "5") + "]")},
       {"a string as a shape", json_doc("[" + json_tensor("\"[2]\"", "[1,2]") + "]")},
       {"an object as a shape", json_doc("[" + json_tensor("{\"a\":2}", "[1,2]") + "]")},
       {"a string in the data", json_doc("[" + json_tensor("[2]", "[1,\"2\"]") + "]")},
@@ -658,17 +717,22 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       {"an integer of 2^64", json_doc("[]", "[{\"name\":\"i\",\"value\":18446744073709551616}]")},
       {"an integer of 1e30", json_doc("[]", "[{\"name\":\"i\",\"value\":1e30}]")},
       {"a string as a real", json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":\"0.1\"}]")},
-      {"a real beyond the double range", json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":1e400}]")},
-      {"a number as a string's value", json_doc("[]", "[]", "[]", "[{\"name\":\"s\",\"value\":5}]")},
+      {"a real beyond the double range",
+          json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":1e400}]")},
+      {"a number as a string's value",
+          json_doc("[]", "[]", "[]", "[{\"name\":\"s\",\"value\":5}]")},
       // Shapes.
       {"a negative dim", json_doc("[" + json_tensor("[-2]", "[1,2]") + "]")},
       {"a fractional dim", json_doc("[" + json_tensor("[1.5]", "[1]") + "]")},
       {"a dim of 2e0", json_doc("[" + json_tensor("[2e0]", "[1,2]") + "]")},
       {"a dim of 2^64-1", json_doc("[" + json_tensor("[18446744073709551615]", "[1]") + "]")},
       {"a dim of 2^64", json_doc("[" + json_tensor("[18446744073709551616]", "[1]") + "]")},
-      {"dims whose product overflows 64 bits", json_doc("[" + json_tensor("[4294967296,4294967296]", "[]") + "]")},
-      {"dims whose product overflows 64 bits to 0", json_doc("[" + json_tensor("[65536,65536,65536,65536]", "[]") + "]")},
-      {"a huge claimed shape with no data", json_doc("[" + json_tensor("[1000000000000]", "[]") + "]")},
+      {"dims whose product overflows 64 bits",
+          json_doc("[" + json_tensor("[4294967296,4294967296]", "[]") + "]")},
+      {"dims whose product overflows 64 bits to 0",
+          json_doc("[" + json_tensor("[65536,65536,65536,65536]", "[]") + "]")},
+      {"a huge claimed shape with no data",
+          json_doc("[" + json_tensor("[1000000000000]", "[]") + "]")},
       {"data shorter than the shape", json_doc("[" + json_tensor("[3]", "[1,2]") + "]")},
       {"data longer than the shape", json_doc("[" + json_tensor("[1]", "[1,2]") + "]")},
       {"data for a 0-dim tensor missing", json_doc("[" + json_tensor("[]", "[]") + "]")},
@@ -677,27 +741,37 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       {"an unknown dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"int8\"") + "]")},
       {"an empty dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"\"") + "]")},
       {"two tensors of the same name", json_doc("[" + one + "," + one + "]")},
-      {"a tensor with an empty name", json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\"", "\"\"") + "]")},
-      {"two integers of the same name", json_doc("[]", "[{\"name\":\"i\",\"value\":1},{\"name\":\"i\",\"value\":2}]")},
-      {"two strings of the same name", json_doc("[]", "[]", "[]", "[{\"name\":\"s\",\"value\":\"a\"},{\"name\":\"s\",\"value\":\"b\"}]")},
-      // A version-1 reader takes exactly the fields of version 1 (a later version bumps the number).
-      {"an extra field", "{\"kind\":\"k\",\"comment\":\"hi\",\"tensors\":[" + json_tensor("[2]", "[1,2]") +
+      {"a tensor with an empty name",
+          json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\"", "\"\"") + "]")},
+      {"two integers of the same name",
+          json_doc("[]", "[{\"name\":\"i\",\"value\":1},{\"name\":\"i\",\"value\":2}]")},
+      {"two strings of the same name",
+          json_doc("[]", "[]", "[]",
+              "[{\"name\":\"s\",\"value\":\"a\"},{\"name\":\"s\",\"value\":\"b\"}]")},
+      // A version-1 reader takes exactly the fields of version 1 (a later version bumps the
+      // number).
+      {"an extra field", "{\"kind\":\"k\",\"comment\":\"hi\",\"tensors\":[" +
+                             json_tensor("[2]", "[1,2]") +
                              "],\"integers\":[],\"reals\":[],\"strings\":[]}"},
       // Numbers rapidjson must refuse.
-      {"a number beyond the double range in the data", json_doc("[" + json_tensor("[1]", "[1e309]", "\"float64\"") + "]")},
-      {"a number with a huge positive exponent", json_doc("[" + json_tensor("[1]", "[1e999999999999]", "\"float64\"") + "]")},
+      {"a number beyond the double range in the data",
+          json_doc("[" + json_tensor("[1]", "[1e309]", "\"float64\"") + "]")},
+      {"a number with a huge positive exponent",
+          json_doc("[" + json_tensor("[1]", "[1e999999999999]", "\"float64\"") + "]")},
       {"a bare minus", json_doc("[" + json_tensor("[1]", "[-]", "\"float64\"") + "]")},
       {"a hexadecimal number", json_doc("[" + json_tensor("[1]", "[0x10]", "\"float64\"") + "]")},
       {"a leading plus", json_doc("[" + json_tensor("[1]", "[+1]", "\"float64\"") + "]")},
   };
   for (const auto& [what, doc] : hostile) {
-    INFO("JSON payload with " << what << ": " << doc.substr(0, 200) << (doc.size() > 200 ? "…" : ""));
+    INFO("JSON payload with " << what << ": " << doc.substr(0, 200)
+                              << (doc.size() > 200 ? "…" : ""));
     const Outcome o = payload(doc, CheckpointFormat::json);
     INFO(o.message);
     CHECK(o.kind == Outcome::rejected);
     CHECK_THAT(o.message, Contains("damaged payload"));
   }
-  CHECK_THROWS_WITH(parse_checkpoint_payload(deep_arrays, CheckpointFormat::json), Contains("nested too deeply"));
+  CHECK_THROWS_WITH(
+      parse_checkpoint_payload(deep_arrays, CheckpointFormat::json), Contains("nested too deeply"));
 }
 
 TEST_CASE("checkpoint JSON payload: harmless variations parse", "[checkpoint][damage][payload]") {
@@ -705,12 +779,14 @@ TEST_CASE("checkpoint JSON payload: harmless variations parse", "[checkpoint][da
   const std::vector<std::pair<std::string, std::string>> harmless = {
       {"no whitespace", json_doc("[" + json_tensor("[2]", "[1,2]") + "]")},
       {"fields in another order",
-       "{\"strings\":[],\"reals\":[],\"integers\":[],\"tensors\":[{\"data\":[1,2],\"shape\":[2],\"dtype\":\"float32\","
-       "\"name\":\"t\"}],\"kind\":\"k\"}"},
-      {"integers written as 1.0e0 in the data", json_doc("[" + json_tensor("[2]", "[1.0e0,2]") + "]")},
+          "{\"strings\":[],\"reals\":[],\"integers\":[],\"tensors\":[{\"data\":[1,2],\"shape\":[2],"
+          "\"dtype\":\"float32\","
+          "\"name\":\"t\"}],\"kind\":\"k\"}"},
+      {"integers written as 1.0e0 in the data",
+          json_doc("[" + json_tensor("[2]", "[1.0e0,2]") + "]")},
       {"a trailing newline", json_doc("[" + json_tensor("[2]", "[1,2]") + "]") + "\n"},
-      {"brackets in the kind string", json_doc("[" + json_tensor("[2]", "[1,2]") + "]", "[]", "[]", "[]",
-                                                            "\"" + std::string(16, '[') + "\"")},
+      {"brackets in the kind string", json_doc("[" + json_tensor("[2]", "[1,2]") + "]", "[]", "[]",
+                                          "[]", "\"" + std::string(16, '[') + "\"")},
   };
   for (const auto& [what, doc] : harmless) {
     INFO("JSON payload with " << what << ": " << doc);
@@ -720,13 +796,14 @@ TEST_CASE("checkpoint JSON payload: harmless variations parse", "[checkpoint][da
   }
 }
 
-TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are rejected", "[checkpoint][damage][payload]") {
+TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are rejected",
+    "[checkpoint][damage][payload]") {
   std::mt19937_64 rng(11);
   const std::string alphabet = "{}[],:\"0123456789.-eE+ \\nul truefalsNaInfiy";
-  const std::vector<std::string> tokens = {"{", "}", "[", "]", ",", ":", "\"name\"", "\"kind\"", "\"tensors\"",
-                                           "\"shape\"", "\"data\"", "\"dtype\"", "\"float32\"", "\"float64\"",
-                                           "\"integers\"", "\"reals\"", "\"strings\"", "\"value\"", "0", "1", "-1",
-                                           "1e308", "1.5", "NaN", "Infinity", "null", "true", "\"t\""};
+  const std::vector<std::string> tokens = {"{", "}", "[", "]", ",", ":", "\"name\"", "\"kind\"",
+      "\"tensors\"", "\"shape\"", "\"data\"", "\"dtype\"", "\"float32\"", "\"float64\"",
+      "\"integers\"", "\"reals\"", "\"strings\"", "\"value\"", "0", "1", "-1", "1e308", "1.5",
+      "NaN", "Infinity", "null", "true", "\"t\""};
   const std::string valid = payload_of(serialize_checkpoint(sample(), CheckpointFormat::json));
   Failures failures;
   for (int k = 0; k < 3000; ++k) {
@@ -743,17 +820,18 @@ TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are reje
         for (int n = 1 + static_cast<int>(rng() % 3); n > 0; --n)
           doc.insert(rng() % doc.size(), tokens[rng() % tokens.size()]);
     }
-    judge_payload(payload(doc, CheckpointFormat::json), doc.size(), "random JSON payload '" + doc.substr(0, 300) + "'",
-                  failures);
+    judge_payload(payload(doc, CheckpointFormat::json), doc.size(),
+        "random JSON payload '" + doc.substr(0, 300) + "'", failures);
   }
   CHECK_NO_FAILURES(failures);
 }
 
-// ---- problems found by these tests (see the report that came with them) ------------------------------
+// ---- problems found by these tests (see the report that came with them) -------------------------
 //
 // Each is its own test case so that a sanitizer abort in one does not hide the others.
 
-TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on both sides", "[checkpoint][damage][finding]") {
+TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on both sides",
+    "[checkpoint][damage][finding]") {
   Checkpoint c;
   c.kind = std::string("kind\0with NUL", 13);
   c.strings["nul"] = std::string("a\0b", 3);
@@ -767,7 +845,8 @@ TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on bo
   }
   // cereal's JSON reader stops a string at its first NUL, so JSON cannot carry one: the writer
   // says so instead of writing a file that would read back different ...
-  CHECK_THROWS_WITH(serialize_checkpoint(c, CheckpointFormat::json), Contains("NUL") && Contains("binary format"));
+  CHECK_THROWS_WITH(serialize_checkpoint(c, CheckpointFormat::json),
+      Contains("NUL") && Contains("binary format"));
   c.kind = "k";
   c.strings.erase(std::string("name\0with NUL", 13));
   c.strings.erase("nul");
@@ -778,8 +857,9 @@ TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on bo
   // ... and the reader refuses a "\u0000" escape, which would otherwise let "float32\u0000x" read
   // as "float32", and make two different names "t\u0000a" and "t\u0000b" collide.
   for (const std::string& doc :
-       {json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\\u0000x\"") + "]"),
-        json_doc("[]", "[{\"name\":\"i\\u0000a\",\"value\":1},{\"name\":\"i\\u0000b\",\"value\":2}]")}) {
+      {json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\\u0000x\"") + "]"),
+          json_doc("[]",
+              "[{\"name\":\"i\\u0000a\",\"value\":1},{\"name\":\"i\\u0000b\",\"value\":2}]")}) {
     INFO("JSON payload " << doc);
     const Outcome o = payload(doc, CheckpointFormat::json);
     INFO(o.message);
@@ -791,7 +871,8 @@ TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on bo
   }
 }
 
-TEST_CASE("a checkpoint with an empty tensor whose dim is larger than the file round-trips", "[checkpoint][damage][finding]") {
+TEST_CASE("a checkpoint with an empty tensor whose dim is larger than the file round-trips",
+    "[checkpoint][damage][finding]") {
   Checkpoint c;
   c.kind = "k";
   c.tensors["kv_cache"] = zeros({0, 4096}, float32);
@@ -805,7 +886,7 @@ TEST_CASE("a checkpoint with an empty tensor whose dim is larger than the file r
 }
 
 TEST_CASE("what serialize_checkpoint writes parse_checkpoint reads (or it refuses to write)",
-          "[checkpoint][damage][finding]") {
+    "[checkpoint][damage][finding]") {
   // An entry with an empty name is written without complaint but refused when read back: a
   // checkpoint that saves fine and can never be loaded.
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
@@ -813,9 +894,11 @@ TEST_CASE("what serialize_checkpoint writes parse_checkpoint reads (or it refuse
     Checkpoint c;
     c.kind = "k";
     c.integers[""] = 1;
-    const Outcome written = attempt([&] { return parse_checkpoint(serialize_checkpoint(c, format)); });
+    const Outcome written =
+        attempt([&] { return parse_checkpoint(serialize_checkpoint(c, format)); });
     INFO(written.message);
-    if (written.kind == Outcome::rejected) CHECK_THROWS_AS(serialize_checkpoint(c, format), CheckpointError);
+    if (written.kind == Outcome::rejected)
+      CHECK_THROWS_AS(serialize_checkpoint(c, format), CheckpointError);
   }
 }
 
@@ -829,7 +912,8 @@ TEST_CASE("serializing an undefined tensor is a CheckpointError", "[checkpoint][
   }
 }
 
-TEST_CASE("checkpoint JSON: a float32 value beyond float's range is not silently infinite", "[checkpoint][damage][finding]") {
+TEST_CASE("checkpoint JSON: a float32 value beyond float's range is not silently infinite",
+    "[checkpoint][damage][finding]") {
   const std::string doc = json_doc("[" + json_tensor("[2]", "[1e300,-1e39]") + "]");
   const Outcome o = payload(doc, CheckpointFormat::json);
   INFO(o.message);
@@ -842,18 +926,19 @@ TEST_CASE("checkpoint JSON: a float32 value beyond float's range is not silently
   }
 }
 
-TEST_CASE("checkpoint JSON: numbers are read exactly as strtod reads them or refused", "[checkpoint][damage][finding]") {
+TEST_CASE("checkpoint JSON: numbers are read exactly as strtod reads them or refused",
+    "[checkpoint][damage][finding]") {
   // rapidjson (Debian's 1.1.0, with cereal's kParseFullPrecisionFlag) misreads a zero significand
   // with an exponent, or with more than 22 zeros after the point ("0e100" -> -1.998e146,
   // "0.00000000000000000000000" -> -1.75e-192; passing 0 to clz: undefined behaviour), and
   // numbers just beyond DBL_MAX ("2e308" -> NaN, "9e308" -> -2.8e-308). A damaged or
   // hand-edited file must not load with such values.
-  std::vector<std::string> numbers = {"0e300", "-0e300", "0e100", "0.0e300", "0e-300", "0e22", "0.000e5",
-                                      "0.0000000000000000000000", "0.00000000000000000000000",
-                                      "-0.00000000000000000000000000000000000000000000",
-                                      "2e308", "1.8e308", "9e308", "3.7976931348623157e308",
-                                      "1.7976931348623157e308", "1.7976931348623158e308", "1e308", "2.4e-324",
-                                      "2.5e-324", "5e-324", "1e-400", "-1e300", "0.1", "123456789012345678901234567890"};
+  std::vector<std::string> numbers = {"0e300", "-0e300", "0e100", "0.0e300", "0e-300", "0e22",
+      "0.000e5", "0.0000000000000000000000", "0.00000000000000000000000",
+      "-0.00000000000000000000000000000000000000000000", "2e308", "1.8e308", "9e308",
+      "3.7976931348623157e308", "1.7976931348623157e308", "1.7976931348623158e308", "1e308",
+      "2.4e-324", "2.5e-324", "5e-324", "1e-400", "-1e300", "0.1",
+      "123456789012345678901234567890"};
   // And random decimal numbers, heavy on zeros and nines, with exponents from -300 to +350 (below
   // -324 rapidjson can crash: the next test).
   std::mt19937_64 rng(3);
@@ -876,7 +961,8 @@ TEST_CASE("checkpoint JSON: numbers are read exactly as strtod reads them or ref
   Failures failures;
   for (const std::string& number : numbers) {
     const double expected = std::strtod(number.c_str(), nullptr);  // glibc rounds correctly
-    const Outcome o = payload(json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":" + number + "}]"), CheckpointFormat::json);
+    const Outcome o = payload(json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":" + number + "}]"),
+        CheckpointFormat::json);
     if (o.kind == Outcome::wrong) {
       failures.add(number + ": " + o.message);
     } else if (o.kind == Outcome::parsed) {
@@ -892,29 +978,32 @@ TEST_CASE("checkpoint JSON: numbers are read exactly as strtod reads them or ref
   CHECK_NO_FAILURES(failures);
 }
 
-TEST_CASE("checkpoint JSON: a number far outside the double range does not crash the reader", "[checkpoint][damage][finding]") {
+TEST_CASE("checkpoint JSON: a number far outside the double range does not crash the reader",
+    "[checkpoint][damage][finding]") {
   // rapidjson's StrtodFullPrecision lets these through its range checks (they count the digits
   // or the written exponent, not where the decimal point is), and StrtodDiyFp then indexes its
   // table of 87 cached powers of ten with (dExp + 348) / 8 for a decimal exponent dExp below -348
   // or above 340: an out-of-bounds read — SIGSEGV in a Release build for the third number; under
   // UBSan "signed integer overflow ... GetCachedPower10" or "index 95 out of bounds for type
   // 'const uint64_t[87]'". Each should read as strtod reads it (0, a subnormal, inf) or be refused.
-  const std::vector<std::string> numbers = {
-      "12345678901234567e-341", "1.2345678901234567e-340", "1.23456789012345678e-340",
-      "0.0000000000000000000000000000000000000001e-310",
+  const std::vector<std::string> numbers = {"12345678901234567e-341", "1.2345678901234567e-340",
+      "1.23456789012345678e-340", "0.0000000000000000000000000000000000000001e-310",
       "1" + std::string(79, '2') + "e300",  // 1.2e379 (read as 4.5e41)
       "1" + std::string(200, '2') + "e300"};
   for (const std::string& number : numbers) {
     INFO(number);
-    const Outcome o = payload(json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":" + number + "}]"), CheckpointFormat::json);
+    const Outcome o = payload(json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":" + number + "}]"),
+        CheckpointFormat::json);
     INFO(o.message);
     CHECK(o.kind != Outcome::wrong);
     if (o.kind == Outcome::parsed)
-      CHECK(std::bit_cast<uint64_t>(o.checkpoint->real("r")) == std::bit_cast<uint64_t>(std::strtod(number.c_str(), nullptr)));
+      CHECK(std::bit_cast<uint64_t>(o.checkpoint->real("r")) ==
+            std::bit_cast<uint64_t>(std::strtod(number.c_str(), nullptr)));
   }
 }
 
-TEST_CASE("checkpoint JSON: a huge negative exponent is an error or a tiny number", "[checkpoint][damage][finding]") {
+TEST_CASE("checkpoint JSON: a huge negative exponent is an error or a tiny number",
+    "[checkpoint][damage][finding]") {
   // rapidjson computes exp + expFrac in int: -2147483639 - 10 overflows (undefined behaviour).
   const std::string doc =
       json_doc("[]", "[]", "[{\"name\":\"r\",\"value\":0.0000000001e-2147483639}]");
@@ -924,7 +1013,8 @@ TEST_CASE("checkpoint JSON: a huge negative exponent is an error or a tiny numbe
   if (o.kind == Outcome::parsed) CHECK(o.checkpoint->real("r") == 0.0);
 }
 
-TEST_CASE("checkpoint binary: a zero-element tensor with huge other dims", "[checkpoint][damage][finding]") {
+TEST_CASE("checkpoint binary: a zero-element tensor with huge other dims",
+    "[checkpoint][damage][finding]") {
   // Every dim is no larger than the payload, and the tensor has no elements, but the strides
   // of shape [0, 100, …, 100] (10 × 100) overflow int64 in contiguous_strides, and numel()
   // overflows for [100, …, 100, 0].
@@ -942,8 +1032,10 @@ TEST_CASE("checkpoint binary: a zero-element tensor with huge other dims", "[che
   }
 }
 
-TEST_CASE("checkpoint JSON: a zero-element tensor with huge other dims", "[checkpoint][damage][finding]") {
-  for (const char* shape : {"[0,100,100,100,100,100,100,100,100,100,100]", "[100,100,100,100,100,100,100,100,100,100,0]"}) {
+TEST_CASE("checkpoint JSON: a zero-element tensor with huge other dims",
+    "[checkpoint][damage][finding]") {
+  for (const char* shape : {"[0,100,100,100,100,100,100,100,100,100,100]",
+           "[100,100,100,100,100,100,100,100,100,100,0]"}) {
     const std::string doc = json_doc("[" + json_tensor(shape, "[]") + "]");
     INFO("payload " << doc);
     const Outcome o = payload(doc, CheckpointFormat::json);

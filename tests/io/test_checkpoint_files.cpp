@@ -44,7 +44,8 @@ std::vector<fs::path> files_in(const fs::path& folder) {
 
 }  // namespace
 
-TEST_CASE("save then load gives the same checkpoint, and leaves no temporary file", "[checkpoint][files]") {
+TEST_CASE("save then load gives the same checkpoint, and leaves no temporary file",
+    "[checkpoint][files]") {
   TempFolder folder;
   const std::string path = (folder.path / "run.agc").string();
   for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
@@ -53,12 +54,14 @@ TEST_CASE("save then load gives the same checkpoint, and leaves no temporary fil
     Checkpoint back = load_checkpoint(path);
     CHECK(back.kind == "second");
     CHECK(back.integer("size") == 300);
-    CHECK(back.tensor("weights").to_vector<float>() == make("second", 300).tensor("weights").to_vector<float>());
+    CHECK(back.tensor("weights").to_vector<float>() ==
+          make("second", 300).tensor("weights").to_vector<float>());
     CHECK(files_in(folder.path) == std::vector<fs::path>{"run.agc"});
   }
 }
 
-TEST_CASE("a save that fails halfway leaves the old file and no temporary file", "[checkpoint][files]") {
+TEST_CASE(
+    "a save that fails halfway leaves the old file and no temporary file", "[checkpoint][files]") {
   TempFolder folder;
   const std::string path = (folder.path / "run.agc").string();
   save_checkpoint(make("old", 100), path);
@@ -75,15 +78,17 @@ TEST_CASE("saving into a folder that does not exist is a clear error", "[checkpo
   TempFolder folder;
   const std::string path = (folder.path / "missing" / "run.agc").string();
   CHECK_THROWS_AS(save_checkpoint(make("x", 10), path), CheckpointError);
-  CHECK_THROWS_WITH(save_checkpoint(make("x", 10), path), Contains("run.agc") && Contains("cannot create the temporary file"));
+  CHECK_THROWS_WITH(save_checkpoint(make("x", 10), path),
+      Contains("run.agc") && Contains("cannot create the temporary file"));
   CHECK_THROWS_WITH(load_checkpoint(path), Contains("run.agc") && Contains("cannot open"));
 }
 
-TEST_CASE("a process killed at any point of a save leaves a loadable checkpoint", "[checkpoint][files]") {
+TEST_CASE(
+    "a process killed at any point of a save leaves a loadable checkpoint", "[checkpoint][files]") {
   TempFolder folder;
   const std::string path = (folder.path / "run.agc").string();
-  const SavePhase phases[] = {SavePhase::temp_file_opened, SavePhase::half_written, SavePhase::written,
-                              SavePhase::synced, SavePhase::renamed};
+  const SavePhase phases[] = {SavePhase::temp_file_opened, SavePhase::half_written,
+      SavePhase::written, SavePhase::synced, SavePhase::renamed};
   for (SavePhase phase : phases) {
     save_checkpoint(make("old", 100), path);
     const pid_t child = ::fork();
@@ -102,7 +107,8 @@ TEST_CASE("a process killed at any point of a save leaves a loadable checkpoint"
     INFO("killed at phase " << static_cast<int>(phase));
     REQUIRE(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGKILL);
-    // Either the old checkpoint or the new one, complete: before the rename the old, after it the new.
+    // Either the old checkpoint or the new one, complete: before the rename the old, after it the
+    // new.
     Checkpoint c = load_checkpoint(path);
     CHECK(c.kind == (phase == SavePhase::renamed ? "new" : "old"));
     CHECK(c.tensor("weights").numel() == static_cast<int64_t>(c.integer("size")));

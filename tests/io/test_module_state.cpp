@@ -37,27 +37,43 @@ std::vector<std::pair<std::string, Factory>> every_module_type() {
   return {
       {"Linear", [] { return std::make_shared<nn::Linear>(3, 4); }},
       {"Embedding", [] { return std::make_shared<nn::Embedding>(7, 3); }},
-      {"LayerNorm", [] { return std::make_shared<nn::LayerNorm>(std::vector<int64_t>{2, 3}); }},
+      {"LayerNorm",
+          [] {
+            return std::make_shared<nn::LayerNorm>(std::vector<int64_t>{2, 3});
+          }},
       {"Dropout", [] { return std::make_shared<nn::Dropout>(0.3); }},
       {"DotProductAttention", [] { return std::make_shared<nn::DotProductAttention>(0.1); }},
       {"AdditiveAttention", [] { return std::make_shared<nn::AdditiveAttention>(3, 4, 5, 0.1); }},
-      {"MultiHeadAttention", [] { return std::make_shared<nn::MultiHeadAttention>(3, 4, 5, 6, 2, 0.1, true); }},
+      {"MultiHeadAttention",
+          [] { return std::make_shared<nn::MultiHeadAttention>(3, 4, 5, 6, 2, 0.1, true); }},
       {"PositionalEncoding", [] { return std::make_shared<nn::PositionalEncoding>(6, 0.1, 20); }},
-      {"LearnedPositionalEncoding", [] { return std::make_shared<nn::LearnedPositionalEncoding>(6, 0.1, 20); }},
+      {"LearnedPositionalEncoding",
+          [] { return std::make_shared<nn::LearnedPositionalEncoding>(6, 0.1, 20); }},
       {"PositionWiseFFN", [] { return std::make_shared<nn::PositionWiseFFN>(4, 8, 4); }},
       {"AddNorm", [] { return std::make_shared<nn::AddNorm>(std::vector<int64_t>{4}, 0.1); }},
       {"TransformerEncoderBlock",
-       [] { return std::make_shared<nn::TransformerEncoderBlock>(4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 0.1); }},
+          [] {
+            return std::make_shared<nn::TransformerEncoderBlock>(
+                4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 0.1);
+          }},
       {"TransformerEncoder",
-       [] { return std::make_shared<nn::TransformerEncoder>(9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1); }},
+          [] {
+            return std::make_shared<nn::TransformerEncoder>(
+                9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1);
+          }},
       {"TransformerDecoderBlock",
-       [] { return std::make_shared<nn::TransformerDecoderBlock>(4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 0.1, 0); }},
+          [] {
+            return std::make_shared<nn::TransformerDecoderBlock>(
+                4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 0.1, 0);
+          }},
       {"EncoderDecoder",
-       [] {
-         auto enc = std::make_shared<nn::TransformerEncoder>(9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1);
-         auto dec = std::make_shared<nn::TransformerDecoder>(9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1);
-         return std::make_shared<nn::EncoderDecoder>(enc, dec);
-       }},
+          [] {
+            auto enc = std::make_shared<nn::TransformerEncoder>(
+                9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1);
+            auto dec = std::make_shared<nn::TransformerDecoder>(
+                9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 2, 0.1);
+            return std::make_shared<nn::EncoderDecoder>(enc, dec);
+          }},
   };
 }
 
@@ -78,7 +94,8 @@ TEST_CASE("every module type round-trips through binary and JSON checkpoints", "
           for (auto& [name, t] : source->state_dict()) t.copy_(randn(t.shape(), g, t.dtype()));
         }
         for (auto& [name, t] : source->state_dict())
-          if (t.numel() > 0) CHECK(t.to_vector<double>() != target->state_dict().at(name).to_vector<double>());
+          if (t.numel() > 0)
+            CHECK(t.to_vector<double>() != target->state_dict().at(name).to_vector<double>());
         round_trip(*source, *target, format);
         check_same_state(*source, *target);
       }
@@ -97,11 +114,14 @@ TEST_CASE("float64 parameters round-trip exactly", "[io][checkpoint]") {
 
 TEST_CASE("a loaded model computes what the saved one computed", "[io][checkpoint]") {
   manual_seed(4);
-  auto enc = std::make_shared<nn::TransformerEncoder>(9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 1, 0.0);
+  auto enc = std::make_shared<nn::TransformerEncoder>(
+      9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 1, 0.0);
   manual_seed(5);
-  auto copy = std::make_shared<nn::TransformerEncoder>(9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 1, 0.0);
+  auto copy = std::make_shared<nn::TransformerEncoder>(
+      9, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 8, 2, 1, 0.0);
   round_trip(*enc, *copy, CheckpointFormat::binary);
   Tensor tokens = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor lens = tensor({3, 2});
-  CHECK(enc->forward(tokens, lens).to_vector<float>() == copy->forward(tokens, lens).to_vector<float>());
+  CHECK(enc->forward(tokens, lens).to_vector<float>() ==
+        copy->forward(tokens, lens).to_vector<float>());
 }

@@ -18,24 +18,24 @@ std::vector<std::pair<std::string, Factory>> optimizers() {
   return {
       {"SGD", [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1); }},
       {"SGD momentum",
-       [](const std::vector<Tensor>& p) {
-         return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01);
-       }},
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01);
+          }},
       {"SGD nesterov",
-       [](const std::vector<Tensor>& p) {
-         return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 0.0, true);
-       }},
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 0.0, true);
+          }},
       {"Adam",
-       [](const std::vector<Tensor>& p) {
-         return std::make_unique<optim::Adam>(p, 0.01, std::pair{0.8, 0.99}, 1e-6, 0.1);
-       }},
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::Adam>(p, 0.01, std::pair{0.8, 0.99}, 1e-6, 0.1);
+          }},
       {"AdamW",
-       [](const std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
+          [](const std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
       {"AdamW groups",
-       [](const std::vector<Tensor>& p) {
-         return std::make_unique<optim::AdamW>(
-             std::vector<optim::ParamGroup>{{{p[0]}, {}, {}}, {{p[1]}, 0.003, 0.0}}, 0.01);
-       }},
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::AdamW>(
+                std::vector<optim::ParamGroup>{{{p[0]}, {}, {}}, {{p[1]}, 0.003, 0.0}}, 0.01);
+          }},
   };
 }
 
@@ -63,8 +63,8 @@ optim::AdamW two_groups(const std::vector<Tensor>& params) {
 
 }  // namespace
 
-TEST_CASE("every optimizer continues bit for bit after a save and a load",
-          "[io][optim][checkpoint]") {
+TEST_CASE(
+    "every optimizer continues bit for bit after a save and a load", "[io][optim][checkpoint]") {
   for (const auto& [name, make] : optimizers()) {
     for (CheckpointFormat format : {CheckpointFormat::binary, CheckpointFormat::json}) {
       DYNAMIC_SECTION(name << (format == CheckpointFormat::binary ? " binary" : " JSON")) {
@@ -115,17 +115,12 @@ TEST_CASE("optimizer entries carry the names of version-1 files", "[io][optim][c
   put_optimizer_state(c, adamw.state_dict());
   CHECK(c.strings == std::map<std::string, std::string>{{"optimizer.type", "AdamW"}});
   CHECK(c.integers == std::map<std::string, uint64_t>{{"optimizer.groups", 2},
-                                                      {"optimizer.group.0.size", 1},
-                                                      {"optimizer.group.1.size", 1},
-                                                      {"optimizer.state.0.0.step", 1},
-                                                      {"optimizer.state.1.0.step", 1}});
-  CHECK(c.reals == std::map<std::string, double>{{"optimizer.beta1", 0.8},
-                                                 {"optimizer.beta2", 0.9},
-                                                 {"optimizer.eps", 1e-6},
-                                                 {"optimizer.group.0.lr", 0.01},
-                                                 {"optimizer.group.0.weight_decay", 1e-2},
-                                                 {"optimizer.group.1.lr", 0.003},
-                                                 {"optimizer.group.1.weight_decay", 0.0}});
+                          {"optimizer.group.0.size", 1}, {"optimizer.group.1.size", 1},
+                          {"optimizer.state.0.0.step", 1}, {"optimizer.state.1.0.step", 1}});
+  CHECK(c.reals == std::map<std::string, double>{{"optimizer.beta1", 0.8}, {"optimizer.beta2", 0.9},
+                       {"optimizer.eps", 1e-6}, {"optimizer.group.0.lr", 0.01},
+                       {"optimizer.group.0.weight_decay", 1e-2}, {"optimizer.group.1.lr", 0.003},
+                       {"optimizer.group.1.weight_decay", 0.0}});
   REQUIRE(c.tensors.size() == 4);
   CHECK(c.tensors.at("optimizer.state.1.0.exp_avg").to_vector<float>() ==
         adamw.state[1][0].exp_avg.to_vector<float>());
@@ -171,28 +166,27 @@ TEST_CASE("optimizer state that does not fit is refused whole", "[io][optim][che
   // Another optimizer type.
   optim::SGD sgd(params, 0.1);
   CHECK_THROWS_WITH(sgd.load_state_dict(get_optimizer_state(c)),
-                    Contains("the file holds Adam state, this optimizer is SGD"));
+      Contains("the file holds Adam state, this optimizer is SGD"));
 
   // Other parameter shapes: every mismatch is named, and nothing changes.
   std::vector<Tensor> other = {zeros({4, 3}).requires_grad_(), zeros({4}).requires_grad_()};
   optim::Adam wrong(other, 0.5);
-  CHECK_THROWS_WITH(
-      wrong.load_state_dict(get_optimizer_state(c)),
+  CHECK_THROWS_WITH(wrong.load_state_dict(get_optimizer_state(c)),
       Contains("shape mismatch state.0.exp_avg: file [3,4] float32, parameter [4,3] float32") &&
           Contains("state.0.exp_avg_sq"));
   CHECK(wrong.param_groups()[0].lr == 0.5);
   CHECK(wrong.state[0][1].step == 0);
 
   // Another grouping.
-  optim::Adam grouped(std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}},
-                      0.01);
+  optim::Adam grouped(
+      std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}}, 0.01);
   CHECK_THROWS_WITH(grouped.load_state_dict(get_optimizer_state(c)),
-                    Contains("the file has 1 parameter groups, this optimizer 2"));
+      Contains("the file has 1 parameter groups, this optimizer 2"));
 
   // No state at all.
   CHECK_THROWS_AS(get_optimizer_state(Checkpoint{}), CheckpointError);
-  CHECK_THROWS_WITH(get_optimizer_state(Checkpoint{}),
-                    Contains("no optimizer state under 'optimizer'"));
+  CHECK_THROWS_WITH(
+      get_optimizer_state(Checkpoint{}), Contains("no optimizer state under 'optimizer'"));
 }
 
 TEST_CASE("damaged optimizer entries are refused", "[io][optim][checkpoint]") {
@@ -208,26 +202,26 @@ TEST_CASE("damaged optimizer entries are refused", "[io][optim][checkpoint]") {
     CHECK_THROWS_WITH(get_optimizer_state(c), Contains(message));
   };
   refused([](Checkpoint& c) { c.integers.erase("optimizer.groups"); },
-          "no optimizer state under 'optimizer'");
+      "no optimizer state under 'optimizer'");
   refused([](Checkpoint& c) { c.reals.erase("optimizer.group.1.lr"); },
-          "group 1 is incomplete in the file");
+      "group 1 is incomplete in the file");
   // Counts that would allocate without bound are damage, not a reason to allocate.
   refused([](Checkpoint& c) { c.integers["optimizer.groups"] = uint64_t(1) << 62; },
-          "4611686018427387904 groups is not a group count");
+      "4611686018427387904 groups is not a group count");
   refused([](Checkpoint& c) { c.integers["optimizer.group.1.size"] = uint64_t(1) << 40; },
-          "group 1 has 1099511627776 parameters, more than 1048576 in all");
+      "group 1 has 1099511627776 parameters, more than 1048576 in all");
   refused([](Checkpoint& c) { c.tensors["optimizer.state.1.1.exp_avg"] = zeros({4}); },
-          "optimizer.state.1.1.exp_avg names a parameter outside the groups");
+      "optimizer.state.1.1.exp_avg names a parameter outside the groups");
   refused([](Checkpoint& c) { c.tensors["optimizer.state.01.0.exp_avg"] = zeros({4}); },
-          "unexpected entry optimizer.state.01.0.exp_avg");
+      "unexpected entry optimizer.state.01.0.exp_avg");
   refused([](Checkpoint& c) { c.integers["optimizer.state.0.step"] = 1; },
-          "unexpected entry optimizer.state.0.step");
+      "unexpected entry optimizer.state.0.step");
   refused([](Checkpoint& c) { c.reals["optimizer.state.0.0.step"] = 1; },
-          "unexpected entry optimizer.state.0.0.step");
+      "unexpected entry optimizer.state.0.0.step");
   refused([](Checkpoint& c) { c.integers["optimizer.state.0.0.step"] = uint64_t(1) << 63; },
-          "optimizer.state.0.0.step = 9223372036854775808 is out of range");
-  refused([](Checkpoint& c) { c.integers["optimizer.nesterov"] = uint64_t(1) << 60; },
-          "nesterov = ");
+      "optimizer.state.0.0.step = 9223372036854775808 is out of range");
+  refused(
+      [](Checkpoint& c) { c.integers["optimizer.nesterov"] = uint64_t(1) << 60; }, "nesterov = ");
 
   // What reads, but does not fit the optimizer, is the optimizer's to refuse.
   Checkpoint c = good;
@@ -245,19 +239,19 @@ TEST_CASE("a state dict a version-1 file cannot hold is not written", "[io][opti
 
   optim::StateDict bad = good;
   bad.param_groups[1].options["beta1"] = 0.5;
-  CHECK_THROWS_WITH(put_optimizer_state(c, bad),
-                    Contains("group 1's beta1 differs from group 0's"));
+  CHECK_THROWS_WITH(
+      put_optimizer_state(c, bad), Contains("group 1's beta1 differs from group 0's"));
   bad = good;
   bad.param_groups[1].options.erase("eps");
   CHECK_THROWS_WITH(put_optimizer_state(c, bad), Contains("group 1 has no eps (group 0 has)"));
   bad = good;
   bad.state[5].scalars["step"] = 1;
-  CHECK_THROWS_WITH(put_optimizer_state(c, bad),
-                    Contains("state for parameter 5, which is in no group"));
+  CHECK_THROWS_WITH(
+      put_optimizer_state(c, bad), Contains("state for parameter 5, which is in no group"));
   bad = good;
   bad.state[0].scalars["step"] = -1;
-  CHECK_THROWS_WITH(put_optimizer_state(c, bad),
-                    Contains("optimizer.state.0.0.step is negative (-1)"));
+  CHECK_THROWS_WITH(
+      put_optimizer_state(c, bad), Contains("optimizer.state.0.0.step is negative (-1)"));
   bad = good;
   bad.param_groups[1].params = {0};
   CHECK_THROWS_WITH(put_optimizer_state(c, bad), Contains("parameter 0 is in more than one place"));

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "models/model_file.h"
 #include "io/checkpoint.h"
 #include "io/optimizer_state.h"
+#include "models/model_file.h"
 
 using namespace ag;
 namespace fs = std::filesystem;
@@ -25,8 +25,8 @@ std::string read_bytes(const fs::path& path) {
   return bytes.str();
 }
 
-void check_same_tensors(const std::map<std::string, Tensor>& a,
-                        const std::map<std::string, Tensor>& b) {
+void check_same_tensors(
+    const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
   REQUIRE(a.size() == b.size());
   for (const auto& [name, t] : a) {
     INFO(name);
@@ -65,8 +65,8 @@ TEST_CASE("the version-1 model file loads", "[io][v1]") {
   check_same_tensors(loaded.model->state_dict(), file.tensors_under("model"));
 }
 
-TEST_CASE("the version-1 checkpoint's optimizer state loads and is written back unchanged",
-          "[io][v1]") {
+TEST_CASE(
+    "the version-1 checkpoint's optimizer state loads and is written back unchanged", "[io][v1]") {
   const Checkpoint file = load_checkpoint((fixtures / "checkpoint-v1.agc").string());
   CHECK(file.kind == "ag-train");
   CHECK(file.integer("step") == 20);

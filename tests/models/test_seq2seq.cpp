@@ -71,8 +71,10 @@ TEST_CASE("a small model overfits a fixed batch", "[seq2seq][training]") {
   CHECK(loss < 0.01);
 }
 
-TEST_CASE("decode_with_attention keeps each step's weights: the full matrices of a teacher-forced forward",
-          "[seq2seq][attention]") {
+TEST_CASE(
+    "decode_with_attention keeps each step's weights: the full matrices of a teacher-forced "
+    "forward",
+    "[seq2seq][attention]") {
   set_num_threads(1);
   manual_seed(0);
   auto task = make_task("reverse");
@@ -87,33 +89,37 @@ TEST_CASE("decode_with_attention keeps each step's weights: the full matrices of
   // A little training on a fixed batch, so that decoding runs several steps before <eos>.
   Batch batch = make_batch(examples, task->source_steps(), task->target_steps());
   for (int step = 0; step < 150; ++step) train_step(*model, adam, batch, 1.0);
-  const Example& e = *std::max_element(examples.begin(), examples.end(), [](const Example& a, const Example& b) {
-    return a.source.size() < b.source.size();
-  });
+  const Example& e = *std::max_element(examples.begin(), examples.end(),
+      [](const Example& a, const Example& b) { return a.source.size() < b.source.size(); });
   REQUIRE(e.source.size() >= 5);
   model->train();
   const DecodedAttention a = decode_with_attention(*model, e.source, task->target_steps());
   CHECK(model->is_training());  // the mode is restored
 
-  const int64_t Ts = static_cast<int64_t>(e.source.size()) + 1, T = static_cast<int64_t>(a.decoder_input.size());
-  INFO("source " << task->vocab().to_text(e.source) << ", decoder input " << task->vocab().to_text(a.decoder_input));
+  const int64_t Ts = static_cast<int64_t>(e.source.size()) + 1,
+                T = static_cast<int64_t>(a.decoder_input.size());
+  INFO("source " << task->vocab().to_text(e.source) << ", decoder input "
+                 << task->vocab().to_text(a.decoder_input));
   REQUIRE(T >= 3);
   CHECK(a.source.back() == TaskVocab::eos);
   CHECK(a.decoder_input[0] == TaskVocab::bos);
   // The decoder was fed its own predictions, and they are greedy_decode's.
   CHECK(std::equal(a.prediction.begin(), a.prediction.end(), a.decoder_input.begin() + 1));
   Batch one = make_batch({e}, task->source_steps(), task->target_steps());
-  CHECK(greedy_decode(*model, one.source, one.source_valid_lens, task->target_steps())[0] == a.prediction);
+  CHECK(greedy_decode(*model, one.source, one.source_valid_lens, task->target_steps())[0] ==
+        a.prediction);
 
   // The same weights from one forward over the whole decoder input (the causal mask hides each
   // query's future), in eval mode.
   model->eval();
   NoGradGuard no_grad;
-  std::vector<float> src(a.source.begin(), a.source.end()), dec(a.decoder_input.begin(), a.decoder_input.end());
-  model->forward(tensor(src, {1, Ts}), tensor(dec, {1, T}), tensor(std::vector<float>{float(Ts)}, {1}));
-  const auto encoder = model->encoder->attention_weights();           // per layer (1, H, Ts, Ts)
-  const auto self = model->decoder->self_attention_weights();         // per layer (1, H, T, T)
-  const auto cross = model->decoder->cross_attention_weights();       // per layer (1, H, T, Ts)
+  std::vector<float> src(a.source.begin(), a.source.end()),
+      dec(a.decoder_input.begin(), a.decoder_input.end());
+  model->forward(
+      tensor(src, {1, Ts}), tensor(dec, {1, T}), tensor(std::vector<float>{float(Ts)}, {1}));
+  const auto encoder = model->encoder->attention_weights();      // per layer (1, H, Ts, Ts)
+  const auto self = model->decoder->self_attention_weights();    // per layer (1, H, T, T)
+  const auto cross = model->decoder->cross_attention_weights();  // per layer (1, H, T, Ts)
   REQUIRE(a.encoder.size() == 2);
   REQUIRE(a.decoder_self.size() == 2);
   REQUIRE(a.cross.size() == 2);
@@ -150,7 +156,8 @@ TEST_CASE("a short run on the copy task learns it", "[seq2seq][training]") {
   auto model = make_transformer(config);
   optim::Adam adam(model->parameters(), 0.005);
   for (int step = 0; step < 500; ++step)
-    train_step(*model, adam, make_batch(stream.next(64), task->source_steps(), task->target_steps()), 1.0);
+    train_step(
+        *model, adam, make_batch(stream.next(64), task->source_steps(), task->target_steps()), 1.0);
   Evaluation e = evaluate(*model, *task, held_out);
   INFO("token accuracy " << e.token_accuracy << ", sequence accuracy " << e.sequence_accuracy);
   // Before training: about 1/17 of tokens right and no sequence.
@@ -171,15 +178,17 @@ TEST_CASE("the same seed on one thread gives bit-identical loss curves", "[seq2s
     optim::Adam adam(model->parameters(), 0.005);
     std::vector<double> losses;
     for (int step = 0; step < 30; ++step)
-      losses.push_back(train_step(*model, adam, make_batch(stream.next(16), task->source_steps(), task->target_steps()), 1.0));
+      losses.push_back(train_step(*model, adam,
+          make_batch(stream.next(16), task->source_steps(), task->target_steps()), 1.0));
     return losses;
   };
   const std::vector<double> first = run();
   CHECK(first == run());
 }
 
-TEST_CASE("live nodes and resident memory stay flat over 1,000 training steps and 1,000 evaluations",
-          "[seq2seq][training][memory]") {
+TEST_CASE(
+    "live nodes and resident memory stay flat over 1,000 training steps and 1,000 evaluations",
+    "[seq2seq][training][memory]") {
   set_num_threads(1);
   manual_seed(0);
   auto task = make_task("reverse");
@@ -193,7 +202,8 @@ TEST_CASE("live nodes and resident memory stay flat over 1,000 training steps an
   const int64_t nodes_before = live_node_count();
   int64_t resident_after_warmup = 0;
   for (int step = 1; step <= 1000; ++step) {
-    train_step(*model, adam, make_batch(stream.next(8), task->source_steps(), task->target_steps()), 1.0);
+    train_step(
+        *model, adam, make_batch(stream.next(8), task->source_steps(), task->target_steps()), 1.0);
     REQUIRE(live_node_count() == nodes_before);  // the graph of every step is freed
     if (step == 100) resident_after_warmup = resident_bytes();
   }

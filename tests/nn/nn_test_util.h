@@ -34,7 +34,8 @@ inline Tensor randn32(const Shape& shape, uint64_t seed) {
 }
 
 // Integer token ids in [0, vocab) as a float tensor of `dtype`, from its own seed.
-inline Tensor tokens(const Shape& shape, int64_t vocab, uint64_t seed, ag::DType dtype = ag::float32) {
+inline Tensor tokens(
+    const Shape& shape, int64_t vocab, uint64_t seed, ag::DType dtype = ag::float32) {
   ag::Generator generator(seed);
   std::vector<double> ids(static_cast<std::size_t>(ag::numel(shape)));
   for (double& id : ids) id = static_cast<double>(generator.randint(0, vocab));
@@ -136,11 +137,13 @@ inline void bind(Cursor& c, ag::nn::TransformerDecoderBlock& m) {
 }
 inline void bind(Cursor& c, ag::nn::TransformerEncoder& m) {
   bind(c, *m.embedding);
-  for (std::size_t i = 0; i < m.blks->size(); ++i) bind(c, *m.blks->at<ag::nn::TransformerEncoderBlock>(i));
+  for (std::size_t i = 0; i < m.blks->size(); ++i)
+    bind(c, *m.blks->at<ag::nn::TransformerEncoderBlock>(i));
 }
 inline void bind(Cursor& c, ag::nn::TransformerDecoder& m) {
   bind(c, *m.embedding);
-  for (std::size_t i = 0; i < m.blks->size(); ++i) bind(c, *m.blks->at<ag::nn::TransformerDecoderBlock>(i));
+  for (std::size_t i = 0; i < m.blks->size(); ++i)
+    bind(c, *m.blks->at<ag::nn::TransformerDecoderBlock>(i));
   bind(c, *m.dense);
 }
 inline void bind(Cursor& c, ag::nn::EncoderDecoder& m) {
@@ -154,11 +157,13 @@ void bind_all(M& module, const std::vector<Tensor>& tensors, std::size_t first =
   Cursor cursor(tensors, first);
   bind(cursor, module);
   if (cursor.next() != tensors.size())
-    throw std::logic_error("bind: " + std::to_string(tensors.size() - cursor.next()) + " tensors left over");
+    throw std::logic_error(
+        "bind: " + std::to_string(tensors.size() - cursor.next()) + " tensors left over");
 }
 
 // `inputs` followed by the module's parameters: the inputs of a gradcheck over both.
-inline std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const ag::nn::Module& module) {
+inline std::vector<Tensor> with_parameters(
+    std::vector<Tensor> inputs, const ag::nn::Module& module) {
   for (const Tensor& p : module.parameters()) inputs.push_back(p);
   return inputs;
 }
@@ -166,9 +171,9 @@ inline std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const ag:
 }  // namespace nn_test
 
 // Runs a gradcheck and reports its message on failure.
-#define CHECK_GRADCHECK(...)                                \
-  do {                                                      \
+#define CHECK_GRADCHECK(...)                                  \
+  do {                                                        \
     const ag::GradcheckResult gradcheck_result = __VA_ARGS__; \
-    INFO(gradcheck_result.message);                         \
-    CHECK(gradcheck_result.passed);                         \
+    INFO(gradcheck_result.message);                           \
+    CHECK(gradcheck_result.passed);                           \
   } while (false)

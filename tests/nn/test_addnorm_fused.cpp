@@ -14,8 +14,8 @@ struct Pass {
   bool recorded_fused_op = false;  // the output's node is dropout_add_layer_norm
 };
 
-Pass forward_backward(nn::AddNorm& add_norm, bool fused, const Tensor& X, const Tensor& Y, const Tensor& upstream,
-                      uint64_t seed) {
+Pass forward_backward(nn::AddNorm& add_norm, bool fused, const Tensor& X, const Tensor& Y,
+    const Tensor& upstream, uint64_t seed) {
   nn::FusedKernelsGuard guard(fused);
   add_norm.zero_grad();
   Tensor x = X.detach().clone().requires_grad_(), y = Y.detach().clone().requires_grad_();
@@ -46,7 +46,8 @@ void check_same(const Pass& fused, const Pass& composed, double tolerance) {
 
 }  // namespace
 
-TEST_CASE("AddNorm: the fused path equals d2l's composed path, with dropout and in eval", "[nn][addnorm][fused]") {
+TEST_CASE("AddNorm: the fused path equals d2l's composed path, with dropout and in eval",
+    "[nn][addnorm][fused]") {
   for (const DType dtype : {float64, float32}) {
     INFO("dtype " << dtype_name(dtype));
     const double tolerance = dtype == float64 ? 1e-12 : 1e-5;
@@ -65,7 +66,7 @@ TEST_CASE("AddNorm: the fused path equals d2l's composed path, with dropout and 
       const Pass fused = forward_backward(add_norm, true, X, Y, upstream, 11);
       const Pass composed = forward_backward(add_norm, false, X, Y, upstream, 11);
       check_same(fused, composed, tolerance);
-      if (training) {  // dropout did drop something: the gradient of Y has zeros the one of X has not
+      if (training) {  // dropout dropped something: Y's gradient has zeros X's has not
         int64_t dropped = 0;
         for (double g : fused.Y_grad.to_vector<double>()) dropped += g == 0.0;
         CHECK(dropped > 0);
@@ -74,13 +75,18 @@ TEST_CASE("AddNorm: the fused path equals d2l's composed path, with dropout and 
   }
 }
 
-TEST_CASE("dropout_add_layer_norm: shape errors name the op and the shapes", "[nn][addnorm][fused][errors]") {
+TEST_CASE("dropout_add_layer_norm: shape errors name the op and the shapes",
+    "[nn][addnorm][fused][errors]") {
   Generator gen(1);
   const Tensor w = ones({4}), b = zeros({4});
-  CHECK_THROWS_WITH(dropout_add_layer_norm(ones({2, 4}), ones({3, 4}), {4}, w, b, 1e-5, 0.1, true, gen),
-                    Catch::Contains("dropout_add_layer_norm: x of shape [2,4] and y of shape [3,4] differ"));
-  CHECK_THROWS_WITH(dropout_add_layer_norm(ones({2, 5}), ones({2, 5}), {4}, w, b, 1e-5, 0.1, true, gen),
-                    Catch::Contains("dropout_add_layer_norm: input of shape [2,5] does not end in normalized_shape [4]"));
-  CHECK_THROWS_WITH(dropout_add_layer_norm(ones({2, 4}), ones({2, 4}), {4}, w, b, 1e-5, 1.5, true, gen),
-                    Catch::Contains("dropout_add_layer_norm: probability 1.5 is outside [0, 1]"));
+  CHECK_THROWS_WITH(
+      dropout_add_layer_norm(ones({2, 4}), ones({3, 4}), {4}, w, b, 1e-5, 0.1, true, gen),
+      Catch::Contains("dropout_add_layer_norm: x of shape [2,4] and y of shape [3,4] differ"));
+  CHECK_THROWS_WITH(
+      dropout_add_layer_norm(ones({2, 5}), ones({2, 5}), {4}, w, b, 1e-5, 0.1, true, gen),
+      Catch::Contains(
+          "dropout_add_layer_norm: input of shape [2,5] does not end in normalized_shape [4]"));
+  CHECK_THROWS_WITH(
+      dropout_add_layer_norm(ones({2, 4}), ones({2, 4}), {4}, w, b, 1e-5, 1.5, true, gen),
+      Catch::Contains("dropout_add_layer_norm: probability 1.5 is outside [0, 1]"));
 }

@@ -8,9 +8,10 @@ using Catch::Matchers::Contains;
 using nn_test::at;
 using nn_test::values;
 
-// ---- positional encoding -------------------------------------------------------------------------
+// ---- positional encoding ------------------------------------------------------------------------
 
-TEST_CASE("positional encoding: a shift by δ is a rotation by δ·ω_j of each column pair", "[nn][seed][posenc]") {
+TEST_CASE("positional encoding: a shift by δ is a rotation by δ·ω_j of each column pair",
+    "[nn][seed][posenc]") {
   // P[i+δ, 2j] + i·P[i+δ, 2j+1] is P[i, 2j] + i·P[i, 2j+1] turned by δ·ω_j, ω_j = 1/10000^(2j/d):
   //   sin((i+δ)ω) =  cos(δω)·sin(iω) + sin(δω)·cos(iω)
   //   cos((i+δ)ω) = −sin(δω)·sin(iω) + cos(δω)·cos(iω)
@@ -23,13 +24,14 @@ TEST_CASE("positional encoding: a shift by δ is a rotation by δ·ω_j of each 
   int64_t checked = 0, failures = 0;
   for (int64_t delta = 0; delta <= 50; ++delta)
     for (int64_t j = 0; j < d / 2; ++j) {
-      const double omega = 1.0 / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
+      const double omega =
+          1.0 / std::pow(10000.0, static_cast<double>(2 * j) / static_cast<double>(d));
       const double c = std::cos(delta * omega), s = std::sin(delta * omega);
       for (int64_t i = 0; i + delta < max_len; ++i) {
         const double sin_shifted = c * p(i, 2 * j) + s * p(i, 2 * j + 1);
         const double cos_shifted = -s * p(i, 2 * j) + c * p(i, 2 * j + 1);
         const double error = std::max(std::abs(sin_shifted - p(i + delta, 2 * j)),
-                                      std::abs(cos_shifted - p(i + delta, 2 * j + 1)));
+            std::abs(cos_shifted - p(i + delta, 2 * j + 1)));
         worst = std::max(worst, error);
         failures += !(error <= 1e-5);
         ++checked;
@@ -77,26 +79,29 @@ TEST_CASE("positional encoding: an odd width ends in a sine column", "[nn][posen
   CHECK(at(encoding.P, {0, 1, 6}) == Approx(0.0003727593633990364).margin(1e-9));
   CHECK(at(encoding.P, {0, 2, 6}) == Approx(0.0007455186750033279).margin(1e-9));
   CHECK(at(encoding.P, {0, 999, 6}) == Approx(0.3638395042326189).margin(1e-7));
-  CHECK(at(encoding.P, {0, 999, 5}) == Approx(std::cos(999 / std::pow(10000.0, 4.0 / 7))).margin(1e-7));
+  CHECK(at(encoding.P, {0, 999, 5}) ==
+        Approx(std::cos(999 / std::pow(10000.0, 4.0 / 7))).margin(1e-7));
   Tensor Y = encoding(zeros({2, 3, 7}));
   CHECK(Y.shape() == Shape{2, 3, 7});
   CHECK(values(Y.select(0, 1)) == values(encoding.P.narrow(1, 0, 3).select(0, 0)));
 }
 
-TEST_CASE("positional encoding: a sequence longer than max_len is a ShapeError naming the shapes", "[nn][posenc]") {
+TEST_CASE("positional encoding: a sequence longer than max_len is a ShapeError naming the shapes",
+    "[nn][posenc]") {
   nn::PositionalEncoding encoding(8, 0.0, 5);
   CHECK_NOTHROW(encoding(zeros({2, 5, 8})));
   CHECK_THROWS_AS(encoding(zeros({2, 6, 8})), ShapeError);
   CHECK_THROWS_WITH(encoding(zeros({2, 6, 8})),
-                    Contains("PositionalEncoding") && Contains("[2,6,8]") && Contains("max_len 5"));
+      Contains("PositionalEncoding") && Contains("[2,6,8]") && Contains("max_len 5"));
   nn::LearnedPositionalEncoding learned(8, 0.0, 5);
   CHECK_THROWS_WITH(learned(zeros({1, 7, 8})),
-                    Contains("LearnedPositionalEncoding") && Contains("[1,7,8]") && Contains("max_len 5"));
+      Contains("LearnedPositionalEncoding") && Contains("[1,7,8]") && Contains("max_len 5"));
 }
 
-// ---- masked_softmax ------------------------------------------------------------------------------
+// ---- masked_softmax -----------------------------------------------------------------------------
 
-TEST_CASE("masked_softmax: masked positions get weight exactly 0 and gradient exactly 0", "[nn][masked_softmax]") {
+TEST_CASE("masked_softmax: masked positions get weight exactly 0 and gradient exactly 0",
+    "[nn][masked_softmax]") {
   const int64_t B = 2, Q = 3, K = 5;
   SECTION("one valid length per batch row") {
     Tensor X = nn_test::randn32({B, Q, K}, 2).requires_grad_();
@@ -139,7 +144,8 @@ TEST_CASE("masked_softmax: masked positions get weight exactly 0 and gradient ex
   }
 }
 
-TEST_CASE("masked_softmax: a valid length of 0 gives uniform weights 1/K, finite everywhere", "[nn][masked_softmax]") {
+TEST_CASE("masked_softmax: a valid length of 0 gives uniform weights 1/K, finite everywhere",
+    "[nn][masked_softmax]") {
   Tensor X = nn_test::randn32({2, 2, 4}, 6).requires_grad_();
   Tensor W = nn::masked_softmax(X, tensor({0, 3}));
   W.backward(nn_test::randn32({2, 2, 4}, 7));
@@ -154,35 +160,42 @@ TEST_CASE("masked_softmax: a valid length of 0 gives uniform weights 1/K, finite
   CHECK(values(W64.select(0, 0).select(0, 0)) == std::vector<double>(3, 1.0 / 3.0));
 }
 
-TEST_CASE("masked_softmax: valid lengths of the wrong shape are a ShapeError naming both shapes", "[nn][masked_softmax]") {
+TEST_CASE("masked_softmax: valid lengths of the wrong shape are a ShapeError naming both shapes",
+    "[nn][masked_softmax]") {
   const Tensor X = zeros({2, 3, 5});
   CHECK_THROWS_AS(nn::masked_softmax(X, tensor({1, 2, 3})), ShapeError);
   CHECK_THROWS_WITH(nn::masked_softmax(X, tensor({1, 2, 3})),
-                    Contains("masked_softmax") && Contains("[3]") && Contains("[2,3,5]"));
+      Contains("masked_softmax") && Contains("[3]") && Contains("[2,3,5]"));
   CHECK_THROWS_WITH(nn::masked_softmax(X, ones({3, 2})), Contains("[3,2]") && Contains("[2,3,5]"));
-  CHECK_THROWS_WITH(nn::masked_softmax(X, ones({2, 3, 1})), Contains("[2,3,1]") && Contains("[2,3,5]"));
-  CHECK_THROWS_WITH(nn::masked_softmax(zeros({2, 5}), ones({2})), Contains("masked_softmax") && Contains("[2,5]"));
+  CHECK_THROWS_WITH(
+      nn::masked_softmax(X, ones({2, 3, 1})), Contains("[2,3,1]") && Contains("[2,3,5]"));
+  CHECK_THROWS_WITH(nn::masked_softmax(zeros({2, 5}), ones({2})),
+      Contains("masked_softmax") && Contains("[2,5]"));
 }
 
-TEST_CASE("masked_softmax: negative, too large or fractional valid lengths are a ShapeError naming both shapes",
-          "[nn][masked_softmax]") {
+TEST_CASE(
+    "masked_softmax: negative, too large or fractional valid lengths are a ShapeError naming both "
+    "shapes",
+    "[nn][masked_softmax]") {
   const Tensor X = zeros({2, 3, 5});
   for (const std::vector<double>& lens : {std::vector<double>{-1, 2}, {2, 6}, {2.5, 1}}) {
     INFO("valid_lens " << tensor(lens).str());
     CHECK_THROWS_AS(nn::masked_softmax(X, tensor(lens)), ShapeError);
     CHECK_THROWS_WITH(nn::masked_softmax(X, tensor(lens)),
-                      Contains("masked_softmax") && Contains("[2]") && Contains("[2,3,5]"));
+        Contains("masked_softmax") && Contains("[2]") && Contains("[2,3,5]"));
   }
   CHECK_THROWS_AS(nn::masked_softmax(X, tensor({1, 2, 3, 4, 5, 7}, {2, 3})), ShapeError);
   CHECK_THROWS_WITH(nn::masked_softmax(X, tensor({1, 2, 3, 4, 5, 7}, {2, 3})),
-                    Contains("masked_softmax") && Contains("[2,3]") && Contains("[2,3,5]"));
+      Contains("masked_softmax") && Contains("[2,3]") && Contains("[2,3,5]"));
 }
 
-TEST_CASE("masked_softmax: logits of ±1e4 stay finite in forward and backward", "[nn][masked_softmax]") {
+TEST_CASE(
+    "masked_softmax: logits of ±1e4 stay finite in forward and backward", "[nn][masked_softmax]") {
   for (DType dtype : {float32, float64}) {
     INFO(dtype_name(dtype));
-    Tensor X = tensor({1e4, -1e4, 1e4, -1e4, 0, -1e4, -1e4, -1e4, 1e4, 1e4, -1e4, 1e4}, {2, 2, 3}, dtype)
-                   .requires_grad_();
+    Tensor X =
+        tensor({1e4, -1e4, 1e4, -1e4, 0, -1e4, -1e4, -1e4, 1e4, 1e4, -1e4, 1e4}, {2, 2, 3}, dtype)
+            .requires_grad_();
     Tensor W = nn::masked_softmax(X, tensor({3, 2}));
     Generator generator(9);
     W.backward(randn({2, 2, 3}, generator, dtype));
@@ -196,20 +209,23 @@ TEST_CASE("masked_softmax: logits of ±1e4 stay finite in forward and backward",
   }
 }
 
-// ---- MultiHeadAttention --------------------------------------------------------------------------
+// ---- MultiHeadAttention -------------------------------------------------------------------------
 
-TEST_CASE("MultiHeadAttention: num_hiddens not divisible by num_heads is a ValueError", "[nn][mha]") {
+TEST_CASE(
+    "MultiHeadAttention: num_hiddens not divisible by num_heads is a ValueError", "[nn][mha]") {
   CHECK_THROWS_AS(nn::MultiHeadAttention(8, 8, 8, 10, 3, 0.0), ValueError);
   CHECK_THROWS_WITH(nn::MultiHeadAttention(8, 8, 8, 10, 3, 0.0),
-                    Contains("MultiHeadAttention") && Contains("10") && Contains("3"));
+      Contains("MultiHeadAttention") && Contains("10") && Contains("3"));
   CHECK_THROWS_AS(nn::MultiHeadAttention(8, 8, 8, 8, 0, 0.0), ValueError);
 }
 
-TEST_CASE("MultiHeadAttention: attention_weights() is (B, H, Q, K) with rows summing to 1", "[nn][mha]") {
+TEST_CASE(
+    "MultiHeadAttention: attention_weights() is (B, H, Q, K) with rows summing to 1", "[nn][mha]") {
   manual_seed(30);
   nn::MultiHeadAttention attention(6, 4, 3, 8, 4, 0.0);
   CHECK_FALSE(attention.attention_weights().defined());  // before any forward
-  Tensor Y = attention(nn_test::randn32({2, 3, 4}, 1), nn_test::randn32({2, 5, 6}, 2), nn_test::randn32({2, 5, 3}, 3));
+  Tensor Y = attention(nn_test::randn32({2, 3, 4}, 1), nn_test::randn32({2, 5, 6}, 2),
+      nn_test::randn32({2, 5, 3}, 3));
   CHECK(Y.shape() == Shape{2, 3, 8});
   Tensor W = attention.attention_weights();
   REQUIRE(W.shape() == Shape{2, 4, 3, 5});
@@ -227,8 +243,8 @@ TEST_CASE("MultiHeadAttention: every head of batch row b uses b's valid length",
   nn::MultiHeadAttention attention(4, 4, 4, 6, H, 0.0);
   SECTION("per batch row") {
     const std::vector<int64_t> lens = {1, 4, 2};
-    attention(nn_test::randn32({B, Q, 4}, 4), nn_test::randn32({B, K, 4}, 5), nn_test::randn32({B, K, 4}, 6),
-              tensor({1, 4, 2}));
+    attention(nn_test::randn32({B, Q, 4}, 4), nn_test::randn32({B, K, 4}, 5),
+        nn_test::randn32({B, K, 4}, 6), tensor({1, 4, 2}));
     Tensor W = attention.attention_weights();
     REQUIRE(W.shape() == Shape{B, H, Q, K});
     for (int64_t b = 0; b < B; ++b)
@@ -244,8 +260,8 @@ TEST_CASE("MultiHeadAttention: every head of batch row b uses b's valid length",
   }
   SECTION("per query") {
     const std::vector<std::vector<int64_t>> lens = {{1, 5}, {3, 2}, {4, 0}};
-    attention(nn_test::randn32({B, Q, 4}, 7), nn_test::randn32({B, K, 4}, 8), nn_test::randn32({B, K, 4}, 9),
-              tensor({1, 5, 3, 2, 4, 0}, {B, Q}));
+    attention(nn_test::randn32({B, Q, 4}, 7), nn_test::randn32({B, K, 4}, 8),
+        nn_test::randn32({B, K, 4}, 9), tensor({1, 5, 3, 2, 4, 0}, {B, Q}));
     Tensor W = attention.attention_weights();
     REQUIRE(W.shape() == Shape{B, H, Q, K});
     for (int64_t b = 0; b < B; ++b)
@@ -269,10 +285,12 @@ TEST_CASE("MultiHeadAttention: the heads are independent attentions of width D/H
   const int64_t B = 2, Q = 3, K = 4, D = 6, H = 2, Dh = D / H;
   nn::MultiHeadAttention attention(5, 5, 5, D, H, 0.0);
   attention.to(float64);
-  Tensor queries = nn_test::input64({B, Q, 5}, 10).detach(), keys = nn_test::input64({B, K, 5}, 11).detach();
+  Tensor queries = nn_test::input64({B, Q, 5}, 10).detach(),
+         keys = nn_test::input64({B, K, 5}, 11).detach();
   Tensor lens = tensor({2, 4});
   Tensor Y = attention(queries, keys, keys, lens);
-  Tensor q = attention.W_q->forward(queries), k = attention.W_k->forward(keys), v = attention.W_v->forward(keys);
+  Tensor q = attention.W_q->forward(queries), k = attention.W_k->forward(keys),
+         v = attention.W_v->forward(keys);
   std::vector<Tensor> heads;
   for (int64_t h = 0; h < H; ++h) {
     Tensor qh = q.narrow(2, h * Dh, Dh), kh = k.narrow(2, h * Dh, Dh), vh = v.narrow(2, h * Dh, Dh);

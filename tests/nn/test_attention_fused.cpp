@@ -19,9 +19,9 @@ struct Pass {
 
 // One forward and backward of `attention` with fused kernels on or off (and, when on, the given
 // attention kernel), the default generator seeded with `seed` first.
-Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tensor& queries, const Tensor& keys,
-                      const Tensor& values, const Tensor& valid_lens, const Tensor& upstream, uint64_t seed,
-                      AttentionKernel kernel = AttentionKernel::automatic) {
+Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tensor& queries,
+    const Tensor& keys, const Tensor& values, const Tensor& valid_lens, const Tensor& upstream,
+    uint64_t seed, AttentionKernel kernel = AttentionKernel::automatic) {
   nn::FusedKernelsGuard guard(fused);
   AttentionKernelGuard kernel_guard(kernel);
   attention.zero_grad();
@@ -33,7 +33,8 @@ Pass forward_backward(nn::MultiHeadAttention& attention, bool fused, const Tenso
   pass.generator_after = default_generator().state();
   pass.weights = attention.attention_weights();  // (B, H, Q, K)
   pass.output.backward(upstream);
-  for (const auto& [name, parameter] : attention.named_parameters()) pass.parameter_grads.emplace_back(name, parameter.grad());
+  for (const auto& [name, parameter] : attention.named_parameters())
+    pass.parameter_grads.emplace_back(name, parameter.grad());
   pass.queries_grad = q.grad();
   pass.keys_grad = k.grad();
   pass.values_grad = v.grad();
@@ -50,7 +51,8 @@ void check_same(const Pass& fused, const Pass& composed, double tolerance) {
   for (std::size_t i = 0; i < fused.parameter_grads.size(); ++i) {
     INFO("gradient of " << fused.parameter_grads[i].first);
     REQUIRE(fused.parameter_grads[i].second.defined());
-    CHECK(max_abs_diff(fused.parameter_grads[i].second, composed.parameter_grads[i].second) <= tolerance);
+    CHECK(max_abs_diff(fused.parameter_grads[i].second, composed.parameter_grads[i].second) <=
+          tolerance);
   }
   CHECK(max_abs_diff(fused.queries_grad, composed.queries_grad) <= tolerance);
   CHECK(max_abs_diff(fused.keys_grad, composed.keys_grad) <= tolerance);
@@ -60,7 +62,7 @@ void check_same(const Pass& fused, const Pass& composed, double tolerance) {
 }  // namespace
 
 TEST_CASE("MultiHeadAttention: the fused path equals d2l's composed path, with dropout and in eval",
-          "[nn][mha][fused]") {
+    "[nn][mha][fused]") {
   const int64_t B = 3, Q = 4, K = 6, H = 2, D = 8;
   struct Lens {
     std::string name;
@@ -77,7 +79,8 @@ TEST_CASE("MultiHeadAttention: the fused path equals d2l's composed path, with d
     for (bool bias : {false, true})
       for (const Lens& c : cases)
         for (bool training : {true, false}) {
-          INFO(dtype_name(dtype) << (bias ? ", bias" : "") << ", " << c.name << (training ? ", training" : ", eval"));
+          INFO(dtype_name(dtype) << (bias ? ", bias" : "") << ", " << c.name
+                                 << (training ? ", training" : ", eval"));
           manual_seed(1);
           nn::MultiHeadAttention attention(5, 7, 3, D, H, 0.3, bias);  // key 5, query 7, value 3
           attention.to(dtype);
@@ -87,19 +90,23 @@ TEST_CASE("MultiHeadAttention: the fused path equals d2l's composed path, with d
           const Tensor keys = randn({B, K, 5}, values_generator, dtype);
           const Tensor values = randn({B, K, 3}, values_generator, dtype);
           const Tensor upstream = randn({B, Q, D}, values_generator, dtype);
-          const Pass fused = forward_backward(attention, true, queries, keys, values, c.lens, upstream, 42);
-          const Pass composed = forward_backward(attention, false, queries, keys, values, c.lens, upstream, 42);
+          const Pass fused =
+              forward_backward(attention, true, queries, keys, values, c.lens, upstream, 42);
+          const Pass composed =
+              forward_backward(attention, false, queries, keys, values, c.lens, upstream, 42);
           check_same(fused, composed, tolerance);
           if (training) {
             // Dropout really ran: another seed gives another output.
-            const Pass reseeded = forward_backward(attention, true, queries, keys, values, c.lens, upstream, 43);
+            const Pass reseeded =
+                forward_backward(attention, true, queries, keys, values, c.lens, upstream, 43);
             CHECK(max_abs_diff(fused.output, reseeded.output) > 1e-3);
           }
         }
   }
 }
 
-TEST_CASE("MultiHeadAttention: the fused path splits and joins the heads without copies", "[nn][mha][fused]") {
+TEST_CASE("MultiHeadAttention: the fused path splits and joins the heads without copies",
+    "[nn][mha][fused]") {
   // Per forward, the composed path copies Q, K and V in transpose_qkv, the valid lengths in
   // repeat_interleave and the output in transpose_output; the fused path none of them.
   const int64_t B = 2, T = 5, D = 8, H = 4;
@@ -119,7 +126,8 @@ TEST_CASE("MultiHeadAttention: the fused path splits and joins the heads without
   CHECK(composed > fused + 4);
 }
 
-TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape errors", "[nn][mha][fused][errors]") {
+TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape errors",
+    "[nn][mha][fused][errors]") {
   nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
   const Tensor X = zeros({2, 3, 4});
   for (bool fused : {true, false}) {
@@ -131,13 +139,17 @@ TEST_CASE("MultiHeadAttention: the fused path keeps the composed path's shape er
   }
 }
 
-TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the whole-row kernel and the composed path",
-          "[nn][mha][fused]") {
-  // 140 keys and 66 queries: two tiles each way (64 queries × 128 keys). The weights, never formed by the tiled
-  // kernel, are formed on request from the same q and k, so they are the whole-row kernel's bits.
+TEST_CASE(
+    "MultiHeadAttention: the tiled kernel (flash_attention) equals the whole-row kernel and the "
+    "composed path",
+    "[nn][mha][fused]") {
+  // 140 keys and 66 queries: two tiles each way (64 queries × 128 keys). The weights, never formed
+  // by the tiled kernel, are formed on request from the same q and k, so they are the whole-row
+  // kernel's bits.
   const int64_t B = 2, Q = 66, K = 140, H = 2, D = 8;
   std::vector<double> per_query(static_cast<std::size_t>(B * Q));
-  for (int64_t i = 0; i < B * Q; ++i) per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 13) % (K + 1));
+  for (int64_t i = 0; i < B * Q; ++i)
+    per_query[static_cast<std::size_t>(i)] = static_cast<double>((i * 13) % (K + 1));
   const Tensor lens = tensor(per_query, {B, Q});  // (B, Q), 0 and K among them
   for (DType dtype : {float64, float32}) {
     const double tolerance = dtype == float64 ? 1e-12 : 1e-5;
@@ -152,11 +164,12 @@ TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the who
       const Tensor keys = randn({B, K, 5}, values_generator, dtype);
       const Tensor values = randn({B, K, 3}, values_generator, dtype);
       const Tensor upstream = randn({B, Q, D}, values_generator, dtype);
-      const Pass tiled = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
-                                          AttentionKernel::tiled);
-      const Pass whole = forward_backward(attention, true, queries, keys, values, lens, upstream, 42,
-                                          AttentionKernel::whole_rows);
-      const Pass composed = forward_backward(attention, false, queries, keys, values, lens, upstream, 42);
+      const Pass tiled = forward_backward(
+          attention, true, queries, keys, values, lens, upstream, 42, AttentionKernel::tiled);
+      const Pass whole = forward_backward(
+          attention, true, queries, keys, values, lens, upstream, 42, AttentionKernel::whole_rows);
+      const Pass composed =
+          forward_backward(attention, false, queries, keys, values, lens, upstream, 42);
       check_same(tiled, whole, tolerance);
       check_same(tiled, composed, tolerance);
       CHECK(tiled.weights.to_vector<double>() == whole.weights.to_vector<double>());
@@ -164,8 +177,9 @@ TEST_CASE("MultiHeadAttention: the tiled kernel (flash_attention) equals the who
   }
 }
 
-TEST_CASE("MultiHeadAttention: the tiled kernel's weights are formed on request, for the last forward",
-          "[nn][mha][fused]") {
+TEST_CASE(
+    "MultiHeadAttention: the tiled kernel's weights are formed on request, for the last forward",
+    "[nn][mha][fused]") {
   AttentionKernelGuard tiled(AttentionKernel::tiled);
   nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
   attention.eval();
@@ -186,7 +200,7 @@ TEST_CASE("MultiHeadAttention: the tiled kernel's weights are formed on request,
 }
 
 TEST_CASE("DotProductAttention: forward_heads equals forward on the heads moved into the batch",
-          "[nn][mha][fused]") {
+    "[nn][mha][fused]") {
   // MultiHeadAttention's two paths at the level of the attention module: (B, H, T, d) heads against
   // their (B·H, T, d) copies with each valid length repeated per head; attention_weights() follows
   // whichever ran last.

@@ -11,7 +11,7 @@ using nn_test::with_parameters;
 
 using Inputs = std::vector<Tensor>;
 
-// ---- basic layers --------------------------------------------------------------------------------
+// ---- basic layers -------------------------------------------------------------------------------
 
 TEST_CASE("gradcheck: Linear with bias, input and parameters", "[nn][gradcheck]") {
   manual_seed(10);
@@ -78,38 +78,39 @@ TEST_CASE("gradcheck: LayerNorm over two trailing dims", "[nn][gradcheck]") {
       {input64({4, 2, 3}, 6), input64({2, 3}, 7, 0.5, 1.5), input64({2, 3}, 8)}));
 }
 
-// ---- masked_softmax and attention ----------------------------------------------------------------
+// ---- masked_softmax and attention ---------------------------------------------------------------
 
-TEST_CASE("gradcheck: masked_softmax with one valid length per row, including 0 and K", "[nn][gradcheck]") {
+TEST_CASE("gradcheck: masked_softmax with one valid length per row, including 0 and K",
+    "[nn][gradcheck]") {
   const Tensor lens = tensor({2, 0, 4}, float64);
   CHECK_GRADCHECK(gradcheck([&](const Inputs& in) { return nn::masked_softmax(in[0], lens); },
-                            {input64({3, 2, 4}, 20, -2, 2)}));
+      {input64({3, 2, 4}, 20, -2, 2)}));
 }
 
-TEST_CASE("gradcheck: masked_softmax with one valid length per query, including 0", "[nn][gradcheck]") {
+TEST_CASE(
+    "gradcheck: masked_softmax with one valid length per query, including 0", "[nn][gradcheck]") {
   const Tensor lens = tensor({1, 3, 0, 2, 4, 1}, {2, 3}, float64);
   CHECK_GRADCHECK(gradcheck([&](const Inputs& in) { return nn::masked_softmax(in[0], lens); },
-                            {input64({2, 3, 4}, 21, -2, 2)}));
+      {input64({2, 3, 4}, 21, -2, 2)}));
 }
 
 TEST_CASE("gradcheck: masked_softmax without valid lengths", "[nn][gradcheck]") {
-  CHECK_GRADCHECK(gradcheck([](const Inputs& in) { return nn::masked_softmax(in[0]); },
-                            {input64({2, 3, 4}, 22, -2, 2)}));
+  CHECK_GRADCHECK(gradcheck(
+      [](const Inputs& in) { return nn::masked_softmax(in[0]); }, {input64({2, 3, 4}, 22, -2, 2)}));
 }
 
 TEST_CASE("gradcheck: DotProductAttention, queries, keys and values", "[nn][gradcheck]") {
   nn::DotProductAttention attention(0.0);
   const Tensor lens = tensor({3, 1}, float64);
-  CHECK_GRADCHECK(gradcheck(
-      [&](const Inputs& in) { return attention(in[0], in[1], in[2], lens); },
+  CHECK_GRADCHECK(gradcheck([&](const Inputs& in) { return attention(in[0], in[1], in[2], lens); },
       {input64({2, 2, 4}, 23), input64({2, 3, 4}, 24), input64({2, 3, 5}, 25)}));
   // Unmasked, and with a per-query length of 0 (a uniform row).
   CHECK_GRADCHECK(gradcheck([&](const Inputs& in) { return attention(in[0], in[1], in[2]); },
-                            {input64({2, 2, 4}, 26), input64({2, 3, 4}, 27), input64({2, 3, 5}, 28)}));
+      {input64({2, 2, 4}, 26), input64({2, 3, 4}, 27), input64({2, 3, 5}, 28)}));
   const Tensor per_query = tensor({0, 2, 3, 1}, {2, 2}, float64);
-  CHECK_GRADCHECK(gradcheck(
-      [&](const Inputs& in) { return attention(in[0], in[1], in[2], per_query); },
-      {input64({2, 2, 4}, 29), input64({2, 3, 4}, 30), input64({2, 3, 5}, 31)}));
+  CHECK_GRADCHECK(
+      gradcheck([&](const Inputs& in) { return attention(in[0], in[1], in[2], per_query); },
+          {input64({2, 2, 4}, 29), input64({2, 3, 4}, 30), input64({2, 3, 5}, 31)}));
 }
 
 TEST_CASE("gradcheck: AdditiveAttention, inputs and parameters", "[nn][gradcheck]") {
@@ -122,21 +123,25 @@ TEST_CASE("gradcheck: AdditiveAttention, inputs and parameters", "[nn][gradcheck
         bind_all(attention, in, 3);
         return attention(in[0], in[1], in[2], lens);
       },
-      with_parameters({input64({2, 2, 2}, 32), input64({2, 3, 3}, 33), input64({2, 3, 4}, 34)}, attention)));
+      with_parameters(
+          {input64({2, 2, 2}, 32), input64({2, 3, 3}, 33), input64({2, 3, 4}, 34)}, attention)));
 }
 
 TEST_CASE("gradcheck: transpose_qkv and transpose_output", "[nn][gradcheck]") {
-  CHECK_GRADCHECK(gradcheck([](const Inputs& in) { return nn::transpose_qkv(in[0], 2); }, {input64({2, 3, 4}, 35)}));
-  CHECK_GRADCHECK(gradcheck([](const Inputs& in) { return nn::transpose_output(in[0], 2); }, {input64({4, 3, 2}, 36)}));
+  CHECK_GRADCHECK(gradcheck(
+      [](const Inputs& in) { return nn::transpose_qkv(in[0], 2); }, {input64({2, 3, 4}, 35)}));
+  CHECK_GRADCHECK(gradcheck(
+      [](const Inputs& in) { return nn::transpose_output(in[0], 2); }, {input64({4, 3, 2}, 36)}));
 }
 
-TEST_CASE("gradcheck: MultiHeadAttention with valid_lens, inputs and parameters", "[nn][gradcheck]") {
+TEST_CASE(
+    "gradcheck: MultiHeadAttention with valid_lens, inputs and parameters", "[nn][gradcheck]") {
   manual_seed(15);
   nn::MultiHeadAttention attention(3, 5, 2, 4, 2, 0.0);  // key 3, query 5, value 2, D 4, 2 heads
   attention.to(float64);
   const Tensor lens = tensor({3, 1}, float64);
-  const Inputs inputs =
-      with_parameters({input64({2, 2, 5}, 37), input64({2, 3, 3}, 38), input64({2, 3, 2}, 39)}, attention);
+  const Inputs inputs = with_parameters(
+      {input64({2, 2, 5}, 37), input64({2, 3, 3}, 38), input64({2, 3, 2}, 39)}, attention);
   REQUIRE(inputs.size() == 7);
   CHECK_GRADCHECK(gradcheck(
       [&](const Inputs& in) {
@@ -159,15 +164,17 @@ TEST_CASE("gradcheck: MultiHeadAttention with bias and per-query valid_lens", "[
       with_parameters({input64({2, 3, 4}, 40)}, attention)));
 }
 
-// ---- positional encodings ------------------------------------------------------------------------
+// ---- positional encodings -----------------------------------------------------------------------
 
 TEST_CASE("gradcheck: PositionalEncoding, input", "[nn][gradcheck]") {
   nn::PositionalEncoding encoding(4, 0.0, 10);
   encoding.to(float64);
-  CHECK_GRADCHECK(gradcheck([&](const Inputs& in) { return encoding(in[0]); }, {input64({2, 3, 4}, 41)}));
+  CHECK_GRADCHECK(
+      gradcheck([&](const Inputs& in) { return encoding(in[0]); }, {input64({2, 3, 4}, 41)}));
 }
 
-TEST_CASE("gradcheck: PositionalEncoding with dropout 0.5, the same mask in every call", "[nn][gradcheck]") {
+TEST_CASE("gradcheck: PositionalEncoding with dropout 0.5, the same mask in every call",
+    "[nn][gradcheck]") {
   nn::PositionalEncoding encoding(4, 0.5, 10);
   encoding.to(float64);
   REQUIRE(encoding.is_training());
@@ -195,7 +202,7 @@ TEST_CASE("gradcheck: LearnedPositionalEncoding, input and table", "[nn][gradche
       with_parameters({input64({2, 3, 4}, 43)}, encoding)));
 }
 
-// ---- Transformer ---------------------------------------------------------------------------------
+// ---- Transformer --------------------------------------------------------------------------------
 
 TEST_CASE("gradcheck: PositionWiseFFN, input and parameters", "[nn][gradcheck]") {
   manual_seed(18);
@@ -217,7 +224,8 @@ TEST_CASE("gradcheck: AddNorm, both inputs and parameters", "[nn][gradcheck]") {
         bind_all(addnorm, in, 2);
         return addnorm(in[0], in[1]);
       },
-      {input64({2, 3, 4}, 45), input64({2, 3, 4}, 46), input64({4}, 47, 0.5, 1.5), input64({4}, 48)}));
+      {input64({2, 3, 4}, 45), input64({2, 3, 4}, 46), input64({4}, 47, 0.5, 1.5),
+          input64({4}, 48)}));
 }
 
 TEST_CASE("gradcheck: TransformerEncoderBlock, input and parameters", "[nn][gradcheck]") {
@@ -233,7 +241,8 @@ TEST_CASE("gradcheck: TransformerEncoderBlock, input and parameters", "[nn][grad
       with_parameters({input64({2, 3, 4}, 49)}, block)));
 }
 
-TEST_CASE("gradcheck: TransformerEncoderBlock in training with dropout 0.2, reseeded in f", "[nn][gradcheck]") {
+TEST_CASE("gradcheck: TransformerEncoderBlock in training with dropout 0.2, reseeded in f",
+    "[nn][gradcheck]") {
   manual_seed(20);
   nn::TransformerEncoderBlock block(4, 4, 4, 4, {4}, 4, 6, 2, 0.2);
   block.to(float64);
@@ -268,7 +277,8 @@ TEST_CASE("gradcheck: TransformerEncoder through all its parameters", "[nn][grad
       encoder.parameters()));
 }
 
-TEST_CASE("gradcheck: TransformerDecoderBlock, input, encoder outputs and parameters", "[nn][gradcheck]") {
+TEST_CASE("gradcheck: TransformerDecoderBlock, input, encoder outputs and parameters",
+    "[nn][gradcheck]") {
   manual_seed(22);
   nn::TransformerDecoderBlock block(4, 4, 4, 4, {4}, 4, 4, 2, 0.0, 0);
   block.to(float64);
@@ -296,13 +306,16 @@ TEST_CASE("gradcheck: TransformerDecoderBlock over two cached steps", "[nn][grad
         Tensor second = block.forward(in[1], state);  // (2, 1, 4), keys: 3 positions
         return concat({first, second}, 1);
       },
-      with_parameters({input64({2, 2, 4}, 53), input64({2, 1, 4}, 54), input64({2, 3, 4}, 55)}, block)));
+      with_parameters(
+          {input64({2, 2, 4}, 53), input64({2, 1, 4}, 54), input64({2, 3, 4}, 55)}, block)));
 }
 
 TEST_CASE("gradcheck: EncoderDecoder through all its parameters", "[nn][gradcheck]") {
   manual_seed(24);
-  auto encoder = std::make_shared<nn::TransformerEncoder>(5, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 4, 2, 1, 0.0);
-  auto decoder = std::make_shared<nn::TransformerDecoder>(5, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 4, 2, 1, 0.0);
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      5, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 4, 2, 1, 0.0);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      5, 4, 4, 4, 4, std::vector<int64_t>{4}, 4, 4, 2, 1, 0.0);
   nn::EncoderDecoder model(encoder, decoder);
   model.to(float64);
   const Tensor enc_X = tensor({1, 3, 4, 2, 0, 0}, {2, 3}, float64);

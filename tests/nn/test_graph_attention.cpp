@@ -14,7 +14,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// d2l's example: num_hiddens 100, 5 heads, batch 2, 4 queries, 6 key-value pairs, valid_lens {3, 2}.
+// d2l's example: num_hiddens 100, 5 heads, batch 2, 4 queries, 6 key-value pairs, valid_lens {3,
+// 2}.
 struct D2lAttention {
   nn::MultiHeadAttention attention{100, 100, 100, 100, 5, 0.5};
   Tensor output;
@@ -40,7 +41,8 @@ int count(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("to_dot of MultiHeadAttention, composed path: d2l's ops with their shapes", "[nn][graph]") {
+TEST_CASE(
+    "to_dot of MultiHeadAttention, composed path: d2l's ops with their shapes", "[nn][graph]") {
   manual_seed(0);
   D2lAttention d2l(/*fused=*/false);
   const std::string dot = d2l.dot();
@@ -51,18 +53,19 @@ TEST_CASE("to_dot of MultiHeadAttention, composed path: d2l's ops with their sha
   // transpose_qkv's (B·H, T, D/H) heads, the scores Q·Kᵀ/√d, masked_softmax, the weighted sum.
   CHECK_THAT(dot, Contains("reshape\\n[10,4,20] float32"));
   CHECK_THAT(dot, Contains("reshape\\n[10,6,20] float32"));
-  CHECK_THAT(dot, Contains("permute\\n[10,20,6] float32"));  // Kᵀ
-  CHECK(count(dot, "matmul\\n[10,4,6] float32") == 1);       // Q·Kᵀ
+  CHECK_THAT(dot, Contains("permute\\n[10,20,6] float32"));    // Kᵀ
+  CHECK(count(dot, "matmul\\n[10,4,6] float32") == 1);         // Q·Kᵀ
   CHECK_THAT(dot, Contains("div_scalar\\n[10,4,6] float32"));  // / √d
   CHECK_THAT(dot, Contains("masked_fill\\n[10,4,6] float32"));
   CHECK_THAT(dot, Contains("softmax\\n[10,4,6] float32"));
-  CHECK_THAT(dot, Contains("matmul\\n[10,4,20] float32"));  // weights · V
+  CHECK_THAT(dot, Contains("matmul\\n[10,4,20] float32"));                // weights · V
   CHECK_THAT(dot, Contains("n0 [label=\"matmul\\n[2,4,100] float32\""));  // W_o, the root
   CHECK_THAT(dot, !Contains("scaled_dot_product_attention"));
   CHECK(count(dot, "no grad\\n[2,6,100]") == 2);  // keys and values, the same Y, projected twice
 }
 
-TEST_CASE("to_dot of MultiHeadAttention, fused path: one scaled_dot_product_attention node", "[nn][graph]") {
+TEST_CASE("to_dot of MultiHeadAttention, fused path: one scaled_dot_product_attention node",
+    "[nn][graph]") {
   manual_seed(0);
   D2lAttention d2l(/*fused=*/true);
   const std::string dot = d2l.dot();
@@ -76,7 +79,7 @@ TEST_CASE("to_dot of MultiHeadAttention, fused path: one scaled_dot_product_atte
 }
 
 TEST_CASE("the backward trace of MultiHeadAttention walks from W_o back to the projections",
-          "[nn][graph][trace]") {
+    "[nn][graph][trace]") {
   manual_seed(0);
   D2lAttention d2l(/*fused=*/false);
   const int ops_in_graph = count(d2l.dot(), "shape=box");
@@ -91,15 +94,15 @@ TEST_CASE("the backward trace of MultiHeadAttention walks from W_o back to the p
   const std::vector<std::string> expected = {
       "matmul                [2,4,100], [100,100] -> [2,4,100]",  // W_o
       "-> W_o.weight",
-      "reshape               [2,4,5,20] -> [2,4,100]",   // transpose_output
+      "reshape               [2,4,5,20] -> [2,4,100]",           // transpose_output
       "matmul                [10,4,6], [10,6,20] -> [10,4,20]",  // weights · V
-      "softmax               [10,4,6] -> [10,4,6]",      // masked_softmax
+      "softmax               [10,4,6] -> [10,4,6]",              // masked_softmax
       "masked_fill           [10,4,6] -> [10,4,6]",
-      "div_scalar            [10,4,6] -> [10,4,6]",      // / √d
+      "div_scalar            [10,4,6] -> [10,4,6]",              // / √d
       "matmul                [10,4,20], [10,20,6] -> [10,4,6]",  // Q·Kᵀ
       "-> W_v.weight",
       "-> W_k.weight",
-      "reshape               [2,4,100] -> [2,4,5,20]",   // transpose_qkv of the queries
+      "reshape               [2,4,100] -> [2,4,5,20]",  // transpose_qkv of the queries
       "-> W_q.weight",
   };
   std::size_t at = 0;

@@ -61,7 +61,8 @@ TEST_CASE("Linear's bias bound is 1/sqrt(in_features) as well", "[nn][init]") {
 TEST_CASE("the same seed gives the same parameters, another seed other ones", "[nn][init]") {
   auto build = [](uint64_t seed) {
     manual_seed(seed);
-    return std::make_shared<nn::TransformerEncoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
+    return std::make_shared<nn::TransformerEncoder>(
+        10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
   };
   auto a = build(42), b = build(42), c = build(43);
   const auto pa = a->parameters(), pb = b->parameters(), pc = c->parameters();
@@ -77,7 +78,8 @@ TEST_CASE("the same seed gives the same parameters, another seed other ones", "[
   CHECK(values(a->embedding->weight) != values(c->embedding->weight));
 }
 
-TEST_CASE("xavier_uniform_ respects gain·sqrt(6/(fan_in+fan_out)) with variance bound²/3", "[nn][init]") {
+TEST_CASE(
+    "xavier_uniform_ respects gain·sqrt(6/(fan_in+fan_out)) with variance bound²/3", "[nn][init]") {
   Tensor w = empty({200, 300});
   Generator generator(3);
   nn::init::xavier_uniform_(w, 2.0, generator);
@@ -105,9 +107,9 @@ TEST_CASE("Embedding weights are N(0, 1)", "[nn][init]") {
   manual_seed(4);
   nn::Embedding embedding(1000, 64);  // 64000 draws
   const Stats s = stats(embedding.weight);
-  CHECK(std::abs(s.mean) < 0.02);         // standard error 0.004
+  CHECK(std::abs(s.mean) < 0.02);             // standard error 0.004
   CHECK(s.var == Approx(1.0).epsilon(0.03));  // standard error 0.0056
-  CHECK(s.max_abs > 3.5);                 // a normal, not a bounded uniform
+  CHECK(s.max_abs > 3.5);                     // a normal, not a bounded uniform
 }
 
 TEST_CASE("LearnedPositionalEncoding starts N(0, 0.02²)", "[nn][init]") {

@@ -12,10 +12,10 @@ namespace {
 
 // V = 10, D = 8, FFN 16, 2 heads, 2 blocks each.
 std::shared_ptr<nn::EncoderDecoder> make_transformer(double dropout) {
-  auto encoder =
-      std::make_shared<nn::TransformerEncoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, dropout);
-  auto decoder =
-      std::make_shared<nn::TransformerDecoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, dropout);
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, dropout);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, dropout);
   return std::make_shared<nn::EncoderDecoder>(encoder, decoder);
 }
 
@@ -30,9 +30,10 @@ Tensor change_from(const Tensor& ids, int64_t t, int64_t vocab) {
 
 }  // namespace
 
-// ---- a. padding ----------------------------------------------------------------------------------
+// ---- a. padding ---------------------------------------------------------------------------------
 
-TEST_CASE("a sample's MultiHeadAttention output is the same alone as in a padded batch", "[nn][invariants]") {
+TEST_CASE("a sample's MultiHeadAttention output is the same alone as in a padded batch",
+    "[nn][invariants]") {
   manual_seed(40);
   nn::MultiHeadAttention attention(8, 8, 8, 8, 2, 0.1);
   attention.eval();
@@ -56,7 +57,8 @@ TEST_CASE("a sample's MultiHeadAttention output is the same alone as in a padded
   CHECK(max_abs_diff(attention(X0, X0, X0), Y0) > 1e-3);
 }
 
-TEST_CASE("a sample's TransformerEncoder output is the same alone as in a padded batch", "[nn][invariants]") {
+TEST_CASE("a sample's TransformerEncoder output is the same alone as in a padded batch",
+    "[nn][invariants]") {
   manual_seed(41);
   nn::TransformerEncoder encoder(10, 8, 8, 8, 8, {8}, 8, 16, 2, 2, 0.1);
   encoder.eval();
@@ -74,12 +76,14 @@ TEST_CASE("a sample's TransformerEncoder output is the same alone as in a padded
   const Tensor repadded = change_from(ids, 4, 10);
   const Tensor out_repadded = encoder(repadded, tensor({4, 6}));
   CHECK(max_abs_diff(out_repadded.narrow(0, 0, 1).narrow(1, 0, 4), valid0) <= 1e-6);
-  CHECK(max_abs_diff(out_repadded.narrow(0, 1, 1), out.narrow(0, 1, 1)) > 1e-3);  // sample 1 was changed
+  CHECK(max_abs_diff(out_repadded.narrow(0, 1, 1), out.narrow(0, 1, 1)) >
+        1e-3);  // sample 1 was changed
 }
 
-// ---- b. causality --------------------------------------------------------------------------------
+// ---- b. causality -------------------------------------------------------------------------------
 
-TEST_CASE("the decoder is causal: later target tokens leave earlier logits bit-identical", "[nn][invariants]") {
+TEST_CASE("the decoder is causal: later target tokens leave earlier logits bit-identical",
+    "[nn][invariants]") {
   const double dropout = GENERATE(0.0, 0.1);
   INFO("dropout " << dropout);
   manual_seed(42);
@@ -110,7 +114,8 @@ TEST_CASE("the decoder is causal: later target tokens leave earlier logits bit-i
 }
 
 TEST_CASE("with dropout, only reseeding makes two training passes equal", "[nn][invariants]") {
-  // The causality test above relies on manual_seed giving the same masks; without it the masks differ.
+  // The causality test above relies on manual_seed giving the same masks; without it the masks
+  // differ.
   manual_seed(43);
   auto model = make_transformer(0.1);
   const Tensor enc_X = tokens({2, 4}, 10, 5), dec_X = tokens({2, 3}, 10, 6), lens = tensor({4, 2});
@@ -123,7 +128,7 @@ TEST_CASE("with dropout, only reseeding makes two training passes equal", "[nn][
   CHECK(values(a) != values(c));
 }
 
-// ---- c. cached decoding --------------------------------------------------------------------------
+// ---- c. cached decoding -------------------------------------------------------------------------
 
 TEST_CASE("step-by-step cached decoding equals the full forward in eval mode", "[nn][invariants]") {
   manual_seed(44);
@@ -137,7 +142,8 @@ TEST_CASE("step-by-step cached decoding equals the full forward in eval mode", "
   nn::DecoderState full_state = decoder.init_state(enc_outputs, lens);
   const Tensor full = decoder.forward(dec_X, full_state);
   REQUIRE(full.shape() == Shape{2, 6, 10});
-  CHECK(max_abs_diff(full, (*model)(enc_X, dec_X, lens)) == 0.0);  // EncoderDecoder is the same path
+  CHECK(
+      max_abs_diff(full, (*model)(enc_X, dec_X, lens)) == 0.0);  // EncoderDecoder is the same path
 
   SECTION("one token at a time") {
     nn::DecoderState state = decoder.init_state(enc_outputs, lens);
@@ -168,10 +174,10 @@ TEST_CASE("cached decoding past max_len is a ShapeError", "[nn][invariants]") {
   CHECK_NOTHROW(decoder.forward(zeros({1, 1}), state));  // position 999, the last one
   CHECK_THROWS_AS(decoder.forward(zeros({1, 1}), state), ShapeError);
   CHECK_THROWS_WITH(decoder.forward(zeros({1, 1}), state),
-                    Catch::Matchers::Contains("TransformerDecoder") && Catch::Matchers::Contains("max_len 1000"));
+      Catch::Matchers::Contains("TransformerDecoder") && Catch::Matchers::Contains("max_len 1000"));
 }
 
-// ---- d. finiteness -------------------------------------------------------------------------------
+// ---- d. finiteness ------------------------------------------------------------------------------
 
 TEST_CASE("fully masked attention rows stay finite in forward and backward", "[nn][invariants]") {
   manual_seed(46);

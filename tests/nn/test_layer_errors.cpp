@@ -10,9 +10,10 @@ TEST_CASE("Linear: an input not ending in in_features", "[nn][errors]") {
   manual_seed(0);
   nn::Linear linear(4, 3);
   CHECK_THROWS_AS(linear(ones({2, 5})), ShapeError);
-  CHECK_THROWS_WITH(linear(ones({2, 5})),
-                    Equals("Linear: input of shape [2,5] does not end in in_features = 4"));
-  CHECK_THROWS_WITH(linear(ones({7, 2, 3})), Contains("Linear") && Contains("[7,2,3]") && Contains("4"));
+  CHECK_THROWS_WITH(
+      linear(ones({2, 5})), Equals("Linear: input of shape [2,5] does not end in in_features = 4"));
+  CHECK_THROWS_WITH(
+      linear(ones({7, 2, 3})), Contains("Linear") && Contains("[7,2,3]") && Contains("4"));
   CHECK_THROWS_WITH(linear(scalar_tensor(1.0)), Contains("Linear") && Contains("[]"));
   CHECK_THROWS_AS(nn::Linear(0, 3), ValueError);
   CHECK_THROWS_WITH(nn::Linear(4, -1), Contains("Linear") && Contains("-1"));
@@ -21,20 +22,23 @@ TEST_CASE("Linear: an input not ending in in_features", "[nn][errors]") {
 TEST_CASE("LayerNorm: an input not ending in normalized_shape", "[nn][errors]") {
   nn::LayerNorm ln({4});
   CHECK_THROWS_AS(ln(ones({2, 3})), ShapeError);
-  CHECK_THROWS_WITH(ln(ones({2, 3})), Contains("LayerNorm") && Contains("[2,3]") && Contains("[4]"));
+  CHECK_THROWS_WITH(
+      ln(ones({2, 3})), Contains("LayerNorm") && Contains("[2,3]") && Contains("[4]"));
   nn::LayerNorm ln2({3, 4});
-  CHECK_THROWS_WITH(ln2(ones({2, 4, 3})), Contains("LayerNorm") && Contains("[2,4,3]") && Contains("[3,4]"));
+  CHECK_THROWS_WITH(
+      ln2(ones({2, 4, 3})), Contains("LayerNorm") && Contains("[2,4,3]") && Contains("[3,4]"));
   CHECK_THROWS_WITH(ln2(ones({4})), Contains("LayerNorm") && Contains("[4]") && Contains("[3,4]"));
   CHECK_THROWS_AS(nn::LayerNorm({}), ValueError);
 }
 
-TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inputs", "[nn][errors][fused]") {
+TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inputs",
+    "[nn][errors][fused]") {
   for (bool fused : {true, false}) {
     INFO("fused_kernels " << fused);
     nn::FusedKernelsGuard path(fused);
     nn::LayerNorm ln({4});
     CHECK_THROWS_WITH(ln(ones({2, 3})),
-                      Equals("LayerNorm: input of shape [2,3] does not end in normalized_shape [4]"));
+        Equals("LayerNorm: input of shape [2,3] does not end in normalized_shape [4]"));
     // float32 parameters, a float64 input.
     CHECK_THROWS_AS(ln(ones({2, 4}, float64)), DTypeError);
   }
@@ -43,10 +47,12 @@ TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inp
 TEST_CASE("PositionalEncoding: an input of the wrong width or rank", "[nn][errors]") {
   nn::PositionalEncoding encoding(8, 0.0, 10);
   CHECK_THROWS_AS(encoding(ones({2, 3, 6})), ShapeError);
-  CHECK_THROWS_WITH(encoding(ones({2, 3, 6})), Contains("PositionalEncoding") && Contains("[2,3,6]") && Contains("8"));
+  CHECK_THROWS_WITH(encoding(ones({2, 3, 6})),
+      Contains("PositionalEncoding") && Contains("[2,3,6]") && Contains("8"));
   CHECK_THROWS_WITH(encoding(ones({3, 8})), Contains("PositionalEncoding") && Contains("[3,8]"));
   nn::LearnedPositionalEncoding learned(8, 0.0, 10);
-  CHECK_THROWS_WITH(learned(ones({2, 3, 6})), Contains("LearnedPositionalEncoding") && Contains("[2,3,6]"));
+  CHECK_THROWS_WITH(
+      learned(ones({2, 3, 6})), Contains("LearnedPositionalEncoding") && Contains("[2,3,6]"));
   CHECK_THROWS_AS(nn::PositionalEncoding(0, 0.0), ValueError);
 }
 
@@ -55,40 +61,46 @@ TEST_CASE("DotProductAttention: queries, keys and values that do not fit", "[nn]
   // Query width 4 against key width 3.
   CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 6})), ShapeError);
   CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 5, 3}), ones({2, 5, 6})),
-                    Contains("DotProductAttention") && Contains("[2,3,4]") && Contains("[2,5,3]") &&
-                        Contains("[2,5,6]"));
+      Contains("DotProductAttention") && Contains("[2,3,4]") && Contains("[2,5,3]") &&
+          Contains("[2,5,6]"));
   // 5 keys but 4 values.
   CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 4, 6})),
-                    Contains("DotProductAttention") && Contains("[2,5,4]") && Contains("[2,4,6]"));
+      Contains("DotProductAttention") && Contains("[2,5,4]") && Contains("[2,4,6]"));
   // Batch sizes differ.
   CHECK_THROWS_WITH(attention(ones({3, 3, 4}), ones({2, 5, 4}), ones({2, 5, 6})),
-                    Contains("DotProductAttention") && Contains("[3,3,4]"));
+      Contains("DotProductAttention") && Contains("[3,3,4]"));
   // Not 3-D.
   CHECK_THROWS_WITH(attention(ones({3, 4}), ones({5, 4}), ones({5, 6})),
-                    Contains("DotProductAttention") && Contains("[3,4]"));
+      Contains("DotProductAttention") && Contains("[3,4]"));
   // valid_lens that do not fit the scores.
-  CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 5, 6}), tensor({1, 2, 3})), ShapeError);
+  CHECK_THROWS_AS(
+      attention(ones({2, 3, 4}), ones({2, 5, 4}), ones({2, 5, 6}), tensor({1, 2, 3})), ShapeError);
 }
 
-TEST_CASE("transpose_qkv and transpose_output: widths that do not split into the heads", "[nn][errors]") {
+TEST_CASE(
+    "transpose_qkv and transpose_output: widths that do not split into the heads", "[nn][errors]") {
   CHECK_THROWS_AS(nn::transpose_qkv(ones({2, 3, 5}), 2), ShapeError);
   CHECK_THROWS_WITH(nn::transpose_qkv(ones({2, 3, 5}), 2),
-                    Contains("transpose_qkv") && Contains("[2,3,5]") && Contains("2 heads"));
-  CHECK_THROWS_WITH(nn::transpose_qkv(ones({3, 6}), 2), Contains("transpose_qkv") && Contains("[3,6]"));
+      Contains("transpose_qkv") && Contains("[2,3,5]") && Contains("2 heads"));
+  CHECK_THROWS_WITH(
+      nn::transpose_qkv(ones({3, 6}), 2), Contains("transpose_qkv") && Contains("[3,6]"));
   CHECK_THROWS_AS(nn::transpose_qkv(ones({2, 3, 4}), 0), ShapeError);
   CHECK_THROWS_WITH(nn::transpose_output(ones({3, 2, 2}), 2),
-                    Contains("transpose_output") && Contains("[3,2,2]") && Contains("2 heads"));
+      Contains("transpose_output") && Contains("[3,2,2]") && Contains("2 heads"));
 }
 
-TEST_CASE("MultiHeadAttention: inputs and valid_lens of the wrong shape name the layer and the shapes", "[nn][errors]") {
+TEST_CASE(
+    "MultiHeadAttention: inputs and valid_lens of the wrong shape name the layer and the shapes",
+    "[nn][errors]") {
   manual_seed(0);
   nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
   CHECK_THROWS_AS(attention(ones({2, 3, 5}), ones({2, 3, 4}), ones({2, 3, 4})), ShapeError);
   CHECK_THROWS_WITH(attention(ones({2, 3, 5}), ones({2, 3, 4}), ones({2, 3, 4})),
-                    Contains("MultiHeadAttention") && Contains("queries [2,3,5]") && Contains("(B,Q,4)"));
-  CHECK_THROWS_AS(attention(ones({2, 3, 4}), ones({2, 3, 4}), ones({2, 3, 4}), tensor({4, 1})), ShapeError);
+      Contains("MultiHeadAttention") && Contains("queries [2,3,5]") && Contains("(B,Q,4)"));
+  CHECK_THROWS_AS(
+      attention(ones({2, 3, 4}), ones({2, 3, 4}), ones({2, 3, 4}), tensor({4, 1})), ShapeError);
   CHECK_THROWS_WITH(attention(ones({2, 3, 4}), ones({2, 3, 4}), ones({2, 3, 4}), tensor({1, 1, 1})),
-                    Contains("MultiHeadAttention: valid_lens of shape [3]") && Contains("[2,3,4]"));
+      Contains("MultiHeadAttention: valid_lens of shape [3]") && Contains("[2,3,4]"));
 }
 
 TEST_CASE("Dropout and Embedding: bad constructor arguments and indices", "[nn][errors]") {
@@ -106,7 +118,7 @@ TEST_CASE("TransformerDecoderBlock: a state without a slot for the block", "[nn]
   nn::DecoderState state{ones({1, 2, 4}), Tensor(), std::vector<Tensor>(1)};  // only slot 0
   CHECK_THROWS_AS(block.forward(ones({1, 2, 4}), state), ValueError);
   CHECK_THROWS_WITH(block.forward(ones({1, 2, 4}), state),
-                    Contains("TransformerDecoderBlock") && Contains("block 1"));
+      Contains("TransformerDecoderBlock") && Contains("block 1"));
 }
 
 TEST_CASE("a decoder step that fails leaves the decoder state as it was", "[nn][errors]") {
@@ -116,7 +128,8 @@ TEST_CASE("a decoder step that fails leaves the decoder state as it was", "[nn][
   nn::DecoderState state = decoder.init_state(ones({1, 3, 4}), tensor({3}));
   decoder(ones({1, 1}), state);  // one good step
   REQUIRE(state.key_values[0].size(1) == 1);
-  state.enc_valid_lens = tensor({7});  // longer than the 3 encoder positions: the cross-attention throws
+  state.enc_valid_lens =
+      tensor({7});  // longer than the 3 encoder positions: the cross-attention throws
   CHECK_THROWS_AS(decoder(ones({1, 1}), state), ShapeError);
   // The failed step grew neither block's cache.
   CHECK(state.key_values[0].size(1) == 1);

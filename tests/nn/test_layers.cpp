@@ -41,7 +41,8 @@ TEST_CASE("LayerNorm normalises with the biased variance, then scales and shifts
   const double s = std::sqrt(1.25 + 1e-5);
   const std::vector<double> expected = {-1.5 / s, 2 * -0.5 / s, 0.5 / s + 1, 1.5 / s, 0, 0, 1, 0};
   const std::vector<double> got = values(y);
-  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).margin(1e-6));
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(got[i] == Approx(expected[i]).margin(1e-6));
   // Over two trailing dims: the statistics are over all 6 elements of each (2, 3) slice.
   nn::LayerNorm ln2({2, 3});
   Tensor x = nn_test::randn32({4, 2, 3}, 1);
@@ -58,8 +59,8 @@ struct LayerNormRun {
   std::string op;  // the op that produced y
 };
 
-LayerNormRun run_layer_norm(bool fused, DType dtype, const Shape& normalized_shape,
-                            const Shape& x_shape, uint64_t seed) {
+LayerNormRun run_layer_norm(
+    bool fused, DType dtype, const Shape& normalized_shape, const Shape& x_shape, uint64_t seed) {
   nn::FusedKernelsGuard path(fused);
   nn::LayerNorm ln(normalized_shape);
   ln.to(dtype);
@@ -78,27 +79,31 @@ LayerNormRun run_layer_norm(bool fused, DType dtype, const Shape& normalized_sha
 }
 }  // namespace
 
-TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and gradients", "[nn][layers][fused]") {
+TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and gradients",
+    "[nn][layers][fused]") {
   struct Case {
     Shape normalized_shape, x_shape;
   };
   // Over the last dim, over two dims, a single element per row (x̂ = 0), an empty batch.
-  const std::vector<Case> cases = {{{8}, {2, 3, 8}}, {{3, 4}, {5, 3, 4}}, {{1}, {4, 1}}, {{4}, {0, 4}}};
+  const std::vector<Case> cases = {
+      {{8}, {2, 3, 8}}, {{3, 4}, {5, 3, 4}}, {{1}, {4, 1}}, {{4}, {0, 4}}};
   // |fused − composed| <= tolerance · (1 + |composed|), elementwise.
   for (const auto& [dtype, tolerance] : {std::pair{float64, 1e-13}, std::pair{float32, 1e-6}}) {
     for (std::size_t c = 0; c < cases.size(); ++c) {
       const Case& shapes = cases[c];
-      DYNAMIC_SECTION(dtype_name(dtype) << ", x " << shape_str(shapes.x_shape) << ", normalized_shape "
-                                        << shape_str(shapes.normalized_shape)) {
-        const LayerNormRun fused = run_layer_norm(true, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
-        const LayerNormRun composed = run_layer_norm(false, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
+      DYNAMIC_SECTION(dtype_name(dtype)
+                      << ", x " << shape_str(shapes.x_shape) << ", normalized_shape "
+                      << shape_str(shapes.normalized_shape)) {
+        const LayerNormRun fused =
+            run_layer_norm(true, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
+        const LayerNormRun composed =
+            run_layer_norm(false, dtype, shapes.normalized_shape, shapes.x_shape, 20 + c);
         // The two paths really are different code: one layer_norm op against the last op of the
         // composition (the bias add).
         CHECK(fused.op == "layer_norm");
         CHECK(composed.op == "add");
         const std::pair<const char*, std::pair<Tensor, Tensor>> compared[] = {
-            {"y", {fused.y, composed.y}},
-            {"dx", {fused.dx, composed.dx}},
+            {"y", {fused.y, composed.y}}, {"dx", {fused.dx, composed.dx}},
             {"dweight", {fused.dweight, composed.dweight}},
             {"dbias", {fused.dbias, composed.dbias}}};
         for (const auto& [name, tensors] : compared) {
@@ -128,10 +133,12 @@ TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn]
   REQUIRE(y.shape() == Shape{2, 3, 3});
   const std::vector<int64_t> ids = {4, 0, 4, 2, 1, 3};
   for (int64_t n = 0; n < 6; ++n)
-    CHECK(values(y.select(0, n / 3).select(0, n % 3)) == values(embedding.weight.select(0, ids[n])));
+    CHECK(
+        values(y.select(0, n / 3).select(0, n % 3)) == values(embedding.weight.select(0, ids[n])));
 }
 
-TEST_CASE("Dropout: identity in eval mode and for p = 0; zeros or 1/(1−p)-scaled in training", "[nn][layers]") {
+TEST_CASE("Dropout: identity in eval mode and for p = 0; zeros or 1/(1−p)-scaled in training",
+    "[nn][layers]") {
   Tensor x = nn_test::randn32({20, 30}, 2) + 5.0;  // no zeros in x
   nn::Dropout dropout(0.25);
   manual_seed(3);
@@ -156,7 +163,8 @@ TEST_CASE("Dropout: identity in eval mode and for p = 0; zeros or 1/(1−p)-scal
   CHECK(values(all(x)) == std::vector<double>(600, 0.0));
 }
 
-TEST_CASE("PositionWiseFFN is dense2(relu(dense1(X))) and AddNorm is LayerNorm(dropout(Y) + X)", "[nn][layers]") {
+TEST_CASE("PositionWiseFFN is dense2(relu(dense1(X))) and AddNorm is LayerNorm(dropout(Y) + X)",
+    "[nn][layers]") {
   manual_seed(4);
   nn::PositionWiseFFN ffn(4, 6, 3);
   Tensor X = nn_test::randn32({2, 3, 4}, 5);
@@ -188,7 +196,8 @@ TEST_CASE("DotProductAttention is softmax(Q·Kᵀ/√d)·V", "[nn][layers]") {
     s0 += at(q, {0, 0, c}) * at(k, {0, 0, c}) / 2;
     s1 += at(q, {0, 0, c}) * at(k, {0, 1, c}) / 2;
   }
-  CHECK(at(attention.attention_weights(), {0, 0, 0}) == Approx(std::exp(s0) / (std::exp(s0) + std::exp(s1))));
+  CHECK(at(attention.attention_weights(), {0, 0, 0}) ==
+        Approx(std::exp(s0) / (std::exp(s0) + std::exp(s1))));
 }
 
 TEST_CASE("AdditiveAttention scores w_vᵀ tanh(W_q q + W_k k)", "[nn][layers]") {
@@ -215,7 +224,9 @@ TEST_CASE("AdditiveAttention scores w_vᵀ tanh(W_q q + W_k k)", "[nn][layers]")
   CHECK(at(W, {0, 1, 0}) == Approx(e0 / (e0 + e1)).margin(1e-12));
   CHECK(at(W, {0, 1, 1}) == Approx(e1 / (e0 + e1)).margin(1e-12));
   CHECK(at(W, {0, 1, 2}) == 0.0);
-  CHECK(at(y, {0, 1, 1}) == Approx(at(W, {0, 1, 0}) * at(v, {0, 0, 1}) + at(W, {0, 1, 1}) * at(v, {0, 1, 1})).margin(1e-12));
+  CHECK(at(y, {0, 1, 1}) ==
+        Approx(at(W, {0, 1, 0}) * at(v, {0, 0, 1}) + at(W, {0, 1, 1}) * at(v, {0, 1, 1}))
+            .margin(1e-12));
 }
 
 TEST_CASE("TransformerEncoderBlock and TransformerEncoder are d2l's compositions", "[nn][layers]") {
@@ -224,7 +235,8 @@ TEST_CASE("TransformerEncoderBlock and TransformerEncoder are d2l's compositions
   encoder.eval();
   const Tensor ids = nn_test::tokens({2, 4}, 10, 15), lens = tensor({4, 2});
   // X = PositionalEncoding(Embedding(tokens)·√D), then the blocks in order.
-  Tensor X = encoder.embedding->forward(ids) * std::sqrt(8.0) + encoder.pos_encoding->P.narrow(1, 0, 4);
+  Tensor X =
+      encoder.embedding->forward(ids) * std::sqrt(8.0) + encoder.pos_encoding->P.narrow(1, 0, 4);
   for (std::size_t i = 0; i < encoder.blks->size(); ++i) {
     auto blk = encoder.blks->at<nn::TransformerEncoderBlock>(i);
     // Y = AddNorm(X, attention(X, X, X)), out = AddNorm(Y, FFN(Y)).
@@ -239,8 +251,9 @@ TEST_CASE("TransformerEncoderBlock and TransformerEncoder are d2l's compositions
   CHECK(weights[1].shape() == Shape{2, 2, 4, 4});
 }
 
-TEST_CASE("TransformerDecoder: logits are dense(blocks(Embedding·√D + P)) with a causal first attention",
-          "[nn][layers]") {
+TEST_CASE(
+    "TransformerDecoder: logits are dense(blocks(Embedding·√D + P)) with a causal first attention",
+    "[nn][layers]") {
   manual_seed(16);
   nn::TransformerDecoder decoder(10, 8, 8, 8, 8, {8}, 8, 16, 2, 1, 0.0);
   decoder.eval();
@@ -251,10 +264,12 @@ TEST_CASE("TransformerDecoder: logits are dense(blocks(Embedding·√D + P)) wit
   REQUIRE(logits.shape() == Shape{2, 4, 10});
 
   auto blk = decoder.blks->at<nn::TransformerDecoderBlock>(0);
-  Tensor X = decoder.embedding->forward(ids) * std::sqrt(8.0) + decoder.pos_encoding->P.narrow(1, 0, 4);
+  Tensor X =
+      decoder.embedding->forward(ids) * std::sqrt(8.0) + decoder.pos_encoding->P.narrow(1, 0, 4);
   Tensor causal = tensor({1, 2, 3, 4, 1, 2, 3, 4}, {2, 4});
   Tensor Y = blk->addnorm1->forward(X, blk->attention1->forward(X, X, X, causal));
-  Tensor Z = blk->addnorm2->forward(Y, blk->attention2->forward(Y, enc_outputs, enc_outputs, enc_lens));
+  Tensor Z =
+      blk->addnorm2->forward(Y, blk->attention2->forward(Y, enc_outputs, enc_outputs, enc_lens));
   Tensor out = blk->addnorm3->forward(Z, blk->ffn->forward(Z));
   CHECK(max_abs_diff(logits, decoder.dense->forward(out)) <= 1e-6);
   // The state now caches the block's input for later steps.

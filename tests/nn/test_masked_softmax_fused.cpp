@@ -48,7 +48,8 @@ Run run(const Case& c, DType dtype, bool fused, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float64", "[nn][masked_softmax][fused]") {
+TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float64",
+    "[nn][masked_softmax][fused]") {
   for (const Case& c : cases()) {
     INFO(c.name);
     const Run fused = run(c, float64, true, 1), composed = run(c, float64, false, 1);
@@ -57,7 +58,8 @@ TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float64
   }
 }
 
-TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float32", "[nn][masked_softmax][fused]") {
+TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float32",
+    "[nn][masked_softmax][fused]") {
   // Both paths run the same row kernel with the same fast exp, so the weights agree to the ulp;
   // the gradients differ in float32 rounding only (the fused Σ g·y multiplies in double, the
   // composed mul in float32): a few ulps of gradients of order 1.
@@ -69,8 +71,10 @@ TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float32
   }
 }
 
-TEST_CASE("masked_softmax: masked entries are exactly 0 on both paths, and rows of length 0 get no gradient",
-          "[nn][masked_softmax][fused]") {
+TEST_CASE(
+    "masked_softmax: masked entries are exactly 0 on both paths, and rows of length 0 get no "
+    "gradient",
+    "[nn][masked_softmax][fused]") {
   const Case c = cases()[1];  // (B, Q) lengths {1, 5, 3; 0, 2, 4}, K = 5
   const std::vector<double> lengths = values(c.valid_lens);
   for (bool fused : {true, false}) {
@@ -92,12 +96,15 @@ TEST_CASE("masked_softmax: masked entries are exactly 0 on both paths, and rows 
   }
 }
 
-TEST_CASE("masked_softmax: fused_kernels() picks the fused op, FusedKernelsGuard(false) the composed code",
-          "[nn][masked_softmax][fused]") {
+TEST_CASE(
+    "masked_softmax: fused_kernels() picks the fused op, FusedKernelsGuard(false) the composed "
+    "code",
+    "[nn][masked_softmax][fused]") {
   Tensor X = nn_test::randn32({2, 3, 4}, 4).requires_grad_();
   const Tensor valid_lens = tensor({2, 3});
   REQUIRE(nn::fused_kernels());
-  CHECK(std::string(nn::masked_softmax(X, valid_lens).grad_fn()->name()) == "length_masked_softmax");
+  CHECK(
+      std::string(nn::masked_softmax(X, valid_lens).grad_fn()->name()) == "length_masked_softmax");
   CHECK(std::string(nn::masked_softmax(X).grad_fn()->name()) == "length_masked_softmax");
   nn::FusedKernelsGuard composed(false);
   CHECK(std::string(nn::masked_softmax(X, valid_lens).grad_fn()->name()) == "softmax");
@@ -105,16 +112,16 @@ TEST_CASE("masked_softmax: fused_kernels() picks the fused op, FusedKernelsGuard
 }
 
 TEST_CASE("masked_softmax: bad valid lengths are the same ShapeError, word for word, on both paths",
-          "[nn][masked_softmax][fused]") {
+    "[nn][masked_softmax][fused]") {
   const Tensor X = zeros({2, 3, 5});
   const std::vector<std::pair<Tensor, Tensor>> bad = {
-      {X, tensor({1, 2, 3})},                  // (3,): neither (B,) nor (B, Q)
-      {X, ones({3, 2})},                       // (Q, B) instead of (B, Q)
-      {X, ones({2, 3, 1})},                    // 3-D
-      {zeros({2, 5}), ones({2})},              // X not (B, Q, K)
-      {X, tensor({-1, 2})},                    // negative
-      {X, tensor({2, 6})},                     // > K
-      {X, tensor({2.5, 1})},                   // not an integer
+      {X, tensor({1, 2, 3})},                   // (3,): neither (B,) nor (B, Q)
+      {X, ones({3, 2})},                        // (Q, B) instead of (B, Q)
+      {X, ones({2, 3, 1})},                     // 3-D
+      {zeros({2, 5}), ones({2})},               // X not (B, Q, K)
+      {X, tensor({-1, 2})},                     // negative
+      {X, tensor({2, 6})},                      // > K
+      {X, tensor({2.5, 1})},                    // not an integer
       {X, tensor({1, 2, 3, 4, 5, 7}, {2, 3})},  // > K, per query
   };
   auto message = [](bool fused, const Tensor& x, const Tensor& lens) -> std::string {

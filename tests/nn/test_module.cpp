@@ -28,10 +28,10 @@ struct Registrar : nn::Module {
 
 // The small Transformer of these tests: V = 10, D = 8, FFN 16, 2 heads, `layers` blocks each.
 std::shared_ptr<nn::EncoderDecoder> small_transformer(int64_t layers, double dropout = 0.0) {
-  auto encoder = std::make_shared<nn::TransformerEncoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2,
-                                                          layers, dropout);
-  auto decoder = std::make_shared<nn::TransformerDecoder>(10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2,
-                                                          layers, dropout);
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, layers, dropout);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      10, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, layers, dropout);
   return std::make_shared<nn::EncoderDecoder>(encoder, decoder);
 }
 
@@ -41,7 +41,7 @@ std::map<std::string, Tensor> as_map(const std::vector<std::pair<std::string, Te
 
 }  // namespace
 
-// ---- registration ---------------------------------------------------------------------------------
+// ---- registration -------------------------------------------------------------------------------
 
 TEST_CASE("an empty name is refused, naming the module type", "[nn][module]") {
   Registrar m;
@@ -54,7 +54,8 @@ TEST_CASE("an empty name is refused, naming the module type", "[nn][module]") {
 TEST_CASE("a name with a dot is refused, naming the module type and the name", "[nn][module]") {
   Registrar m;
   CHECK_THROWS_AS(m.parameter("a.b"), ValueError);
-  CHECK_THROWS_WITH(m.parameter("a.b"), Contains("Registrar") && Contains("'a.b'") && Contains("dot"));
+  CHECK_THROWS_WITH(
+      m.parameter("a.b"), Contains("Registrar") && Contains("'a.b'") && Contains("dot"));
   CHECK_THROWS_WITH(m.buffer("x.y"), Contains("Registrar") && Contains("'x.y'"));
   CHECK_THROWS_WITH(m.child(".c"), Contains("Registrar") && Contains("'.c'"));
   CHECK(m.named_parameters().empty());  // nothing half-registered
@@ -68,8 +69,8 @@ TEST_CASE("a name already taken by a parameter, buffer or submodule is refused",
   // Every kind clashes with every other kind: they share one namespace, as in PyTorch.
   for (const std::string name : {"w", "b", "c"}) {
     CHECK_THROWS_AS(m.parameter(name), ValueError);
-    CHECK_THROWS_WITH(m.parameter(name), Contains("Registrar") && Contains("'" + name + "'") &&
-                                             Contains("already registered"));
+    CHECK_THROWS_WITH(m.parameter(name),
+        Contains("Registrar") && Contains("'" + name + "'") && Contains("already registered"));
     CHECK_THROWS_WITH(m.buffer(name), Contains("Registrar") && Contains("'" + name + "'"));
     CHECK_THROWS_WITH(m.child(name), Contains("Registrar") && Contains("'" + name + "'"));
   }
@@ -81,12 +82,15 @@ TEST_CASE("a name already taken by a parameter, buffer or submodule is refused",
 TEST_CASE("a null submodule and a non-leaf parameter are refused", "[nn][module]") {
   Registrar m;
   CHECK_THROWS_AS(m.null_child("c"), ValueError);
-  CHECK_THROWS_WITH(m.null_child("c"), Contains("Registrar") && Contains("'c'") && Contains("null"));
+  CHECK_THROWS_WITH(
+      m.null_child("c"), Contains("Registrar") && Contains("'c'") && Contains("null"));
   CHECK_THROWS_AS(m.non_leaf_parameter("p"), ValueError);
-  CHECK_THROWS_WITH(m.non_leaf_parameter("p"), Contains("Registrar") && Contains("'p'") && Contains("leaf"));
+  CHECK_THROWS_WITH(
+      m.non_leaf_parameter("p"), Contains("Registrar") && Contains("'p'") && Contains("leaf"));
 }
 
-TEST_CASE("register_parameter marks the tensor as requiring grad; a buffer is left alone", "[nn][module]") {
+TEST_CASE("register_parameter marks the tensor as requiring grad; a buffer is left alone",
+    "[nn][module]") {
   Registrar m;
   Tensor p = m.parameter("w");
   Tensor b = m.buffer("b");
@@ -95,9 +99,10 @@ TEST_CASE("register_parameter marks the tensor as requiring grad; a buffer is le
   CHECK(m.named_parameters()[0].second.impl_ptr() == p.impl_ptr());  // the same handle
 }
 
-// ---- the tree ------------------------------------------------------------------------------------
+// ---- the tree -----------------------------------------------------------------------------------
 
-TEST_CASE("named_parameters of the full Transformer: dotted paths, shapes and order", "[nn][module]") {
+TEST_CASE(
+    "named_parameters of the full Transformer: dotted paths, shapes and order", "[nn][module]") {
   manual_seed(0);
   auto model = small_transformer(2);
   const auto named = model->named_parameters();
@@ -126,22 +131,24 @@ TEST_CASE("named_parameters of the full Transformer: dotted paths, shapes and or
   // The whole order, as PyTorch's named_parameters() lists d2l's model (registration order,
   // depth first). Layer 1 repeats layer 0, so the list of block 0 is checked in full and the
   // rest by its positions.
-  const std::vector<std::string> encoder_block = {
-      "attention.W_q.weight", "attention.W_k.weight", "attention.W_v.weight", "attention.W_o.weight",
-      "addnorm1.ln.weight",   "addnorm1.ln.bias",     "ffn.dense1.weight",    "ffn.dense1.bias",
-      "ffn.dense2.weight",    "ffn.dense2.bias",      "addnorm2.ln.weight",   "addnorm2.ln.bias"};
-  const std::vector<std::string> decoder_block = {
-      "attention1.W_q.weight", "attention1.W_k.weight", "attention1.W_v.weight", "attention1.W_o.weight",
-      "addnorm1.ln.weight",    "addnorm1.ln.bias",      "attention2.W_q.weight", "attention2.W_k.weight",
-      "attention2.W_v.weight", "attention2.W_o.weight", "addnorm2.ln.weight",    "addnorm2.ln.bias",
-      "ffn.dense1.weight",     "ffn.dense1.bias",       "ffn.dense2.weight",     "ffn.dense2.bias",
-      "addnorm3.ln.weight",    "addnorm3.ln.bias"};
+  const std::vector<std::string> encoder_block = {"attention.W_q.weight", "attention.W_k.weight",
+      "attention.W_v.weight", "attention.W_o.weight", "addnorm1.ln.weight", "addnorm1.ln.bias",
+      "ffn.dense1.weight", "ffn.dense1.bias", "ffn.dense2.weight", "ffn.dense2.bias",
+      "addnorm2.ln.weight", "addnorm2.ln.bias"};
+  const std::vector<std::string> decoder_block = {"attention1.W_q.weight", "attention1.W_k.weight",
+      "attention1.W_v.weight", "attention1.W_o.weight", "addnorm1.ln.weight", "addnorm1.ln.bias",
+      "attention2.W_q.weight", "attention2.W_k.weight", "attention2.W_v.weight",
+      "attention2.W_o.weight", "addnorm2.ln.weight", "addnorm2.ln.bias", "ffn.dense1.weight",
+      "ffn.dense1.bias", "ffn.dense2.weight", "ffn.dense2.bias", "addnorm3.ln.weight",
+      "addnorm3.ln.bias"};
   std::vector<std::string> expected = {"encoder.embedding.weight"};
   for (const char* block : {"0", "1"})
-    for (const auto& n : encoder_block) expected.push_back(std::string("encoder.blks.") + block + "." + n);
+    for (const auto& n : encoder_block)
+      expected.push_back(std::string("encoder.blks.") + block + "." + n);
   expected.push_back("decoder.embedding.weight");
   for (const char* block : {"0", "1"})
-    for (const auto& n : decoder_block) expected.push_back(std::string("decoder.blks.") + block + "." + n);
+    for (const auto& n : decoder_block)
+      expected.push_back(std::string("decoder.blks.") + block + "." + n);
   expected.push_back("decoder.dense.weight");
   expected.push_back("decoder.dense.bias");
 
@@ -155,8 +162,10 @@ TEST_CASE("named_parameters entries are the layers' own handles", "[nn][module]"
   auto model = small_transformer(1);
   const auto by_name = as_map(model->named_parameters());
   auto block = model->encoder->blks->at<nn::TransformerEncoderBlock>(0);
-  CHECK(by_name.at("encoder.blks.0.attention.W_q.weight").impl_ptr() == block->attention->W_q->weight.impl_ptr());
-  CHECK(by_name.at("encoder.blks.0.ffn.dense1.bias").impl_ptr() == block->ffn->dense1->bias.impl_ptr());
+  CHECK(by_name.at("encoder.blks.0.attention.W_q.weight").impl_ptr() ==
+        block->attention->W_q->weight.impl_ptr());
+  CHECK(by_name.at("encoder.blks.0.ffn.dense1.bias").impl_ptr() ==
+        block->ffn->dense1->bias.impl_ptr());
   CHECK(by_name.at("decoder.dense.weight").impl_ptr() == model->decoder->dense->weight.impl_ptr());
   for (const auto& [name, p] : model->named_parameters()) {
     INFO(name);
@@ -166,13 +175,15 @@ TEST_CASE("named_parameters entries are the layers' own handles", "[nn][module]"
   }
 }
 
-TEST_CASE("parameters() follows named_parameters(), num_parameters() matches a hand count", "[nn][module]") {
+TEST_CASE("parameters() follows named_parameters(), num_parameters() matches a hand count",
+    "[nn][module]") {
   manual_seed(0);
   auto model = small_transformer(2);
   const auto named = model->named_parameters();
   const auto params = model->parameters();
   REQUIRE(params.size() == named.size());
-  for (std::size_t i = 0; i < params.size(); ++i) CHECK(params[i].impl_ptr() == named[i].second.impl_ptr());
+  for (std::size_t i = 0; i < params.size(); ++i)
+    CHECK(params[i].impl_ptr() == named[i].second.impl_ptr());
   CHECK(params.size() == 1 + 2 * 12 + 1 + 2 * 18 + 2);
 
   // V = 10, D = 8, F = 16:
@@ -192,7 +203,8 @@ TEST_CASE("parameters() follows named_parameters(), num_parameters() matches a h
   CHECK(nn::Dropout(0.5).num_parameters() == 0);
 }
 
-TEST_CASE("named_buffers holds the positional-encoding tables, which are not parameters", "[nn][module]") {
+TEST_CASE("named_buffers holds the positional-encoding tables, which are not parameters",
+    "[nn][module]") {
   manual_seed(0);
   auto model = small_transformer(1);
   const auto buffers = as_map(model->named_buffers());
@@ -200,7 +212,8 @@ TEST_CASE("named_buffers holds the positional-encoding tables, which are not par
   REQUIRE(buffers.count("encoder.pos_encoding.P") == 1);
   REQUIRE(buffers.count("decoder.pos_encoding.P") == 1);
   CHECK(buffers.at("encoder.pos_encoding.P").shape() == Shape{1, 1000, 8});
-  CHECK(buffers.at("encoder.pos_encoding.P").impl_ptr() == model->encoder->pos_encoding->P.impl_ptr());
+  CHECK(buffers.at("encoder.pos_encoding.P").impl_ptr() ==
+        model->encoder->pos_encoding->P.impl_ptr());
   CHECK_FALSE(buffers.at("encoder.pos_encoding.P").requires_grad());
   CHECK(as_map(model->named_parameters()).count("encoder.pos_encoding.P") == 0);
 
@@ -221,7 +234,7 @@ TEST_CASE("train() and eval() reach every submodule", "[nn][module]") {
     return out;
   };
   const std::size_t count = modes().size();
-  CHECK(count > 50);  // the walk really goes down the tree
+  CHECK(count > 50);                                 // the walk really goes down the tree
   CHECK(modes() == std::vector<bool>(count, true));  // modules start in training mode
   model->eval();
   CHECK(modes() == std::vector<bool>(count, false));
@@ -230,7 +243,8 @@ TEST_CASE("train() and eval() reach every submodule", "[nn][module]") {
   model->train(false);
   CHECK(modes() == std::vector<bool>(count, false));
   // A deep leaf in particular.
-  CHECK_FALSE(model->decoder->blks->at<nn::TransformerDecoderBlock>(1)->attention1->attention->dropout->is_training());
+  CHECK_FALSE(model->decoder->blks->at<nn::TransformerDecoderBlock>(1)
+                  ->attention1->attention->dropout->is_training());
 }
 
 TEST_CASE("zero_grad clears the gradient of every parameter", "[nn][module]") {
@@ -249,7 +263,8 @@ TEST_CASE("zero_grad clears the gradient of every parameter", "[nn][module]") {
   }
 }
 
-TEST_CASE("to(float64) converts every parameter and buffer under the same handles", "[nn][module]") {
+TEST_CASE(
+    "to(float64) converts every parameter and buffer under the same handles", "[nn][module]") {
   manual_seed(0);
   auto model = small_transformer(1);
   nn::Linear& dense = *model->decoder->dense;
@@ -257,7 +272,8 @@ TEST_CASE("to(float64) converts every parameter and buffer under the same handle
   const std::vector<double> weight_before = values(dense.weight);
   const std::vector<double> P_before = values(model->encoder->pos_encoding->P);
   const auto named_before = model->named_parameters();
-  sum((*model)(nn_test::tokens({1, 3}, 10, 1), nn_test::tokens({1, 2}, 10, 2), Tensor())).backward();
+  sum((*model)(nn_test::tokens({1, 3}, 10, 1), nn_test::tokens({1, 2}, 10, 2), Tensor()))
+      .backward();
   REQUIRE(dense.weight.grad().defined());
 
   model->to(float64);
@@ -281,13 +297,16 @@ TEST_CASE("to(float64) converts every parameter and buffer under the same handle
   CHECK(weight_handle.dtype() == float64);
   CHECK(as_map(named_after).at("decoder.dense.weight").shares_storage(dense.weight));
   CHECK(model->encoder->pos_encoding->P.dtype() == float64);
-  CHECK(as_map(model->named_buffers()).at("encoder.pos_encoding.P").shares_storage(model->encoder->pos_encoding->P));
+  CHECK(as_map(model->named_buffers())
+            .at("encoder.pos_encoding.P")
+            .shares_storage(model->encoder->pos_encoding->P));
   // The values survive the conversion exactly (float32 -> float64 is exact).
   CHECK(values(dense.weight) == weight_before);
   CHECK(values(model->encoder->pos_encoding->P) == P_before);
 
   // And the model now computes in float64.
-  Tensor logits = (*model)(nn_test::tokens({1, 3}, 10, 1, float64), nn_test::tokens({1, 2}, 10, 2, float64), Tensor());
+  Tensor logits = (*model)(
+      nn_test::tokens({1, 3}, 10, 1, float64), nn_test::tokens({1, 2}, 10, 2, float64), Tensor());
   CHECK(logits.dtype() == float64);
   CHECK(logits.shape() == Shape{1, 2, 10});
 
@@ -299,7 +318,7 @@ TEST_CASE("to(float64) converts every parameter and buffer under the same handle
   CHECK(values(dense.bias) == std::vector<double>(10, 0.25));
 }
 
-// ---- reprs ---------------------------------------------------------------------------------------
+// ---- reprs --------------------------------------------------------------------------------------
 
 TEST_CASE("reprs of the basic layers are PyTorch's", "[nn][module][repr]") {
   manual_seed(0);
@@ -316,7 +335,8 @@ TEST_CASE("reprs of the basic layers are PyTorch's", "[nn][module][repr]") {
   CHECK(out.str() == "Embedding(20, 32)");
 }
 
-TEST_CASE("reprs of the attention and Transformer layers match PyTorch's for d2l's", "[nn][module][repr]") {
+TEST_CASE("reprs of the attention and Transformer layers match PyTorch's for d2l's",
+    "[nn][module][repr]") {
   manual_seed(0);
   CHECK(nn::AdditiveAttention(2, 20, 8, 0.1).repr() ==
         "AdditiveAttention(\n"

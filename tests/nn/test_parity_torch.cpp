@@ -27,7 +27,7 @@
 
 namespace {
 
-// ---- the fixtures (filled by torch_parity_fixtures.inc) ------------------------------------------
+// ---- the fixtures (filled by torch_parity_fixtures.inc) -----------------------------------------
 
 struct FixtureTensor {
   std::string name;  // a parameter's dotted ag name, or an input's name in the PyTorch snippet
@@ -40,15 +40,17 @@ struct FixtureTensor {
 
 struct ParityFixture {
   std::string name;
-  std::string torch_code;                // d2l's PyTorch code that produced the case
+  std::string torch_code;                 // d2l's PyTorch code that produced the case
   std::vector<FixtureTensor> parameters;  // the full state dict
   std::vector<FixtureTensor> inputs;
   ag::Shape output_shape;
   std::vector<float> output;
-  std::optional<std::vector<float>> upstream;  // the gradient backward starts from; nullopt: forward only
+  std::optional<std::vector<float>>
+      upstream;  // the gradient backward starts from; nullopt: forward only
 };
 
-// Each entry is built by its own small lambda, which compiles much faster than one huge initializer.
+// Each entry is built by its own small lambda, which compiles much faster than one huge
+// initializer.
 const std::vector<ParityFixture>& fixtures() {
   static const std::vector<ParityFixture> all = [] {
     std::vector<ParityFixture> out;
@@ -66,7 +68,7 @@ const ParityFixture* find_fixture(const std::string& name) {
   return nullptr;
 }
 
-// ---- the ag side of each case ---------------------------------------------------------------------
+// ---- the ag side of each case -------------------------------------------------------------------
 
 // A case's inputs by the names the PyTorch snippet uses ("x", "queries", "valid_lens", ...).
 class Args {
@@ -91,12 +93,12 @@ using Builder = std::function<Built()>;
 
 // A case whose module is one constructor call and whose forward is one expression of `model`
 // and the inputs `in`.
-#define AG_PARITY_CASE(name, construct, expression)                        \
-  {                                                                        \
-    name, []() -> Built {                                                  \
-      auto model = construct;                                              \
+#define AG_PARITY_CASE(name, construct, expression)                                 \
+  {                                                                                 \
+    name, []() -> Built {                                                           \
+      auto model = construct;                                                       \
       return {model, [model](const Args& in) -> ag::Tensor { return expression; }}; \
-    }                                                                      \
+    }                                                                               \
   }
 
 // Each entry mirrors the `// torch:` lines of the fixture with the same name: the same
@@ -107,60 +109,70 @@ const std::map<std::string, Builder>& cases() {
   static const std::map<std::string, Builder> all = {
       // Linear on a 3-D input, with and without bias.
       AG_PARITY_CASE("linear_bias", std::make_shared<Linear>(5, 3), model->forward(in["x"])),
-      AG_PARITY_CASE("linear_no_bias", std::make_shared<Linear>(5, 3, false), model->forward(in["x"])),
+      AG_PARITY_CASE(
+          "linear_no_bias", std::make_shared<Linear>(5, 3, false), model->forward(in["x"])),
       // masked_softmax with (B,) and (B, Q) valid lengths; the latter includes a length of 0.
       AG_PARITY_CASE("masked_softmax_1d_valid_lens", std::shared_ptr<Module>(),
-                     masked_softmax(in["X"], in["valid_lens"])),
+          masked_softmax(in["X"], in["valid_lens"])),
       AG_PARITY_CASE("masked_softmax_2d_valid_lens", std::shared_ptr<Module>(),
-                     masked_softmax(in["X"], in["valid_lens"])),
+          masked_softmax(in["X"], in["valid_lens"])),
       // Scaled dot-product attention, without and with valid lengths.
       AG_PARITY_CASE("dot_product_attention", std::make_shared<DotProductAttention>(0.0),
-                     model->forward(in["queries"], in["keys"], in["values"])),
+          model->forward(in["queries"], in["keys"], in["values"])),
       AG_PARITY_CASE("dot_product_attention_valid_lens", std::make_shared<DotProductAttention>(0.0),
-                     model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
+          model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
       // AdditiveAttention(key_size, query_size, num_hiddens, dropout).
       AG_PARITY_CASE("additive_attention", std::make_shared<AdditiveAttention>(4, 5, 6, 0.0),
-                     model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
-      // MultiHeadAttention(key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias).
-      AG_PARITY_CASE("multihead_attention_1d_valid_lens", std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0),
-                     model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
-      AG_PARITY_CASE("multihead_attention_2d_valid_lens", std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0),
-                     model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
-      AG_PARITY_CASE("multihead_attention_bias", std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0, true),
-                     model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
+          model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
+      // MultiHeadAttention(key_size, query_size, value_size, num_hiddens, num_heads, dropout,
+      // bias).
+      AG_PARITY_CASE("multihead_attention_1d_valid_lens",
+          std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0),
+          model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
+      AG_PARITY_CASE("multihead_attention_2d_valid_lens",
+          std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0),
+          model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
+      AG_PARITY_CASE("multihead_attention_bias",
+          std::make_shared<MultiHeadAttention>(6, 5, 7, 8, 2, 0.0, true),
+          model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
       // torch.nn.LayerNorm(6).
       AG_PARITY_CASE("layer_norm", std::make_shared<LayerNorm>(Shape{6}), model->forward(in["x"])),
       // PositionalEncoding(num_hiddens, dropout) on 6 positions.
-      AG_PARITY_CASE("positional_encoding", std::make_shared<PositionalEncoding>(8, 0.0), model->forward(in["X"])),
+      AG_PARITY_CASE("positional_encoding", std::make_shared<PositionalEncoding>(8, 0.0),
+          model->forward(in["X"])),
       // PositionWiseFFN(ffn_num_input, ffn_num_hiddens, ffn_num_outputs).
-      AG_PARITY_CASE("position_wise_ffn", std::make_shared<PositionWiseFFN>(4, 8, 5), model->forward(in["X"])),
+      AG_PARITY_CASE(
+          "position_wise_ffn", std::make_shared<PositionWiseFFN>(4, 8, 5), model->forward(in["X"])),
       // AddNorm over the last two dims.
-      AG_PARITY_CASE("add_norm", std::make_shared<AddNorm>(Shape{3, 4}, 0.0), model->forward(in["X"], in["Y"])),
+      AG_PARITY_CASE("add_norm", std::make_shared<AddNorm>(Shape{3, 4}, 0.0),
+          model->forward(in["X"], in["Y"])),
       // EncoderBlock(key_size, query_size, value_size, num_hiddens, norm_shape, ffn_num_input,
       //              ffn_num_hiddens, num_heads, dropout).
       AG_PARITY_CASE("encoder_block",
-                     std::make_shared<TransformerEncoderBlock>(8, 8, 8, 8, Shape{8}, 8, 16, 2, 0.0),
-                     model->forward(in["X"], in["valid_lens"])),
+          std::make_shared<TransformerEncoderBlock>(8, 8, 8, 8, Shape{8}, 8, 16, 2, 0.0),
+          model->forward(in["X"], in["valid_lens"])),
       // TransformerEncoder(vocab_size, key_size, query_size, value_size, num_hiddens, norm_shape,
       //                    ffn_num_input, ffn_num_hiddens, num_heads, num_layers, dropout).
       AG_PARITY_CASE("transformer_encoder",
-                     std::make_shared<TransformerEncoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0),
-                     model->forward(in["tokens"], in["valid_lens"])),
+          std::make_shared<TransformerEncoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0),
+          model->forward(in["tokens"], in["valid_lens"])),
       // DecoderBlock(..., dropout, i=0) with the state [enc_outputs, enc_valid_lens, [None]].
       {"decoder_block",
-       []() -> Built {
-         auto model = std::make_shared<TransformerDecoderBlock>(8, 8, 8, 8, Shape{8}, 8, 16, 2, 0.0, 0);
-         return {model, [model](const Args& in) {
-                   DecoderState state{in["enc_outputs"], in["enc_valid_lens"], std::vector<ag::Tensor>(1)};
-                   return model->forward(in["X"], state);
-                 }};
-       }},
+          []() -> Built {
+            auto model =
+                std::make_shared<TransformerDecoderBlock>(8, 8, 8, 8, Shape{8}, 8, 16, 2, 0.0, 0);
+            return {model, [model](const Args& in) {
+                      DecoderState state{
+                          in["enc_outputs"], in["enc_valid_lens"], std::vector<ag::Tensor>(1)};
+                      return model->forward(in["X"], state);
+                    }};
+          }},
       // EncoderDecoder(TransformerEncoder(...), TransformerDecoder(...)), 2 + 2 layers.
       AG_PARITY_CASE("encoder_decoder",
-                     std::make_shared<EncoderDecoder>(
-                         std::make_shared<TransformerEncoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0),
-                         std::make_shared<TransformerDecoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0)),
-                     model->forward(in["enc_X"], in["dec_X"], in["enc_valid_lens"])),
+          std::make_shared<EncoderDecoder>(
+              std::make_shared<TransformerEncoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0),
+              std::make_shared<TransformerDecoder>(12, 8, 8, 8, 8, Shape{8}, 8, 16, 2, 2, 0.0)),
+          model->forward(in["enc_X"], in["dec_X"], in["enc_valid_lens"])),
   };
   return all;
 }
@@ -170,7 +182,7 @@ const std::map<std::string, Builder>& cases() {
 // The fixture checked by its own test case below (a table, not a forward pass).
 const char* const kTableFixture = "positional_encoding_table";
 
-// ---- comparing ag's tensors with PyTorch's values ---------------------------------------------------
+// ---- comparing ag's tensors with PyTorch's values -----------------------------------------------
 
 // One tolerance for every output and gradient of every case: |ag − torch| <= atol + rtol · |torch|.
 // Both sides compute in float32 (relative rounding ~6e-8 per op); rtol allows for that error
@@ -186,13 +198,15 @@ bool close(double actual, double expected, Tolerance tol) {
 }
 
 // "" when `actual` is a float32 tensor of the expected shape and values; otherwise what differs.
-std::string compare(const ag::Tensor& actual, const ag::Shape& shape, const std::vector<float>& expected,
-                    Tolerance tol = kTolerance) {
+std::string compare(const ag::Tensor& actual, const ag::Shape& shape,
+    const std::vector<float>& expected, Tolerance tol = kTolerance) {
   std::ostringstream report;
   if (!actual.defined()) return "no tensor (undefined)";
-  if (actual.dtype() != ag::float32) report << "dtype " << ag::dtype_name(actual.dtype()) << " instead of float32; ";
+  if (actual.dtype() != ag::float32)
+    report << "dtype " << ag::dtype_name(actual.dtype()) << " instead of float32; ";
   if (actual.shape() != shape) {
-    report << "shape " << ag::shape_str(actual.shape()) << " but torch has " << ag::shape_str(shape);
+    report << "shape " << ag::shape_str(actual.shape()) << " but torch has "
+           << ag::shape_str(shape);
     return report.str();
   }
   const std::vector<double> values = actual.to_vector<double>();
@@ -204,16 +218,16 @@ std::string compare(const ag::Tensor& actual, const ag::Shape& shape, const std:
     worst = std::max(worst, std::abs(values[i] - expected[i]) / allowed);
     if (close(values[i], expected[i], tol)) continue;
     if (++mismatches <= 6)
-      report << "\n  element " << i << ": ag " << values[i] << ", torch " << expected[i] << " (difference "
-             << values[i] - expected[i] << ", allowed " << allowed << ")";
+      report << "\n  element " << i << ": ag " << values[i] << ", torch " << expected[i]
+             << " (difference " << values[i] - expected[i] << ", allowed " << allowed << ")";
   }
   if (mismatches > 0)
-    report << "\n  " << mismatches << " of " << values.size() << " elements differ; the worst is " << worst
-           << " times the tolerance";
+    report << "\n  " << mismatches << " of " << values.size() << " elements differ; the worst is "
+           << worst << " times the tolerance";
   return report.str();
 }
 
-// ---- running a case ---------------------------------------------------------------------------------
+// ---- running a case -----------------------------------------------------------------------------
 
 // Copies every parameter of the fixture's state dict into `module` by dotted name (as
 // load_state_dict(strict=True)): a fixture name the module lacks, a module parameter the fixture
@@ -239,7 +253,8 @@ void load_state_dict(const ag::nn::Module* module, const ParityFixture& fixture)
     it->second.copy_(ag::tensor(p.values, p.shape));
   }
   for (const auto& [name, tensor] : parameters)
-    if (!in_fixture.count(name)) FAIL_CHECK("the ag module's parameter '" << name << "' is not in the fixture");
+    if (!in_fixture.count(name))
+      FAIL_CHECK("the ag module's parameter '" << name << "' is not in the fixture");
 }
 
 // Builds the case's ag module, loads the fixture's parameters, runs forward and backward from
@@ -247,13 +262,16 @@ void load_state_dict(const ag::nn::Module* module, const ParityFixture& fixture)
 // input and every parameter with PyTorch's.
 void check_case(const std::string& name) {
   const ParityFixture* fixture = find_fixture(name);
-  INFO("torch: " << (fixture ? fixture->torch_code : "(no fixture with this name; regenerate the .inc?)"));
+  INFO("torch: " << (fixture ? fixture->torch_code
+                             : "(no fixture with this name; regenerate the .inc?)"));
   REQUIRE(fixture != nullptr);
   auto builder = cases().find(name);
-  if (builder == cases().end()) FAIL("case '" << name << "' has no ag builder in test_parity_torch.cpp");
+  if (builder == cases().end())
+    FAIL("case '" << name << "' has no ag builder in test_parity_torch.cpp");
 
   const Built built = builder->second();
-  if (built.module) built.module->train();  // dropout is 0; d2l's decoder masks causally only in training
+  if (built.module)
+    built.module->train();  // dropout is 0; d2l's decoder masks causally only in training
   load_state_dict(built.module.get(), *fixture);
 
   Args args;
@@ -290,7 +308,8 @@ void check_case(const std::string& name) {
   }
   if (!built.module) return;
   std::map<std::string, ag::Tensor> parameters;
-  for (const auto& [pname, tensor] : built.module->named_parameters()) parameters.emplace(pname, tensor);
+  for (const auto& [pname, tensor] : built.module->named_parameters())
+    parameters.emplace(pname, tensor);
   for (const FixtureTensor& p : fixture->parameters) {
     auto it = parameters.find(p.name);
     if (it == parameters.end()) continue;  // reported by load_state_dict
@@ -303,7 +322,7 @@ void check_case(const std::string& name) {
 
 }  // namespace
 
-// ---- the tests ------------------------------------------------------------------------------------
+// ---- the tests ----------------------------------------------------------------------------------
 
 TEST_CASE("d2l parity: every fixture has an ag case and every case a fixture", "[nn][torch]") {
   std::set<std::string> names;
@@ -340,14 +359,20 @@ TEST_CASE("d2l parity: MultiHeadAttention with (B,) valid_lens", "[nn][torch]") 
 TEST_CASE("d2l parity: MultiHeadAttention with (B, Q) valid_lens", "[nn][torch]") {
   check_case("multihead_attention_2d_valid_lens");
 }
-TEST_CASE("d2l parity: MultiHeadAttention with bias", "[nn][torch]") { check_case("multihead_attention_bias"); }
+TEST_CASE("d2l parity: MultiHeadAttention with bias", "[nn][torch]") {
+  check_case("multihead_attention_bias");
+}
 TEST_CASE("d2l parity: LayerNorm", "[nn][torch]") { check_case("layer_norm"); }
 TEST_CASE("d2l parity: PositionalEncoding", "[nn][torch]") { check_case("positional_encoding"); }
 TEST_CASE("d2l parity: PositionWiseFFN", "[nn][torch]") { check_case("position_wise_ffn"); }
 TEST_CASE("d2l parity: AddNorm", "[nn][torch]") { check_case("add_norm"); }
 TEST_CASE("d2l parity: EncoderBlock", "[nn][torch]") { check_case("encoder_block"); }
-TEST_CASE("d2l parity: TransformerEncoder with 2 layers", "[nn][torch]") { check_case("transformer_encoder"); }
-TEST_CASE("d2l parity: DecoderBlock in training mode", "[nn][torch]") { check_case("decoder_block"); }
+TEST_CASE("d2l parity: TransformerEncoder with 2 layers", "[nn][torch]") {
+  check_case("transformer_encoder");
+}
+TEST_CASE("d2l parity: DecoderBlock in training mode", "[nn][torch]") {
+  check_case("decoder_block");
+}
 TEST_CASE("d2l parity: EncoderDecoder with 2 + 2 layers in training mode", "[nn][torch]") {
   check_case("encoder_decoder");
 }
@@ -365,7 +390,8 @@ TEST_CASE("d2l parity: the PositionalEncoding table against d2l's float32 table"
   const int64_t max_len = fixture->output_shape[1], num_hiddens = fixture->output_shape[2];
   ag::nn::PositionalEncoding encoding(num_hiddens, 0.0, max_len);
   constexpr Tolerance kFloat32TableTolerance{0.0, 4.0 / (1 << 23)};
-  const std::string diff = compare(encoding.P, fixture->output_shape, fixture->output, kFloat32TableTolerance);
+  const std::string diff =
+      compare(encoding.P, fixture->output_shape, fixture->output, kFloat32TableTolerance);
   INFO("P: " << diff);
   CHECK(diff.empty());
 }

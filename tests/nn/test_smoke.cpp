@@ -1,5 +1,6 @@
 // The seed's self-attention example: X of ones (2, 4, 100), valid_lens [3, 2] -> (2, 4, 100),
-// and the module prints exactly as PyTorch prints d2l's MultiHeadAttention(100, 100, 100, 100, 5, 0.5).
+// and the module prints exactly as PyTorch prints d2l's MultiHeadAttention(100, 100, 100, 100, 5,
+// 0.5).
 #include <catch2/catch.hpp>
 
 #include "nn/nn.h"

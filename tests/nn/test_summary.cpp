@@ -21,7 +21,8 @@ nn::TransformerEncoder small_encoder() {
   return nn::TransformerEncoder(10, 8, 8, 8, 8, {8}, 8, 16, 2, 2, 0.0);
 }
 
-std::string commas(int64_t n) {  // 12345 -> "12,345", written out independently of the code under test
+std::string commas(
+    int64_t n) {  // 12345 -> "12,345", written out independently of the code under test
   const std::string digits = std::to_string(n);
   std::string out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
@@ -86,7 +87,8 @@ TEST_CASE("summary lists every module with its own parameters and the total", "[
   CHECK(nn::summary(encoder) == text);  // deterministic
 }
 
-TEST_CASE("grad_norms: per-parameter norms, and the total equals optim::clip_grad_norm's", "[nn][summary]") {
+TEST_CASE("grad_norms: per-parameter norms, and the total equals optim::clip_grad_norm's",
+    "[nn][summary]") {
   ag::manual_seed(1);
   nn::TransformerEncoder encoder = small_encoder();
   Tensor tokens = nn_test::tokens({3, 5}, 10, 7);
@@ -129,5 +131,6 @@ TEST_CASE("grad_norms: per-parameter norms, and the total equals optim::clip_gra
   CHECK(report.total_norm == clip_total);
   char total[32];
   std::snprintf(total, sizeof total, "%.4g", clip_total);
-  CHECK_THAT(table, Contains(std::string("total gradient norm (what optim::clip_grad_norm clips): ") + total));
+  CHECK_THAT(table,
+      Contains(std::string("total gradient norm (what optim::clip_grad_norm clips): ") + total));
 }

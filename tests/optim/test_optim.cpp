@@ -22,7 +22,8 @@ TEST_CASE("parameters without a gradient are left alone; zero_grad drops gradien
   CHECK_FALSE(a.grad().defined());
 }
 
-TEST_CASE("clip_grad_norm scales all gradients by one factor and returns the norm before", "[optim]") {
+TEST_CASE(
+    "clip_grad_norm scales all gradients by one factor and returns the norm before", "[optim]") {
   Tensor a = zeros({2}).requires_grad_(), b = zeros({1}).requires_grad_();
   a.set_grad(tensor({3.0, 0.0}));
   b.set_grad(tensor({4.0}));
@@ -39,7 +40,8 @@ TEST_CASE("clip_grad_norm scales all gradients by one factor and returns the nor
 TEST_CASE("schedules follow their formulas", "[optim][schedule]") {
   auto noam = optim::transformer_schedule(32, 100);
   for (int64_t t : {1, 50, 100, 101, 1000, 10000})
-    CHECK(noam(t) == Approx(std::pow(32.0, -0.5) * std::min(std::pow(double(t), -0.5), double(t) * std::pow(100.0, -1.5))));
+    CHECK(noam(t) == Approx(std::pow(32.0, -0.5) * std::min(std::pow(double(t), -0.5),
+                                                       double(t) * std::pow(100.0, -1.5))));
   // Its peak is at the end of the warm-up.
   CHECK(noam(100) > noam(99));
   CHECK(noam(100) > noam(101));
@@ -78,7 +80,8 @@ TEST_CASE("optimizer argument errors", "[optim]") {
   CHECK_THROWS_WITH(optim::SGD({a}, -0.1), Contains("SGD: learning rate -0.1"));
   CHECK_THROWS_WITH(optim::SGD({a}, 0.1, 0.0, 0.0, 0.0, true), Contains("Nesterov"));
   CHECK_THROWS_WITH(optim::Adam({a}, 0.1, {1.0, 0.999}), Contains("Adam: betas"));
-  CHECK_THROWS_WITH(optim::AdamW({a}, 0.1, {0.9, 0.999}, 1e-8, -1.0), Contains("AdamW: weight decay"));
+  CHECK_THROWS_WITH(
+      optim::AdamW({a}, 0.1, {0.9, 0.999}, 1e-8, -1.0), Contains("AdamW: weight decay"));
   CHECK_THROWS_AS(optim::Adam({a.transpose(0, 0) * 2.0}), ValueError);  // not a leaf
   CHECK_THROWS_AS(optim::cosine_with_warmup(10, 10), ValueError);
 }

@@ -18,14 +18,25 @@ using Factory = std::function<std::unique_ptr<optim::Optimizer>(const std::vecto
 std::vector<std::pair<std::string, Factory>> optimizers() {
   return {
       {"SGD", [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1); }},
-      {"SGD momentum", [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01); }},
-      {"SGD nesterov", [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 0.0, true); }},
-      {"Adam", [](const std::vector<Tensor>& p) { return std::make_unique<optim::Adam>(p, 0.01, std::pair{0.8, 0.99}, 1e-6, 0.1); }},
-      {"AdamW", [](const std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
+      {"SGD momentum",
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01);
+          }},
+      {"SGD nesterov",
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 0.0, true);
+          }},
+      {"Adam",
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::Adam>(p, 0.01, std::pair{0.8, 0.99}, 1e-6, 0.1);
+          }},
+      {"AdamW",
+          [](const std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
       {"AdamW groups",
-       [](const std::vector<Tensor>& p) {
-         return std::make_unique<optim::AdamW>(std::vector<optim::ParamGroup>{{{p[0]}, {}, {}}, {{p[1]}, 0.003, 0.0}}, 0.01);
-       }},
+          [](const std::vector<Tensor>& p) {
+            return std::make_unique<optim::AdamW>(
+                std::vector<optim::ParamGroup>{{{p[0]}, {}, {}}, {{p[1]}, 0.003, 0.0}}, 0.01);
+          }},
   };
 }
 
@@ -49,7 +60,7 @@ std::vector<Tensor> copies(const std::vector<Tensor>& params) {
 }  // namespace
 
 TEST_CASE("every optimizer continues bit for bit after state_dict and load_state_dict",
-          "[optim][state_dict]") {
+    "[optim][state_dict]") {
   for (const auto& [name, make] : optimizers()) {
     DYNAMIC_SECTION(name) {
       // Straight: 5 steps. Interrupted: 3 steps, state dict, fresh parameters and optimizer,
@@ -97,9 +108,9 @@ TEST_CASE("a state dict is shaped like torch.optim's", "[optim][state_dict]") {
   // Parameters are numbered across the groups: group 1's first parameter is number 1.
   CHECK(dict.param_groups[0].params == std::vector<std::size_t>{0});
   CHECK(dict.param_groups[1].params == std::vector<std::size_t>{1});
-  CHECK(dict.param_groups[0].options ==
-        std::map<std::string, double>{
-            {"beta1", 0.8}, {"beta2", 0.9}, {"eps", 1e-6}, {"lr", 0.01}, {"weight_decay", 1e-2}});
+  CHECK(
+      dict.param_groups[0].options == std::map<std::string, double>{{"beta1", 0.8}, {"beta2", 0.9},
+                                          {"eps", 1e-6}, {"lr", 0.01}, {"weight_decay", 1e-2}});
   CHECK(dict.param_groups[1].options.at("lr") == 0.003);
   CHECK(dict.param_groups[1].options.at("weight_decay") == 0.0);
   REQUIRE(dict.state.size() == 2);
@@ -115,10 +126,9 @@ TEST_CASE("a state dict is shaped like torch.optim's", "[optim][state_dict]") {
   params[0].zero_grad();
   sgd.step();
   const optim::StateDict sgd_dict = sgd.state_dict();
-  CHECK(
-      sgd_dict.param_groups[0].options ==
-      std::map<std::string, double>{
-          {"dampening", 0}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", 1}, {"weight_decay", 0}});
+  CHECK(sgd_dict.param_groups[0].options == std::map<std::string, double>{{"dampening", 0},
+                                                {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", 1},
+                                                {"weight_decay", 0}});
   // Only the parameter that has a momentum buffer has state.
   REQUIRE(sgd_dict.state.size() == 1);
   CHECK(sgd_dict.state.at(1).tensors.count("momentum_buffer") == 1);
@@ -136,8 +146,8 @@ optim::StateDict adam_state(const std::vector<Tensor>& params) {
 
 // The optimizer's state as it is, to check that a refused load changed none of it.
 std::vector<float> adam_fingerprint(const optim::Adam& adam) {
-  std::vector<float> out = {float(adam.param_groups()[0].lr), float(adam.beta1), float(adam.beta2),
-                            float(adam.eps)};
+  std::vector<float> out = {
+      float(adam.param_groups()[0].lr), float(adam.beta1), float(adam.beta2), float(adam.eps)};
   for (const auto& group : adam.state)
     for (const optim::AdamState& s : group) {
       out.push_back(float(s.step));
@@ -156,36 +166,36 @@ TEST_CASE("optimizer state that does not fit is refused whole", "[optim][state_d
   // Another optimizer type.
   optim::SGD sgd(copies(params), 0.1);
   CHECK_THROWS_AS(sgd.load_state_dict(saved), optim::StateDictError);
-  CHECK_THROWS_WITH(sgd.load_state_dict(saved),
-                    Contains("the file holds Adam state, this optimizer is SGD"));
+  CHECK_THROWS_WITH(
+      sgd.load_state_dict(saved), Contains("the file holds Adam state, this optimizer is SGD"));
 
   // Other parameter shapes: every mismatch is named, and nothing changes.
   std::vector<Tensor> other = {zeros({4, 3}).requires_grad_(), zeros({4}).requires_grad_()};
   optim::Adam wrong(other, 0.5);
-  CHECK_THROWS_WITH(wrong.load_state_dict(saved),
-                    Contains("shape mismatch state.0.exp_avg: file [3,4] float32, "
-                             "parameter [4,3] float32") &&
-                        Contains("state.0.exp_avg_sq"));
+  CHECK_THROWS_WITH(
+      wrong.load_state_dict(saved), Contains("shape mismatch state.0.exp_avg: file [3,4] float32, "
+                                             "parameter [4,3] float32") &&
+                                        Contains("state.0.exp_avg_sq"));
   CHECK(wrong.param_groups()[0].lr == 0.5);
   CHECK(wrong.state[0][1].step == 0);
 
   // Another grouping.
-  optim::Adam grouped(std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}},
-                      0.01);
+  optim::Adam grouped(
+      std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}}, 0.01);
   CHECK_THROWS_WITH(grouped.load_state_dict(saved),
-                    Contains("the file has 1 parameter groups, this optimizer 2"));
+      Contains("the file has 1 parameter groups, this optimizer 2"));
   // Another group size.
   optim::Adam smaller(std::vector<Tensor>{copies(params)[0]}, 0.01);
-  CHECK_THROWS_WITH(smaller.load_state_dict(saved),
-                    Contains("group 0 has 2 parameters in the file, 1 here"));
+  CHECK_THROWS_WITH(
+      smaller.load_state_dict(saved), Contains("group 0 has 2 parameters in the file, 1 here"));
 
   // No state at all.
   CHECK_THROWS_WITH(optim::Adam(copies(params)).load_state_dict(optim::StateDict{}),
-                    Contains("no optimizer state (the state dict has no type)"));
+      Contains("no optimizer state (the state dict has no type)"));
 }
 
 TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor would",
-          "[optim][state_dict]") {
+    "[optim][state_dict]") {
   std::vector<Tensor> params = make_params(float32);
   const optim::StateDict good = adam_state(params);
   optim::Adam adam(copies(params), 0.02, {0.7, 0.95}, 1e-5);
@@ -195,7 +205,7 @@ TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor 
 
   auto refused = [&](const optim::StateDict& bad, const std::string& problem) {
     CHECK_THROWS_WITH(adam.load_state_dict(bad),
-                      Contains("checkpoint: Adam state does not fit: ") && Contains(problem));
+        Contains("checkpoint: Adam state does not fit: ") && Contains(problem));
     CHECK(adam_fingerprint(adam) == before);
   };
   optim::StateDict bad = good;
@@ -238,15 +248,15 @@ TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor 
   bad = good;
   bad.param_groups[0].options["beta1"] = 1.0;
   bad.param_groups[0].options["eps"] = -1.0;
-  CHECK_THROWS_WITH(adam.load_state_dict(bad),
-                    Contains("betas (1, 0.999)") && Contains("eps -1 is negative"));
+  CHECK_THROWS_WITH(
+      adam.load_state_dict(bad), Contains("betas (1, 0.999)") && Contains("eps -1 is negative"));
 
   // SGD: Nesterov needs momentum and no dampening; nesterov is a flag.
   optim::SGD sgd(copies(params), 0.1, 0.9, 0.0, 0.0, true);
   optim::StateDict sgd_bad = sgd.state_dict();
   sgd_bad.param_groups[0].options["dampening"] = 0.1;
   CHECK_THROWS_WITH(sgd.load_state_dict(sgd_bad),
-                    Contains("Nesterov momentum needs momentum > 0 and dampening 0"));
+      Contains("Nesterov momentum needs momentum > 0 and dampening 0"));
   sgd_bad = sgd.state_dict();
   sgd_bad.param_groups[0].options["nesterov"] = 0.5;
   CHECK_THROWS_WITH(sgd.load_state_dict(sgd_bad), Contains("nesterov 0.5 is not 1 or 0"));
@@ -257,12 +267,11 @@ TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor 
   CHECK(sgd.nesterov);
 
   // Groups that disagree on a hyper-parameter ag keeps once.
-  optim::Adam grouped(std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}},
-                      0.01);
+  optim::Adam grouped(
+      std::vector<optim::ParamGroup>{{{params[0]}, {}, {}}, {{params[1]}, {}, {}}}, 0.01);
   optim::StateDict split = grouped.state_dict();
   split.param_groups[1].options["beta1"] = 0.5;
-  CHECK_THROWS_WITH(
-      grouped.load_state_dict(split),
+  CHECK_THROWS_WITH(grouped.load_state_dict(split),
       Contains("group 1's beta1 differs from group 0's (Adam keeps one beta1 for all groups)"));
   CHECK(grouped.beta1 == 0.9);
 }

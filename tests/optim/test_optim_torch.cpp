@@ -38,30 +38,43 @@ using Factory = std::function<std::unique_ptr<optim::Optimizer>(Tensor p0, Tenso
 // The same optimizer as each fixture's `torch:` line.
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table = {
-      {"sgd", [](Tensor p0, Tensor p1) { return std::make_unique<optim::SGD>(std::vector<Tensor>{p0, p1}, 0.1); }},
+      {"sgd",
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::SGD>(std::vector<Tensor>{p0, p1}, 0.1);
+          }},
       {"sgd_momentum_dampening_decay",
-       [](Tensor p0, Tensor p1) { return std::make_unique<optim::SGD>(std::vector<Tensor>{p0, p1}, 0.05, 0.9, 0.1, 0.01); }},
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::SGD>(std::vector<Tensor>{p0, p1}, 0.05, 0.9, 0.1, 0.01);
+          }},
       {"sgd_nesterov",
-       [](Tensor p0, Tensor p1) { return std::make_unique<optim::SGD>(std::vector<Tensor>{p0, p1}, 0.05, 0.8, 0.0, 0.001, true); }},
-      {"adam", [](Tensor p0, Tensor p1) { return std::make_unique<optim::Adam>(std::vector<Tensor>{p0, p1}, 0.01); }},
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::SGD>(
+                std::vector<Tensor>{p0, p1}, 0.05, 0.8, 0.0, 0.001, true);
+          }},
+      {"adam",
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::Adam>(std::vector<Tensor>{p0, p1}, 0.01);
+          }},
       {"adam_l2_decay",
-       [](Tensor p0, Tensor p1) {
-         return std::make_unique<optim::Adam>(std::vector<Tensor>{p0, p1}, 0.003, std::pair{0.8, 0.99}, 1e-6, 0.1);
-       }},
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::Adam>(
+                std::vector<Tensor>{p0, p1}, 0.003, std::pair{0.8, 0.99}, 1e-6, 0.1);
+          }},
       {"adamw",
-       [](Tensor p0, Tensor p1) {
-         return std::make_unique<optim::AdamW>(std::vector<Tensor>{p0, p1}, 0.01, std::pair{0.9, 0.999}, 1e-8, 0.1);
-       }},
+          [](Tensor p0, Tensor p1) {
+            return std::make_unique<optim::AdamW>(
+                std::vector<Tensor>{p0, p1}, 0.01, std::pair{0.9, 0.999}, 1e-8, 0.1);
+          }},
       {"adamw_groups",
-       [](Tensor p0, Tensor p1) {
-         std::vector<optim::ParamGroup> groups = {{{p0}, {}, {}}, {{p1}, 0.002, 0.0}};
-         return std::make_unique<optim::AdamW>(groups, 0.01, std::pair{0.9, 0.999}, 1e-8, 0.1);
-       }},
+          [](Tensor p0, Tensor p1) {
+            std::vector<optim::ParamGroup> groups = {{{p0}, {}, {}}, {{p1}, 0.002, 0.0}};
+            return std::make_unique<optim::AdamW>(groups, 0.01, std::pair{0.9, 0.999}, 1e-8, 0.1);
+          }},
       {"sgd_groups",
-       [](Tensor p0, Tensor p1) {
-         std::vector<optim::ParamGroup> groups = {{{p0}, {}, 0.0}, {{p1}, 0.01, {}}};
-         return std::make_unique<optim::SGD>(groups, 0.1, 0.5, 0.0, 0.05);
-       }},
+          [](Tensor p0, Tensor p1) {
+            std::vector<optim::ParamGroup> groups = {{{p0}, {}, 0.0}, {{p1}, 0.01, {}}};
+            return std::make_unique<optim::SGD>(groups, 0.1, 0.5, 0.0, 0.05);
+          }},
   };
   return table;
 }

@@ -45,19 +45,22 @@ TEST_CASE("write_png writes RGB pixels that read_png reads back exactly", "[plot
   fs::remove_all(dir);
 }
 
-TEST_CASE("write_png and read_png name the path and the reason when they fail", "[plot][png][errors]") {
+TEST_CASE(
+    "write_png and read_png name the path and the reason when they fail", "[plot][png][errors]") {
   const std::vector<uint8_t> rgb(12, 0);
   CHECK_THROWS_AS(write_png("/no-such-directory/x.png", 2, 2, rgb), IoError);
   CHECK_THROWS_WITH(write_png("/no-such-directory/x.png", 2, 2, rgb),
-                    Contains("write_png") && Contains("/no-such-directory/x.png") &&
-                        Contains("No such file or directory"));
-  CHECK_THROWS_WITH(write_png("x.png", 2, 3, rgb), Contains("write_png") && Contains("2x3") && Contains("18 bytes") &&
-                                                       Contains("got 12"));
+      Contains("write_png") && Contains("/no-such-directory/x.png") &&
+          Contains("No such file or directory"));
+  CHECK_THROWS_WITH(write_png("x.png", 2, 3, rgb),
+      Contains("write_png") && Contains("2x3") && Contains("18 bytes") && Contains("got 12"));
   CHECK_THROWS_AS(write_png("x.png", 0, 2, {}), ShapeError);
-  CHECK_THROWS_WITH(read_png("/no-such-directory/x.png"), Contains("read_png") && Contains("/no-such-directory/x.png"));
+  CHECK_THROWS_WITH(read_png("/no-such-directory/x.png"),
+      Contains("read_png") && Contains("/no-such-directory/x.png"));
   const fs::path dir = temp_dir();
   std::ofstream(dir / "not.png") << "not a picture";
-  CHECK_THROWS_WITH(read_png((dir / "not.png").string()), Contains((dir / "not.png").string()) && Contains("Not a PNG"));
+  CHECK_THROWS_WITH(read_png((dir / "not.png").string()),
+      Contains((dir / "not.png").string()) && Contains("Not a PNG"));
   fs::remove_all(dir);
 }
 
@@ -92,10 +95,10 @@ TEST_CASE("the bitmap font has a distinct 5x7 glyph for every character it lists
     }
     CHECK(seen.insert(rows).second);  // no two characters look the same
   }
-  CHECK(glyph('a') == glyph('A'));        // lower case is drawn in capitals
-  CHECK(glyph('\x01') == glyph('?'));     // anything else as '?'
+  CHECK(glyph('a') == glyph('A'));     // lower case is drawn in capitals
+  CHECK(glyph('\x01') == glyph('?'));  // anything else as '?'
   CHECK(text_width("", 2) == 0);
-  CHECK(text_width("ab", 1) == 11);      // 5 + 1 + 5
+  CHECK(text_width("ab", 1) == 11);  // 5 + 1 + 5
   CHECK(text_width("ab", 3) == 33);
 }
 
@@ -111,7 +114,8 @@ TEST_CASE("draw_text draws the same ink horizontally and turned a quarter turn",
     int64_t right = 0, bottom = 0;
     for (int64_t y = 0; y < image.height(); ++y)
       for (int64_t x = 0; x < image.width(); ++x)
-        if (!(image.at(x, y) == white)) right = std::max(right, x + 1), bottom = std::max(bottom, y + 1);
+        if (!(image.at(x, y) == white))
+          right = std::max(right, x + 1), bottom = std::max(bottom, y + 1);
     return std::pair<int64_t, int64_t>{right, bottom};
   };
   CHECK(box(flat) == std::pair<int64_t, int64_t>{text_width(text, 2), 14});
@@ -124,7 +128,8 @@ TEST_CASE("draw_text draws the same ink horizontally and turned a quarter turn",
   CHECK_NOTHROW(draw_text(flat, 35, 35, "WIDE TEXT", black));
 }
 
-TEST_CASE("a heatmap colours each cell by its value: larger values are lighter", "[plot][heatmap]") {
+TEST_CASE(
+    "a heatmap colours each cell by its value: larger values are lighter", "[plot][heatmap]") {
   // (2, 3): the values in a scrambled order, each twice in no cell.
   const Tensor m = tensor({4.0, 0.0, 2.0, 1.0, 5.0, 3.0}, {2, 3});
   HeatmapOptions o;
@@ -136,7 +141,8 @@ TEST_CASE("a heatmap colours each cell by its value: larger values are lighter",
   CHECK(centre(0, 1) == viridis(0.0));  // the minimum
   CHECK(centre(1, 1) == viridis(1.0));  // the maximum
   // Sorted by value, the cells' luminance rises strictly.
-  const std::vector<std::pair<int64_t, int64_t>> by_value{{0, 1}, {1, 0}, {0, 2}, {1, 2}, {0, 0}, {1, 1}};
+  const std::vector<std::pair<int64_t, int64_t>> by_value{
+      {0, 1}, {1, 0}, {0, 2}, {1, 2}, {0, 0}, {1, 1}};
   for (std::size_t i = 1; i < by_value.size(); ++i)
     CHECK(luminance(centre(by_value[i].first, by_value[i].second)) >
           luminance(centre(by_value[i - 1].first, by_value[i - 1].second)));
@@ -161,20 +167,21 @@ TEST_CASE("a heatmap colours each cell by its value: larger values are lighter",
   CHECK(fixed.at(4 + 15, 4 + 15) == viridis(0.5));
 }
 
-TEST_CASE("heatmap labels, title and colour bar make the picture larger and are drawn", "[plot][heatmap]") {
+TEST_CASE("heatmap labels, title and colour bar make the picture larger and are drawn",
+    "[plot][heatmap]") {
   const Tensor m = tensor({0.1, 0.9, 0.5, 0.3}, {2, 2});
   HeatmapOptions bare;
   bare.colorbar = false;
   HeatmapOptions labelled{.title = "enc layer 0 head 1",
-                          .xlabel = "keys",
-                          .ylabel = "queries",
-                          .row_labels = {"<bos>", "7"},
-                          .col_labels = {"3", "<eos>"},
-                          .cell = 20,
-                          .font_scale = 1,
-                          .vmin = 0.0,
-                          .vmax = 1.0,
-                          .colorbar = true};
+      .xlabel = "keys",
+      .ylabel = "queries",
+      .row_labels = {"<bos>", "7"},
+      .col_labels = {"3", "<eos>"},
+      .cell = 20,
+      .font_scale = 1,
+      .vmin = 0.0,
+      .vmax = 1.0,
+      .colorbar = true};
   const Image a = render_heatmap(m, bare), b = render_heatmap(m, labelled);
   CHECK(b.width() > a.width() + text_width("<bos>") + text_width("1"));
   CHECK(b.height() > a.height() + text_width("<eos>"));
@@ -186,17 +193,21 @@ TEST_CASE("heatmap labels, title and colour bar make the picture larger and are 
   CHECK(title_ink > 50);
 }
 
-TEST_CASE("heatmaps reject bad input with the function's name and the sizes", "[plot][heatmap][errors]") {
-  CHECK_THROWS_WITH(render_heatmap(tensor({1.0, 2.0, 3.0})), Contains("render_heatmap") && Contains("[3]"));
+TEST_CASE(
+    "heatmaps reject bad input with the function's name and the sizes", "[plot][heatmap][errors]") {
+  CHECK_THROWS_WITH(
+      render_heatmap(tensor({1.0, 2.0, 3.0})), Contains("render_heatmap") && Contains("[3]"));
   CHECK_THROWS_AS(render_heatmap(zeros({0, 3})), ShapeError);
   HeatmapOptions o;
   o.row_labels = {"a"};
-  CHECK_THROWS_WITH(render_heatmap(zeros({2, 3}), o), Contains("1 row labels") && Contains("[2,3]"));
+  CHECK_THROWS_WITH(
+      render_heatmap(zeros({2, 3}), o), Contains("1 row labels") && Contains("[2,3]"));
   o.row_labels = {};
   o.col_labels = {"a", "b"};
-  CHECK_THROWS_WITH(render_heatmap(zeros({2, 3}), o), Contains("2 column labels") && Contains("[2,3]"));
+  CHECK_THROWS_WITH(
+      render_heatmap(zeros({2, 3}), o), Contains("2 column labels") && Contains("[2,3]"));
   CHECK_THROWS_WITH(render_heatmap(tensor({1.0, NAN, 3.0, 4.0}, {2, 2})),
-                    Contains("row 0, column 1") && Contains("nan"));
+      Contains("row 0, column 1") && Contains("nan"));
   HeatmapOptions inverted;
   inverted.vmin = 1.0;
   inverted.vmax = 0.0;
@@ -229,7 +240,8 @@ TEST_CASE("a heatmap grid lays the panels out in rows of `columns`", "[plot][hea
   fs::remove_all(dir);
 }
 
-TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale", "[plot][heatmap]") {
+TEST_CASE(
+    "show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale", "[plot][heatmap]") {
   // 2 x 3 matrices of shape (2, 4); matrix (r, c) holds the value 3r + c everywhere, 0 to 5.
   std::vector<double> values;
   for (int r = 0; r < 2; ++r)
@@ -245,7 +257,8 @@ TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale
   // shared scale matrix (0, 0) is the minimum, (1, 2) the maximum and (0, 2) is 2/5 of the way.
   std::set<std::tuple<int, int, int>> colours;
   for (int64_t y = 0; y < picture.height(); ++y)
-    for (int64_t x = 0; x < picture.width(); ++x) colours.insert({picture.at(x, y).r, picture.at(x, y).g, picture.at(x, y).b});
+    for (int64_t x = 0; x < picture.width(); ++x)
+      colours.insert({picture.at(x, y).r, picture.at(x, y).g, picture.at(x, y).b});
   for (double t : {0.0, 0.2, 0.4, 0.6, 0.8, 1.0}) {
     const Rgb c = viridis(t);
     CHECK(colours.count({c.r, c.g, c.b}) == 1);
@@ -264,7 +277,8 @@ TEST_CASE("show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale
   show_heatmaps(matrices, (dir / "weights.png").string(), options);
   CHECK(read_png((dir / "weights.png").string()).rgb() == picture.rgb());
   fs::remove_all(dir);
-  CHECK_THROWS_WITH(render_show_heatmaps(zeros({3, 2, 4})), Contains("show_heatmaps") && Contains("[3,2,4]"));
+  CHECK_THROWS_WITH(
+      render_show_heatmaps(zeros({3, 2, 4})), Contains("show_heatmaps") && Contains("[3,2,4]"));
   ShowHeatmapsOptions one_title, one_row_label;
   one_title.titles = {"only one"};
   one_row_label.row_labels = {"q0"};
@@ -277,14 +291,15 @@ TEST_CASE("write_csv writes a header and one row per index", "[plot][csv]") {
   write_csv((dir / "a.csv").string(), {"x", "y"}, {{0, 1, 2}, {0.5, -1.25, 1e-7}});
   CHECK(read_text(dir / "a.csv") == "x,y\n0,0.5\n1,-1.25\n2,1e-07\n");
   CHECK_THROWS_WITH(write_csv((dir / "b.csv").string(), {"x", "y"}, {{0, 1}, {0}}),
-                    Contains("write_csv") && Contains("2 and 1 rows"));
+      Contains("write_csv") && Contains("2 and 1 rows"));
   CHECK_THROWS_AS(write_csv((dir / "b.csv").string(), {"x"}, {{0}, {1}}), ShapeError);
   CHECK_THROWS_WITH(write_csv("/no-such-directory/a.csv", {"x"}, {{0}}),
-                    Contains("/no-such-directory/a.csv") && Contains("No such file"));
+      Contains("/no-such-directory/a.csv") && Contains("No such file"));
   fs::remove_all(dir);
 }
 
-TEST_CASE("plot_csv draws the CSV's columns with gnuplot into a PNG of the requested size", "[plot][gnuplot]") {
+TEST_CASE("plot_csv draws the CSV's columns with gnuplot into a PNG of the requested size",
+    "[plot][gnuplot]") {
   const fs::path dir = temp_dir();
   std::vector<double> x, up, down;
   for (int i = 0; i < 50; ++i) {
@@ -297,12 +312,12 @@ TEST_CASE("plot_csv draws the CSV's columns with gnuplot into a PNG of the reque
   figure.width = 500;
   figure.height = 300;
   figure.panels.push_back({.title = "two lines",
-                           .xlabel = "step",
-                           .ylabel = "value",
-                           .curves = {{"up", "rising"}, {"down", "falling"}},
-                           .ymin = std::nullopt,
-                           .ymax = std::nullopt,
-                           .key = "top right"});
+      .xlabel = "step",
+      .ylabel = "value",
+      .curves = {{"up", "rising"}, {"down", "falling"}},
+      .ymin = std::nullopt,
+      .ymax = std::nullopt,
+      .key = "top right"});
   plot_csv((dir / "lines.csv").string(), (dir / "lines.png").string(), figure);
   const Image png = read_png((dir / "lines.png").string());
   CHECK(png.width() == 500);
@@ -319,35 +334,40 @@ TEST_CASE("plot_csv draws the CSV's columns with gnuplot into a PNG of the reque
   fs::remove_all(dir);
 }
 
-TEST_CASE("plot_csv names the command, its exit status or the missing column when it fails", "[plot][gnuplot][errors]") {
+TEST_CASE("plot_csv names the command, its exit status or the missing column when it fails",
+    "[plot][gnuplot][errors]") {
   const fs::path dir = temp_dir();
   const std::string csv = (dir / "a.csv").string(), png = (dir / "a.png").string();
   write_csv(csv, {"x", "y"}, {{0, 1}, {2, 3}});
   LineFigure figure;
   figure.panels.push_back({.title = "",
-                           .xlabel = "",
-                           .ylabel = "",
-                           .curves = {{"y", "y"}},
-                           .ymin = std::nullopt,
-                           .ymax = std::nullopt,
-                           .key = "top right"});
+      .xlabel = "",
+      .ylabel = "",
+      .curves = {{"y", "y"}},
+      .ymin = std::nullopt,
+      .ymax = std::nullopt,
+      .key = "top right"});
   // gnuplot is not installed (here: a program that does not exist).
   LineFigure missing = figure;
   missing.gnuplot = "no-such-gnuplot-ag-test";
   CHECK_THROWS_WITH(plot_csv(csv, png, missing), Contains("cannot run 'no-such-gnuplot-ag-test'") &&
-                                                     Contains("No such file or directory") && Contains("gnuplot-nox"));
+                                                     Contains("No such file or directory") &&
+                                                     Contains("gnuplot-nox"));
   // A program that fails: `false` exits with status 1.
   LineFigure failing = figure;
   failing.gnuplot = "false";
-  CHECK_THROWS_WITH(plot_csv(csv, png, failing), Contains("'false ") && Contains("exited with status 1"));
+  CHECK_THROWS_WITH(
+      plot_csv(csv, png, failing), Contains("'false ") && Contains("exited with status 1"));
   // gnuplot itself failing on a bad script line (here an invalid legend placement).
   LineFigure bad_key = figure;
   bad_key.panels[0].key = "nowhere-at-all";
-  CHECK_THROWS_WITH(plot_csv(csv, png, bad_key), Contains("gnuplot ") && Contains("exited with status"));
+  CHECK_THROWS_WITH(
+      plot_csv(csv, png, bad_key), Contains("gnuplot ") && Contains("exited with status"));
   // A curve naming a column the CSV does not have.
   LineFigure bad_column = figure;
   bad_column.panels[0].curves = {{"z", "z"}};
-  CHECK_THROWS_WITH(plot_csv(csv, png, bad_column), Contains("no column 'z'") && Contains("it has: x, y"));
+  CHECK_THROWS_WITH(
+      plot_csv(csv, png, bad_column), Contains("no column 'z'") && Contains("it has: x, y"));
   CHECK_THROWS_WITH(plot_csv((dir / "none.csv").string(), png, figure), Contains("none.csv"));
   // A program that cannot run or fails is an ExternalProgramError, a file an IoError: both are
   // runtime errors, not argument errors.
