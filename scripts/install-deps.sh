@@ -20,6 +20,7 @@ packages=(
   clang           # the fuzzer (tests/fuzz/run.sh): clang 14 with -fsanitize=fuzzer
   libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)
   graphviz        # dot: ag-attention-graph --png renders graphs; tests/examples checks the PNG
+  clang-format-14 # the C++ format (.clang-format); scripts/test.sh runs scripts/format.sh --check
 )
 
 missing=()

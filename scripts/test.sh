@@ -2,9 +2,10 @@
 # Quick start, command 2: installs the dependencies (Debian 12), builds everything and runs every
 # test. CI (.ci/run) runs this script, then this script with --sanitize.
 #
-#   scripts/test.sh              Release build in build/: ctest, the example (deterministic, and
-#                                the loss must fall), and an installed ag used from another
-#                                CMake project (tests/install/)
+#   scripts/test.sh              the format check (scripts/format.sh --check), then the Release
+#                                build in build/: ctest, the example (deterministic, and the
+#                                loss must fall), and an installed ag used from another CMake
+#                                project (tests/install/)
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
 #                                build in build-asan/: ctest and the example; any error is fatal
 set -euo pipefail
@@ -20,7 +21,7 @@ case "${1:-}" in
   "") ;;
   --sanitize) sanitize=1 ;;
   -h | --help)
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -58,6 +59,10 @@ phase_end
 
 if ((sanitize == 0)); then
   build=build
+
+  phase_start "format: clang-format-14 --dry-run -Werror (scripts/format.sh --check)"
+  scripts/format.sh --check
+  phase_end
 
   phase_start "configure + build (Release, $build/)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAG_SANITIZE=OFF \
