@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/op_list.h"
+#include "autograd/scoped_setting.h"
 #include "autograd/tensor.h"
 
 namespace ag {
@@ -105,15 +106,9 @@ class GradMode {
 };
 
 // While alive, ops record nothing (evaluation, optimizer updates). Restores the previous mode.
-class NoGradGuard {
+class NoGradGuard : public ScopedSetting<bool, &GradMode::is_enabled, &GradMode::set_enabled> {
  public:
-  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
+  NoGradGuard() : ScopedSetting(false) {}
 };
 
 // ---- anomaly mode -------------------------------------------------------------------------------
@@ -135,17 +130,10 @@ class AnomalyMode {
 // Turns anomaly mode on for a scope (as torch.autograd.detect_anomaly) and restores the previous
 // setting on exit:
 //   { ag::AnomalyModeGuard anomaly; loss = model(x); loss.backward(); }
-class AnomalyModeGuard {
+class AnomalyModeGuard
+    : public ScopedSetting<bool, &AnomalyMode::is_enabled, &AnomalyMode::set_enabled> {
  public:
-  explicit AnomalyModeGuard(bool enabled = true) : previous_(AnomalyMode::is_enabled()) {
-    AnomalyMode::set_enabled(enabled);
-  }
-  ~AnomalyModeGuard() { AnomalyMode::set_enabled(previous_); }
-  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
-  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
-
- private:
-  bool previous_;
+  explicit AnomalyModeGuard(bool enabled = true) : ScopedSetting(enabled) {}
 };
 
 // ---- user-defined ops ---------------------------------------------------------------------------

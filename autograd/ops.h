@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "autograd/parallel.h"
+#include "autograd/scoped_setting.h"
 #include "autograd/tensor.h"
 
 namespace ag {
@@ -198,18 +199,8 @@ bool use_tiled_attention(int64_t keys);
 
 // Sets attention_kernel() for a scope and restores the previous setting on exit:
 //   { ag::AttentionKernelGuard tiled(ag::AttentionKernel::tiled); Tensor O = ag::attention(...); }
-class AttentionKernelGuard {
- public:
-  explicit AttentionKernelGuard(AttentionKernel kernel) : previous_(attention_kernel()) {
-    set_attention_kernel(kernel);
-  }
-  ~AttentionKernelGuard() { set_attention_kernel(previous_); }
-  AttentionKernelGuard(const AttentionKernelGuard&) = delete;
-  AttentionKernelGuard& operator=(const AttentionKernelGuard&) = delete;
-
- private:
-  AttentionKernel previous_;
-};
+using AttentionKernelGuard =
+    ScopedSetting<AttentionKernel, &attention_kernel, &set_attention_kernel>;
 
 // The attention weights of one ag::attention call, before dropout, as d2l's attention_weights.
 // The whole-row kernel forms them anyway and they are kept; the tiled kernel never does, so they

@@ -18,6 +18,8 @@
 //   AddNorm                            dropout_add_layer_norm               dropout, add, LayerNorm
 #pragma once
 
+#include "autograd/scoped_setting.h"
+
 namespace ag::nn {
 
 // Whether layers use their fused kernels (true by default).
@@ -26,17 +28,6 @@ void set_fused_kernels(bool enabled);
 
 // Sets fused_kernels() for a scope and restores the previous setting on exit:
 //   { nn::FusedKernelsGuard composed(false); Tensor y = layer.forward(x); }  // the d2l path
-class FusedKernelsGuard {
- public:
-  explicit FusedKernelsGuard(bool enabled) : previous_(fused_kernels()) {
-    set_fused_kernels(enabled);
-  }
-  ~FusedKernelsGuard() { set_fused_kernels(previous_); }
-  FusedKernelsGuard(const FusedKernelsGuard&) = delete;
-  FusedKernelsGuard& operator=(const FusedKernelsGuard&) = delete;
-
- private:
-  bool previous_;
-};
+using FusedKernelsGuard = ScopedSetting<bool, &fused_kernels, &set_fused_kernels>;
 
 }  // namespace ag::nn
