@@ -258,18 +258,27 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
     fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(t.shape()),
         " that requires grad; wrap the update in ag::NoGradGuard");
 }
+
+// x ← update(x, s) for every element x of t, through its strides, with s = `scalar` in t's dtype.
+template <class Update>
+void update_each_element(const Tensor& t, const char* op, double scalar, Update update) {
+  check_inplace_allowed(t, op);
+  dispatch(t.dtype(), [&]<typename T>() {
+    T* base = t.data<T>();
+    const T s = static_cast<T>(scalar);
+    detail::for_each_row<1>(t.shape(), {t.strides()},
+        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+          for (int64_t i = 0; i < n; ++i) {
+            T& x = base[off[0] + i * st[0]];
+            x = update(x, s);
+          }
+        });
+  });
+}
 }  // namespace
 
 const Tensor& Tensor::fill_(double value) const {
-  check_inplace_allowed(*this, "fill_");
-  dispatch(dtype(), [&]<typename T>() {
-    T* base = data<T>();
-    const T v = static_cast<T>(value);
-    detail::for_each_row<1>(shape(), {strides()},
-        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-          for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] = v;
-        });
-  });
+  update_each_element(*this, "fill_", value, [](auto, auto v) { return v; });
   return *this;
 }
 
@@ -311,15 +320,7 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
 }
 
 const Tensor& Tensor::mul_(double factor) const {
-  check_inplace_allowed(*this, "mul_");
-  dispatch(dtype(), [&]<typename T>() {
-    T* base = data<T>();
-    const T f = static_cast<T>(factor);
-    detail::for_each_row<1>(shape(), {strides()},
-        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-          for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] *= f;
-        });
-  });
+  update_each_element(*this, "mul_", factor, [](auto x, auto f) { return x * f; });
   return *this;
 }
 
