@@ -393,23 +393,38 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
     return std::nullopt;
   }
 
-  bool scalar(Value value) {
-    const std::optional<Expected> e = expected();
-    if (!e) return error("an unknown key");
-    if (e->value != value)
-      return error(value == Value::number ? "a number where ag writes a string"
-                                          : "a string where ag writes a number");
-    return true;
-  }
+  // A string or number where the layout expects one (value), or the start of an object or array.
+  bool scalar(Value value) { return accept(value).has_value(); }
 
   bool open(Value value) {
+    const std::optional<Expected> e = accept(value);
+    if (e) stack_.push_back({e->layout, {}, {}});
+    return e.has_value();
+  }
+
+  // What the layout expects here, if it is `value`; otherwise the error, and nothing.
+  std::optional<Expected> accept(Value value) {
     const std::optional<Expected> e = expected();
-    if (!e) return error("an unknown key");
-    if (e->value != value)
-      return error(value == Value::object ? "an object where ag writes no object"
-                                          : "an array where ag writes no array");
-    stack_.push_back({e->layout, {}, {}});
-    return true;
+    if (!e) {
+      error("an unknown key");
+      return std::nullopt;
+    }
+    if (e->value == value) return e;
+    switch (value) {
+      case Value::number:
+        error("a number where ag writes a string");
+        break;
+      case Value::string:
+        error("a string where ag writes a number");
+        break;
+      case Value::object:
+        error("an object where ag writes no object");
+        break;
+      case Value::array:
+        error("an array where ag writes no array");
+        break;
+    }
+    return std::nullopt;
   }
 
   bool close() {
