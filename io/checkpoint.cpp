@@ -410,20 +410,11 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
       return std::nullopt;
     }
     if (e->value == value) return e;
-    switch (value) {
-      case Value::number:
-        error("a number where ag writes a string");
-        break;
-      case Value::string:
-        error("a string where ag writes a number");
-        break;
-      case Value::object:
-        error("an object where ag writes no object");
-        break;
-      case Value::array:
-        error("an array where ag writes no array");
-        break;
-    }
+    // What was found where ag writes something else, by Value (string, number, object, array).
+    static constexpr const char* found[] = {"a string where ag writes a number",
+        "a number where ag writes a string", "an object where ag writes no object",
+        "an array where ag writes no array"};
+    error(found[static_cast<int>(value)]);
     return std::nullopt;
   }
 
