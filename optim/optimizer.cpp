@@ -80,6 +80,27 @@ std::string str(double value) {
   return text.str();
 }
 
+// What is wrong with SGD's own hyper-parameters: the constructor and load_state_dict check them
+// with this one function (nesterov as a state dict holds it, 1 or 0).
+std::vector<std::string> sgd_problems(double momentum, double dampening, double nesterov) {
+  std::vector<std::string> problems;
+  if (momentum < 0) problems.push_back("momentum " + str(momentum) + " is negative");
+  if (nesterov != 0 && nesterov != 1)
+    problems.push_back("nesterov " + str(nesterov) + " is not 1 or 0");
+  if (nesterov == 1 && (momentum <= 0 || dampening != 0))
+    problems.push_back("Nesterov momentum needs momentum > 0 and dampening 0");
+  return problems;
+}
+
+// The same for Adam's and AdamW's.
+std::vector<std::string> adam_problems(double beta1, double beta2, double eps) {
+  std::vector<std::string> problems;
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
+    problems.push_back("betas (" + str(beta1) + ", " + str(beta2) + ") must lie in [0, 1)");
+  if (!(eps >= 0)) problems.push_back("eps " + str(eps) + " is negative");
+  return problems;
+}
+
 // "state.3.exp_avg": how a problem names an entry of a state dict.
 std::string state_name(std::size_t number, const std::string& name) {
   return "state." + std::to_string(number) + "." + name;
@@ -209,14 +230,9 @@ void SGD::load_state_dict(const StateDict& saved) {
   std::vector<std::string> problems;
   check_common(saved, {"momentum", "dampening", "nesterov"}, problems);
   if (problems.empty() && !saved.param_groups.empty()) {
-    // As the constructor checks them.
     const std::map<std::string, double>& options = saved.param_groups[0].options;
-    const double mom = options.at("momentum"), damp = options.at("dampening"),
-                 nest = options.at("nesterov");
-    if (mom < 0) problems.push_back("momentum " + str(mom) + " is negative");
-    if (nest != 0 && nest != 1) problems.push_back("nesterov " + str(nest) + " is not 1 or 0");
-    if (nest == 1 && (mom <= 0 || damp != 0))
-      problems.push_back("Nesterov momentum needs momentum > 0 and dampening 0");
+    problems =
+        sgd_problems(options.at("momentum"), options.at("dampening"), options.at("nesterov"));
   }
   if (problems.empty())
     for (const auto& [number, param_state] : saved.state) {
@@ -265,12 +281,8 @@ void Adam::load_state_dict(const StateDict& saved) {
   std::vector<std::string> problems;
   check_common(saved, {"beta1", "beta2", "eps"}, problems);
   if (problems.empty() && !saved.param_groups.empty()) {
-    // As the constructor checks them.
     const std::map<std::string, double>& options = saved.param_groups[0].options;
-    const double b1 = options.at("beta1"), b2 = options.at("beta2"), e = options.at("eps");
-    if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
-      problems.push_back("betas (" + str(b1) + ", " + str(b2) + ") must lie in [0, 1)");
-    if (!(e >= 0)) problems.push_back("eps " + str(e) + " is negative");
+    problems = adam_problems(options.at("beta1"), options.at("beta2"), options.at("eps"));
   }
   if (problems.empty()) {
     // Every parameter has a step count (0 before its first update), and moments once it is above 0.
@@ -330,9 +342,8 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double mom, double damp, dou
       momentum(mom),
       dampening(damp),
       nesterov(nest) {
-  if (momentum < 0) fail<ValueError>("SGD: momentum ", momentum, " is negative");
-  if (nesterov && (momentum <= 0 || dampening != 0))
-    fail<ValueError>("SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+  if (const auto problems = sgd_problems(momentum, dampening, nesterov); !problems.empty())
+    fail<ValueError>("SGD: ", problems.front());
   for (const Group& g : groups_) momentum_buffers.emplace_back(g.params.size());
 }
 
@@ -378,9 +389,8 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> 
       beta2(betas.second),
       eps(eps_),
       decoupled_(decoupled) {
-  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
-    fail<ValueError>(name, ": betas (", beta1, ", ", beta2, ") must lie in [0, 1)");
-  if (!(eps >= 0)) fail<ValueError>(name, ": eps ", eps, " is negative");
+  if (const auto problems = adam_problems(beta1, beta2, eps); !problems.empty())
+    fail<ValueError>(name, ": ", problems.front());
   for (const Group& g : groups_) state.emplace_back(g.params.size());
 }
 
