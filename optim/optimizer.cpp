@@ -129,7 +129,7 @@ StateDict Optimizer::common_state_dict(const std::map<std::string, double>& opti
 }
 
 void Optimizer::check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-    std::vector<std::string>& problems) const {
+    const OptionsCheck& own_problems, std::vector<std::string>& problems) const {
   if (saved.type.empty()) {
     problems.push_back("no optimizer state (the state dict has no type)");
     return;
@@ -181,6 +181,9 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
     if (n >= number)
       problems.push_back("state for parameter " + std::to_string(n) + ", but there are only " +
                          std::to_string(number));
+  if (problems.empty() && !saved.param_groups.empty())
+    for (std::string& problem : own_problems(saved.param_groups[0].options))
+      problems.push_back(std::move(problem));
 }
 
 void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name,
@@ -228,12 +231,12 @@ StateDict SGD::state_dict() const {
 
 void SGD::load_state_dict(const StateDict& saved) {
   std::vector<std::string> problems;
-  check_common(saved, {"momentum", "dampening", "nesterov"}, problems);
-  if (problems.empty() && !saved.param_groups.empty()) {
-    const std::map<std::string, double>& options = saved.param_groups[0].options;
-    problems =
-        sgd_problems(options.at("momentum"), options.at("dampening"), options.at("nesterov"));
-  }
+  check_common(
+      saved, {"momentum", "dampening", "nesterov"},
+      [](const std::map<std::string, double>& o) {
+        return sgd_problems(o.at("momentum"), o.at("dampening"), o.at("nesterov"));
+      },
+      problems);
   if (problems.empty())
     for (const auto& [number, param_state] : saved.state) {
       for (const auto& [name, tensor] : param_state.tensors)
@@ -279,11 +282,12 @@ StateDict Adam::state_dict() const {
 
 void Adam::load_state_dict(const StateDict& saved) {
   std::vector<std::string> problems;
-  check_common(saved, {"beta1", "beta2", "eps"}, problems);
-  if (problems.empty() && !saved.param_groups.empty()) {
-    const std::map<std::string, double>& options = saved.param_groups[0].options;
-    problems = adam_problems(options.at("beta1"), options.at("beta2"), options.at("eps"));
-  }
+  check_common(
+      saved, {"beta1", "beta2", "eps"},
+      [](const std::map<std::string, double>& o) {
+        return adam_problems(o.at("beta1"), o.at("beta2"), o.at("eps"));
+      },
+      problems);
   if (problems.empty()) {
     // Every parameter has a step count (0 before its first update), and moments once it is above 0.
     const std::size_t count = param_number(groups_.size(), 0);  // all parameters

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -98,9 +99,13 @@ class Optimizer {
   // Appends to `problems` what does not fit in the shared part: the type, the group count and
   // sizes, the numbering, each group having exactly lr, weight_decay and `option_names`, lr and
   // weight_decay not negative, the `option_names` the same in every group, state only for
-  // numbered parameters. The shared options are then those of group 0.
+  // numbered parameters. The shared options are then those of group 0, and last
+  // own_problems(group 0's options) says what is wrong with their values (as the constructor
+  // checks them).
+  using OptionsCheck =
+      std::function<std::vector<std::string>(const std::map<std::string, double>& options)>;
   void check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-      std::vector<std::string>& problems) const;
+      const OptionsCheck& own_problems, std::vector<std::string>& problems) const;
   // Appends a problem unless `tensor` has the shape and dtype of parameter `number`.
   void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
       std::vector<std::string>& problems) const;
