@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -165,12 +166,9 @@ int parse_options(int argc, char** argv, Options& options) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options options;
-  if (int status = parse_options(argc, argv, options); status != 0) return status == 1 ? 0 : 2;
-
+// ---- the run ---------------------------------------------------------------------------------
+// Data, model, the training loop and the final evaluation; returns the exit code.
+int train(const Options& options) {
   // The matrices here are tiny: one BLAS thread is fastest, and it keeps every sum in the same
   // order, so runs are bit-for-bit reproducible.
   ag::set_num_threads(1);
@@ -237,4 +235,18 @@ int main(int argc, char** argv) {
       train_loss, test_loss, initial_loss, 100.0 * train_loss / initial_loss,
       kNoiseStd * kNoiseStd);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (int status = parse_options(argc, argv, options); status != 0) return status == 1 ? 0 : 2;
+  try {
+    return train(options);
+  } catch (const std::exception& e) {  // nothing here should throw; if it does, say so
+    std::fflush(stdout);
+    std::fprintf(stderr, "ag-train-mlp: error: %s\n", e.what());
+    return 1;
+  }
 }
