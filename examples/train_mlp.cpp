@@ -9,8 +9,9 @@
 // tensors with requires_grad_(), the forward pass is a few ops, loss.backward() fills p.grad(),
 // and the update runs under ag::NoGradGuard so that it is not itself recorded in the graph.
 //
-// Every random number (data, noise, initial weights) comes from one seeded ag::Generator, and
-// OpenBLAS runs on one thread, so the same --seed prints the same numbers on every run.
+// Every random number (data, noise, initial weights) comes from one seeded ag::Generator, and ag
+// runs on one thread (OpenBLAS always does), so the same --seed prints the same numbers on every
+// run.
 //
 //   ag-train-mlp [--steps N] [--seed S] [--lr LR]
 #include <charconv>
@@ -169,8 +170,8 @@ int parse_options(int argc, char** argv, Options& options) {
 // ---- the run ---------------------------------------------------------------------------------
 // Data, model, the training loop and the final evaluation; returns the exit code.
 int train(const Options& options) {
-  // The matrices here are tiny: one BLAS thread is fastest, and it keeps every sum in the same
-  // order, so runs are bit-for-bit reproducible.
+  // The matrices here are tiny: one thread of ag's pool is fastest (OpenBLAS always runs on one),
+  // and it keeps every sum in the same order, so runs are bit-for-bit reproducible.
   ag::set_num_threads(1);
 
   ag::Generator gen(options.seed);
