@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-#include "../pictures_test_util.h"
+#include "tests/pictures_test_util.h"
 
 using ag::viz::testing::run;
 using Catch::Matchers::Contains;
