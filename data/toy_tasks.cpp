@@ -19,6 +19,10 @@ TaskVocab::TaskVocab(const std::vector<std::string>& content_tokens)
   }
 }
 
+std::vector<std::string> TaskVocab::content_tokens() const {
+  return {tokens_.begin() + eos + 1, tokens_.end()};
+}
+
 const std::string& TaskVocab::token(int64_t id) const {
   if (id < 0 || id >= size()) fail<ValueError>("Vocab: id ", id, " is outside [0, ", size(), ")");
   return tokens_[static_cast<std::size_t>(id)];
@@ -117,6 +121,30 @@ std::unique_ptr<Task> make_task(const std::string& name) {
   if (name == "sort") return std::make_unique<SequenceTask>(SequenceTask::Kind::sort);
   if (name == "add") return std::make_unique<AdditionTask>();
   fail<ValueError>("unknown task '", name, "' (known: copy, reverse, sort, add)");
+}
+
+std::vector<int64_t> Task::source_from_text(const std::string& text) const {
+  const std::vector<std::string> content = vocab_.content_tokens();
+  std::string known;  // "3 4 5 … 19": every content token, for the messages
+  for (const std::string& t : content) known += (known.empty() ? "" : " ") + t;
+  const std::string tokens_are = "; the " + name() + " task's tokens are " + known;
+  std::istringstream words(text);
+  std::vector<int64_t> ids;
+  for (std::string word; words >> word;) {
+    if (word == vocab_.token(TaskVocab::pad) || word == vocab_.token(TaskVocab::bos) ||
+        word == vocab_.token(TaskVocab::eos))
+      fail<ValueError>("'", word, "' in \"", text,
+          "\" is a special token: the model adds <bos> and <eos> itself, and pads with <pad>",
+          tokens_are);
+    if (std::find(content.begin(), content.end(), word) == content.end())
+      fail<ValueError>("unknown token '", word, "' in \"", text, "\"", tokens_are);
+    ids.push_back(vocab_.id(word));
+  }
+  if (ids.empty()) fail<ValueError>("\"", text, "\" has no tokens", tokens_are);
+  if (static_cast<int64_t>(ids.size()) > max_source_len_)
+    fail<ValueError>("\"", text, "\" has ", ids.size(), " tokens, but the ", name(),
+        " task's sources have at most ", max_source_len_);
+  return ids;
 }
 
 // ---- held-out set and training stream -----------------------------------------------------------

@@ -22,6 +22,8 @@ class TaskVocab {
   static constexpr int64_t pad = 0, bos = 1, eos = 2;
   explicit TaskVocab(const std::vector<std::string>& content_tokens);
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  // The tokens a sequence may hold, in id order: every token but <pad>, <bos> and <eos>.
+  std::vector<std::string> content_tokens() const;
   const std::string& token(int64_t id) const;
   int64_t id(const std::string& token) const;  // throws ValueError for an unknown token
   // Space-separated tokens ("3 9 4 7"), and back.
@@ -48,6 +50,11 @@ class Task {
   // Time steps of a batch: the longest content plus <eos>.
   int64_t source_steps() const { return max_source_len_ + 1; }
   int64_t target_steps() const { return max_target_len_ + 1; }
+  int64_t max_source_len() const { return max_source_len_; }
+  // A source typed by a user ("3 9 4 7"): its content-token ids. Throws ValueError, naming the
+  // text and the task's tokens, for an unknown token, for <pad>, <bos> or <eos> (the model adds
+  // those itself), for no tokens, and for more than max_source_len() tokens.
+  std::vector<int64_t> source_from_text(const std::string& text) const;
 
  protected:
   Task(TaskVocab vocab, int64_t max_source_len, int64_t max_target_len)

@@ -71,7 +71,14 @@ int main(int argc, char** argv) {
       "--grads", grads, "run backward first and show the parameters' gradients in the graph");
   app.add_option("--seed", seed, "seed of the weights, inputs and upstream gradient")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ag-attention-graph: " << e.what() << " (see --help)\n";
+    return 2;
+  }
 
   try {
     // With --dot - the graph goes to stdout, so everything else goes to stderr.

@@ -9,6 +9,9 @@
 //   6. the backward trace of a whole MultiHeadAttention, composed and fused
 // tests/examples/test_backprop_guide.cpp runs this program and checks that every output block the
 // guide quotes is still printed exactly so.
+//
+//   ag-backprop-attention      (no options; --help says what it prints)
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -187,13 +190,32 @@ void multi_head_attention_trace() {
 
 }  // namespace
 
-int main() {
-  std::cout << "ag-backprop-attention: the numbers of docs/backprop_attention.md (float64)\n";
-  scaled_dot_product_attention_by_hand();
-  masked_softmax_gradient();
-  transpose_qkv_backward();
-  layer_norm_backward();
-  positional_encoding_rotation();
-  multi_head_attention_trace();
-  return 0;
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ag-backprop-attention: prints the numbers docs/backprop_attention.md quotes: scaled\n"
+      "dot-product attention, masked softmax, transpose_qkv, layer norm and the positional\n"
+      "encoding, each by its formula and by autograd (float64), and the backward trace of a\n"
+      "MultiHeadAttention. It takes no options."};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ag-backprop-attention: " << e.what() << " (see --help)\n";
+    return 2;
+  }
+
+  try {
+    std::cout << "ag-backprop-attention: the numbers of docs/backprop_attention.md (float64)\n";
+    scaled_dot_product_attention_by_hand();
+    masked_softmax_gradient();
+    transpose_qkv_backward();
+    layer_norm_backward();
+    positional_encoding_rotation();
+    multi_head_attention_trace();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "\nag-backprop-attention: error: " << e.what() << "\n";
+    return 1;
+  }
 }

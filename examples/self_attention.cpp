@@ -11,26 +11,47 @@
 // Self-attention: queries, keys and values are all the same X. It prints the module (the same
 // text PyTorch prints), the output's shape, and the attention weights of head 0 for batch row 1,
 // whose valid length 2 masks keys 2 and 3.
+//
+//   ag-self-attention          (no options; --help says what it prints)
+#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "nn/nn.h"
 
-int main() {
-  ag::manual_seed(0);
-  const int64_t num_hiddens = 100, num_heads = 5;
-  ag::nn::MultiHeadAttention attention(
-      num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
-  attention.eval();
-  std::cout << attention << "\n";
+int main(int argc, char** argv) {
+  CLI::App app{
+      "ag-self-attention: d2l's self-attention example. Prints a MultiHeadAttention (100 wide,\n"
+      "5 heads), the output shape of attention(X, X, X, valid_lens {3, 2}) and head 0's weights\n"
+      "for batch row 1. It takes no options."};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ag-self-attention: " << e.what() << " (see --help)\n";
+    return 2;
+  }
 
-  const int64_t batch_size = 2, num_queries = 4;
-  ag::Tensor valid_lens = ag::tensor({3, 2});                       // (B,)
-  ag::Tensor X = ag::ones({batch_size, num_queries, num_hiddens});  // (B, Q, D)
-  ag::Tensor Y = attention(X, X, X, valid_lens);                    // (B, Q, D)
-  std::cout << "output shape: " << ag::shape_str(Y.shape()) << "\n";
+  try {
+    ag::manual_seed(0);
+    const int64_t num_hiddens = 100, num_heads = 5;
+    ag::nn::MultiHeadAttention attention(
+        num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5);
+    attention.eval();
+    std::cout << attention << "\n";
 
-  // (B, H, Q, K) -> batch row 1, head 0: (Q, K)
-  std::cout << "attention weights, batch row 1, head 0:\n"
-            << attention.attention_weights().select(0, 1).select(0, 0) << "\n";
-  return 0;
+    const int64_t batch_size = 2, num_queries = 4;
+    ag::Tensor valid_lens = ag::tensor({3, 2});                       // (B,)
+    ag::Tensor X = ag::ones({batch_size, num_queries, num_hiddens});  // (B, Q, D)
+    ag::Tensor Y = attention(X, X, X, valid_lens);                    // (B, Q, D)
+    std::cout << "output shape: " << ag::shape_str(Y.shape()) << "\n";
+
+    // (B, H, Q, K) -> batch row 1, head 0: (Q, K)
+    std::cout << "attention weights, batch row 1, head 0:\n"
+              << attention.attention_weights().select(0, 1).select(0, 0) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ag-self-attention: error: " << e.what() << "\n";
+    return 1;
+  }
 }

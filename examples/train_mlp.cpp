@@ -9,8 +9,9 @@
 // tensors with requires_grad_(), the forward pass is a few ops, loss.backward() fills p.grad(),
 // and the update runs under ag::NoGradGuard so that it is not itself recorded in the graph.
 //
-// Every random number (data, noise, initial weights) comes from one seeded ag::Generator, and
-// OpenBLAS runs on one thread, so the same --seed prints the same numbers on every run.
+// Every random number (data, noise, initial weights) comes from one seeded ag::Generator, and ag
+// runs on one thread (OpenBLAS always does), so the same --seed prints the same numbers on every
+// run.
 //
 //   ag-train-mlp [--steps N] [--seed S] [--lr LR]
 #include <charconv>
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -165,14 +167,11 @@ int parse_options(int argc, char** argv, Options& options) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options options;
-  if (int status = parse_options(argc, argv, options); status != 0) return status == 1 ? 0 : 2;
-
-  // The matrices here are tiny: one BLAS thread is fastest, and it keeps every sum in the same
-  // order, so runs are bit-for-bit reproducible.
+// ---- the run ---------------------------------------------------------------------------------
+// Data, model, the training loop and the final evaluation; returns the exit code.
+int train(const Options& options) {
+  // The matrices here are tiny: one thread of ag's pool is fastest (OpenBLAS always runs on one),
+  // and it keeps every sum in the same order, so runs are bit-for-bit reproducible.
   ag::set_num_threads(1);
 
   ag::Generator gen(options.seed);
@@ -237,4 +236,18 @@ int main(int argc, char** argv) {
       train_loss, test_loss, initial_loss, 100.0 * train_loss / initial_loss,
       kNoiseStd * kNoiseStd);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (int status = parse_options(argc, argv, options); status != 0) return status == 1 ? 0 : 2;
+  try {
+    return train(options);
+  } catch (const std::exception& e) {  // nothing here should throw; if it does, say so
+    std::fflush(stdout);
+    std::fprintf(stderr, "ag-train-mlp: error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -34,6 +34,33 @@ TEST_CASE("TaskVocab turns tokens into text and back", "[data]") {
   CHECK_THROWS_WITH(vocab.from_text("a c"), Contains("unknown token 'c'"));
   CHECK_THROWS_AS(vocab.token(6), ValueError);
   CHECK_THROWS_AS(TaskVocab({"a", "a"}), ValueError);
+  CHECK(vocab.content_tokens() == std::vector<std::string>{"a", "b", "+"});
+}
+
+TEST_CASE("a task reads a user's source and refuses what it cannot hold", "[data]") {
+  auto reverse = make_task("reverse");  // tokens 3–19, at most 9 of them
+  CHECK(reverse->max_source_len() == 9);
+  CHECK(reverse->source_from_text(" 3  19 4 ") == std::vector<int64_t>{3, 19, 4});
+  CHECK(reverse->source_from_text("3 4 5 6 7 8 9 10 11").size() == 9);  // the longest
+  const std::string tokens_are =
+      "; the reverse task's tokens are 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19";
+  CHECK_THROWS_WITH(reverse->source_from_text("3 20 4"),
+      Contains("unknown token '20' in \"3 20 4\"" + tokens_are));
+  for (const std::string special : {"<pad>", "<bos>", "<eos>"})
+    CHECK_THROWS_WITH(reverse->source_from_text("3 " + special),
+        Contains("'" + special + "' in \"3 " + special + "\" is a special token") &&
+            Contains(tokens_are));
+  CHECK_THROWS_WITH(reverse->source_from_text("3 4 5 6 7 8 9 10 11 12"),
+      Contains("\"3 4 5 6 7 8 9 10 11 12\" has 10 tokens, but the reverse task's sources have "
+               "at most 9"));
+  CHECK_THROWS_WITH(reverse->source_from_text("  "), Contains("\"  \" has no tokens"));
+  CHECK_THROWS_AS(reverse->source_from_text("3 20"), ValueError);
+
+  auto add = make_task("add");
+  CHECK(add->source_from_text("1 2 + 9 5").size() == 5);
+  CHECK_THROWS_WITH(add->source_from_text("12 + 95"),
+      Contains(
+          "unknown token '12' in \"12 + 95\"; the add task's tokens are 0 1 2 3 4 5 6 7 8 9 +"));
 }
 
 TEST_CASE("the tasks make the right targets from seeded sources", "[data]") {
