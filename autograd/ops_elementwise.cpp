@@ -295,7 +295,8 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-  Tensor out = map_unary(x, [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  // NaN stays NaN, as in PyTorch: only what is known to be ≤ 0 becomes 0.
+  Tensor out = map_unary(x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, relu: g · [x > 0]
   return detail::record(Op::relu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {

@@ -50,6 +50,12 @@ namespace {
 
 // Throws unless x ends in normalized_shape and weight and bias (when defined) have exactly that
 // shape and x's dtype.
+// eps keeps 1 / sqrt(σ² + eps) finite for a constant row; a negative one would make it NaN there
+// (or infinite), so it is refused, as PyTorch's layer_norm documents eps as a positive value.
+void check_eps(double eps, const char* op) {
+  if (!(eps >= 0)) fail<ValueError>(op, ": eps ", eps, " must not be negative (nor NaN)");
+}
+
 void check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
     const Tensor& bias, const char* op) {
   if (normalized_shape.empty())
@@ -215,6 +221,7 @@ NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Ten
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
     const Tensor& bias, double eps) {
   check_layer_norm_args(input, normalized_shape, weight, bias, "layer_norm");
+  check_eps(eps, "layer_norm");
   Tensor b;
   NormalizedRows rows = rows_of(contiguous(input.detach()), normalized_shape, weight, b, bias);
   Tensor out = normalize_rows(rows, b, eps);  // (..., *normalized_shape)
@@ -236,6 +243,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
         " differ (the residual sum x + dropout(y) needs one shape)");
   detail::check_same_dtype(x, y, "dropout_add_layer_norm");
   check_layer_norm_args(x, normalized_shape, weight, bias, "dropout_add_layer_norm");
+  check_eps(eps, "dropout_add_layer_norm");
   if (!(p >= 0.0 && p <= 1.0))
     fail<ValueError>("dropout_add_layer_norm: probability ", p, " is outside [0, 1] (input shape ",
         shape_str(x.shape()), ")");

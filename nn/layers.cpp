@@ -62,6 +62,7 @@ std::string Embedding::extra_repr() const {
 LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
     : normalized_shape(std::move(shape)), eps(epsilon) {
   if (normalized_shape.empty()) fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
+  if (!(eps >= 0)) fail<ValueError>("LayerNorm: eps ", eps, " must not be negative (nor NaN)");
   weight = register_parameter("weight", ones(normalized_shape));
   bias = register_parameter("bias", zeros(normalized_shape));
 }

@@ -2,6 +2,7 @@
 // argument errors are std::invalid_argument, file and program failures std::runtime_error.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -195,6 +196,20 @@ TEST_CASE("shape op errors", "[errors]") {
       index_select(ones({3, 2}), 0, ones({1, 1})), Contains("index must be 1-D, got shape [1,1]"));
   CHECK_THROWS_WITH(repeat_interleave(ones({2}), -1, 0),
       Contains("repeat_interleave: repeats -1 is negative (shape [2])"));
+}
+
+TEST_CASE("layer_norm and dropout_add_layer_norm refuse a negative or NaN eps", "[errors]") {
+  CHECK_THROWS_AS(layer_norm(ones({2, 4}), {4}, Tensor(), Tensor(), -1e-5), ValueError);
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4}), {4}, Tensor(), Tensor(), -1),
+      Equals("layer_norm: eps -1 must not be negative (nor NaN)"));
+  CHECK_THROWS_WITH(layer_norm(ones({2, 4}), {4}, Tensor(), Tensor(), std::nan("")),
+      Contains("layer_norm: eps nan"));
+  Generator generator(0);
+  CHECK_THROWS_WITH(dropout_add_layer_norm(ones({2, 4}), ones({2, 4}), {4}, Tensor(), Tensor(), -1,
+                        0.0, false, generator),
+      Equals("dropout_add_layer_norm: eps -1 must not be negative (nor NaN)"));
+  // eps 0 is allowed (a constant row then divides by 0, as in PyTorch).
+  CHECK_NOTHROW(layer_norm(ones({2, 4}), {4}, Tensor(), Tensor(), 0.0));
 }
 
 TEST_CASE("layer_norm errors", "[errors]") {

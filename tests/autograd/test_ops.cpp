@@ -58,6 +58,22 @@ TEST_CASE("max sends the gradient to the first maximum; argmax picks the first",
   CHECK(values(max(y, {0})) == std::vector<double>{3, 5, 9});
 }
 
+TEST_CASE("relu keeps NaN as NaN, as PyTorch does, and its gradient there is 0", "[ops]") {
+  // torch.relu(torch.tensor([nan, -1., -0., 2.])) -> tensor([nan, 0., 0., 2.])
+  for (DType dtype : {float32, float64}) {
+    Tensor x = tensor({std::nan(""), -1.0, -0.0, 2.0}, dtype).requires_grad_();
+    Tensor y = relu(x);
+    const std::vector<double> values = y.to_vector<double>();
+    CHECK(std::isnan(values[0]));
+    CHECK(values[1] == 0.0);
+    CHECK(values[2] == 0.0);
+    CHECK(values[3] == 2.0);
+    y.backward(ones({4}, dtype));
+    // g · [x > 0]: 0 at NaN (not > 0), as PyTorch's threshold_backward.
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{0.0, 0.0, 0.0, 1.0});
+  }
+}
+
 TEST_CASE("var with correction 1 and 0", "[ops]") {
   Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, float64);
   CHECK(var(x).item() == Approx(5.0 / 3.0));

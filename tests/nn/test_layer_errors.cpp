@@ -29,6 +29,8 @@ TEST_CASE("LayerNorm: an input not ending in normalized_shape", "[nn][errors]") 
       ln2(ones({2, 4, 3})), Contains("LayerNorm") && Contains("[2,4,3]") && Contains("[3,4]"));
   CHECK_THROWS_WITH(ln2(ones({4})), Contains("LayerNorm") && Contains("[4]") && Contains("[3,4]"));
   CHECK_THROWS_AS(nn::LayerNorm({}), ValueError);
+  CHECK_THROWS_WITH(
+      nn::LayerNorm({4}, -1e-5), Equals("LayerNorm: eps -1e-05 must not be negative (nor NaN)"));
 }
 
 TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inputs",
