@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -80,6 +81,7 @@ struct Options {
   std::string curves_dir;     // training_curves.csv (a row per evaluation) and training_curves.png
   std::string attention_png;  // at the end: the attention weights of one decoded held-out example
   int64_t attention_example = -1;  // -1: the first held-out example of the longest source
+  bool skip_nonfinite = false;     // skip a step whose loss or gradient norm is NaN or ±inf
 };
 
 std::atomic<bool> interrupted{false};
@@ -440,6 +442,20 @@ void print_run(const Options& o, const seq2seq::ModelConfig& config, const data:
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 }
 
+// A NaN or infinite loss or gradient norm: the run has diverged, and every later step would
+// only spread the NaN through the weights. Stop before the update, so that the last checkpoint
+// saved is the last good state. Exit code 1 (a runtime failure, docs/training.md).
+int diverged(int64_t step, double loss, double grad_norm, const Options& o) {
+  std::fprintf(stderr,
+      "\nag-train: step %lld: the loss is %g and the gradient norm %g: training diverged, "
+      "stopped before updating the weights%s. Lower --lr (or --clip), or pass "
+      "--skip-nonfinite-steps to skip such steps.\n",
+      static_cast<long long>(step), loss, grad_norm,
+      o.checkpoint.empty() ? ""
+                           : ("; " + o.checkpoint + " holds the last checkpoint saved").c_str());
+  return 1;
+}
+
 // ---- training -----------------------------------------------------------------------------------
 
 int train(Options o) {
@@ -475,8 +491,14 @@ int train(Options o) {
         seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
     optimizer.zero_grad();
     loss.backward();  // frees the graph
-    optim::clip_grad_norm(model->parameters(), o.clip);
-    optimizer.step();
+    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
+    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
+      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
+      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
+          static_cast<long long>(step), loss.item(), grad_norm);
+    } else {
+      optimizer.step();
+    }
     scheduler.step();  // the learning rate of the next step
 
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
@@ -572,6 +594,9 @@ int main(int argc, char** argv) {
   app.add_option("--attention-png", o.attention_png,
       "at the end, draw the attention weights of every layer and head "
       "for one decoded held-out example into this PNG");
+  app.add_flag("--skip-nonfinite-steps", o.skip_nonfinite,
+      "skip (do not apply) a step whose loss or gradient norm is NaN or infinite, instead of "
+      "stopping the run with exit code 1");
   app.add_option("--attention-example", o.attention_example,
          "the held-out example drawn by --attention-png (-1: the first with the longest source)")
       ->capture_default_str();
@@ -596,10 +621,10 @@ int main(int argc, char** argv) {
     problem = "--warmup must not be negative (and must be below --steps for the cosine schedule)";
   else if (o.batch_size <= 0)
     problem = "--batch-size must be positive";
-  else if (!(o.lr > 0))
-    problem = "--lr must be positive";
-  else if (!(o.clip > 0))
-    problem = "--clip must be positive";
+  else if (!(o.lr > 0) || !std::isfinite(o.lr))
+    problem = "--lr must be a positive number";
+  else if (!(o.clip > 0) || !std::isfinite(o.clip))
+    problem = "--clip must be a positive number";
   else if (o.model.num_hiddens <= 0 || o.model.ffn_num_hiddens <= 0 || o.model.num_layers <= 0 ||
            o.model.num_heads <= 0)
     problem = "--num-hiddens, --ffn-num-hiddens, --heads and --layers must be positive";
