@@ -6,49 +6,13 @@
 #include <functional>
 
 #include "io/optimizer_state.h"
+#include "tests/optim/optim_state_cases.h"
 
 using namespace ag;
+using namespace ag::testing;
 using Catch::Matchers::Contains;
 
 namespace {
-
-using Factory = std::function<std::unique_ptr<optim::Optimizer>(const std::vector<Tensor>&)>;
-
-std::vector<std::pair<std::string, Factory>> optimizers() {
-  return {
-      {"SGD", [](const std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1); }},
-      {"SGD momentum",
-          [](const std::vector<Tensor>& p) {
-            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.1, 0.01);
-          }},
-      {"SGD nesterov",
-          [](const std::vector<Tensor>& p) {
-            return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 0.0, true);
-          }},
-      {"Adam",
-          [](const std::vector<Tensor>& p) {
-            return std::make_unique<optim::Adam>(p, 0.01, std::pair{0.8, 0.99}, 1e-6, 0.1);
-          }},
-      {"AdamW",
-          [](const std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p, 0.01); }},
-      {"AdamW groups",
-          [](const std::vector<Tensor>& p) {
-            return std::make_unique<optim::AdamW>(
-                std::vector<optim::ParamGroup>{{{p[0]}, {}, {}}, {{p[1]}, 0.003, 0.0}}, 0.01);
-          }},
-  };
-}
-
-std::vector<Tensor> make_params(DType dtype) {
-  Generator g(10);
-  return {randn({3, 4}, g, dtype).requires_grad_(), randn({4}, g, dtype).requires_grad_()};
-}
-
-// A gradient for each parameter at step `step`, the same in every run.
-void set_grads(const std::vector<Tensor>& params, int step) {
-  Generator g(100 + static_cast<uint64_t>(step));
-  for (const Tensor& p : params) p.set_grad(randn(p.shape(), g, p.dtype()));
-}
 
 // Two groups of AdamW after one step: group 1's first parameter is number 1 in the state dict and
 // "state.1.0" in the file.
