@@ -3,6 +3,8 @@
 // setting, parameters, and gradients that are the same in every run.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +51,21 @@ inline std::vector<Tensor> make_params(DType dtype) {
 inline void set_grads(const std::vector<Tensor>& params, int step) {
   Generator g(100 + static_cast<uint64_t>(step));
   for (const Tensor& p : params) p.set_grad(randn(p.shape(), g, p.dtype()));
+}
+
+// Steps 3 and 4 of a run straight through and of the same run resumed from saved state, with the
+// same gradients: their parameters must then agree bit for bit.
+inline void continue_both_and_compare(const std::vector<Tensor>& straight,
+    optim::Optimizer& straight_opt, const std::vector<Tensor>& resumed,
+    optim::Optimizer& resumed_opt) {
+  for (int step = 3; step < 5; ++step) {
+    set_grads(straight, step);
+    straight_opt.step();
+    set_grads(resumed, step);
+    resumed_opt.step();
+  }
+  for (std::size_t i = 0; i < straight.size(); ++i)
+    CHECK(straight[i].to_vector<float>() == resumed[i].to_vector<float>());
 }
 
 }  // namespace ag::testing
