@@ -38,12 +38,7 @@ TEST_CASE(
         auto straight_opt = make(straight);
         std::vector<Tensor> first = make_params(float32);
         auto first_opt = make(first);
-        for (int step = 0; step < 3; ++step) {
-          set_grads(straight, step);
-          straight_opt->step();
-          set_grads(first, step);
-          first_opt->step();
-        }
+        step_both(straight, *straight_opt, first, *first_opt, 0, 3);
         Checkpoint c;
         c.kind = "test";
         for (std::size_t i = 0; i < first.size(); ++i)

@@ -53,17 +53,23 @@ inline void set_grads(const std::vector<Tensor>& params, int step) {
   for (const Tensor& p : params) p.set_grad(randn(p.shape(), g, p.dtype()));
 }
 
+// Steps [from, to) of two runs side by side, with the same gradients at each step.
+inline void step_both(const std::vector<Tensor>& a, optim::Optimizer& a_opt,
+    const std::vector<Tensor>& b, optim::Optimizer& b_opt, int from, int to) {
+  for (int step = from; step < to; ++step) {
+    set_grads(a, step);
+    a_opt.step();
+    set_grads(b, step);
+    b_opt.step();
+  }
+}
+
 // Steps 3 and 4 of a run straight through and of the same run resumed from saved state, with the
 // same gradients: their parameters must then agree bit for bit.
 inline void continue_both_and_compare(const std::vector<Tensor>& straight,
     optim::Optimizer& straight_opt, const std::vector<Tensor>& resumed,
     optim::Optimizer& resumed_opt) {
-  for (int step = 3; step < 5; ++step) {
-    set_grads(straight, step);
-    straight_opt.step();
-    set_grads(resumed, step);
-    resumed_opt.step();
-  }
+  step_both(straight, straight_opt, resumed, resumed_opt, 3, 5);
   for (std::size_t i = 0; i < straight.size(); ++i)
     CHECK(straight[i].to_vector<float>() == resumed[i].to_vector<float>());
 }

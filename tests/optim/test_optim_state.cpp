@@ -33,12 +33,7 @@ TEST_CASE("every optimizer continues bit for bit after state_dict and load_state
       auto straight_opt = make(straight);
       std::vector<Tensor> first = make_params(float32);
       auto first_opt = make(first);
-      for (int step = 0; step < 3; ++step) {
-        set_grads(straight, step);
-        straight_opt->step();
-        set_grads(first, step);
-        first_opt->step();
-      }
+      step_both(straight, *straight_opt, first, *first_opt, 0, 3);
       const optim::StateDict saved = first_opt->state_dict();
 
       std::vector<Tensor> resumed = copies(first);  // fresh objects
