@@ -21,14 +21,14 @@
 namespace ag {
 
 // ---- elementwise with broadcasting ------------------------------------------------------------
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, const Tensor& b);  // a + b
 Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, const Tensor& b);  // a − b
 Tensor sub(const Tensor& a, double b);
 Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);  // a · b
 Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, const Tensor& b);  // a / b
 Tensor div(const Tensor& a, double b);
 Tensor div(double a, const Tensor& b);
 Tensor neg(const Tensor& x);
@@ -43,17 +43,17 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);
 
 // Comparisons give 1 where true and 0 where false, in the dtype of `a`. Not differentiable.
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);  // a == b
 Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, const Tensor& b);  // a != b
 Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, const Tensor& b);  // a < b
 Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, const Tensor& b);  // a <= b
 Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, const Tensor& b);  // a > b
 Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, const Tensor& b);  // a >= b
 Tensor ge(const Tensor& a, double b);
 
 // a where condition is nonzero, else b; all three broadcast. The condition (any dtype) is not

@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/ops.h"
@@ -214,13 +215,17 @@ Tensor MultiHeadAttention::attention_weights() const {
 // ---- positional encodings -----------------------------------------------------------------------
 
 namespace {
-void check_positions(const Tensor& X, int64_t num_hiddens, int64_t max_len, const char* layer) {
+// X (B, T, num_hiddens) is to be given positions first … first + T − 1 of a max_len table.
+void check_positions(const Tensor& X, int64_t first_position, int64_t num_hiddens, int64_t max_len,
+    const char* layer) {
   if (X.dim() != 3 || X.size(2) != num_hiddens)
     fail<ShapeError>(
         layer, ": input of shape ", shape_str(X.shape()), " is not (B, T, ", num_hiddens, ")");
-  if (X.size(1) > max_len)
-    fail<ShapeError>(layer, ": sequence length ", X.size(1), " of input shape ",
-        shape_str(X.shape()), " exceeds max_len ", max_len);
+  if (first_position < 0)
+    fail<ValueError>(layer, ": first_position ", first_position, " is negative");
+  if (X.size(1) > max_len - std::min(first_position, max_len))
+    fail<ShapeError>(layer, ": positions ", first_position, " … ", first_position + X.size(1) - 1,
+        " of input shape ", shape_str(X.shape()), " exceed max_len ", max_len);
 }
 }  // namespace
 
@@ -242,10 +247,10 @@ PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_position
   P = register_buffer("P", tensor(table, {1, max_len, d}));
 }
 
-Tensor PositionalEncoding::forward(const Tensor& X) {
-  check_positions(X, num_hiddens, max_len, "PositionalEncoding");
-  Tensor positions = P.narrow(1, 0, X.size(1));  // (1, T, d), a view of the table
-  return dropout->forward(X + positions);        // (B, T, d)
+Tensor PositionalEncoding::forward(const Tensor& X, int64_t first_position) {
+  check_positions(X, first_position, num_hiddens, max_len, "PositionalEncoding");
+  Tensor positions = P.narrow(1, first_position, X.size(1));  // (1, T, d), a view of the table
+  return dropout->forward(X + positions);                     // (B, T, d)
 }
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_t max_positions)
@@ -258,9 +263,9 @@ LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_
   init::normal_(P, 0.0, 0.02);
 }
 
-Tensor LearnedPositionalEncoding::forward(const Tensor& X) {
-  check_positions(X, num_hiddens, max_len, "LearnedPositionalEncoding");
-  return dropout->forward(X + P.narrow(1, 0, X.size(1)));  // (B, T, d)
+Tensor LearnedPositionalEncoding::forward(const Tensor& X, int64_t first_position) {
+  check_positions(X, first_position, num_hiddens, max_len, "LearnedPositionalEncoding");
+  return dropout->forward(X + P.narrow(1, first_position, X.size(1)));  // (B, T, d)
 }
 
 }  // namespace ag::nn

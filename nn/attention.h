@@ -135,8 +135,12 @@ class MultiHeadAttention : public Module {
 class PositionalEncoding : public Module {
  public:
   PositionalEncoding(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
-  Tensor forward(const Tensor& X);  // (B, T, d) -> (B, T, d), T <= max_len
-  Tensor operator()(const Tensor& X) { return forward(X); }
+  // X (B, T, d) -> dropout(X + P[first_position : first_position + T]) (B, T, d). A sequence
+  // starts at position 0; step-by-step decoding passes the positions decoded so far.
+  Tensor forward(const Tensor& X, int64_t first_position = 0);
+  Tensor operator()(const Tensor& X, int64_t first_position = 0) {
+    return forward(X, first_position);
+  }
   std::string type_name() const override { return "PositionalEncoding"; }
 
   int64_t num_hiddens, max_len;
@@ -149,8 +153,10 @@ class PositionalEncoding : public Module {
 class LearnedPositionalEncoding : public Module {
  public:
   LearnedPositionalEncoding(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
-  Tensor forward(const Tensor& X);
-  Tensor operator()(const Tensor& X) { return forward(X); }
+  Tensor forward(const Tensor& X, int64_t first_position = 0);  // as PositionalEncoding's
+  Tensor operator()(const Tensor& X, int64_t first_position = 0) {
+    return forward(X, first_position);
+  }
   std::string type_name() const override { return "LearnedPositionalEncoding"; }
 
   int64_t num_hiddens, max_len;

@@ -48,6 +48,21 @@ Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) const {
   return ln->forward(dropout->forward(Y) + X);                     // (B, T, D)
 }
 
+// ---- what the encoder and the decoder share -----------------------------------------------------
+
+TransformerStack::TransformerStack(int64_t vocab_size, int64_t hiddens, double dropout)
+    : num_hiddens(hiddens) {
+  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
+  pos_encoding =
+      register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
+  blks = register_module("blks", std::make_shared<ModuleList>());
+}
+
+Tensor TransformerStack::embed(const Tensor& tokens, int64_t first_position) {
+  Tensor scaled = embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));
+  return pos_encoding->forward(scaled, first_position);  // (B, T, D)
+}
+
 // ---- encoder ------------------------------------------------------------------------------------
 
 TransformerEncoderBlock::TransformerEncoderBlock(int64_t key_size, int64_t query_size,
@@ -70,21 +85,14 @@ Tensor TransformerEncoderBlock::forward(const Tensor& X, const Tensor& valid_len
 TransformerEncoder::TransformerEncoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
     int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
     int64_t ffn_num_hiddens, int64_t num_heads, int64_t num_layers, double dropout, bool use_bias)
-    : num_hiddens(hiddens) {
-  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
-  pos_encoding =
-      register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
-  blks = register_module("blks", std::make_shared<ModuleList>());
+    : TransformerStack(vocab_size, hiddens, dropout) {
   for (int64_t i = 0; i < num_layers; ++i)
     blks->push_back(std::make_shared<TransformerEncoderBlock>(key_size, query_size, value_size,
         num_hiddens, norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, use_bias));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& tokens, const Tensor& valid_lens) {
-  // The embedding is scaled by √D before the positional encoding is added: embeddings start
-  // N(0, 1) and the encoding lies in [−1, 1], so neither drowns the other.
-  Tensor X = pos_encoding->forward(
-      embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens)));
+  Tensor X = embed(tokens);  // (B, T, D)
   for (std::size_t i = 0; i < blks->size(); ++i)
     X = blks->at<TransformerEncoderBlock>(i)->forward(X, valid_lens);  // (B, T, D)
   return X;
@@ -141,11 +149,7 @@ Tensor TransformerDecoderBlock::forward(const Tensor& X, DecoderState& state) {
 TransformerDecoder::TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size,
     int64_t value_size, int64_t hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
     int64_t ffn_num_hiddens, int64_t num_heads, int64_t layers, double dropout)
-    : num_hiddens(hiddens), num_layers(layers) {
-  embedding = register_module("embedding", std::make_shared<Embedding>(vocab_size, num_hiddens));
-  pos_encoding =
-      register_module("pos_encoding", std::make_shared<PositionalEncoding>(num_hiddens, dropout));
-  blks = register_module("blks", std::make_shared<ModuleList>());
+    : TransformerStack(vocab_size, hiddens, dropout), num_layers(layers) {
   for (int64_t i = 0; i < num_layers; ++i)
     blks->push_back(std::make_shared<TransformerDecoderBlock>(key_size, query_size, value_size,
         num_hiddens, norm_shape, ffn_num_input, ffn_num_hiddens, num_heads, dropout, i));
@@ -160,14 +164,11 @@ DecoderState TransformerDecoder::init_state(
 Tensor TransformerDecoder::forward(const Tensor& tokens, DecoderState& state) {
   const int64_t past =
       state.key_values.empty() || !state.key_values[0].defined() ? 0 : state.key_values[0].size(1);
-  Tensor embedded =
-      embedding->forward(tokens) * std::sqrt(static_cast<double>(num_hiddens));  // (B, T, D)
-  // New tokens continue the positions decoded so far: add P[past : past + T].
-  if (past + tokens.size(1) > pos_encoding->max_len)
+  // New tokens continue the positions decoded so far: they get P[past : past + T].
+  if (tokens.dim() == 2 && past + tokens.size(1) > pos_encoding->max_len)
     fail<ShapeError>("TransformerDecoder: ", past, " cached + ", tokens.size(1),
         " new positions exceed max_len ", pos_encoding->max_len);
-  Tensor X =
-      pos_encoding->dropout->forward(embedded + pos_encoding->P.narrow(1, past, tokens.size(1)));
+  Tensor X = embed(tokens, past);  // (B, T, D)
   // If a later block throws, the caches of the earlier ones must not keep the new positions.
   const std::vector<Tensor> saved_caches = state.key_values;
   try {

@@ -47,14 +47,33 @@ class TransformerEncoderBlock : public Module {
   Tensor operator()(const Tensor& X, const Tensor& valid_lens) { return forward(X, valid_lens); }
   std::string type_name() const override { return "TransformerEncoderBlock"; }
 
-  std::shared_ptr<MultiHeadAttention> attention;
-  std::shared_ptr<AddNorm> addnorm1;
-  std::shared_ptr<PositionWiseFFN> ffn;
-  std::shared_ptr<AddNorm> addnorm2;
+  std::shared_ptr<MultiHeadAttention> attention;  // self-attention: X attends to X
+  std::shared_ptr<AddNorm> addnorm1;              // Y = AddNorm(X, attention's output)
+  std::shared_ptr<PositionWiseFFN> ffn;           // applied to Y at every position
+  std::shared_ptr<AddNorm> addnorm2;              // AddNorm(Y, ffn(Y))
+};
+
+// What d2l's TransformerEncoder and TransformerDecoder share: token embeddings scaled by √D plus
+// the positional encoding, feeding a list of blocks that each subclass fills.
+class TransformerStack : public Module {
+ public:
+  // tokens (B, T) at positions first_position … first_position + T − 1
+  //   -> dropout(embedding(tokens) · √D + P[first_position : first_position + T]) (B, T, D)
+  // The embedding is scaled by √D before the positions are added: embeddings start N(0, 1) and
+  // the encoding lies in [−1, 1], so neither drowns the other.
+  Tensor embed(const Tensor& tokens, int64_t first_position = 0);
+
+  int64_t num_hiddens;
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<PositionalEncoding> pos_encoding;
+  std::shared_ptr<ModuleList> blks;
+
+ protected:
+  TransformerStack(int64_t vocab_size, int64_t num_hiddens, double dropout);
 };
 
 // Token embedding scaled by √D, positional encoding, then num_layers encoder blocks.
-class TransformerEncoder : public Module {
+class TransformerEncoder : public TransformerStack {
  public:
   TransformerEncoder(int64_t vocab_size, int64_t key_size, int64_t query_size, int64_t value_size,
       int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
@@ -68,11 +87,6 @@ class TransformerEncoder : public Module {
   std::string type_name() const override { return "TransformerEncoder"; }
   // Self-attention weights of the last forward, one (B, H, T, T) per block.
   std::vector<Tensor> attention_weights() const;
-
-  int64_t num_hiddens;
-  std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<PositionalEncoding> pos_encoding;
-  std::shared_ptr<ModuleList> blks;
 };
 
 // What the decoder carries between calls: the encoder's outputs and valid lengths, and for each
@@ -99,15 +113,15 @@ class TransformerDecoderBlock : public Module {
   std::string type_name() const override { return "TransformerDecoderBlock"; }
 
   int64_t i;  // this block's index in the decoder (its slot in state.key_values)
-  std::shared_ptr<MultiHeadAttention> attention1;
+  std::shared_ptr<MultiHeadAttention> attention1;  // causal self-attention over the decoded tokens
   std::shared_ptr<AddNorm> addnorm1;
-  std::shared_ptr<MultiHeadAttention> attention2;
+  std::shared_ptr<MultiHeadAttention> attention2;  // encoder–decoder attention
   std::shared_ptr<AddNorm> addnorm2;
   std::shared_ptr<PositionWiseFFN> ffn;
   std::shared_ptr<AddNorm> addnorm3;
 };
 
-class TransformerDecoder : public Module {
+class TransformerDecoder : public TransformerStack {
  public:
   TransformerDecoder(int64_t vocab_size, int64_t key_size, int64_t query_size, int64_t value_size,
       int64_t num_hiddens, std::vector<int64_t> norm_shape, int64_t ffn_num_input,
@@ -123,10 +137,7 @@ class TransformerDecoder : public Module {
   std::vector<Tensor> self_attention_weights() const;
   std::vector<Tensor> cross_attention_weights() const;
 
-  int64_t num_hiddens, num_layers;
-  std::shared_ptr<Embedding> embedding;
-  std::shared_ptr<PositionalEncoding> pos_encoding;
-  std::shared_ptr<ModuleList> blks;
+  int64_t num_layers;
   std::shared_ptr<Linear> dense;
 };
 
