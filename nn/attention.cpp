@@ -224,8 +224,8 @@ void check_positions(const Tensor& X, int64_t first_position, int64_t num_hidden
   if (first_position < 0)
     fail<ValueError>(layer, ": first_position ", first_position, " is negative");
   if (X.size(1) > max_len - std::min(first_position, max_len))
-    fail<ShapeError>(layer, ": positions ", first_position, " … ", first_position + X.size(1) - 1,
-        " of input shape ", shape_str(X.shape()), " exceed max_len ", max_len);
+    fail<ShapeError>(layer, ": ", X.size(1), " positions from position ", first_position,
+        " (input shape ", shape_str(X.shape()), ") exceed max_len ", max_len);
 }
 }  // namespace
 

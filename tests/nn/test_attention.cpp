@@ -71,6 +71,31 @@ TEST_CASE("positional encoding: forward adds P[:T] to every batch row", "[nn][po
         CHECK(at(Y, {b, t, c}) == static_cast<float>(at(X, {b, t, c}) + at(encoding.P, {0, t, c})));
 }
 
+TEST_CASE("positional encoding: forward from a first position adds P[first : first + T]",
+    "[nn][posenc]") {
+  nn::PositionalEncoding encoding(6, 0.0, 10);
+  nn::LearnedPositionalEncoding learned(6, 0.0, 10);
+  Tensor X = nn_test::randn32({2, 3, 6}, 2);
+  for (const int64_t first : {0, 4, 7}) {  // 7: positions 7, 8, 9, the last three of the table
+    Tensor Y = encoding(X, first), Y_learned = learned(X, first);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 3; ++t)
+        for (int64_t c = 0; c < 6; ++c) {
+          CHECK(at(Y, {b, t, c}) ==
+                static_cast<float>(at(X, {b, t, c}) + at(encoding.P, {0, first + t, c})));
+          CHECK(at(Y_learned, {b, t, c}) ==
+                static_cast<float>(at(X, {b, t, c}) + at(learned.P, {0, first + t, c})));
+        }
+  }
+  CHECK_THROWS_AS(encoding(X, 8), ShapeError);  // positions 8, 9, 10
+  CHECK_THROWS_WITH(encoding(X, 8), Contains("PositionalEncoding") &&
+                                        Contains("3 positions from position 8") &&
+                                        Contains("[2,3,6]") && Contains("max_len 10"));
+  CHECK_THROWS_WITH(learned(X, int64_t{1} << 62), Contains("LearnedPositionalEncoding"));
+  CHECK_THROWS_AS(encoding(X, -1), ValueError);
+  CHECK_THROWS_WITH(encoding(X, -1), Contains("first_position -1 is negative"));
+}
+
 TEST_CASE("positional encoding: an odd width ends in a sine column", "[nn][posenc]") {
   // d = 7: pairs (0,1), (2,3), (4,5) and column 6 = sin(i / 10000^(6/7)), with no cosine partner.
   nn::PositionalEncoding encoding(7, 0.0, 1000);
