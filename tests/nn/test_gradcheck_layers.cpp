@@ -328,3 +328,38 @@ TEST_CASE("gradcheck: EncoderDecoder through all its parameters", "[nn][gradchec
       },
       model.parameters()));
 }
+
+// ---- gradcheck_parameters on modules: their own weights, perturbed in place --------------------
+
+TEST_CASE("gradcheck_parameters: a module's named parameters, checked where the module reads them",
+    "[nn][gradcheck]") {
+  manual_seed(40);
+  nn::MultiHeadAttention attention(4, 4, 4, 4, 2, 0.0);
+  attention.to(float64);
+  attention.eval();
+  const Tensor X = input64({2, 3, 4}, 41), valid_lens = tensor({2.0, 3.0}, {2}, float64);
+  const GradcheckResult result = gradcheck_parameters(
+      [&] { return attention(X, X, X, valid_lens); }, attention.named_parameters());
+  CHECK_GRADCHECK(result);
+  // Handing the parameters to gradcheck, which perturbs copies the module never reads, is a
+  // mistake that is now reported instead of passing silently.
+  const GradcheckResult copies = gradcheck(
+      [&](const Inputs&) { return attention(X, X, X, valid_lens); }, attention.parameters());
+  CHECK_FALSE(copies.passed);
+}
+
+TEST_CASE("gradcheck_parameters: a module left in training mode with dropout is named",
+    "[nn][gradcheck]") {
+  manual_seed(42);
+  nn::Linear linear(3, 3);
+  nn::Dropout dropout(0.5);
+  linear.to(float64);
+  const Tensor x = input64({2, 3}, 43);
+  const GradcheckResult result =
+      gradcheck_parameters([&] { return dropout(linear(x)); }, linear.named_parameters());
+  CHECK_FALSE(result.passed);
+  CHECK_THAT(result.message, Catch::Matchers::Contains("not deterministic"));
+  dropout.eval();
+  CHECK_GRADCHECK(
+      gradcheck_parameters([&] { return dropout(linear(x)); }, linear.named_parameters()));
+}
