@@ -229,12 +229,10 @@ void check_positions(const Tensor& X, int64_t first_position, int64_t num_hidden
 }
 }  // namespace
 
-PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_positions)
-    : num_hiddens(d), max_len(max_positions) {
-  if (d <= 0 || max_positions <= 0)
-    fail<ValueError>(
-        "PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions, " must be positive");
-  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+namespace {
+// d2l's table P (1, max_len, d): P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos(same),
+// computed in double and stored in `dtype`.
+Tensor sinusoid_table(int64_t max_len, int64_t d, DType dtype) {
   std::vector<double> table(static_cast<std::size_t>(max_len * d));
   for (int64_t i = 0; i < max_len; ++i)
     for (int64_t j = 0; 2 * j < d; ++j) {
@@ -244,7 +242,23 @@ PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_position
       table[static_cast<std::size_t>(i * d + 2 * j)] = std::sin(angle);
       if (2 * j + 1 < d) table[static_cast<std::size_t>(i * d + 2 * j + 1)] = std::cos(angle);
     }
-  P = register_buffer("P", tensor(table, {1, max_len, d}));
+  return tensor(table, {1, max_len, d}, dtype);
+}
+}  // namespace
+
+PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_positions)
+    : num_hiddens(d), max_len(max_positions) {
+  if (d <= 0 || max_positions <= 0)
+    fail<ValueError>(
+        "PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions, " must be positive");
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  P = register_buffer("P", sinusoid_table(max_len, d, float32));
+}
+
+void PositionalEncoding::recompute_buffers(DType dtype) {
+  // Computed again rather than widened: float32 values in a float64 model would limit its
+  // positions to float32 accuracy.
+  P.set_data(sinusoid_table(max_len, num_hiddens, dtype));
 }
 
 Tensor PositionalEncoding::forward(const Tensor& X, int64_t first_position) {

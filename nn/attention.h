@@ -144,8 +144,11 @@ class PositionalEncoding : public Module {
   std::string type_name() const override { return "PositionalEncoding"; }
 
   int64_t num_hiddens, max_len;
-  Tensor P;  // (1, max_len, num_hiddens)
+  Tensor P;  // (1, max_len, num_hiddens), in the module's dtype
   std::shared_ptr<Dropout> dropout;
+
+ protected:
+  void recompute_buffers(DType dtype) override;  // P from its formula, in dtype
 };
 
 // A learned positional embedding (the other kind the chapter mentions): P is a trained

@@ -100,6 +100,7 @@ void Module::to(DType dtype) {
   };
   for (auto& [name, p] : named_parameters()) convert(p);
   for (auto& [name, b] : named_buffers()) convert(b);
+  apply([dtype](Module& module) { module.recompute_buffers(dtype); });
 }
 
 std::map<std::string, Tensor> Module::state_dict() const {

@@ -76,10 +76,15 @@ class Module {
       const std::map<std::string, Tensor>& state, bool strict = true);
 
   // Converts every parameter and buffer to `dtype` in place (float64 for gradient checks).
-  // The handles the layers hold stay valid; gradients are dropped.
+  // The handles the layers hold stay valid; gradients are dropped. Buffers computed by a formula
+  // are computed again in the new dtype (recompute_buffers), not widened from float32.
   void to(DType dtype);
 
  protected:
+  // Called by to(dtype) on every module of the tree once its tensors are converted. A module
+  // whose buffers come from a formula (PositionalEncoding's table) recomputes them in `dtype`.
+  virtual void recompute_buffers(DType /*dtype*/) {}
+
   // Registers `tensor` as a trained parameter (sets requires_grad) and returns it.
   Tensor register_parameter(const std::string& name, Tensor tensor);
   Tensor register_buffer(const std::string& name, Tensor tensor);

@@ -96,6 +96,26 @@ TEST_CASE("positional encoding: forward from a first position adds P[first : fir
   CHECK_THROWS_WITH(encoding(X, -1), Contains("first_position -1 is negative"));
 }
 
+TEST_CASE("positional encoding: to(float64) computes P in float64, not widened from float32",
+    "[nn][posenc]") {
+  nn::PositionalEncoding encoding(32, 0.0, 1000);
+  const std::vector<float> float32_table = encoding.P.to_vector<float>();
+  encoding.to(float64);
+  REQUIRE(encoding.P.dtype() == float64);
+  for (const int64_t i : {1, 17, 999})
+    for (const int64_t j : {0, 5, 15}) {
+      const double angle = static_cast<double>(i) / std::pow(10000.0, 2.0 * j / 32);
+      CHECK(at(encoding.P, {0, i, 2 * j}) == std::sin(angle));  // exact: the same double formula
+      CHECK(at(encoding.P, {0, i, 2 * j + 1}) == std::cos(angle));
+    }
+  // Forward adds the float64 table.
+  Tensor Y = encoding(zeros({1, 3, 32}, float64), 997);
+  CHECK(at(Y, {0, 2, 30}) == at(encoding.P, {0, 999, 30}));
+  // And back: the float32 table as it was, bit for bit.
+  encoding.to(float32);
+  CHECK(encoding.P.to_vector<float>() == float32_table);
+}
+
 TEST_CASE("positional encoding: an odd width ends in a sine column", "[nn][posenc]") {
   // d = 7: pairs (0,1), (2,3), (4,5) and column 6 = sin(i / 10000^(6/7)), with no cosine partner.
   nn::PositionalEncoding encoding(7, 0.0, 1000);
