@@ -1,0 +1,258 @@
+#include "io/npy.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "autograd/ops.h"
+#include "io/detail/file.h"
+
+namespace ag {
+
+static_assert(std::endian::native == std::endian::little,
+    ".npy files here are little-endian ('<f4'); this reader copies them as they are");
+
+namespace {
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+constexpr std::size_t kMaxHeaderBytes = 1 << 20;  // NumPy itself refuses headers over 10 kB
+constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
+
+[[noreturn]] void refuse(const std::string& source, const std::string& problem) {
+  throw NpyError(source + ": not a valid .npy file: " + problem);
+}
+
+// The header's dict, {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, read strictly:
+// those three keys once each, in any order, and nothing else.
+class DictReader {
+ public:
+  DictReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+
+  void skip_space() {
+    while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
+  }
+  bool accept(std::string_view token) {
+    skip_space();
+    if (text_.substr(pos_, token.size()) != token) return false;
+    pos_ += token.size();
+    return true;
+  }
+  void expect(std::string_view token) {
+    if (!accept(token)) fail("expected '" + std::string(token) + "'");
+  }
+  std::string quoted() {
+    skip_space();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
+      fail("expected a quoted string");
+    const char quote = text_[pos_++];
+    const std::size_t end = text_.find(quote, pos_);
+    if (end == std::string_view::npos) fail("a string without its closing quote");
+    std::string value(text_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return value;
+  }
+  int64_t integer() {
+    skip_space();
+    const std::size_t start = pos_;
+    int64_t value = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const int digit = text_[pos_++] - '0';
+      if (value > (INT64_MAX - digit) / 10) fail("a dimension too large");
+      value = value * 10 + digit;
+    }
+    if (pos_ == start) fail("expected a non-negative whole number");
+    return value;
+  }
+  // (), (3,), (2, 3) and (2, 3,)
+  Shape shape() {
+    Shape dims;
+    expect("(");
+    if (accept(")")) return dims;
+    do {
+      if (accept(")")) return dims;  // after a trailing comma
+      if (dims.size() >= 64) fail("a shape of more than 64 dimensions");
+      dims.push_back(integer());
+    } while (accept(","));
+    expect(")");
+    if (dims.size() == 1 && text_[pos_ - 2] != ',') fail("a one-element shape needs a comma: (n,)");
+    return dims;
+  }
+  bool boolean() {
+    if (accept("True")) return true;
+    if (accept("False")) return false;
+    fail("expected True or False");
+  }
+  std::size_t position() const { return pos_; }
+  [[noreturn]] void fail(const std::string& problem) const {
+    refuse(source_, "header byte " + std::to_string(pos_) + ": " + problem);
+  }
+
+ private:
+  std::string_view text_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
+  Shape shape;
+};
+
+Header read_header(std::string_view text, const std::string& source) {
+  DictReader reader(text, source);
+  Header header;
+  bool has_descr = false, has_order = false, has_shape = false;
+  reader.expect("{");
+  while (!reader.accept("}")) {
+    const std::string key = reader.quoted();
+    reader.expect(":");
+    bool* seen = key == "descr"           ? &has_descr
+                 : key == "fortran_order" ? &has_order
+                 : key == "shape"         ? &has_shape
+                                          : nullptr;
+    if (seen == nullptr) reader.fail("an unknown key '" + key + "'");
+    if (*seen) reader.fail("the key '" + key + "' twice");
+    *seen = true;
+    if (key == "descr")
+      header.descr = reader.quoted();
+    else if (key == "fortran_order")
+      header.fortran_order = reader.boolean();
+    else
+      header.shape = reader.shape();
+    if (!reader.accept(",")) {
+      reader.expect("}");
+      break;
+    }
+  }
+  if (!has_descr || !has_order || !has_shape)
+    reader.fail(std::string("the header lacks '") +
+                (!has_descr      ? "descr"
+                    : !has_order ? "fortran_order"
+                                 : "shape") +
+                "'");
+  reader.skip_space();
+  if (reader.position() + 1 != text.size() || text.back() != '\n')
+    reader.fail("the header must end in spaces and one newline after the dict");
+  return header;
+}
+
+}  // namespace
+
+Tensor parse_npy(std::string_view bytes, const std::string& source) {
+  if (bytes.substr(0, kMagic.size()) != kMagic) refuse(source, "it does not start with \\x93NUMPY");
+  if (bytes.size() < 10) refuse(source, "it ends inside the preamble");
+  const int major = static_cast<unsigned char>(bytes[6]),
+            minor = static_cast<unsigned char>(bytes[7]);
+  if ((major != 1 && major != 2 && major != 3) || minor != 0)
+    refuse(source, "version " + std::to_string(major) + "." + std::to_string(minor) +
+                       " (known: 1.0, 2.0, 3.0)");
+  std::size_t header_bytes, header_start;
+  if (major == 1) {
+    header_bytes = static_cast<unsigned char>(bytes[8]) |
+                   (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    header_start = 10;
+  } else {
+    if (bytes.size() < 12) refuse(source, "it ends inside the preamble");
+    uint32_t length;
+    std::memcpy(&length, bytes.data() + 8, 4);
+    header_bytes = length;
+    header_start = 12;
+  }
+  if (header_bytes > kMaxHeaderBytes)
+    refuse(source, "a header of " + std::to_string(header_bytes) + " bytes (over 1 MiB)");
+  if (header_bytes > bytes.size() - header_start)
+    refuse(source, "the header length " + std::to_string(header_bytes) + " runs past the file (" +
+                       std::to_string(bytes.size()) + " bytes)");
+  const Header header = read_header(bytes.substr(header_start, header_bytes), source);
+  const std::string_view data = bytes.substr(header_start + header_bytes);
+
+  const bool is_f4 = header.descr == "<f4", is_f8 = header.descr == "<f8",
+             is_i8 = header.descr == "<i8";
+  if (!is_f4 && !is_f8 && !is_i8)
+    refuse(source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8')");
+  const std::size_t element_bytes = is_f4 ? 4 : 8;
+  uint64_t count = 1;
+  for (const int64_t d : header.shape)
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
+      refuse(source, "shape " + shape_str(header.shape) + " has more elements than 2^64");
+  uint64_t expected;
+  if (__builtin_mul_overflow(count, element_bytes, &expected) || expected != data.size())
+    refuse(source, "shape " + shape_str(header.shape) + " of '" + header.descr + "' needs " +
+                       std::to_string(count) + " × " + std::to_string(element_bytes) +
+                       " bytes, the file holds " + std::to_string(data.size()) +
+                       " after its header");
+
+  // Fortran order is C order of the reversed shape: read it so, then reverse the dimensions back.
+  Shape stored = header.shape;
+  if (header.fortran_order) std::reverse(stored.begin(), stored.end());
+  Tensor out = empty(stored, is_f4 ? float32 : float64);
+  if (is_i8) {
+    double* to = out.data<double>();
+    for (uint64_t i = 0; i < count; ++i) {
+      int64_t v;
+      std::memcpy(&v, data.data() + 8 * i, 8);
+      if (v > kMaxExactInteger || v < -kMaxExactInteger)
+        refuse(source, "'<i8' element " + std::to_string(i) + " is " + std::to_string(v) +
+                           ", beyond ±2^53, which float64 cannot hold exactly");
+      to[i] = static_cast<double>(v);
+    }
+  } else if (count > 0) {
+    std::memcpy(out.raw_data(), data.data(), data.size());
+  }
+  if (!header.fortran_order || header.shape.size() < 2) return out;
+  std::vector<int64_t> reversed(header.shape.size());
+  for (std::size_t d = 0; d < reversed.size(); ++d)
+    reversed[d] = static_cast<int64_t>(reversed.size() - 1 - d);
+  return out.permute(reversed).contiguous();  // the array's shape, in C order
+}
+
+Tensor read_npy(const std::string& path) {
+  return parse_npy(io::detail::read_whole_file(path, "npy"), path);
+}
+
+std::string serialize_npy(const Tensor& tensor, bool as_int64) {
+  if (!tensor.defined()) fail<ValueError>("write_npy: the tensor is undefined");
+  const Tensor t = tensor.detach().contiguous();
+  std::string shape = "(";
+  for (const int64_t d : t.shape()) shape += std::to_string(d) + ", ";
+  if (t.dim() == 1)
+    shape.pop_back();  // "(3,)"
+  else if (t.dim() > 1)
+    shape.resize(shape.size() - 2);
+  shape += ")";
+  const char* descr = as_int64 ? "<i8" : t.dtype() == float32 ? "<f4" : "<f8";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Pad with spaces so that preamble + header + '\n' is a multiple of 64 bytes (NumPy's rule).
+  const bool version2 = header.size() + 11 > 65535;
+  const std::size_t preamble = version2 ? 12 : 10;
+  header.append((64 - (preamble + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string file(kMagic);
+  file += static_cast<char>(version2 ? 2 : 1);
+  file += '\0';
+  const uint32_t length = static_cast<uint32_t>(header.size());
+  file.append(reinterpret_cast<const char*>(&length), version2 ? 4 : 2);
+  file += header;
+  if (as_int64) {
+    for (const double v : t.to_vector<double>()) {
+      if (!(std::abs(v) <= 9.2e18) || v != std::floor(v))
+        fail<ValueError>("write_npy: ", v, " is not a whole number that '<i8' can store");
+      const int64_t i = static_cast<int64_t>(v);
+      file.append(reinterpret_cast<const char*>(&i), 8);
+    }
+  } else {
+    file.append(static_cast<const char*>(t.raw_data()),
+        static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+  }
+  return file;
+}
+
+void write_npy(const std::string& path, const Tensor& tensor, bool as_int64) {
+  io::detail::write_file_atomically(path, serialize_npy(tensor, as_int64));
+}
+
+}  // namespace ag

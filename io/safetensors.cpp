@@ -1,0 +1,520 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "io/detail/file.h"
+
+namespace ag {
+
+static_assert(std::endian::native == std::endian::little,
+    "safetensors stores little-endian numbers; this reader copies them as they are");
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;       // the format's own limit
+constexpr int64_t kMaxExactInteger = int64_t{1} << 53;  // float64 holds every integer up to here
+
+[[noreturn]] void refuse(const std::string& source, const std::string& problem) {
+  throw SafetensorsError(source + ": not a valid safetensors file: " + problem);
+}
+
+// ---- the header's JSON --------------------------------------------------------------------------
+// A strict reader for what a safetensors header may hold: objects, strings and non-negative
+// integers. Anything else (floats, true, null, a trailing comma) is refused: no valid header has
+// it. No recursion beyond the format's two levels, so no input can exhaust the stack.
+class HeaderReader {
+ public:
+  HeaderReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                      text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+  bool at_end() {
+    skip_space();
+    return pos_ == text_.size();
+  }
+  // Consumes `c` (after blanks) if it is next.
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c, const std::string& what) {
+    if (!accept(c)) fail(std::string("expected '") + c + "' " + what);
+  }
+  std::string string() {
+    expect('"', "to start a string");
+    std::string out;
+    while (true) {
+      if (pos_ >= text_.size()) fail("a string runs past the end of the header");
+      const char c = text_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("a control character inside a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= text_.size()) fail("a string runs past the end of the header");
+      const char e = text_[pos_++];
+      switch (e) {
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          append_utf8(code_point(), out);
+          break;
+        default:
+          fail(std::string("an unknown escape \\") + e + " in a string");
+      }
+    }
+  }
+  int64_t integer() {
+    skip_space();
+    const std::size_t start = pos_;
+    int64_t value = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const int digit = text_[pos_++] - '0';
+      if (value > (INT64_MAX - digit) / 10) fail("an integer too large");
+      value = value * 10 + digit;
+    }
+    if (pos_ == start) fail("expected a non-negative integer");
+    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
+      fail("a number that is not a whole number");
+    return value;
+  }
+  std::vector<int64_t> integers() {
+    std::vector<int64_t> values;
+    expect('[', "to start a list of integers");
+    if (accept(']')) return values;
+    do {
+      if (values.size() >= 64) fail("a list of more than 64 integers");
+      values.push_back(integer());
+    } while (accept(','));
+    expect(']', "to end a list of integers");
+    return values;
+  }
+  [[noreturn]] void fail(const std::string& problem) const {
+    refuse(source_, "header byte " + std::to_string(pos_) + ": " + problem);
+  }
+
+ private:
+  uint32_t hex4() {
+    if (text_.size() - pos_ < 4) fail("a \\u escape runs past the end of the header");
+    uint32_t value = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = text_[pos_++];
+      value <<= 4;
+      if (h >= '0' && h <= '9')
+        value |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        value |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        value |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        fail("a \\u escape with a character that is not hexadecimal");
+    }
+    return value;
+  }
+  // After "\u": one code point, joining a UTF-16 surrogate pair.
+  uint32_t code_point() {
+    const uint32_t first = hex4();
+    if (first >= 0xDC00 && first <= 0xDFFF) fail("a lone low surrogate in a \\u escape");
+    if (first < 0xD800 || first > 0xDBFF) return first;
+    if (text_.substr(pos_, 2) != "\\u") fail("a high surrogate without its low half");
+    pos_ += 2;
+    const uint32_t second = hex4();
+    if (second < 0xDC00 || second > 0xDFFF) fail("a high surrogate without its low half");
+    return 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+  }
+  static void append_utf8(uint32_t cp, std::string& out) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  std::string_view text_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+// ---- dtypes ---------------------------------------------------------------------------------------
+
+enum class FileDType { F32, F64, I64, F16, BF16 };
+
+struct DTypeInfo {
+  const char* name;
+  FileDType file;
+  std::size_t bytes;  // per element in the file
+  DType loaded;       // what ag holds it in
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {"F32", FileDType::F32, 4, float32},
+    {"F64", FileDType::F64, 8, float64},
+    {"I64", FileDType::I64, 8, float64},
+    {"F16", FileDType::F16, 2, float32},
+    {"BF16", FileDType::BF16, 2, float32},
+};
+
+// The format's other dtypes: known, but not ones ag reads.
+constexpr const char* kUnsupportedDTypes[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "U64",
+    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
+
+const DTypeInfo& dtype_info(const std::string& name, HeaderReader& reader) {
+  for (const DTypeInfo& info : kDTypes)
+    if (name == info.name) return info;
+  for (const char* known : kUnsupportedDTypes)
+    if (name == known)
+      reader.fail("dtype " + name + " is not one ag reads (F32, F64, I64, F16, BF16)");
+  reader.fail("unknown dtype \"" + name + "\"");
+}
+
+// IEEE half precision (1 sign, 5 exponent, 10 fraction bits) to float.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1F, fraction = h & 0x3FF;
+  if (exponent == 0) {  // zero or subnormal: fraction · 2^−24
+    const float magnitude = std::ldexp(static_cast<float>(fraction), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  const uint32_t bits = exponent == 0x1F ? sign | 0x7F800000 | (fraction << 13)  // inf, NaN
+                                         : sign | ((exponent + 112) << 23) | (fraction << 13);
+  return std::bit_cast<float>(bits);
+}
+
+// bfloat16 is the top half of a float32.
+float bfloat16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// One tensor as the header describes it.
+struct Entry {
+  std::string name;
+  const DTypeInfo* dtype = nullptr;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+Entry read_entry(std::string name, HeaderReader& reader) {
+  Entry entry;
+  entry.name = std::move(name);
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  reader.expect('{', "to start the entry of tensor \"" + entry.name + "\"");
+  if (!reader.accept('}')) {
+    do {
+      const std::string key = reader.string();
+      reader.expect(':', "after a key");
+      bool* seen = key == "dtype"          ? &has_dtype
+                   : key == "shape"        ? &has_shape
+                   : key == "data_offsets" ? &has_offsets
+                                           : nullptr;
+      if (seen == nullptr)
+        reader.fail("tensor \"" + entry.name + "\" has an unknown field \"" + key + "\"");
+      if (*seen) reader.fail("tensor \"" + entry.name + "\" has two \"" + key + "\" fields");
+      *seen = true;
+      if (key == "dtype") {
+        entry.dtype = &dtype_info(reader.string(), reader);
+      } else if (key == "shape") {
+        entry.shape = reader.integers();
+      } else {
+        const std::vector<int64_t> offsets = reader.integers();
+        if (offsets.size() != 2)
+          reader.fail("tensor \"" + entry.name + "\": data_offsets must be [begin, end]");
+        entry.begin = static_cast<uint64_t>(offsets[0]);
+        entry.end = static_cast<uint64_t>(offsets[1]);
+      }
+    } while (reader.accept(','));
+    reader.expect('}', "to end the entry of tensor \"" + entry.name + "\"");
+  }
+  if (!has_dtype || !has_shape || !has_offsets)
+    reader.fail("tensor \"" + entry.name + "\" lacks " +
+                (!has_dtype      ? "dtype"
+                    : !has_shape ? "shape"
+                                 : "data_offsets"));
+  return entry;
+}
+
+std::map<std::string, std::string> read_metadata(HeaderReader& reader) {
+  std::map<std::string, std::string> metadata;
+  reader.expect('{', "to start __metadata__");
+  if (reader.accept('}')) return metadata;
+  do {
+    std::string key = reader.string();
+    reader.expect(':', "after a key");
+    if (metadata.count(key)) reader.fail("__metadata__ has two \"" + key + "\" keys");
+    metadata[std::move(key)] = reader.string();
+  } while (reader.accept(','));
+  reader.expect('}', "to end __metadata__");
+  return metadata;
+}
+
+// numel × element bytes, or nothing if the product of the dimensions overflows (even when a zero
+// dimension would bring it back: such a shape could not have its strides computed either).
+std::optional<uint64_t> byte_size(const Shape& shape, std::size_t element_bytes) {
+  uint64_t bytes = element_bytes;
+  for (const int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return std::nullopt;
+  return bytes;
+}
+
+// The tensor of one checked entry, converted into the dtype ag holds it in.
+Tensor load_entry(const Entry& entry, const char* data, const std::string& source) {
+  Tensor out = empty(entry.shape, entry.dtype->loaded);
+  const char* bytes = data + entry.begin;
+  const std::size_t n = static_cast<std::size_t>(out.numel());
+  switch (entry.dtype->file) {
+    case FileDType::F32:
+    case FileDType::F64:
+      if (n > 0) std::memcpy(out.raw_data(), bytes, n * entry.dtype->bytes);
+      break;
+    case FileDType::I64: {
+      double* to = out.data<double>();
+      for (std::size_t i = 0; i < n; ++i) {
+        int64_t v;
+        std::memcpy(&v, bytes + 8 * i, 8);
+        if (v > kMaxExactInteger || v < -kMaxExactInteger)
+          refuse(source, "tensor \"" + entry.name + "\" (I64) holds " + std::to_string(v) +
+                             ", beyond ±2^53, which float64 cannot hold exactly");
+        to[i] = static_cast<double>(v);
+      }
+      break;
+    }
+    case FileDType::F16:
+    case FileDType::BF16: {
+      float* to = out.data<float>();
+      for (std::size_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, bytes + 2 * i, 2);
+        to[i] = entry.dtype->file == FileDType::F16 ? half_to_float(v) : bfloat16_to_float(v);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+// JSON string literal of `text` (quotes, backslashes and control characters escaped).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+const Tensor& Safetensors::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  std::string names;
+  for (const auto& [n, t] : tensors) names += (names.empty() ? "" : ", ") + n;
+  throw SafetensorsError("safetensors: no tensor \"" + name + "\" (the file has: " + names + ")");
+}
+
+std::map<std::string, Tensor> Safetensors::as_map() const {
+  return {tensors.begin(), tensors.end()};
+}
+
+Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
+  if (bytes.size() < 8)
+    refuse(source, std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+  uint64_t header_bytes;
+  std::memcpy(&header_bytes, bytes.data(), 8);
+  if (header_bytes > kMaxHeaderBytes)
+    refuse(source, "the header length " + std::to_string(header_bytes) + " is over 100 MB");
+  if (header_bytes > bytes.size() - 8)
+    refuse(source, "the header length " + std::to_string(header_bytes) + " runs past the file (" +
+                       std::to_string(bytes.size()) + " bytes)");
+  const std::string_view header = bytes.substr(8, header_bytes);
+  const std::string_view data = bytes.substr(8 + header_bytes);
+
+  // 1. The header, every entry checked; nothing allocated but the header's own strings.
+  Safetensors file;
+  std::vector<Entry> entries;
+  HeaderReader reader(header, source);
+  bool has_metadata = false;
+  reader.expect('{', "to start the header");
+  if (!reader.accept('}')) {
+    do {
+      std::string name = reader.string();
+      reader.expect(':', "after a key");
+      if (name == "__metadata__") {
+        if (has_metadata) reader.fail("two __metadata__ entries");
+        has_metadata = true;
+        file.metadata = read_metadata(reader);
+        continue;
+      }
+      for (const Entry& e : entries)
+        if (e.name == name) reader.fail("two tensors named \"" + name + "\"");
+      entries.push_back(read_entry(std::move(name), reader));
+    } while (reader.accept(','));
+    reader.expect('}', "to end the header");
+  }
+  if (!reader.at_end()) reader.fail("something after the header's closing '}'");
+
+  // 2. Each range matches its shape and lies in the data part.
+  for (const Entry& e : entries) {
+    const std::string what = "tensor \"" + e.name + "\" (" + e.dtype->name + ", shape " +
+                             shape_str(e.shape) + ", data_offsets [" + std::to_string(e.begin) +
+                             ", " + std::to_string(e.end) + "])";
+    if (e.begin > e.end) refuse(source, what + ": begin is after end");
+    if (e.end > data.size())
+      refuse(
+          source, what + ": runs past the file's " + std::to_string(data.size()) + " data bytes");
+    const std::optional<uint64_t> expected = byte_size(e.shape, e.dtype->bytes);
+    if (!expected || *expected != e.end - e.begin)
+      refuse(source, what + ": the shape needs " +
+                         (expected ? std::to_string(*expected) : std::string("over 2^64")) +
+                         " bytes, the range holds " + std::to_string(e.end - e.begin));
+  }
+  // 3. The ranges tile the data part: sorted by start, each begins where the previous ended.
+  std::vector<const Entry*> by_start;
+  for (const Entry& e : entries) by_start.push_back(&e);
+  std::sort(by_start.begin(), by_start.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  for (const Entry* e : by_start) {
+    if (e->begin < covered)
+      refuse(source, "tensor \"" + e->name + "\" overlaps the bytes of another tensor");
+    if (e->begin > covered)
+      refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(e->begin) +
+                         ") belong to no tensor (a gap before \"" + e->name + "\")");
+    covered = e->end;
+  }
+  if (covered != data.size())
+    refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(data.size()) +
+                       ") after the last tensor belong to no tensor");
+
+  // 4. Only now the tensors, each within the bytes the file holds.
+  for (const Entry& e : entries)
+    file.tensors.emplace_back(e.name, load_entry(e, data.data(), source));
+  return file;
+}
+
+Safetensors read_safetensors(const std::string& path) {
+  return parse_safetensors(io::detail::read_whole_file(path, "safetensors"), path);
+}
+
+std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const SafetensorsWriteOptions& options) {
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) {
+    if (name == "__metadata__" || !names.insert(name).second)
+      fail<ValueError>(
+          "write_safetensors: the name \"", name, "\" is used twice or is reserved (__metadata__)");
+    if (!tensor.defined())
+      fail<ValueError>("write_safetensors: tensor \"", name, "\" is undefined");
+  }
+  for (const std::string& name : options.int64_names)
+    if (!names.count(name))
+      fail<ValueError>("write_safetensors: int64_names holds \"", name, "\", which is no tensor");
+
+  std::string header = "{";
+  if (!options.metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto& [key, value] : options.metadata) {
+      if (header.back() != '{') header += ',';
+      header += json_string(key);
+      header += ':';
+      header += json_string(value);
+    }
+    header += '}';
+  }
+  std::string data;
+  for (const auto& [name, tensor] : tensors) {
+    const Tensor t = tensor.detach().contiguous();
+    const bool as_int64 = options.int64_names.count(name) > 0;
+    const std::size_t begin = data.size();
+    if (as_int64) {
+      const std::vector<double> values = t.to_vector<double>();
+      for (const double v : values) {
+        if (!(std::abs(v) <= 9.2e18) || v != std::floor(v))
+          fail<ValueError>("write_safetensors: tensor \"", name, "\" holds ", v,
+              ", which is not a whole number that I64 can store");
+        const int64_t i = static_cast<int64_t>(v);
+        data.append(reinterpret_cast<const char*>(&i), 8);
+      }
+    } else {
+      data.append(static_cast<const char*>(t.raw_data()),
+          static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
+    }
+    std::string shape;
+    for (const int64_t d : t.shape()) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
+    const std::string dtype = as_int64 ? "I64" : t.dtype() == float32 ? "F32" : "F64";
+    if (header.size() > 1) header += ',';
+    header += json_string(name);
+    header += ":{\"dtype\":\"" + dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
+              std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  header += "}";
+  // Pad the header with spaces so that the data starts 8-byte aligned, as the reference writer.
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t header_bytes = header.size();
+  std::string file(reinterpret_cast<const char*>(&header_bytes), 8);
+  return file + header + data;
+}
+
+void write_safetensors(const std::string& path,
+    const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const SafetensorsWriteOptions& options) {
+  io::detail::write_file_atomically(path, serialize_safetensors(tensors, options));
+}
+
+}  // namespace ag

@@ -1,0 +1,62 @@
+// Files NumPy and PyTorch wrote (tests/io/fixtures/interop/, made by make_interop_fixtures.py
+// there): ag reads them as NumPy and PyTorch meant them.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "io/npy.h"
+#include "io/safetensors.h"
+
+using namespace ag;
+
+namespace {
+std::string fixture(const std::string& name) {
+  return std::string(AG_INTEROP_FIXTURES) + "/" + name;
+}
+}  // namespace
+
+TEST_CASE("npy: files numpy.save wrote are read with their dtype, shape and values", "[io][npy]") {
+  const Tensor f4 = read_npy(fixture("f4_2x3.npy"));  // np.arange(6, float32).reshape(2, 3) / 7
+  CHECK(f4.dtype() == float32);
+  CHECK(f4.shape() == Shape{2, 3});
+  for (int i = 0; i < 6; ++i) CHECK(f4.to_vector<float>()[i] == static_cast<float>(i) / 7.0f);
+
+  const Tensor scalar = read_npy(fixture("f8_scalar.npy"));  // np.float64(np.pi)
+  CHECK(scalar.shape() == Shape{});
+  CHECK(scalar.item() == M_PI);
+
+  const Tensor ids = read_npy(fixture("i8_vector.npy"));  // [-3, 0, 2^53] as int64
+  CHECK(ids.dtype() == float64);
+  CHECK(ids.to_vector<double>() == std::vector<double>{-3, 0, 9007199254740992.0});
+
+  // np.asfortranarray(np.arange(12.).reshape(2, 3, 2)): stored column-major, read as C order.
+  const Tensor fortran = read_npy(fixture("f8_fortran_2x3x2.npy"));
+  CHECK(fortran.shape() == Shape{2, 3, 2});
+  CHECK(fortran.to_vector<double>() == arange(12, float64).to_vector<double>());
+
+  const Tensor version2 = read_npy(fixture("f4_version2.npy"));  // format 2.0, ones((3, 1)) / 4
+  CHECK(version2.shape() == Shape{3, 1});
+  CHECK(version2.to_vector<float>() == std::vector<float>{0.25f, 0.25f, 0.25f});
+}
+
+TEST_CASE("safetensors: a file written from PyTorch tensors holds PyTorch's values",
+    "[io][safetensors]") {
+  const Safetensors file = read_safetensors(fixture("torch_tensors.safetensors"));
+  CHECK(file.metadata.at("format") == "pt");
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : file.tensors) {
+    names.push_back(name);
+    INFO(name);
+    // The same tensor as numpy.save wrote it, in the dtype ag loads it into.
+    const Tensor expected = read_npy(fixture("expected/" + name + ".npy"));
+    CHECK(tensor.dtype() == expected.dtype());
+    CHECK(tensor.shape() == expected.shape());
+    if (tensor.dtype() == float32)
+      CHECK(tensor.to_vector<float>() == expected.to_vector<float>());
+    else
+      CHECK(tensor.to_vector<double>() == expected.to_vector<double>());
+  }
+  CHECK(names ==
+        std::vector<std::string>{"w.f32", "w.f64", "ids", "half", "bf16", "scalar", "empty"});
+}
