@@ -1,5 +1,6 @@
 #include "io/npy.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -174,10 +175,15 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   if (!is_f4 && !is_f8 && !is_i8)
     refuse(source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8')");
   const std::size_t element_bytes = is_f4 ? 4 : 8;
-  uint64_t count = 1;
-  for (const int64_t d : header.shape)
-    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
-      refuse(source, "shape " + shape_str(header.shape) + " has more elements than 2^64");
+  // The product of the dimensions, zeros left out, must fit int64 (else ag could not compute
+  // the strides, even of an empty array).
+  uint64_t count = 1, span = element_bytes;
+  for (const int64_t d : header.shape) {
+    const uint64_t size = static_cast<uint64_t>(d);
+    if (__builtin_mul_overflow(span, std::max<uint64_t>(size, 1), &span) || span > INT64_MAX)
+      refuse(source, "shape " + shape_str(header.shape) + " is too large (over 2^63 bytes)");
+    count *= size;
+  }
   uint64_t expected;
   if (__builtin_mul_overflow(count, element_bytes, &expected) || expected != data.size())
     refuse(source, "shape " + shape_str(header.shape) + " of '" + header.descr + "' needs " +

@@ -291,12 +291,16 @@ std::map<std::string, std::string> read_metadata(HeaderReader& reader) {
   return metadata;
 }
 
-// numel × element bytes, or nothing if the product of the dimensions overflows (even when a zero
-// dimension would bring it back: such a shape could not have its strides computed either).
+// numel × element bytes, or nothing if the product of the dimensions (zeros left out) is over
+// 2^63 bytes: ag could not compute such a shape's strides, even of an empty tensor.
 std::optional<uint64_t> byte_size(const Shape& shape, std::size_t element_bytes) {
-  uint64_t bytes = element_bytes;
-  for (const int64_t d : shape)
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) return std::nullopt;
+  uint64_t bytes = element_bytes, span = element_bytes;  // span: the product without the zeros
+  for (const int64_t d : shape) {
+    const uint64_t size = static_cast<uint64_t>(d);
+    if (__builtin_mul_overflow(span, std::max<uint64_t>(size, 1), &span) || span > INT64_MAX)
+      return std::nullopt;
+    bytes *= size;  // at most span: cannot overflow
+  }
   return bytes;
 }
 
@@ -415,9 +419,9 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
       refuse(
           source, what + ": runs past the file's " + std::to_string(data.size()) + " data bytes");
     const std::optional<uint64_t> expected = byte_size(e.shape, e.dtype->bytes);
-    if (!expected || *expected != e.end - e.begin)
-      refuse(source, what + ": the shape needs " +
-                         (expected ? std::to_string(*expected) : std::string("over 2^64")) +
+    if (!expected) refuse(source, what + ": the shape is too large (over 2^63 bytes)");
+    if (*expected != e.end - e.begin)
+      refuse(source, what + ": the shape needs " + std::to_string(*expected) +
                          " bytes, the range holds " + std::to_string(e.end - e.begin));
   }
   // 3. The ranges tile the data part: sorted by start, each begins where the previous ended.

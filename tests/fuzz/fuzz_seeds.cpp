@@ -1,8 +1,13 @@
-// ag-fuzz-seeds DIR: writes the seed corpus for ag-fuzz-checkpoint into DIR — a few valid
-// checkpoints in both encodings, as whole files and as payloads behind the selector byte (see
-// fuzz_input.h). Run by tests/fuzz/run.sh.
+// ag-fuzz-seeds DIR: writes the seed corpus of each fuzz target into DIR/<target>/ —
+//   checkpoint/   a few valid checkpoints in both encodings, as whole files and as payloads behind
+//                 the selector byte (see fuzz_input.h)
+//   safetensors/  files of every dtype ag reads, with metadata, a scalar and an empty tensor
+//   npy/          arrays of every rank and dtype ag reads, and one in Fortran order
+// Run by tests/fuzz/run.sh.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -10,7 +15,9 @@
 #include "autograd/ops.h"
 #include "fuzz_input.h"
 #include "io/checkpoint.h"
+#include "io/npy.h"
 #include "io/optimizer_state.h"
+#include "io/safetensors.h"
 
 namespace {
 
@@ -68,6 +75,46 @@ ag::Checkpoint optimizer_state() {
   return c;
 }
 
+// A safetensors file from its header and data, for the dtypes ag does not write (F16, BF16).
+std::string safetensors_of(const std::string& header, const std::string& data) {
+  const uint64_t length = header.size();
+  return std::string(reinterpret_cast<const char*>(&length), 8) + header + data;
+}
+
+int write_safetensors_seeds(const std::string& dir) {
+  ag::Generator g(2);
+  ag::SafetensorsWriteOptions options;
+  options.metadata = {{"format", "pt"}, {"config", "{\"num_hiddens\": 32}"}};
+  options.int64_names = {"ids"};
+  write(dir + "/mixed.safetensors",
+      ag::serialize_safetensors(
+          {{"encoder.W_q.weight", ag::randn({3, 4}, g)}, {"b", ag::randn({2}, g, ag::float64)},
+              {"ids", ag::tensor({1, 2, 3}, {3}, ag::float64)},
+              {"scalar", ag::scalar_tensor(1.5, ag::float32)},
+              {"empty", ag::zeros({0, 2}, ag::float32)}},
+          options));
+  write(dir + "/empty.safetensors", ag::serialize_safetensors({}));
+  const uint16_t halves[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x3F80, 0xBF00};
+  write(dir + "/half.safetensors",
+      safetensors_of(R"({"h":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]},)"
+                     R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]}})",
+          std::string(reinterpret_cast<const char*>(halves), sizeof halves)));
+  return 3;
+}
+
+int write_npy_seeds(const std::string& dir) {
+  ag::Generator g(3);
+  write(dir + "/f4.npy", ag::serialize_npy(ag::randn({2, 3}, g)));
+  write(dir + "/f8-scalar.npy", ag::serialize_npy(ag::scalar_tensor(3.25, ag::float64)));
+  write(dir + "/i8.npy", ag::serialize_npy(ag::tensor({-1, 0, 7}, {3}, ag::float64), true));
+  write(dir + "/empty.npy", ag::serialize_npy(ag::zeros({2, 0, 1}, ag::float32)));
+  // The 2 × 2 array [[1, 2], [3, 4]] in Fortran order, as NumPy writes it.
+  std::string fortran = ag::serialize_npy(ag::tensor({1, 3, 2, 4}, {2, 2}, ag::float64));
+  fortran.replace(fortran.find("False"), 5, "True ");
+  write(dir + "/fortran.npy", fortran);
+  return 5;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,7 +122,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ag-fuzz-seeds DIR\n");
     return 2;
   }
-  const std::string dir = argv[1];
+  const std::string root = argv[1];
+  for (const char* target : {"checkpoint", "safetensors", "npy"})
+    std::filesystem::create_directories(root + "/" + target);
+  const std::string dir = root + "/checkpoint";
   const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()},
       {"empty", empty()}, {"one-tensor", one_tensor()}, {"optimizer", optimizer_state()}};
   int written = 0;
@@ -91,6 +141,9 @@ int main(int argc, char** argv) {
       written += 2;
     }
   }
-  std::printf("ag-fuzz-seeds: wrote %d seeds to %s\n", written, dir.c_str());
+  written += write_safetensors_seeds(root + "/safetensors");
+  written += write_npy_seeds(root + "/npy");
+  std::printf(
+      "ag-fuzz-seeds: wrote %d seeds to %s/{checkpoint,safetensors,npy}\n", written, root.c_str());
   return 0;
 }

@@ -99,7 +99,11 @@ TEST_CASE("npy: damaged files are refused, naming the problem", "[io][npy]") {
   check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, "
                        "4294967296), }",
                     one),
-      "more elements than 2^64");
+      "too large (over 2^63 bytes)");
+  check_refused(
+      npy_of(
+          "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", ""),
+      "too large (over 2^63 bytes)");  // empty, yet its strides would overflow
   std::string version9 = npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one);
   version9[6] = 9;
   check_refused(version9, "version 9.0");

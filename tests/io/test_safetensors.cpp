@@ -157,7 +157,11 @@ TEST_CASE("safetensors: every malformed file is refused, naming the problem", "[
       file_of(
           R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})",
           two),
-      "over 2^64");
+      "too large (over 2^63 bytes)");
+  check_refused(
+      file_of(
+          R"({"w":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+      "too large (over 2^63 bytes)");  // empty, yet its strides would overflow
   check_refused(file_of(R"({"__metadata__":{"k":1}})", ""), "expected '\"' to start a string");
   check_refused(file_of(R"({"w\ud800":{}})", ""), "a high surrogate without its low half");
   {
