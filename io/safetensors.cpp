@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <regex>
 
 #include "io/detail/file.h"
 
@@ -519,6 +520,60 @@ void write_safetensors(const std::string& path,
     const std::vector<std::pair<std::string, Tensor>>& tensors,
     const SafetensorsWriteOptions& options) {
   io::detail::write_file_atomically(path, serialize_safetensors(tensors, options));
+}
+
+// ---- modules ----------------------------------------------------------------------------------
+
+void save_safetensors(
+    const nn::Module& module, const std::string& path, const ModuleFileOptions& options) {
+  std::vector<std::pair<std::string, Tensor>> tensors = module.named_parameters();
+  for (auto& buffer : module.named_buffers(/*persistent_only=*/true))
+    tensors.push_back(std::move(buffer));
+  if (options.rename)
+    for (auto& [name, tensor] : tensors) name = options.rename(name);
+  SafetensorsWriteOptions write_options;
+  write_options.metadata = options.metadata;
+  write_safetensors(path, tensors, write_options);
+}
+
+std::vector<std::string> load_safetensors(nn::Module& module, const std::string& path,
+    const ModuleFileOptions& options, std::map<std::string, std::string>* metadata) {
+  const Safetensors file = read_safetensors(path);
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, tensor] : file.tensors) {
+    const std::string own = options.rename ? options.rename(name) : name;
+    if (!state.emplace(own, tensor).second)
+      throw SafetensorsError(path + ": two tensors become \"" + own + "\" once renamed");
+  }
+  // Non-persistent buffers are not in the file: they keep the values the module computed.
+  std::set<std::string> persistent;
+  for (const auto& [name, buffer] : module.named_buffers(/*persistent_only=*/true))
+    persistent.insert(name);
+  for (const auto& [name, buffer] : module.named_buffers()) {
+    if (!persistent.count(name)) {
+      if (state.count(name))
+        throw nn::StateDictError(path + ": holds \"" + name +
+                                 "\", a buffer the module computes itself (not persistent)");
+      state.emplace(name, buffer.detach().clone());
+    }
+  }
+  try {
+    std::vector<std::string> problems = module.load_state_dict(state, options.strict);
+    if (metadata) *metadata = file.metadata;
+    return problems;
+  } catch (const nn::StateDictError& e) {
+    throw nn::StateDictError(path + ": " + e.what());
+  }
+}
+
+std::string d2l_name(const std::string& ag_name) {
+  static const std::regex block(R"((^|\.)blks\.(\d+)\.)");
+  return std::regex_replace(ag_name, block, "$1blks.block$2.");
+}
+
+std::string from_d2l_name(const std::string& name) {
+  static const std::regex block(R"((^|\.)blks\.block(\d+)\.)");
+  return std::regex_replace(name, block, "$1blks.$2.");
 }
 
 }  // namespace ag

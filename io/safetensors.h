@@ -19,6 +19,7 @@
 // reader allocate more than its own size (twice that for F16/BF16, widened to float32).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -28,6 +29,7 @@
 
 #include "autograd/error.h"
 #include "autograd/tensor.h"
+#include "nn/module.h"
 
 namespace ag {
 
@@ -61,5 +63,33 @@ void write_safetensors(const std::string& path,
     const SafetensorsWriteOptions& options = {});
 std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
     const SafetensorsWriteOptions& options = {});
+
+// ---- modules: their state as PyTorch names it -----------------------------------------------
+
+// What a module's safetensors file holds: its parameters and persistent buffers under their
+// dotted names — PyTorch's model.state_dict() — so that torch's load_state_dict reads it and ag
+// reads PyTorch's. Non-persistent buffers (PositionalEncoding.P, which d2l keeps out of its state
+// dict as well) are neither written nor expected.
+struct ModuleFileOptions {
+  bool strict = true;  // load: every name must match, as Module::load_state_dict
+  // The file's name for a module name (save) or the module's name for a file name (load);
+  // e.g. d2l_name / from_d2l_name. Unset: the names as they are.
+  std::function<std::string(const std::string&)> rename;
+  std::map<std::string, std::string> metadata;  // save: the header's __metadata__
+};
+
+void save_safetensors(
+    const nn::Module& module, const std::string& path, const ModuleFileOptions& options = {});
+// Loads all or nothing when strict (a StateDictError naming the file and every missing,
+// unexpected or mismatched entry); otherwise what fits, returning the problems. Returns the file's
+// metadata through `metadata` when given.
+std::vector<std::string> load_safetensors(nn::Module& module, const std::string& path,
+    const ModuleFileOptions& options = {}, std::map<std::string, std::string>* metadata = nullptr);
+
+// d2l's PyTorch Transformer adds its blocks with nn.Sequential.add_module("block" + str(i)), so
+// its names read "encoder.blks.block0.attention.W_q.weight" where ag's read
+// "encoder.blks.0.attention.W_q.weight". Everything else is named alike.
+std::string d2l_name(const std::string& ag_name);    // "blks.0." -> "blks.block0."
+std::string from_d2l_name(const std::string& name);  // "blks.block0." -> "blks.0."
 
 }  // namespace ag

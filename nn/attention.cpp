@@ -252,7 +252,8 @@ PositionalEncoding::PositionalEncoding(int64_t d, double p, int64_t max_position
     fail<ValueError>(
         "PositionalEncoding: num_hiddens ", d, " and max_len ", max_positions, " must be positive");
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
-  P = register_buffer("P", sinusoid_table(max_len, d, float32));
+  // Not persistent: computed here, and d2l keeps it out of its state dict too.
+  P = register_buffer("P", sinusoid_table(max_len, d, float32), /*persistent=*/false);
 }
 
 void PositionalEncoding::recompute_buffers(DType dtype) {

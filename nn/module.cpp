@@ -31,9 +31,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
   return tensor;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name);
   buffers_.emplace_back(name, tensor);
+  if (!persistent) non_persistent_buffers_.insert(name);
   return tensor;
 }
 
@@ -44,16 +45,17 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
-void Module::collect(const std::string& prefix, bool buffers,
+void Module::collect(const std::string& prefix, Collect what,
     std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [name, tensor] : buffers ? buffers_ : parameters_)
-    out.emplace_back(prefix + name, tensor);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", buffers, out);
+  for (const auto& [name, tensor] : what == Collect::parameters ? parameters_ : buffers_)
+    if (what != Collect::persistent_buffers || !non_persistent_buffers_.count(name))
+      out.emplace_back(prefix + name, tensor);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", false, out);
+  collect("", Collect::parameters, out);
   return out;
 }
 
@@ -63,9 +65,9 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool persistent_only) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, out);
+  collect("", persistent_only ? Collect::persistent_buffers : Collect::buffers, out);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,7 +47,9 @@ class Module {
   // ---- the tree ---------------------------------------------------------------------------------
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // dotted, in order
   std::vector<Tensor> parameters() const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // Every buffer, or only the persistent ones: what PyTorch's state_dict() holds and a
+  // safetensors file of the module carries (io/safetensors.h).
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool persistent_only = false) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
     return children_;
   }
@@ -87,7 +90,10 @@ class Module {
 
   // Registers `tensor` as a trained parameter (sets requires_grad) and returns it.
   Tensor register_parameter(const std::string& name, Tensor tensor);
-  Tensor register_buffer(const std::string& name, Tensor tensor);
+  // A tensor the module keeps but does not train. Not persistent (PyTorch's persistent=False):
+  // computed by the module itself (PositionalEncoding's table), so files for other programs
+  // (safetensors) leave it out. ag's own checkpoints hold every buffer.
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -97,12 +103,14 @@ class Module {
  private:
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
-  void collect(const std::string& prefix, bool buffers,
+  enum class Collect { parameters, buffers, persistent_buffers };
+  void collect(const std::string& prefix, Collect what,
       std::vector<std::pair<std::string, Tensor>>& out) const;
 
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::set<std::string> non_persistent_buffers_;  // local names, a subset of buffers_
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

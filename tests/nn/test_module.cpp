@@ -216,6 +216,10 @@ TEST_CASE("named_buffers holds the positional-encoding tables, which are not par
         model->encoder->pos_encoding->P.impl_ptr());
   CHECK_FALSE(buffers.at("encoder.pos_encoding.P").requires_grad());
   CHECK(as_map(model->named_parameters()).count("encoder.pos_encoding.P") == 0);
+  // They are computed, not learned: not persistent (left out of files for PyTorch, as d2l leaves
+  // P out of its state dict), yet in ag's own state_dict().
+  CHECK(model->named_buffers(/*persistent_only=*/true).empty());
+  CHECK(model->state_dict().count("decoder.pos_encoding.P") == 1);
 
   // The learned encoding's table is a parameter instead.
   nn::LearnedPositionalEncoding learned(4, 0.0, 6);

@@ -1,0 +1,110 @@
+// A module's state in a safetensors file: PyTorch's names, parameters and persistent buffers
+// only, strict loads that change nothing unless everything fits, and d2l's block names.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "autograd/ops.h"
+#include "io/safetensors.h"
+#include "nn/transformer.h"
+
+using namespace ag;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("ag_module_safetensors_" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::shared_ptr<nn::EncoderDecoder> transformer(uint64_t seed) {
+  manual_seed(seed);
+  auto encoder = std::make_shared<nn::TransformerEncoder>(11, 8, 8, 8, 8, std::vector<int64_t>{8},
+      8, 16, 2, 2, 0.0);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(11, 8, 8, 8, 8, std::vector<int64_t>{8},
+      8, 16, 2, 2, 0.0);
+  auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
+  model->eval();
+  return model;
+}
+
+Tensor run(nn::EncoderDecoder& model) {
+  const Tensor source = tensor({1, 4, 2, 7, 3, 3}, {2, 3}), target = tensor({2, 5, 9, 1}, {2, 2});
+  return model(source, target, tensor({3, 2}));  // (2, 2, 11)
+}
+
+}  // namespace
+
+TEST_CASE("module safetensors: a Transformer saved and loaded computes the same, bit for bit",
+    "[io][safetensors]") {
+  TempDir dir;
+  auto saved = transformer(1), loaded = transformer(2);
+  REQUIRE(run(*saved).to_vector<float>() != run(*loaded).to_vector<float>());
+  ModuleFileOptions options;
+  options.metadata = {{"config", "tiny"}};
+  save_safetensors(*saved, dir.file("m.safetensors"), options);
+
+  // The file holds the parameters under their dotted names, and no positional table.
+  const Safetensors file = read_safetensors(dir.file("m.safetensors"));
+  CHECK(file.tensors.size() == saved->named_parameters().size());
+  CHECK(file.at("encoder.blks.1.attention.W_q.weight").shape() == Shape{8, 8});
+  for (const auto& [name, tensor] : file.tensors) CHECK(name.find("pos_encoding.P") == std::string::npos);
+
+  std::map<std::string, std::string> metadata;
+  CHECK(load_safetensors(*loaded, dir.file("m.safetensors"), {}, &metadata).empty());
+  CHECK(metadata.at("config") == "tiny");
+  CHECK(run(*loaded).to_vector<float>() == run(*saved).to_vector<float>());
+}
+
+TEST_CASE("module safetensors: a strict load that does not fit changes nothing and says why",
+    "[io][safetensors]") {
+  TempDir dir;
+  auto model = transformer(3);
+  const std::vector<float> before = run(*model).to_vector<float>();
+  Generator gen(4);
+  write_safetensors(dir.file("partial.safetensors"),
+      {{"encoder.embedding.weight", randn({11, 8}, gen)}, {"extra.weight", randn({2}, gen)}});
+  CHECK_THROWS_AS(load_safetensors(*model, dir.file("partial.safetensors")), nn::StateDictError);
+  CHECK_THROWS_WITH(load_safetensors(*model, dir.file("partial.safetensors")),
+      Contains(dir.file("partial.safetensors")) && Contains("decoder.dense.bias") &&
+          Contains("extra.weight"));
+  CHECK(run(*model).to_vector<float>() == before);  // nothing was loaded
+
+  ModuleFileOptions lenient;
+  lenient.strict = false;
+  const std::vector<std::string> problems =
+      load_safetensors(*model, dir.file("partial.safetensors"), lenient);
+  CHECK_FALSE(problems.empty());
+  CHECK(run(*model).to_vector<float>() != before);  // the embedding was loaded
+
+  // A positional table in the file is refused: the module computes it.
+  write_safetensors(dir.file("with_P.safetensors"), {{"encoder.pos_encoding.P", zeros({1, 1000, 8})}});
+  CHECK_THROWS_WITH(load_safetensors(*model, dir.file("with_P.safetensors"), lenient),
+      Contains("encoder.pos_encoding.P") && Contains("not persistent"));
+}
+
+TEST_CASE("module safetensors: d2l's block names map to ag's and back", "[io][safetensors]") {
+  CHECK(d2l_name("encoder.blks.0.attention.W_q.weight") == "encoder.blks.block0.attention.W_q.weight");
+  CHECK(d2l_name("decoder.blks.12.addnorm3.ln.bias") == "decoder.blks.block12.addnorm3.ln.bias");
+  CHECK(d2l_name("blks.1.ffn.dense1.weight") == "blks.block1.ffn.dense1.weight");
+  CHECK(d2l_name("decoder.dense.weight") == "decoder.dense.weight");
+  CHECK(from_d2l_name("encoder.blks.block3.ffn.dense2.bias") == "encoder.blks.3.ffn.dense2.bias");
+  CHECK(from_d2l_name("myblks.block3.x") == "myblks.block3.x");  // only a whole "blks" segment
+
+  TempDir dir;
+  auto saved = transformer(5), loaded = transformer(6);
+  ModuleFileOptions to_d2l, from_d2l;
+  to_d2l.rename = d2l_name;
+  from_d2l.rename = from_d2l_name;
+  save_safetensors(*saved, dir.file("d2l.safetensors"), to_d2l);
+  CHECK(read_safetensors(dir.file("d2l.safetensors")).at("decoder.blks.block1.attention2.W_o.weight").shape() ==
+        Shape{8, 8});
+  CHECK_THROWS_AS(load_safetensors(*loaded, dir.file("d2l.safetensors")), nn::StateDictError);
+  load_safetensors(*loaded, dir.file("d2l.safetensors"), from_d2l);
+  CHECK(run(*loaded).to_vector<float>() == run(*saved).to_vector<float>());
+}
