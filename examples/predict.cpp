@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--max-memory", max_memory,
       "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
-      "available, MemAvailable of /proc/meminfo)");
+      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

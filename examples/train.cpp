@@ -87,7 +87,7 @@ struct Options {
   int64_t attention_example = -1;  // -1: the first held-out example of the longest source
   bool skip_nonfinite = false;     // skip a step whose loss or gradient norm is NaN or ±inf
   std::string max_memory;          // "4G": the memory limit; "" — what the machine has available
-  uint64_t memory_limit = 0;       // in bytes, from --max-memory or MemAvailable
+  uint64_t memory_limit = 0;       // in bytes, from --max-memory or what is available
   std::string memory_limit_source;
 };
 
@@ -710,7 +710,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-memory", o.max_memory,
       "refuse a run whose estimated memory is above this (512M, 4G; default: the memory "
-      "available, MemAvailable of /proc/meminfo)");
+      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -756,9 +756,8 @@ int main(int argc, char** argv) {
     if (problem.empty()) seq2seq::check_model_config(o.model, seq2seq::SettingNames::options);
     o.memory_limit = o.max_memory.empty() ? seq2seq::available_memory_bytes()
                                           : seq2seq::parse_byte_size(o.max_memory);
-    o.memory_limit_source = o.max_memory.empty()
-                                ? "available (MemAvailable; --max-memory sets another limit)"
-                                : "allowed by --max-memory";
+    o.memory_limit_source = o.max_memory.empty() ? "available (--max-memory sets another limit)"
+                                                 : "allowed by --max-memory";
   } catch (const ValueError& e) {
     if (problem.empty())
       problem = (o.max_memory.empty() ? "" : "--max-memory: ") + std::string(e.what());

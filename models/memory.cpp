@@ -134,16 +134,41 @@ std::string MemoryEstimate::describe() const {
   return format_bytes(total()) + " (" + parts + ")";
 }
 
+namespace {
+// The first number in a file ("max" or a missing file: nothing).
+std::optional<uint64_t> read_number(const char* path) {
+  std::ifstream in(path);
+  unsigned long long value = 0;
+  if (in >> value) return value;
+  return std::nullopt;
+}
+}  // namespace
+
 uint64_t available_memory_bytes() {
+  uint64_t available = UINT64_MAX;  // unknown: only --max-memory limits
   std::ifstream meminfo("/proc/meminfo");
   for (std::string line; std::getline(meminfo, line);) {
     unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) available = kib * 1024;
   }
-  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0)
-    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
-  return UINT64_MAX;  // unknown: only --max-memory limits
+  if (available == UINT64_MAX) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0)
+      available = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }
+  // In a container the machine's memory is not ours: the control group's limit, less what the
+  // group already uses, bounds it too (cgroup v2, then v1).
+  for (const auto& [limit_path, usage_path] :
+      {std::pair{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+          std::pair{"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+              "/sys/fs/cgroup/memory/memory.usage_in_bytes"}}) {
+    const std::optional<uint64_t> limit = read_number(limit_path), usage = read_number(usage_path);
+    if (limit && usage) {
+      available = std::min(available, *limit > *usage ? *limit - *usage : 0);
+      break;
+    }
+  }
+  return available;
 }
 
 uint64_t parse_byte_size(const std::string& text) {

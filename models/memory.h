@@ -80,7 +80,8 @@ MemoryEstimate estimate_inference_bytes(
 
 // The memory the machine can give this process: MemAvailable of /proc/meminfo (the kernel's
 // estimate of what can be allocated without swapping), or where there is none, the free
-// physical pages (sysconf).
+// physical pages (sysconf) — and no more than the control group's memory limit less its usage
+// (a container's limit; cgroup v2 memory.max, or v1 memory.limit_in_bytes).
 uint64_t available_memory_bytes();
 
 // "512M", "4G", "1.5GiB", "100000": bytes, with K, M, G, T for powers of 1024 (an optional

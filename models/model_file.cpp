@@ -81,7 +81,7 @@ LoadedModel load_model(
         "its model (config.num_hiddens = " + std::to_string(loaded.config.num_hiddens) +
             ", config.ffn_num_hiddens = " + std::to_string(loaded.config.ffn_num_hiddens) +
             ", config.num_layers = " + std::to_string(loaded.config.num_layers) + ")",
-        max_bytes ? "allowed (--max-memory)" : "available (MemAvailable)");
+        max_bytes ? "allowed (--max-memory)" : "available (--max-memory sets another limit)");
   } catch (const ValueError& e) {
     throw CheckpointError("checkpoint " + path + ": " + e.what());
   }
