@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -166,6 +167,21 @@ TEST_CASE("ag-train --resume checks the checkpoint's settings as it checks its o
   const std::string eval = changed("config.eval_size", uint64_t{1} << 40);
   check_refused(run(train + " --resume " + eval), 1,
       "checkpoint " + eval + ": its run is refused: --eval-size 1099511627776 is more than");
+  // The optimizer's hyper-parameters, as its constructor checks them (exit code 1: the file).
+  auto changed_real = [&](const std::string& key, double value) {
+    ag::Checkpoint c = ag::load_checkpoint(path);
+    REQUIRE(c.reals.count(key) == 1);
+    c.reals[key] = value;
+    const std::string out = (folder.path / (key + ".agc")).string();
+    ag::save_checkpoint(c, out);
+    return out;
+  };
+  check_refused(run(train + " --resume " + changed_real("optimizer.beta1", 5)), 1,
+      "ag-train: checkpoint: Adam state does not fit: betas (5, 0.999) must lie in [0, 1)");
+  check_refused(run(train + " --resume " + changed_real("optimizer.eps", -1)), 1,
+      "Adam state does not fit: eps -1 is negative");
+  check_refused(run(train + " --resume " + changed_real("optimizer.group.0.lr", std::nan(""))), 1,
+      "Adam state does not fit: group 0's lr nan is not a number");
   check_refused(run(train + " --resume " + path + " --max-memory 1M"), 1,
       "checkpoint " + path + ": its run is refused: this run (--num-hiddens 16, ");
   // The checkpoint itself is fine: the run continues.
