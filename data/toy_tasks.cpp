@@ -1,6 +1,7 @@
 #include "data/toy_tasks.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "autograd/error.h"
@@ -65,6 +66,18 @@ class SequenceTask : public Task {
   std::string name() const override {
     return kind_ == Kind::copy ? "copy" : kind_ == Kind::reverse ? "reverse" : "sort";
   }
+  // Σ_{L=1..9} 17^L = 125 999 618 777 sequences of 1–9 of the 17 content tokens.
+  uint64_t distinct_sources() const override {
+    const uint64_t tokens = static_cast<uint64_t>(vocab_.size() - TaskVocab::eos - 1);
+    uint64_t total = 0, of_length = 1;
+    for (int64_t length = 1; length <= max_source_len_; ++length) {
+      if (of_length > UINT64_MAX / tokens) return UINT64_MAX;
+      of_length *= tokens;
+      if (total > UINT64_MAX - of_length) return UINT64_MAX;
+      total += of_length;
+    }
+    return total;
+  }
   Example sample(Generator& generator) const override {
     const int64_t length = generator.randint(1, max_source_len_ + 1);
     Example e;
@@ -91,6 +104,8 @@ class AdditionTask : public Task {
         }()),
             7, 4) {}
   std::string name() const override { return "add"; }
+  // a and b each one of the 1000 numbers 0–999: 10^6 sources "a + b".
+  uint64_t distinct_sources() const override { return 1000 * 1000; }
   Example sample(Generator& generator) const override {
     // A number of 1, 2 or 3 digits (each as likely), uniform among the numbers of that length.
     auto number = [&] {
@@ -149,7 +164,15 @@ std::vector<int64_t> Task::source_from_text(const std::string& text) const {
 
 // ---- held-out set and training stream -----------------------------------------------------------
 
+int64_t max_held_out(const Task& task) {
+  return static_cast<int64_t>(std::min<uint64_t>(task.distinct_sources() / 2, INT64_MAX));
+}
+
 std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed) {
+  if (count < 0 || count > max_held_out(task))
+    fail<ValueError>("held_out_set: ", count, " held-out examples for task '", task.name(),
+        "', which has ", task.distinct_sources(), " distinct sources: the held-out set takes 0 to ",
+        max_held_out(task), " of them (at most half, so that training has sources left)");
   Generator generator(seed);
   std::set<std::vector<int64_t>> seen;
   std::vector<Example> examples;

@@ -51,6 +51,9 @@ class Task {
   int64_t source_steps() const { return max_source_len_ + 1; }
   int64_t target_steps() const { return max_target_len_ + 1; }
   int64_t max_source_len() const { return max_source_len_; }
+  // How many different sources sample() can draw (saturating at UINT64_MAX): the ceiling of a
+  // held-out set, whose sources are distinct.
+  virtual uint64_t distinct_sources() const = 0;
   // A source typed by a user ("3 9 4 7"): its content-token ids. Throws ValueError, naming the
   // text and the task's tokens, for an unknown token, for <pad>, <bos> or <eos> (the model adds
   // those itself), for no tokens, and for more than max_source_len() tokens.
@@ -75,6 +78,13 @@ std::unique_ptr<Task> make_task(const std::string& name);
 
 // The held-out set: `count` distinct examples drawn from their own seed, so it is the same for
 // every training run and never changes with the training seed.
+//
+// It may take at most half of the task's distinct sources (max_held_out): the training stream
+// skips every held-out source, so it needs sources left, and drawing the set stays quick — the
+// last of all 10^6 sources of "add" would take some 10^8 draws (the three-digit pairs are the
+// rarest), half of them a few million. Throws ValueError, naming the task and both numbers, for
+// a larger or negative count.
+int64_t max_held_out(const Task& task);
 std::vector<Example> held_out_set(const Task& task, int64_t count, uint64_t seed = 0x5eed);
 
 // Training examples from a seeded generator, skipping any source that is in the held-out set.

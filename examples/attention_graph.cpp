@@ -21,6 +21,7 @@
 // be followed from W_o back through transpose_output, the attention-weighted matmul,
 // masked_softmax and Q·Kᵀ/√d to the three projections W_q, W_k, W_v; then the gradient norm of
 // every parameter (nn::grad_norm_summary).
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -30,6 +31,7 @@
 
 #include "autograd/error.h"
 #include "autograd/graph_tools.h"
+#include "io/output_path.h"
 #include "nn/nn.h"
 
 namespace {
@@ -69,7 +71,18 @@ int main(int argc, char** argv) {
   app.add_flag("--values", values, "show the values of leaves and live op outputs in the graph");
   app.add_flag(
       "--grads", grads, "run backward first and show the parameters' gradients in the graph");
+  // CLI11 2.1 would read "-1" as 2^64 - 1 and clamp 10^30 to it: the text is checked first.
   app.add_option("--seed", seed, "seed of the weights, inputs and upstream gradient")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            uint64_t value = 0;
+            const char* end = text.data() + text.size();
+            const auto [stop, error] = std::from_chars(text.data(), end, value);
+            if (error == std::errc() && stop == end && (text.size() == 1 || text[0] != '0'))
+              return "";
+            return text + " is not a seed (a whole number from 0 to 18446744073709551615)";
+          },
+          ""))
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -79,6 +92,13 @@ int main(int argc, char** argv) {
     std::cerr << "ag-attention-graph: " << e.what() << " (see --help)\n";
     return 2;
   }
+  // The outputs, checked before anything runs (io/output_path.h).
+  for (const auto& [option, path] : {std::pair{"--dot", dot_path}, std::pair{"--png", png_path}})
+    if (!path.empty() && path != "-")
+      if (const std::string why = ag::output_file_problem(path); !why.empty()) {
+        std::cerr << "ag-attention-graph: " << option << " " << path << ": " << why << "\n";
+        return 2;
+      }
 
   try {
     // With --dot - the graph goes to stdout, so everything else goes to stderr.

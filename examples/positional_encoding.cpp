@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "io/output_path.h"
 #include "nn/nn.h"
 #include "viz/viz.h"
 
@@ -166,6 +167,11 @@ int main(int argc, char** argv) {
       num_steps > 1000) {
     std::cerr << "ag-positional-encoding: --num-hiddens " << num_hiddens
               << " must be in 10-4096 and --num-steps " << num_steps << " in 1-1000\n";
+    return 2;
+  }
+  // The folder is checked before anything is computed (io/output_path.h); nothing is created yet.
+  if (const std::string why = ag::output_directory_problem(out_dir); !why.empty()) {
+    std::cerr << "ag-positional-encoding: --out-dir " << out_dir << ": " << why << "\n";
     return 2;
   }
   try {

@@ -6,16 +6,19 @@
 //
 // The file (a model file, or an ag-train checkpoint) carries the task and the model's
 // configuration, so the model is rebuilt exactly and its weights loaded strictly by name.
-// Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded or decoding fails; 2 a bad
-// option or a sequence the task cannot hold (an unknown or special token, none, too many).
+// Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or its model would need
+// more memory than is available, or than --max-memory) or decoding fails; 2 a bad option or a
+// sequence the task cannot hold (an unknown or special token, none, too many).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/error.h"
+#include "models/memory.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 
@@ -59,6 +62,7 @@ std::string tokens_help(const std::string& model_path) {
 int main(int argc, char** argv) {
   std::string model_path;
   std::vector<std::string> sequences;
+  std::string max_memory;
   CLI::App app{"ag-predict: decodes sequences greedily with a model saved by ag-train"};
   app.add_option(
          "MODEL", model_path, "a model file (ag-train --save-model) or an ag-train checkpoint")
@@ -66,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_option(
          "SEQUENCE", sequences, "a source sequence, its tokens separated by spaces: \"3 9 4 7\"")
       ->required();
+  app.add_option("--max-memory", max_memory,
+      "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
+      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -80,9 +87,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::optional<uint64_t> memory_limit;
+  try {
+    if (!max_memory.empty()) memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+  } catch (const ag::ValueError& e) {
+    std::cerr << "ag-predict: --max-memory: " << e.what() << "\n";
+    return 2;
+  }
   ag::seq2seq::LoadedModel loaded;
   try {
-    loaded = ag::seq2seq::load_model(model_path);
+    // The model's configuration and memory are checked before it is built (model_file.h).
+    loaded =
+        ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
   } catch (const std::exception& e) {
     std::cerr << "ag-predict: " << e.what() << "\n";
     return 1;

@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -25,9 +26,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "io/optimizer_state.h"
+#include "io/output_path.h"
+#include "models/memory.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
@@ -82,7 +86,13 @@ struct Options {
   std::string attention_png;  // at the end: the attention weights of one decoded held-out example
   int64_t attention_example = -1;  // -1: the first held-out example of the longest source
   bool skip_nonfinite = false;     // skip a step whose loss or gradient norm is NaN or ±inf
+  std::string max_memory;          // "4G": the memory limit; "" — what the machine has available
+  uint64_t memory_limit = 0;       // in bytes, from --max-memory or what is available
+  std::string memory_limit_source;
 };
+
+// The largest --batch-size: sizes are bounded before anything is multiplied or allocated.
+constexpr int64_t kMaxBatchSize = int64_t{1} << 20;
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_interrupt(int) { interrupted = true; }
@@ -196,6 +206,48 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
       path.c_str(), static_cast<long long>(index), decoded.c_str());
 }
 
+// ---- sizes: what the run allocates, bounded before anything is built ----------------------------
+
+// The batch and held-out sizes, then the memory of the whole run (models/memory.h), against the
+// limit of --max-memory or the memory available. The same checks run for the options of the
+// command line and for those of a checkpoint being resumed. "" if the run fits.
+std::string size_problem(const Options& o) {
+  const std::unique_ptr<data::Task> task = data::make_task(o.task);
+  if (o.batch_size > kMaxBatchSize)
+    return "--batch-size " + std::to_string(o.batch_size) + " is above the largest batch, " +
+           std::to_string(kMaxBatchSize);
+  if (o.eval_size > data::max_held_out(*task))
+    return "--eval-size " + std::to_string(o.eval_size) +
+           " is more than the held-out set can take: the " + o.task + " task has " +
+           std::to_string(task->distinct_sources()) + " distinct sources, and at most half of " +
+           "them (" + std::to_string(data::max_held_out(*task)) +
+           ") are held out, so that training has sources left";
+  seq2seq::ModelConfig config = o.model;
+  config.vocab_size = task->vocab().size();
+  const seq2seq::MemoryEstimate need = seq2seq::estimate_training_bytes(config, o.batch_size,
+      task->source_steps(), task->target_steps(), o.eval_size, !o.checkpoint.empty());
+  try {
+    seq2seq::check_memory(need, o.memory_limit,
+        "this run (--num-hiddens " + std::to_string(o.model.num_hiddens) + ", --ffn-num-hiddens " +
+            std::to_string(o.model.ffn_num_hiddens) + ", --layers " +
+            std::to_string(o.model.num_layers) + ", --batch-size " + std::to_string(o.batch_size) +
+            ", --eval-size " + std::to_string(o.eval_size) + ")",
+        o.memory_limit_source);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A save removed temporary files that earlier, killed saves had left: say so, once per save.
+void report_removed(const std::vector<std::string>& removed) {
+  if (removed.empty()) return;
+  std::string list;
+  for (const std::string& path : removed) list += (list.empty() ? "" : ", ") + path;
+  std::fprintf(stderr, "ag-train: removed %zu temporary file%s left by interrupted saves: %s\n",
+      removed.size(), removed.size() == 1 ? "" : "s", list.c_str());
+}
+
 // ---- checkpoints: the run's definition and state ------------------------------------------------
 
 void save_options(Checkpoint& c, const Options& o) {
@@ -213,7 +265,7 @@ void save_options(Checkpoint& c, const Options& o) {
 // The run-defining options of a checkpoint, over this invocation's reporting options.
 Options options_from(const Checkpoint& c, Options o) {
   o.task = c.string("config.task");
-  o.model = seq2seq::load_model_config(c);
+  o.model = seq2seq::load_model_config(c, o.resume);
   o.steps = static_cast<int64_t>(c.integer("config.steps"));
   o.batch_size = static_cast<int64_t>(c.integer("config.batch_size"));
   o.lr = c.real("config.lr");
@@ -224,7 +276,11 @@ Options options_from(const Checkpoint& c, Options o) {
   o.eval_size = static_cast<int64_t>(c.integer("config.eval_size"));
   if (o.steps <= 0 || o.batch_size <= 0 || o.eval_size <= 0 || o.warmup <= 0 ||
       (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
-    throw CheckpointError("checkpoint: the saved run configuration is inconsistent");
+    throw CheckpointError(
+        "checkpoint " + o.resume + ": the saved run configuration is inconsistent");
+  // The sizes that allocate, as for the command line's options.
+  if (const std::string problem = size_problem(o); !problem.empty())
+    throw CheckpointError("checkpoint " + o.resume + ": its run is refused: " + problem);
   const uint64_t saved_threads = c.integer("config.threads");
   if (saved_threads != static_cast<uint64_t>(o.threads))
     std::printf(
@@ -292,22 +348,28 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   put_generator(c, "default", default_generator().state());
   put_generator(c, "data", stream.generator().state());
   const SaveOptions save_options{checkpoint_format(o), {}};
-  save_checkpoint(c, o.checkpoint, save_options);
+  report_removed(save_checkpoint(c, o.checkpoint, save_options).removed_temp_files);
   if (o.keep == 0) return;
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, ".step-%08lld", static_cast<long long>(step));
-  save_checkpoint(c, o.checkpoint + suffix, save_options);
+  report_removed(save_checkpoint(c, o.checkpoint + suffix, save_options).removed_temp_files);
   namespace fs = std::filesystem;
   const fs::path target(o.checkpoint);
   const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string stem = target.filename().string() + ".step-";
   std::vector<fs::path> copies;
+  std::set<fs::path> with_temp_files;  // copies whose saves may have been killed
   for (const auto& entry : fs::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(stem, 0) == 0 && name.size() == stem.size() + 8 &&
-        name.find_first_not_of("0123456789", stem.size()) == std::string::npos)
-      copies.push_back(entry.path());
+    const bool numbered = name.rfind(stem, 0) == 0 && name.size() >= stem.size() + 8 &&
+                          name.find_first_not_of("0123456789", stem.size()) >= stem.size() + 8;
+    if (numbered && name.size() == stem.size() + 8) copies.push_back(entry.path());
+    if (numbered && name.compare(stem.size() + 8, 5, ".tmp-") == 0)
+      with_temp_files.insert(folder / name.substr(0, stem.size() + 8));
   }
+  // A copy is saved once, so the save to its own path never comes again to clean up after it.
+  for (const fs::path& copy : with_temp_files)
+    report_removed(remove_stale_temp_files(copy.string()));
   std::sort(copies.begin(), copies.end());
   for (std::size_t i = 0; i + static_cast<std::size_t>(o.keep) < copies.size(); ++i)
     fs::remove(copies[i]);
@@ -518,7 +580,8 @@ int train(Options o) {
 
   const double seconds = report.seconds();
   if (!o.save_model.empty()) {
-    seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o));
+    report_removed(seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o))
+                       .removed_temp_files);
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
   report.plot();
@@ -534,6 +597,32 @@ int train(Options o) {
   return 0;
 }
 
+// CLI11 2.1 reads an integer option with strtoll or strtoull: 10^30 becomes 2^63 − 1 without a
+// word, -1 for an unsigned option becomes 2^64 − 1, and "010" is read as octal 8. This check
+// sees the text first: a decimal whole number that T holds, or the option is refused (exit 2).
+template <class T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::size_t first_digit = !text.empty() && text[0] == '-' ? 1 : 0;
+        if (first_digit == 1 && std::is_unsigned_v<T>)
+          return text + " is out of range (0 to " + std::to_string(std::numeric_limits<T>::max()) +
+                 ")";
+        T value{};
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (error == std::errc::result_out_of_range)
+          return text + " is out of range (" + std::to_string(std::numeric_limits<T>::min()) +
+                 " to " + std::to_string(std::numeric_limits<T>::max()) + ")";
+        // No leading zero ("010"), no "+", no "0x": digits as they are read in decimal.
+        if (error != std::errc() || stop != end ||
+            (text.size() > first_digit + 1 && text[first_digit] == '0'))
+          return text + " is not a whole number";
+        return "";
+      },
+      "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -541,8 +630,12 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
   app.add_option("--task", o.task, "copy | reverse | sort | add")->capture_default_str();
-  app.add_option("--steps", o.steps, "training steps")->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
+  app.add_option("--steps", o.steps, "training steps")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "sequences per step")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
   app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
   app.add_option("--clip", o.clip, "clip the global gradient norm to this")->capture_default_str();
   app.add_option("--schedule", o.schedule,
@@ -550,39 +643,53 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", o.warmup,
          "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
-  app.add_option("--num-hiddens", o.model.num_hiddens, "model width D")->capture_default_str();
+  app.add_option("--num-hiddens", o.model.num_hiddens, "model width D")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
   app.add_option("--ffn-num-hiddens", o.model.ffn_num_hiddens, "width of the position-wise FFN")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--heads", o.model.num_heads, "attention heads (must divide --num-hiddens)")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--layers", o.model.num_layers, "encoder and decoder blocks")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
   app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")
+      ->check(whole_number<uint64_t>())
       ->capture_default_str();
   app.add_option("--threads", o.threads,
          "threads of ag's pool, which runs the matrix products and the larger loops "
          "(OpenBLAS itself stays on one)")
       ->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate every this many steps")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
-  app.add_option("--eval-size", o.eval_size, "held-out sequences")->capture_default_str();
+  app.add_option("--eval-size", o.eval_size, "held-out sequences")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
   app.add_option("--show", o.show, "decoded examples printed at each evaluation")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--checkpoint", o.checkpoint,
       "save the run here (atomically) every --checkpoint-every steps and at the end");
   app.add_option("--checkpoint-every", o.checkpoint_every,
          "steps between checkpoints (0: at each evaluation)")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")
       ->capture_default_str();
   app.add_option("--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--resume", o.resume,
       "continue the run saved in this checkpoint (its settings replace the options "
       "that define a run)");
   app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option(
       "--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
@@ -599,7 +706,11 @@ int main(int argc, char** argv) {
       "stopping the run with exit code 1");
   app.add_option("--attention-example", o.attention_example,
          "the held-out example drawn by --attention-png (-1: the first with the longest source)")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
+  app.add_option("--max-memory", o.max_memory,
+      "refuse a run whose estimated memory is above this (512M, 4G; default: the memory "
+      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -625,14 +736,6 @@ int main(int argc, char** argv) {
     problem = "--lr must be a positive number";
   else if (!(o.clip > 0) || !std::isfinite(o.clip))
     problem = "--clip must be a positive number";
-  else if (o.model.num_hiddens <= 0 || o.model.ffn_num_hiddens <= 0 || o.model.num_layers <= 0 ||
-           o.model.num_heads <= 0)
-    problem = "--num-hiddens, --ffn-num-hiddens, --heads and --layers must be positive";
-  else if (o.model.num_hiddens % o.model.num_heads != 0)
-    problem = "--heads " + std::to_string(o.model.num_heads) + " does not divide --num-hiddens " +
-              std::to_string(o.model.num_hiddens);
-  else if (!(o.model.dropout >= 0 && o.model.dropout < 1))
-    problem = "--dropout must be in [0, 1)";
   else if (o.threads < 1)
     problem = "--threads must be at least 1";
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
@@ -647,11 +750,45 @@ int main(int argc, char** argv) {
     problem = "--attention-example " + std::to_string(o.attention_example) +
               " must be -1 or in 0-" + std::to_string(o.eval_size - 1) +
               " (an index into the --eval-size held-out examples)";
+  // The model's sizes, as a checkpoint's are checked (models/memory.h); then the sizes that
+  // allocate and the memory of the whole run, against --max-memory or what is available.
+  try {
+    if (problem.empty()) seq2seq::check_model_config(o.model, seq2seq::SettingNames::options);
+    o.memory_limit = o.max_memory.empty() ? seq2seq::available_memory_bytes()
+                                          : seq2seq::parse_byte_size(o.max_memory);
+    o.memory_limit_source = o.max_memory.empty() ? "available (--max-memory sets another limit)"
+                                                 : "allowed by --max-memory";
+  } catch (const ValueError& e) {
+    if (problem.empty())
+      problem = (o.max_memory.empty() ? "" : "--max-memory: ") + std::string(e.what());
+  }
+  if (problem.empty() && o.resume.empty()) problem = size_problem(o);
+  // Every output, checked before the run starts (nothing is created or truncated here): a path
+  // that cannot be written fails now, not after the training it would have saved.
+  for (const auto& [option, path, kind] :
+      {std::tuple{"--checkpoint", o.checkpoint, OutputKind::renamed_file},
+          std::tuple{"--save-model", o.save_model, OutputKind::renamed_file},
+          std::tuple{"--loss-log", o.loss_log, OutputKind::file},
+          std::tuple{"--attention-png", o.attention_png, OutputKind::file}})
+    if (problem.empty() && !path.empty())
+      if (const std::string why = output_file_problem(path, kind); !why.empty())
+        problem = std::string(option) + " " + path + ": " + why;
+  if (problem.empty() && !o.curves_dir.empty())
+    if (const std::string why = output_directory_problem(o.curves_dir); !why.empty())
+      problem = "--curves-dir " + o.curves_dir + ": " + why;
   if (!problem.empty()) {
     std::cerr << "ag-train: " << problem << "\n";
     return 2;
   }
   if (o.warmup == 0) o.warmup = std::max<int64_t>(1, std::min<int64_t>(200, o.steps / 10));
+  // The cosine schedule warms up for at least one step and must have steps after it: --steps 1
+  // used to fail there only after the held-out set had been drawn.
+  if (o.resume.empty() && o.schedule == "cosine" && o.warmup >= o.steps) {
+    std::cerr << "ag-train: --steps " << o.steps << " leaves no step after the warm-up of "
+              << o.warmup
+              << " (the cosine schedule needs at least 2 steps; or --schedule constant)\n";
+    return 2;
+  }
   try {
     return train(o);
   } catch (const CheckpointError& e) {

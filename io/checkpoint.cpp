@@ -1,6 +1,7 @@
 #include "io/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -746,9 +747,38 @@ void write_all(int fd, const char* data, std::size_t size, const std::string& pa
 std::atomic<uint64_t> temp_counter{0};
 }  // namespace
 
-void save_checkpoint(
+std::vector<std::string> remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp-";
+  // "PID-N", both decimal: the PID, or 0 when the name has another form.
+  auto pid_of = [](std::string_view rest) -> pid_t {
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string_view::npos || dash + 1 == rest.size()) return 0;
+    if (rest.find_first_not_of("0123456789", dash + 1) != std::string_view::npos) return 0;
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + dash, pid);
+    return error == std::errc() && end == rest.data() + dash ? pid : 0;
+  };
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const pid_t pid = pid_of(std::string_view(name).substr(prefix.size()));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal)
+    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+SaveResult save_checkpoint(
     const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options) {
   const std::string bytes = serialize_checkpoint(checkpoint, options.format);
+  SaveResult result;
+  result.removed_temp_files = remove_stale_temp_files(path);
   auto phase = [&](SavePhase p) {
     if (options.on_phase) options.on_phase(p);
   };
@@ -790,6 +820,7 @@ void save_checkpoint(
     ::close(dir);
   }
   phase(SavePhase::renamed);
+  return result;
 }
 
 }  // namespace ag

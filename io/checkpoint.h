@@ -25,7 +25,9 @@
 // in JSON are converted by std::from_chars, not by rapidjson, whose own conversion misreads or
 // overreads some inputs. What the reader refuses, the writer refuses to write.
 // Writing goes to a temporary file in the same folder, is flushed and fsync'ed, and then renamed
-// over the target, so the target is always either the old complete file or the new one.
+// over the target, so the target is always either the old complete file or the new one. The
+// temporary files of saves that were killed before their rename are removed by the next save to
+// the same path (remove_stale_temp_files).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "autograd/tensor.h"
 
@@ -73,10 +76,26 @@ struct SaveOptions {
   std::function<void(SavePhase)> on_phase;
 };
 
-// Writes `checkpoint` to `path` atomically (see above). Throws CheckpointError on any I/O
-// failure, leaving whatever was at `path` untouched.
-void save_checkpoint(
+// What a save did besides writing the file.
+struct SaveResult {
+  // Temporary files of earlier saves to the same path that were killed mid-way, removed
+  // (see remove_stale_temp_files). The library prints nothing; programs say so (ag-train does).
+  std::vector<std::string> removed_temp_files;
+};
+
+// Writes `checkpoint` to `path` atomically (see above), after removing the stale temporary
+// files of earlier saves to `path`. Throws CheckpointError on any I/O failure, leaving whatever
+// was at `path` untouched.
+SaveResult save_checkpoint(
     const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options = {});
+
+// A save writes PATH.tmp-PID-N (PID the saving process, N its count of saves) and renames it
+// over PATH; a process killed in between leaves that file behind. This removes the PATH.tmp-PID-N
+// beside `path` whose process no longer exists (kill(PID, 0) fails with ESRCH) and returns their
+// paths. Those of live processes — this one's, a save in progress elsewhere — are left alone, as
+// are names of any other form. A PID reused by a new process keeps its file until that process
+// ends: the cleanup never guesses.
+std::vector<std::string> remove_stale_temp_files(const std::string& path);
 // Reads and checks a whole file. Throws CheckpointError for a missing, truncated, corrupted or
 // foreign file, with a message saying which.
 Checkpoint load_checkpoint(const std::string& path);

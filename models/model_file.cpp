@@ -1,5 +1,7 @@
 #include "models/model_file.h"
 
+#include "models/memory.h"
+
 namespace ag::seq2seq {
 
 void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig& config) {
@@ -12,13 +14,16 @@ void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig
   c.reals["config.dropout"] = config.dropout;
 }
 
-ModelConfig load_model_config(const Checkpoint& c) {
+ModelConfig load_model_config(const Checkpoint& c, const std::string& source) {
+  const std::string file =
+      "checkpoint " + (source.empty() ? std::string("(") + c.kind + ")" : source);
   ModelConfig config;
+  // Sizes are u64 in the file: anything above the bound is refused before it becomes an int64.
   auto size = [&](const char* name) {
     const uint64_t v = c.integer(name);
-    if (v == 0 || v > (1u << 20))
-      throw CheckpointError(
-          std::string("checkpoint: ") + name + " = " + std::to_string(v) + " is not a model size");
+    if (v > static_cast<uint64_t>(kMaxModelSize))
+      throw CheckpointError(file + ": " + name + " = " + std::to_string(v) +
+                            " is not a model size (1 to " + std::to_string(kMaxModelSize) + ")");
     return static_cast<int64_t>(v);
   };
   config.vocab_size = size("config.vocab_size");
@@ -27,29 +32,59 @@ ModelConfig load_model_config(const Checkpoint& c) {
   config.num_heads = size("config.num_heads");
   config.num_layers = size("config.num_layers");
   config.dropout = c.real("config.dropout");
-  if (config.num_hiddens % config.num_heads != 0 || !(config.dropout >= 0 && config.dropout < 1))
-    throw CheckpointError("checkpoint: the model configuration is inconsistent");
+  try {
+    check_model_config(config, SettingNames::checkpoint);
+  } catch (const ValueError& e) {
+    throw CheckpointError(file + ": " + e.what());
+  }
+  // The weights must be those of the model the configuration describes — checked by count before
+  // anything is built, so that a changed config.num_hiddens cannot make a loader build a model
+  // (of gigabytes, perhaps) that the file has no weights for.
+  uint64_t numbers = 0;
+  for (const auto& [name, tensor] : c.tensors_under("model"))
+    numbers += static_cast<uint64_t>(tensor.numel());
+  if (numbers != state_dict_numbers(config))
+    throw CheckpointError(
+        file + ": its configuration (config.num_hiddens = " + std::to_string(config.num_hiddens) +
+        ", config.ffn_num_hiddens = " + std::to_string(config.ffn_num_hiddens) +
+        ", config.num_layers = " + std::to_string(config.num_layers) +
+        ", config.vocab_size = " + std::to_string(config.vocab_size) + ") describes a model of " +
+        std::to_string(state_dict_numbers(config)) + " numbers, but the file holds " +
+        std::to_string(numbers));
   return config;
 }
 
-void save_model(const std::string& path, const nn::EncoderDecoder& model, const std::string& task,
-    const ModelConfig& config, CheckpointFormat format) {
+SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
+    const std::string& task, const ModelConfig& config, CheckpointFormat format) {
   Checkpoint c;
   c.kind = "model";
   for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
   save_model_config(c, task, config);
-  save_checkpoint(c, path, {format, {}});
+  return save_checkpoint(c, path, {format, {}});
 }
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(
+    const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
   const Checkpoint c = load_checkpoint(path);
   LoadedModel loaded;
   loaded.task = data::make_task(c.string("config.task"));
-  loaded.config = load_model_config(c);
+  loaded.config = load_model_config(c, path);
   if (loaded.config.vocab_size != loaded.task->vocab().size())
     throw CheckpointError("checkpoint " + path + ": vocabulary of " +
                           std::to_string(loaded.config.vocab_size) + " does not fit task '" +
                           loaded.task->name() + "'");
+  // The memory the model takes, checked before a weight is allocated.
+  const MemoryEstimate need = estimate_inference_bytes(
+      loaded.config, batch_size, loaded.task->source_steps(), loaded.task->target_steps());
+  try {
+    check_memory(need, max_bytes ? *max_bytes : available_memory_bytes(),
+        "its model (config.num_hiddens = " + std::to_string(loaded.config.num_hiddens) +
+            ", config.ffn_num_hiddens = " + std::to_string(loaded.config.ffn_num_hiddens) +
+            ", config.num_layers = " + std::to_string(loaded.config.num_layers) + ")",
+        max_bytes ? "allowed (--max-memory)" : "available (--max-memory sets another limit)");
+  } catch (const ValueError& e) {
+    throw CheckpointError("checkpoint " + path + ": " + e.what());
+  }
   loaded.model = make_transformer(loaded.config);
   loaded.model->load_state_dict(c.tensors_under("model"));
   loaded.model->eval();

@@ -2,7 +2,9 @@
 // (io/checkpoint.h), so that ag-predict can rebuild and run it without the training run.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/toy_tasks.h"
@@ -12,13 +14,17 @@
 namespace ag::seq2seq {
 
 // The task and model configuration as checkpoint entries "config.task", "config.num_hiddens", …
+// Loading runs check_model_config (models/memory.h), the checks of ag-train's options, before
+// anything is built: a CheckpointError names `source` (the file) and the setting.
 void save_model_config(Checkpoint& checkpoint, const std::string& task, const ModelConfig& config);
-ModelConfig load_model_config(const Checkpoint& checkpoint);
+ModelConfig load_model_config(const Checkpoint& checkpoint, const std::string& source = "");
 
 // A model-only file (kind "model"): the model's parameters and buffers under "model." and its
-// configuration — for inference and for sharing.
-void save_model(const std::string& path, const nn::EncoderDecoder& model, const std::string& task,
-    const ModelConfig& config, CheckpointFormat format = CheckpointFormat::binary);
+// configuration — for inference and for sharing. Returns what save_checkpoint did besides writing
+// (the stale temporary files it removed).
+SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
+    const std::string& task, const ModelConfig& config,
+    CheckpointFormat format = CheckpointFormat::binary);
 
 struct LoadedModel {
   std::unique_ptr<data::Task> task;
@@ -26,7 +32,11 @@ struct LoadedModel {
   std::shared_ptr<nn::EncoderDecoder> model;
 };
 // Builds the model a model file or an ag-train checkpoint describes and loads its weights
-// (strictly: every name, shape and dtype must match).
-LoadedModel load_model(const std::string& path);
+// (strictly: every name, shape and dtype must match). Before building, the configuration is
+// checked (load_model_config) and the memory to decode batch_size sequences is estimated
+// (estimate_inference_bytes): above max_bytes (by default available_memory_bytes()) the file is
+// refused with a CheckpointError that names it, the setting and the estimate.
+LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes = std::nullopt,
+    int64_t batch_size = 1);
 
 }  // namespace ag::seq2seq

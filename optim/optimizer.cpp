@@ -166,7 +166,8 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
       if (it == group.options.end()) {
         problems.push_back(where + " has no " + name);
       } else if (per_group && !(it->second >= 0)) {
-        problems.push_back(where + "'s " + name + " " + str(it->second) + " is negative");
+        problems.push_back(where + "'s " + name + " " + str(it->second) +
+                           (std::isnan(it->second) ? " is not a number" : " is negative"));
       } else if (!per_group && g > 0 && saved.param_groups[0].options.count(name) &&
                  !(saved.param_groups[0].options.at(name) == it->second)) {
         problems.push_back(where + "'s " + name + " differs from group 0's (" + name_ +
@@ -187,7 +188,7 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
 }
 
 void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name,
-    std::size_t number, std::vector<std::string>& problems) const {
+    std::size_t number, std::vector<std::string>& problems, bool non_negative) const {
   // check_common has made sure that the number is one of a parameter.
   const Tensor* param = nullptr;
   for (std::size_t g = 0, first = 0; g < groups_.size() && !param;
@@ -202,6 +203,21 @@ void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name
     problems.push_back("shape mismatch " + name + ": file " + shape_str(tensor.shape()) + " " +
                        dtype_name(tensor.dtype()) + ", parameter " + shape_str(param->shape()) +
                        " " + dtype_name(param->dtype()));
+  } else {
+    // The values, as a step of the optimizer leaves them: finite, and a second moment (a running
+    // mean of squares, whose square root the update divides by) not negative.
+    const Tensor values = tensor.contiguous();
+    dispatch(values.dtype(), [&]<typename T>() {
+      const T* p = values.data<T>();
+      for (int64_t i = 0; i < values.numel(); ++i)
+        if (!std::isfinite(p[i]) || (non_negative && p[i] < 0)) {
+          problems.push_back(
+              name + " holds " + str(static_cast<double>(p[i])) + " at flat index " +
+              std::to_string(i) +
+              (non_negative ? " (it must be finite and not negative)" : " (it must be finite)"));
+          return;
+        }
+    });
   }
 }
 
@@ -312,7 +328,8 @@ void Adam::load_state_dict(const StateDict& saved) {
         else if (tensor != it->second.tensors.end() && !has_moments)
           problems.push_back(state_name(number, name) + " with step 0");
         else if (tensor != it->second.tensors.end())
-          check_state_tensor(tensor->second, state_name(number, name), number, problems);
+          check_state_tensor(tensor->second, state_name(number, name), number, problems,
+              std::string(name) == "exp_avg_sq");
       }
     }
   }

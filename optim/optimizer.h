@@ -106,9 +106,10 @@ class Optimizer {
       std::function<std::vector<std::string>(const std::map<std::string, double>& options)>;
   void check_common(const StateDict& saved, const std::vector<std::string>& option_names,
       const OptionsCheck& own_problems, std::vector<std::string>& problems) const;
-  // Appends a problem unless `tensor` has the shape and dtype of parameter `number`.
+  // Appends a problem unless `tensor` has the shape and dtype of parameter `number` and finite
+  // values (with non_negative, none below 0: a second moment, a sum of squares).
   void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
-      std::vector<std::string>& problems) const;
+      std::vector<std::string>& problems, bool non_negative = false) const;
   // Throws one StateDictError listing `problems`, if there are any.
   void throw_if_any(const std::vector<std::string>& problems) const;
   // Takes every group's lr and weight_decay (after everything has been checked).

@@ -133,3 +133,24 @@ TEST_CASE("the held-out set is fixed, distinct, and never trained on", "[data]")
   for (int i = 0; i < 100; ++i)
     for (const Example& e : stream.next(64)) CHECK_FALSE(sources.count(e.source));
 }
+
+TEST_CASE("a held-out set takes at most half of its task's distinct sources", "[data]") {
+  // add: a and b each one of 0–999. copy, reverse, sort: 1–9 of 17 tokens, Σ 17^L.
+  uint64_t sequences = 0, power = 1;
+  for (int length = 1; length <= 9; ++length) sequences += power *= 17;
+  CHECK(sequences == 125999618777ull);
+  for (const std::string& name : task_names()) {
+    auto task = make_task(name);
+    const uint64_t expected = name == "add" ? 1000000 : sequences;
+    CHECK(task->distinct_sources() == expected);
+    CHECK(max_held_out(*task) == static_cast<int64_t>(expected / 2));
+  }
+  // One more than half is refused at once (it used to draw for ever: 1000 attempts per example).
+  auto add = make_task("add");
+  CHECK_THROWS_AS(held_out_set(*add, 500001), ValueError);
+  CHECK_THROWS_WITH(held_out_set(*add, 1000001),
+      Contains("held_out_set: 1000001 held-out examples for task 'add', which has 1000000 distinct "
+               "sources: the held-out set takes 0 to 500000 of them"));
+  CHECK_THROWS_WITH(held_out_set(*add, -1), Contains("held_out_set: -1 held-out examples"));
+  CHECK(held_out_set(*add, 0).empty());
+}

@@ -28,9 +28,11 @@ std::string read(const fs::path& path) {
 
 // Runs ag-attention-graph with `args`, its stdout (and stderr unless only_stdout) into `log`;
 // returns the exit code.
-int run(const std::string& args, const fs::path& log, bool only_stdout = false) {
-  const std::string command = std::string("\"") + AG_ATTENTION_GRAPH_PATH + "\" " + args + " > \"" +
-                              log.string() + (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
+// `environment` ("NAME=value ") goes before the command.
+int run(const std::string& args, const fs::path& log, bool only_stdout = false,
+    const std::string& environment = "") {
+  const std::string command = environment + "\"" + AG_ATTENTION_GRAPH_PATH + "\" " + args +
+                              " > \"" + log.string() + (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -126,22 +128,34 @@ TEST_CASE(
   CHECK(out.find("total gradient norm") != std::string::npos);
 }
 
-TEST_CASE("ag-attention-graph reports a DOT file it cannot write", "[examples][graph]") {
+TEST_CASE("ag-attention-graph refuses output paths it cannot write, before it runs",
+    "[examples][graph]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
-  CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 1);
-  CHECK(read(log).find("write_dot: cannot open '/nonexistent-dir-ag/attention.dot'") !=
-        std::string::npos);
+  // Checked first (io/output_path.h): a bad option, exit code 2, the option, path and reason.
+  CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 2);
+  CHECK(read(log) ==
+        "ag-attention-graph: --dot /nonexistent-dir-ag/attention.dot: the folder "
+        "/nonexistent-dir-ag does not exist\n");
+  CHECK(run("--dot \"" + (dir.path / "a.dot").string() + "\" --png /proc/ag-attention.png", log) ==
+        2);
+  CHECK(read(log).find("ag-attention-graph: --png /proc/ag-attention.png: cannot create files in "
+                       "/proc: ") == 0);
+  CHECK_FALSE(fs::exists(dir.path / "a.dot"));
 }
 
-TEST_CASE("ag-attention-graph reports a PNG that dot cannot write", "[examples][graph]") {
+TEST_CASE("ag-attention-graph reports a PNG that dot fails to write", "[examples][graph]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
-  INFO("Graphviz's dot must be installed: scripts/install-deps.sh installs it (package graphviz)");
-  REQUIRE(std::system("command -v dot > /dev/null 2>&1") == 0);
+  // A dot that fails, first on the PATH: the path itself is fine, the program is not.
+  const fs::path bin = dir.path / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "dot") << "#!/bin/sh\nexit 1\n";
+  fs::permissions(bin / "dot", fs::perms::owner_all);
   const std::string dot = (dir.path / "a.dot").string();
-  CHECK(run("--dot \"" + dot + "\" --png /nonexistent-dir-ag/attention.png", log) == 1);
-  const std::string expected =
-      "ag-attention-graph: dot -Tpng failed to write '/nonexistent-dir-ag/attention.png'";
+  const std::string png = (dir.path / "attention.png").string();
+  CHECK(run("--dot \"" + dot + "\" --png \"" + png + "\"", log, false,
+            "PATH=\"" + bin.string() + ":$PATH\" ") == 1);
+  const std::string expected = "ag-attention-graph: dot -Tpng failed to write '" + png + "'";
   CHECK(read(log).find(expected) != std::string::npos);
 }

@@ -67,8 +67,10 @@ TEST_CASE("ag-positional-encoding rejects bad options with exit code 2",
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.output, Contains("ag-positional-encoding: "));
   }
-  // An output directory that cannot be created is an error naming it, exit code 1.
+  // An output directory that cannot be created is a bad option, refused before anything runs:
+  // exit code 2, the option, the path and the system's reason.
   const Run r = run(std::string(AG_POSITIONAL_ENCODING_PATH) + " --out-dir /proc/no-such-dir");
-  CHECK(r.exit_code == 1);
-  CHECK_THAT(r.output, Contains("/proc/no-such-dir"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Contains("ag-positional-encoding: --out-dir /proc/no-such-dir: cannot "
+                                "create files in /proc: "));
 }

@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "autograd/ops.h"
 #include "io/checkpoint.h"
@@ -116,4 +117,47 @@ TEST_CASE(
     for (const fs::path& f : files_in(folder.path))
       if (f != "run.agc") fs::remove(folder.path / f);
   }
+}
+
+TEST_CASE("the next save removes the temporary files of killed saves, and only those",
+    "[checkpoint][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "run.agc").string();
+  save_checkpoint(make("old", 100), path);
+  // A child killed halfway through its save leaves PATH.tmp-CHILD-0; once reaped, its PID is
+  // surely not a live process of ours (and not reused before the next save: PIDs advance).
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    SaveOptions dying;
+    dying.on_phase = [](SavePhase p) {
+      if (p == SavePhase::half_written) ::raise(SIGKILL);
+    };
+    save_checkpoint(make("new", 20000), path, dying);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  // PATH.tmp-CHILD-N, N the saves this process had made before the fork.
+  std::string stale;
+  for (const fs::path& f : files_in(folder.path))
+    if (f.string().rfind("run.agc.tmp-" + std::to_string(child) + "-", 0) == 0)
+      stale = (folder.path / f).string();
+  REQUIRE(fs::exists(stale));
+  // A save in progress in a live process (this one, and our parent), and names of other forms.
+  const std::vector<std::string> kept = {path + ".tmp-" + std::to_string(::getpid()) + "-99",
+      path + ".tmp-" + std::to_string(::getppid()) + "-0", path + ".tmp-" + std::to_string(child),
+      path + ".tmp-" + std::to_string(child) + "-x", path + ".tmp--0",
+      (folder.path / "other.agc.tmp-").string() + std::to_string(child) + "-0"};
+  for (const std::string& name : kept) std::ofstream(name) << "in progress";
+
+  const SaveResult result = save_checkpoint(make("newer", 100), path);
+  CHECK(result.removed_temp_files == std::vector<std::string>{stale});
+  CHECK_FALSE(fs::exists(stale));
+  for (const std::string& name : kept) CHECK(fs::exists(name));
+  CHECK(load_checkpoint(path).kind == "newer");
+  // Nothing more to remove the next time.
+  CHECK(save_checkpoint(make("newest", 100), path).removed_temp_files.empty());
+  CHECK(remove_stale_temp_files(path).empty());
 }

@@ -3,6 +3,7 @@
 // foreign optimizer entries are refused with a CheckpointError, state that does not fit the
 // optimizer with optim::StateDictError, and either way nothing changes.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <functional>
 
 #include "io/optimizer_state.h"
@@ -181,6 +182,21 @@ TEST_CASE("damaged optimizer entries are refused", "[io][optim][checkpoint]") {
   optim::AdamW fresh = two_groups(make_params(float32));
   CHECK_THROWS_AS(fresh.load_state_dict(get_optimizer_state(c)), optim::StateDictError);
   CHECK(fresh.beta1 == 0.8);
+  // The hardening issue's values, each refused through a file as the constructor refuses it.
+  auto unfit = [&](const std::function<void(Checkpoint&)>& damage, const std::string& message) {
+    Checkpoint changed = good;
+    damage(changed);
+    optim::AdamW target = two_groups(make_params(float32));
+    CHECK_THROWS_WITH(target.load_state_dict(get_optimizer_state(changed)),
+        Contains("checkpoint: AdamW state does not fit: ") && Contains(message));
+    CHECK(target.beta1 == 0.8);
+  };
+  unfit([](Checkpoint& c) { c.reals["optimizer.group.1.lr"] = std::nan(""); },
+      "group 1's lr nan is not a number");
+  unfit([](Checkpoint& c) { c.reals["optimizer.beta1"] = 5; }, "betas (5, 0.9) must lie in [0, 1)");
+  unfit([](Checkpoint& c) { c.reals["optimizer.eps"] = -1; }, "eps -1 is negative");
+  unfit([](Checkpoint& c) { c.tensors["optimizer.state.1.0.exp_avg_sq"] = full({4}, -1.0); },
+      "state.1.exp_avg_sq holds -1 at flat index 0 (it must be finite and not negative)");
 }
 
 TEST_CASE("a state dict a version-1 file cannot hold is not written", "[io][optim][checkpoint]") {

@@ -196,6 +196,30 @@ TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor 
   bad = good;
   bad.state[2].scalars["step"] = 1;
   refused(bad, "state for parameter 2, but there are only 2");
+  // The hardening issue's cases: what the constructor refuses, a load refuses too.
+  bad = good;
+  bad.param_groups[0].options["lr"] = std::nan("");
+  refused(bad, "group 0's lr nan is not a number");
+  bad = good;
+  bad.param_groups[0].options["beta1"] = 5;
+  refused(bad, "betas (5, 0.999) must lie in [0, 1)");
+  bad = good;
+  bad.param_groups[0].options["eps"] = -1;
+  refused(bad, "eps -1 is negative");
+  // The moments' values, as a step leaves them: finite, and exp_avg_sq (a mean of squares, whose
+  // square root the update divides by) not negative.
+  bad = good;
+  bad.state[1].tensors["exp_avg_sq"] = full({4}, -0.5);
+  refused(
+      bad, "state.1.exp_avg_sq holds -0.5 at flat index 0 (it must be finite and not negative)");
+  bad = good;
+  bad.state[0].tensors["exp_avg"] = zeros({3, 4});
+  bad.state[0].tensors["exp_avg"].data<float>()[5] = std::nanf("");
+  refused(bad, "state.0.exp_avg holds nan at flat index 5 (it must be finite)");
+  bad = good;
+  bad.state[0].tensors["exp_avg_sq"] = full({3, 4}, INFINITY);
+  refused(bad, "state.0.exp_avg_sq holds inf at flat index 0");
+
   // Every problem at once.
   bad = good;
   bad.param_groups[0].options["beta1"] = 1.0;
@@ -215,6 +239,10 @@ TEST_CASE("load_state_dict checks hyper-parameters and state as the constructor 
   sgd_bad = sgd.state_dict();
   sgd_bad.param_groups[0].options["momentum"] = -0.5;
   CHECK_THROWS_WITH(sgd.load_state_dict(sgd_bad), Contains("momentum -0.5 is negative"));
+  sgd_bad = sgd.state_dict();
+  sgd_bad.state[0].tensors["momentum_buffer"] = full({3, 4}, -INFINITY);
+  CHECK_THROWS_WITH(sgd.load_state_dict(sgd_bad),
+      Contains("state.0.momentum_buffer holds -inf at flat index 0 (it must be finite)"));
   CHECK(sgd.momentum == 0.9);
   CHECK(sgd.nesterov);
 
