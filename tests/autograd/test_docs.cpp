@@ -41,7 +41,8 @@ std::string gradient_tag(const std::string& source, const std::string& op) {
   while (std::getline(rest, line)) {
     const std::size_t comment = line.find_first_not_of(' ');
     if (comment == std::string::npos || line.compare(comment, 5, "//   ") != 0) break;
-    text += " " + line.substr(comment + 5);
+    text += ' ';
+    text += line.substr(comment + 5);
   }
   return normalize_spaces(text);
 }
