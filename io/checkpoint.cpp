@@ -1,9 +1,5 @@
 #include "io/checkpoint.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 // rapidjson (under cereal's JSON archive) must not convert numbers itself: Debian's rapidjson
@@ -12,7 +8,6 @@
 // which read_json converts with std::from_chars (correctly rounded, range-checked).
 #define RAPIDJSON_PARSE_DEFAULT_FLAGS kParseNumbersAsStringsFlag | kParseNanAndInfFlag
 
-#include <atomic>
 #include <cereal/archives/json.hpp>
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/string.hpp>
@@ -733,94 +728,16 @@ Checkpoint load_checkpoint(const std::string& path) {
   return parse_checkpoint(bytes.str(), path);
 }
 
-namespace {
-// Writes all of [data, data + size) to fd, retrying short writes.
-void write_all(int fd, const char* data, std::size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(path, std::string("write failed: ") + std::strerror(errno));
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-std::atomic<uint64_t> temp_counter{0};
-}  // namespace
-
-std::vector<std::string> remove_stale_temp_files(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string prefix = target.filename().string() + ".tmp-";
-  // "PID-N", both decimal: the PID, or 0 when the name has another form.
-  auto pid_of = [](std::string_view rest) -> pid_t {
-    const std::size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string_view::npos || dash + 1 == rest.size()) return 0;
-    if (rest.find_first_not_of("0123456789", dash + 1) != std::string_view::npos) return 0;
-    pid_t pid = 0;
-    const auto [end, error] = std::from_chars(rest.data(), rest.data() + dash, pid);
-    return error == std::errc() && end == rest.data() + dash ? pid : 0;
-  };
-  std::vector<std::string> removed;
-  std::error_code error;
-  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const pid_t pid = pid_of(std::string_view(name).substr(prefix.size()));
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal)
-    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());
-  }
-  return removed;
-}
-
 SaveResult save_checkpoint(
     const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options) {
   const std::string bytes = serialize_checkpoint(checkpoint, options.format);
-  SaveResult result;
-  result.removed_temp_files = remove_stale_temp_files(path);
-  auto phase = [&](SavePhase p) {
-    if (options.on_phase) options.on_phase(p);
-  };
-  // The temporary file lives in the target's folder, so rename() is atomic (same filesystem).
-  const std::string temp =
-      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot create the temporary file " + temp + ": " + std::strerror(errno));
   try {
-    phase(SavePhase::temp_file_opened);
-    const std::size_t half = bytes.size() / 2;
-    write_all(fd, bytes.data(), half, path);
-    phase(SavePhase::half_written);
-    write_all(fd, bytes.data() + half, bytes.size() - half, path);
-    phase(SavePhase::written);
-    if (::fsync(fd) != 0) fail(path, std::string("fsync failed: ") + std::strerror(errno));
-    phase(SavePhase::synced);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
+    return write_file_atomically(path, bytes, "checkpoint", options.on_phase);
+  } catch (const CheckpointError&) {
     throw;
+  } catch (const IoError& e) {
+    throw CheckpointError(e.what());  // the same words, as the error type of checkpoints
   }
-  if (::close(fd) != 0) {
-    ::unlink(temp.c_str());
-    fail(path, std::string("close failed: ") + std::strerror(errno));
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    fail(path, std::string("rename failed: ") + std::strerror(error));
-  }
-  // Make the rename itself durable: fsync the folder that holds the new name.
-  const std::size_t slash = path.rfind('/');
-  const std::string folder =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  phase(SavePhase::renamed);
-  return result;
 }
 
 }  // namespace ag

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "io/file.h"
 
 namespace ag {
 
@@ -68,7 +69,7 @@ struct Checkpoint {
 };
 
 // The points of a save at which a test may stop the process (see SaveOptions::on_phase).
-enum class SavePhase { temp_file_opened, half_written, written, synced, renamed };
+using SavePhase = WritePhase;
 
 struct SaveOptions {
   CheckpointFormat format = CheckpointFormat::binary;
@@ -76,26 +77,14 @@ struct SaveOptions {
   std::function<void(SavePhase)> on_phase;
 };
 
-// What a save did besides writing the file.
-struct SaveResult {
-  // Temporary files of earlier saves to the same path that were killed mid-way, removed
-  // (see remove_stale_temp_files). The library prints nothing; programs say so (ag-train does).
-  std::vector<std::string> removed_temp_files;
-};
+// What a save did besides writing the file: the stale temporary files it removed (io/file.h).
+using SaveResult = WriteResult;
 
-// Writes `checkpoint` to `path` atomically (see above), after removing the stale temporary
-// files of earlier saves to `path`. Throws CheckpointError on any I/O failure, leaving whatever
-// was at `path` untouched.
+// Writes `checkpoint` to `path` atomically (write_file_atomically, io/file.h), after removing the
+// stale temporary files of earlier saves to `path`. Throws CheckpointError on any I/O failure,
+// leaving whatever was at `path` untouched.
 SaveResult save_checkpoint(
     const Checkpoint& checkpoint, const std::string& path, const SaveOptions& options = {});
-
-// A save writes PATH.tmp-PID-N (PID the saving process, N its count of saves) and renames it
-// over PATH; a process killed in between leaves that file behind. This removes the PATH.tmp-PID-N
-// beside `path` whose process no longer exists (kill(PID, 0) fails with ESRCH) and returns their
-// paths. Those of live processes — this one's, a save in progress elsewhere — are left alone, as
-// are names of any other form. A PID reused by a new process keeps its file until that process
-// ends: the cleanup never guesses.
-std::vector<std::string> remove_stale_temp_files(const std::string& path);
 // Reads and checks a whole file. Throws CheckpointError for a missing, truncated, corrupted or
 // foreign file, with a message saying which.
 Checkpoint load_checkpoint(const std::string& path);

@@ -1,40 +1,55 @@
-#include "io/detail/file.h"
+#include "io/file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <filesystem>
 
 #include "autograd/error.h"
 
-namespace ag::io::detail {
+namespace ag {
 
 namespace {
+
 std::atomic<uint64_t> temp_counter{0};
 
-[[noreturn]] void fail_io(const std::string& path, const std::string& problem) {
-  throw IoError(path + ": " + problem);
+// Writes all of `bytes` to fd, retrying short writes; false (errno set) on failure.
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
 }
+
 }  // namespace
 
 std::string read_whole_file(const std::string& path, const std::string& what) {
+  auto fail = [&](const std::string& problem) -> void {
+    throw IoError(what + " " + path + ": " + problem);
+  };
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail_io(path, "cannot open the " + what + " file: " + std::strerror(errno));
+  if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
   std::string bytes;
   try {
     struct stat info {};
-    if (::fstat(fd, &info) != 0) fail_io(path, std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(info.st_mode)) fail_io(path, "not a regular file (a folder?)");
+    if (::fstat(fd, &info) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
+    if (!S_ISREG(info.st_mode)) fail("not a regular file (a folder?)");
     bytes.resize(static_cast<std::size_t>(info.st_size));
     std::size_t done = 0;
     while (done < bytes.size()) {
       const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail_io(path, std::string("read failed: ") + std::strerror(errno));
-      if (n == 0) fail_io(path, "the file shrank while it was read");
+      if (n < 0) fail(std::string("read failed: ") + std::strerror(errno));
+      if (n == 0) fail("the file shrank while it was read");
       done += static_cast<std::size_t>(n);
     }
   } catch (...) {
@@ -45,22 +60,59 @@ std::string read_whole_file(const std::string& path, const std::string& what) {
   return bytes;
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes) {
+std::vector<std::string> remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp-";
+  // "PID-N", both decimal: the PID, or 0 when the name has another form.
+  auto pid_of = [](std::string_view rest) -> pid_t {
+    const std::size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string_view::npos || dash + 1 == rest.size()) return 0;
+    if (rest.find_first_not_of("0123456789", dash + 1) != std::string_view::npos) return 0;
+    pid_t pid = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + dash, pid);
+    return error == std::errc() && end == rest.data() + dash ? pid : 0;
+  };
+  std::vector<std::string> removed;
+  std::error_code error;
+  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const pid_t pid = pid_of(std::string_view(name).substr(prefix.size()));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal)
+    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+WriteResult write_file_atomically(const std::string& path, std::string_view bytes,
+    const std::string& what, const std::function<void(WritePhase)>& on_phase) {
+  auto fail = [&](const std::string& problem) -> void {
+    throw IoError(what + " " + path + ": " + problem);
+  };
+  auto phase = [&](WritePhase p) {
+    if (on_phase) on_phase(p);
+  };
+  WriteResult result;
+  result.removed_temp_files = remove_stale_temp_files(path);
   // The temporary file lives in the target's folder, so rename() is atomic (same filesystem).
   const std::string temp =
       path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    fail_io(path, "cannot create the temporary file " + temp + ": " + std::strerror(errno));
+  if (fd < 0) fail("cannot create the temporary file " + temp + ": " + std::strerror(errno));
   try {
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail_io(path, std::string("write failed: ") + std::strerror(errno));
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0) fail_io(path, std::string("fsync failed: ") + std::strerror(errno));
+    phase(WritePhase::temp_file_opened);
+    const std::size_t half = bytes.size() / 2;
+    if (!write_all(fd, bytes.substr(0, half)))
+      fail(std::string("write failed: ") + std::strerror(errno));
+    phase(WritePhase::half_written);
+    if (!write_all(fd, bytes.substr(half)))
+      fail(std::string("write failed: ") + std::strerror(errno));
+    phase(WritePhase::written);
+    if (::fsync(fd) != 0) fail(std::string("fsync failed: ") + std::strerror(errno));
+    phase(WritePhase::synced);
   } catch (...) {
     ::close(fd);
     ::unlink(temp.c_str());
@@ -68,13 +120,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
   if (::close(fd) != 0) {
     ::unlink(temp.c_str());
-    fail_io(path, std::string("close failed: ") + std::strerror(errno));
+    fail(std::string("close failed: ") + std::strerror(errno));
   }
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temp.c_str());
-    fail_io(path, std::string("rename failed: ") + std::strerror(error));
+    fail(std::string("rename failed: ") + std::strerror(error));
   }
+  // Make the rename itself durable: fsync the folder that holds the new name.
   const std::size_t slash = path.rfind('/');
   const std::string folder =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -83,6 +136,8 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     ::fsync(dir);
     ::close(dir);
   }
+  phase(WritePhase::renamed);
+  return result;
 }
 
-}  // namespace ag::io::detail
+}  // namespace ag

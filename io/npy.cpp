@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "autograd/ops.h"
-#include "io/detail/file.h"
+#include "io/file.h"
 
 namespace ag {
 
@@ -215,9 +215,7 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   return out.permute(reversed).contiguous();  // the array's shape, in C order
 }
 
-Tensor read_npy(const std::string& path) {
-  return parse_npy(io::detail::read_whole_file(path, "npy"), path);
-}
+Tensor read_npy(const std::string& path) { return parse_npy(read_whole_file(path, "npy"), path); }
 
 std::string serialize_npy(const Tensor& tensor, bool as_int64) {
   if (!tensor.defined()) fail<ValueError>("write_npy: the tensor is undefined");
@@ -258,7 +256,7 @@ std::string serialize_npy(const Tensor& tensor, bool as_int64) {
 }
 
 void write_npy(const std::string& path, const Tensor& tensor, bool as_int64) {
-  io::detail::write_file_atomically(path, serialize_npy(tensor, as_int64));
+  write_file_atomically(path, serialize_npy(tensor, as_int64), "npy");
 }
 
 }  // namespace ag

@@ -9,7 +9,7 @@
 #include <optional>
 #include <regex>
 
-#include "io/detail/file.h"
+#include "io/file.h"
 
 namespace ag {
 
@@ -451,7 +451,7 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
 }
 
 Safetensors read_safetensors(const std::string& path) {
-  return parse_safetensors(io::detail::read_whole_file(path, "safetensors"), path);
+  return parse_safetensors(read_whole_file(path, "safetensors"), path);
 }
 
 std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -519,7 +519,7 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
 void write_safetensors(const std::string& path,
     const std::vector<std::pair<std::string, Tensor>>& tensors,
     const SafetensorsWriteOptions& options) {
-  io::detail::write_file_atomically(path, serialize_safetensors(tensors, options));
+  write_file_atomically(path, serialize_safetensors(tensors, options), "safetensors");
 }
 
 // ---- modules ----------------------------------------------------------------------------------

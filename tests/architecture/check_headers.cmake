@@ -9,8 +9,7 @@
 #
 #   CHECK=library_uses_public_api
 #     The libraries built on autograd (FOLDERS, comma-separated: nn,optim) use its public API only:
-#     no autograd/detail/ header, nothing from autograd's detail namespace (a library's own,
-#     e.g. ag::io::detail, is allowed), no TensorImpl or impl_ptr().
+#     no autograd/detail/ header, nothing from a detail namespace, no TensorImpl or impl_ptr().
 #
 #   cmake -DCHECK=... -DSOURCE_DIR=<ag's source> [-DPUBLIC_HEADERS_FILE=...] [-DFOLDERS=...]
 #         -P tests/architecture/check_headers.cmake
@@ -81,9 +80,7 @@ elseif(CHECK STREQUAL "library_uses_public_api")
       set(line_number 0)
       foreach(line IN LISTS lines)
         math(EXPR line_number "${line_number} + 1")
-        # A library's own internals (io/detail/, namespace ag::io::detail) are its business.
-        string(REPLACE "${folder}::detail::" "" line_without_own "${line}")
-        if(line_without_own MATCHES "autograd/detail/|detail::|TensorImpl|impl_ptr\\(")
+        if(line MATCHES "autograd/detail/|detail::|TensorImpl|impl_ptr\\(")
           restore_line("${line}" text)
           string(APPEND violations "${name}:${line_number}: ${text}\n")
         endif()

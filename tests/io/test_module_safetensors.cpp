@@ -2,8 +2,8 @@
 // only, strict loads that change nothing unless everything fits, and d2l's block names.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 #include "autograd/ops.h"
 #include "io/safetensors.h"
@@ -24,10 +24,10 @@ struct TempDir {
 
 std::shared_ptr<nn::EncoderDecoder> transformer(uint64_t seed) {
   manual_seed(seed);
-  auto encoder = std::make_shared<nn::TransformerEncoder>(11, 8, 8, 8, 8, std::vector<int64_t>{8},
-      8, 16, 2, 2, 0.0);
-  auto decoder = std::make_shared<nn::TransformerDecoder>(11, 8, 8, 8, 8, std::vector<int64_t>{8},
-      8, 16, 2, 2, 0.0);
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      11, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      11, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
   auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
   model->eval();
   return model;
@@ -53,7 +53,8 @@ TEST_CASE("module safetensors: a Transformer saved and loaded computes the same,
   const Safetensors file = read_safetensors(dir.file("m.safetensors"));
   CHECK(file.tensors.size() == saved->named_parameters().size());
   CHECK(file.at("encoder.blks.1.attention.W_q.weight").shape() == Shape{8, 8});
-  for (const auto& [name, tensor] : file.tensors) CHECK(name.find("pos_encoding.P") == std::string::npos);
+  for (const auto& [name, tensor] : file.tensors)
+    CHECK(name.find("pos_encoding.P") == std::string::npos);
 
   std::map<std::string, std::string> metadata;
   CHECK(load_safetensors(*loaded, dir.file("m.safetensors"), {}, &metadata).empty());
@@ -83,13 +84,15 @@ TEST_CASE("module safetensors: a strict load that does not fit changes nothing a
   CHECK(run(*model).to_vector<float>() != before);  // the embedding was loaded
 
   // A positional table in the file is refused: the module computes it.
-  write_safetensors(dir.file("with_P.safetensors"), {{"encoder.pos_encoding.P", zeros({1, 1000, 8})}});
+  write_safetensors(
+      dir.file("with_P.safetensors"), {{"encoder.pos_encoding.P", zeros({1, 1000, 8})}});
   CHECK_THROWS_WITH(load_safetensors(*model, dir.file("with_P.safetensors"), lenient),
       Contains("encoder.pos_encoding.P") && Contains("not persistent"));
 }
 
 TEST_CASE("module safetensors: d2l's block names map to ag's and back", "[io][safetensors]") {
-  CHECK(d2l_name("encoder.blks.0.attention.W_q.weight") == "encoder.blks.block0.attention.W_q.weight");
+  CHECK(d2l_name("encoder.blks.0.attention.W_q.weight") ==
+        "encoder.blks.block0.attention.W_q.weight");
   CHECK(d2l_name("decoder.blks.12.addnorm3.ln.bias") == "decoder.blks.block12.addnorm3.ln.bias");
   CHECK(d2l_name("blks.1.ffn.dense1.weight") == "blks.block1.ffn.dense1.weight");
   CHECK(d2l_name("decoder.dense.weight") == "decoder.dense.weight");
@@ -102,8 +105,9 @@ TEST_CASE("module safetensors: d2l's block names map to ag's and back", "[io][sa
   to_d2l.rename = d2l_name;
   from_d2l.rename = from_d2l_name;
   save_safetensors(*saved, dir.file("d2l.safetensors"), to_d2l);
-  CHECK(read_safetensors(dir.file("d2l.safetensors")).at("decoder.blks.block1.attention2.W_o.weight").shape() ==
-        Shape{8, 8});
+  CHECK(read_safetensors(dir.file("d2l.safetensors"))
+            .at("decoder.blks.block1.attention2.W_o.weight")
+            .shape() == Shape{8, 8});
   CHECK_THROWS_AS(load_safetensors(*loaded, dir.file("d2l.safetensors")), nn::StateDictError);
   load_safetensors(*loaded, dir.file("d2l.safetensors"), from_d2l);
   CHECK(run(*loaded).to_vector<float>() == run(*saved).to_vector<float>());
