@@ -64,10 +64,9 @@ TEST_CASE("a tensor the op did not save may be written in place", "[inplace]") {
 TEST_CASE("an op whose output is saved refuses an in-place write into it", "[inplace]") {
   // exp, sqrt, tanh, sigmoid, softmax, log_softmax read their output in backward.
   Tensor x = tensor({0.1, 0.2, 0.3}, float64).requires_grad_();
-  for (auto op : std::vector<Tensor (*)(const Tensor&)>{
-           [](const Tensor& t) { return exp(t); }, [](const Tensor& t) { return tanh(t); },
-           [](const Tensor& t) { return sigmoid(t); }, [](const Tensor& t) { return sqrt(t); },
-           [](const Tensor& t) { return softmax(t, 0); },
+  for (auto op : std::vector<Tensor (*)(const Tensor&)>{[](const Tensor& t) { return exp(t); },
+           [](const Tensor& t) { return tanh(t); }, [](const Tensor& t) { return sigmoid(t); },
+           [](const Tensor& t) { return sqrt(t); }, [](const Tensor& t) { return softmax(t, 0); },
            [](const Tensor& t) { return log_softmax(t, 0); }}) {
     Tensor y = op(x);
     const std::string name = y.grad_fn()->name();
@@ -114,15 +113,15 @@ TEST_CASE("set_data replacing a saved tensor's data is refused", "[inplace]") {
       WhatContains({"backward of 'mul'", "whose data set_data has replaced since"}));
 }
 
-TEST_CASE("an optimizer-style step between two backwards of a retained graph is refused",
-    "[inplace]") {
+TEST_CASE(
+    "an optimizer-style step between two backwards of a retained graph is refused", "[inplace]") {
   Tensor x = tensor({2.0, 3.0}, float64);
   Tensor w = tensor({1.0, 1.0}, float64).requires_grad_();
   Tensor loss = sum(x * w * w);
   loss.backward(Tensor(), /*retain_graph=*/true);
   CHECK(w.grad().to_vector() == std::vector<double>{4.0, 6.0});
   {
-    NoGradGuard no_grad;  // as optim::SGD::step, which bumps the version the same way
+    NoGradGuard no_grad;      // as optim::SGD::step, which bumps the version the same way
     w.add_(w.grad(), -0.25);  // w = [0, -0.5]
   }
   CHECK_THROWS_MATCHES(loss.backward(), AutogradError, WhatContains({"backward of 'mul'"}));
@@ -224,7 +223,7 @@ TEST_CASE("in-place writes into an expanded view are refused (PyTorch refuses th
   CHECK_THROWS_MATCHES(
       rows.add_(ones({2, 3})), ValueError, WhatContains({"shape [2,3], strides [0,1]"}));
   CHECK(base.to_vector() == std::vector<double>{0.0});  // nothing was written
-  CHECK(base.version() == 0);                          // nor counted
+  CHECK(base.version() == 0);                           // nor counted
   // A size-1 dim of stride 0 is one element: fine; so is a clone of the expanded view.
   Tensor one = zeros({3}).unsqueeze(0).expand({1, 3});
   one.add_(ones({1, 3}));
