@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <span>
 #include <unordered_set>
 
 #include "autograd/ops.h"
@@ -33,15 +34,37 @@ BackwardObserverGuard::~BackwardObserverGuard() { backward_observers.pop_back();
 // ---- Node ---------------------------------------------------------------------------------------
 
 Node::Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape output_shape,
-    DType output_dtype, BackwardFn backward)
+    DType output_dtype, BackwardFn backward, std::vector<SavedVersion> saved)
     : op_(op),
       custom_name_(std::move(custom_name)),
       sequence_nr_(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)),
       inputs_(std::move(inputs)),
       output_shape_(std::move(output_shape)),
       output_dtype_(output_dtype),
-      backward_(std::move(backward)) {
+      backward_(std::move(backward)),
+      saved_(std::move(saved)) {
   live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Node::check_saved_versions() const {
+  for (const SavedVersion& saved : saved_) {
+    const uint64_t now = saved.storage->version();
+    const bool replaced =
+        saved.tensor.defined() && saved.tensor.impl_ptr()->storage != saved.storage;
+    if (now == saved.version && !replaced) continue;
+    const std::string what = saved.tensor.defined()
+                                 ? "a tensor of shape " + shape_str(saved.tensor.shape())
+                                 : "its output of shape " + shape_str(output_shape_);
+    const std::string change = replaced ? "whose data set_data has replaced since"
+                                        : "at version " + std::to_string(saved.version) +
+                                              "; it is now at version " + std::to_string(now);
+    fail<AutogradError>("backward of '", name(),
+        "': one of the variables needed for gradient computation has been modified by an "
+        "inplace operation: [",
+        name(), " saved ", what, " ", change,
+        "]; write it after backward, or pass the op a clone() of it (an in-place write: add_, "
+        "mul_, copy_, fill_, an optimizer's step, changes the values the backward reads)");
+  }
 }
 
 int64_t live_node_count() { return live_nodes.load(std::memory_order_relaxed); }
@@ -211,9 +234,10 @@ Node::~Node() {
   deleting_nodes = true;
   for (Edge& edge : inputs_)
     if (edge.node) nodes_to_delete.push_back(std::move(edge.node));
-  // The backward function holds saved tensors (and through them their grad_fn nodes); any node
-  // that dies now only lands on the work list.
+  // The backward function and saved_ hold saved tensors (and through them their grad_fn nodes);
+  // any node that dies now only lands on the work list.
   backward_ = nullptr;
+  saved_.clear();
   pending_grad_ = Tensor();
   if (!outermost) return;
   while (!nodes_to_delete.empty()) {
@@ -237,7 +261,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 namespace {
 Tensor record_node(Op op, std::string custom_name, const Tensor& output,
-    const std::vector<Tensor>& inputs, BackwardFn backward) {
+    const std::vector<Tensor>& inputs, BackwardFn backward, std::span<const Tensor> saved = {}) {
   if (!any_requires_grad(inputs)) return output;
   const char* name = custom_name.empty() ? op_name(op) : custom_name.c_str();
   if (output.impl_ptr()->grad_fn || output.requires_grad())
@@ -256,8 +280,18 @@ Tensor record_node(Op op, std::string custom_name, const Tensor& output,
     }
     edges.push_back(std::move(edge));
   }
+  // The version of each saved tensor now; the output is kept by its storage alone (holding the
+  // output itself would make the node own the tensor that owns the node).
+  std::vector<SavedVersion> versions;
+  versions.reserve(saved.size());
+  for (const Tensor& tensor : saved) {
+    if (!tensor.defined()) continue;
+    const std::shared_ptr<Storage>& storage = tensor.impl_ptr()->storage;
+    versions.push_back(
+        {tensor.impl_ptr() == output.impl_ptr() ? Tensor() : tensor, storage, storage->version()});
+  }
   auto node = std::make_shared<Node>(op, std::move(custom_name), std::move(edges), output.shape(),
-      output.dtype(), std::move(backward));
+      output.dtype(), std::move(backward), std::move(versions));
   node->set_forward_info(inputs, output);
   TensorImpl& impl = *output.impl_ptr();
   impl.grad_fn = std::move(node);
@@ -270,12 +304,24 @@ Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs, Ba
   return record_node(op, {}, output, inputs, std::move(backward));
 }
 
+Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs,
+    std::initializer_list<Tensor> saved, BackwardFn backward) {
+  return record_node(op, {}, output, inputs, std::move(backward), saved);
+}
+
 }  // namespace detail
 
 Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
     BackwardFn backward) {
   if (name.empty()) throw ValueError("make_op: the op needs a name");
   return detail::record_node(Op::custom, std::move(name), output, inputs, std::move(backward));
+}
+
+Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
+    const std::vector<Tensor>& saved, BackwardFn backward) {
+  if (name.empty()) throw ValueError("make_op: the op needs a name");
+  return detail::record_node(
+      Op::custom, std::move(name), output, inputs, std::move(backward), saved);
 }
 
 // ---- backward -----------------------------------------------------------------------------------
@@ -389,6 +435,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         if (!node->backward_)
           fail<AutogradError>("backward: op '", node->name(), "' (output shape ",
               shape_str(node->output_shape()), ") has no backward function");
+        node->check_saved_versions();
         if (!node->grad_hooks_.empty()) {
           const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
@@ -431,6 +478,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       if (!retain_graph) {
         // Free what the graph holds: saved tensors (in the backward function) and the edges.
         node->backward_ = nullptr;
+        node->saved_.clear();
         node->inputs_.clear();
         node->released_ = true;
       }

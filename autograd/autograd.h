@@ -5,10 +5,20 @@
 // its gradient), and the op's backward function, which maps the gradient of the op's output to
 // the gradients of its inputs. Tensor::backward() runs these functions in reverse creation order —
 // an iterative, deterministic topological order — and frees the graph as it goes.
+//
+// Saved tensors, as in PyTorch: a backward function that reads tensors of the forward (mul's
+// inputs, exp's output, a mask) names them when the op is recorded, and the node remembers the
+// version of each one's storage (Tensor::version). Writing one of them in place afterwards —
+// x.mul_(2), an optimizer's step, copy_, fill_ — bumps that version, and backward then refuses to
+// run the op's backward function with the values it would silently get wrong:
+//   one of the variables needed for gradient computation has been modified by an inplace
+//   operation: [mul saved a tensor of shape [2] at version 0; it is now at version 1]
+// A tensor an op did not save may be changed freely: y = x + 1; x.add_(1); y.backward() works.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,10 +53,17 @@ struct Edge {
   bool needs_grad() const { return node || leaf; }
 };
 
+// A tensor an op's backward function reads, with the version of its storage when the op ran.
+struct SavedVersion {
+  Tensor tensor;  // undefined for the op's own output (the node would hold itself)
+  std::shared_ptr<Storage> storage;  // the storage the backward reads
+  uint64_t version = 0;              // storage->version() when the op ran
+};
+
 class Node {
  public:
   Node(Op op, std::string custom_name, std::vector<Edge> inputs, Shape output_shape,
-      DType output_dtype, BackwardFn backward);
+      DType output_dtype, BackwardFn backward, std::vector<SavedVersion> saved);
   ~Node();  // iterative: dropping a graph of a million nodes does not recurse a million deep
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -66,6 +83,10 @@ class Node {
   Tensor output() const;
   // True once a backward() without retain_graph has run through this node.
   bool released() const { return released_; }
+  // Throws an AutogradError naming the op, if a tensor it saved for its backward function was
+  // written in place (or given other data by set_data) since the op ran. Backward calls it before
+  // the node's backward function.
+  void check_saved_versions() const;
 
   // Attaches what the recording op knows beyond the constructor's arguments: its inputs' shapes
   // (see input_shapes) and a weak reference to its output. Called once by ag's recording.
@@ -82,6 +103,7 @@ class Node {
   Shape output_shape_;
   DType output_dtype_;
   BackwardFn backward_;
+  std::vector<SavedVersion> saved_;  // what backward_ reads, checked before it runs
   bool released_ = false;
   Tensor pending_grad_;  // sum of the gradients received so far during a backward pass
   // Every input's rank followed by its dims, back to back (rank -1: an undefined input): one
@@ -143,6 +165,14 @@ class AnomalyModeGuard
 // requires grad and grad mode is on).
 Tensor make_op(
     std::string name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward);
+// The same, for a backward function that reads tensors of the forward (PyTorch's
+// ctx.save_for_backward): `saved` lists them — inputs, `output` itself, or any other tensor the
+// function captured — and backward throws an AutogradError naming the op if one of them was
+// written in place between this call and the backward:
+//   Tensor y = make_op("cube", x.detach().pow(3), {x}, /*saved=*/{x},
+//       [x](const Tensor& g, const NeedsGrad&) -> Grads { return {g * 3.0 * x * x}; });
+Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
+    const std::vector<Tensor>& saved, BackwardFn backward);
 
 // ---- observing backward -------------------------------------------------------------------------
 // Called for each node as backward runs it, after its gradients are computed (grad_output is the
@@ -162,8 +192,12 @@ class BackwardObserverGuard {
 };
 
 namespace detail {
-// Records `op` as producing `output` from `inputs` (built-in ops). Same contract as make_op.
+// Records `op` as producing `output` from `inputs` (built-in ops). Same contract as make_op: the
+// first form for a backward function that reads no tensor of the forward (add's reads only
+// shapes), the second with the tensors it reads, `saved`, whose versions backward checks.
 Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward);
+Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs,
+    std::initializer_list<Tensor> saved, BackwardFn backward);
 // Whether any of `inputs` requires grad while grad mode is on — ops skip saving state otherwise.
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 }  // namespace detail

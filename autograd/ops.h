@@ -209,8 +209,8 @@ using AttentionKernelGuard =
 class AttentionWeights {
  public:
   AttentionWeights() = default;  // none: tensor() is undefined
-  // (B, H, Tq, Tk), detached. The whole-row kernel's backward reads this very tensor: do not change
-  // it in place.
+  // (B, H, Tq, Tk), detached. The whole-row kernel's backward reads this very tensor: changing it
+  // in place makes that backward throw an AutogradError.
   const Tensor& tensor() const;
 
  private:

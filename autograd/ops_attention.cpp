@@ -320,7 +320,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   };
   // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP −
   //   rowsum(dP ⊙ P)) (0 where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d
-  return detail::record(Op::scaled_dot_product_attention, out, {q, k, v}, backward);
+  return detail::record(Op::scaled_dot_product_attention, out, {q, k, v},
+      /*saved=*/{Q.tensor, K.tensor, V.tensor, P}, backward);
 }
 
 }  // namespace detail

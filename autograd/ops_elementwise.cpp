@@ -144,8 +144,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, mul: ga = sum_to(g · b), gb = sum_to(g · a)
-  return detail::record(
-      Op::mul, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+  return detail::record(Op::mul, out, {a, b}, /*saved=*/{a, b},
+      [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
         // d(a · b)/da = b, d(a · b)/db = a
         return {needs[0] ? sum_to(mul(g, b), a.shape()) : Tensor(),
             needs[1] ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -156,8 +156,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, div: ga = sum_to(g / b), gb = sum_to(−g · a / b²)
-  return detail::record(
-      Op::div, out, {a, b}, [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+  return detail::record(Op::div, out, {a, b}, /*saved=*/{a, b},
+      [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
         // d(a / b)/da = 1 / b, d(a / b)/db = −a / b²
         return {needs[0] ? sum_to(div(g, b), a.shape()) : Tensor(),
             needs[1] ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
@@ -203,7 +203,7 @@ Tensor div(double s, const Tensor& b) {
   if (!detail::any_requires_grad({b})) return out;
   // docs/ops.md, rdiv_scalar: −g · s / x²
   return detail::record(
-      Op::rdiv_scalar, out, {b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
+      Op::rdiv_scalar, out, {b}, /*saved=*/{b}, [s, b](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(s / x)/dx = −s / x²
         return {div(mul(g, -s), mul(b, b))};
       });
@@ -225,19 +225,20 @@ Tensor pow(const Tensor& x, double p) {
   });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, pow: g · p · xᵖ⁻¹ (0 for p = 0)
-  return detail::record(Op::pow, out, {x}, [x, p](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(x^p)/dx = p · x^(p−1)   (0 for p = 0, where x^0 is the constant 1)
-    if (p == 0) return {zeros_like(g)};
-    return {mul(g, mul(pow(x, p - 1), p))};
-  });
+  return detail::record(
+      Op::pow, out, {x}, /*saved=*/{x}, [x, p](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(x^p)/dx = p · x^(p−1)   (0 for p = 0, where x^0 is the constant 1)
+        if (p == 0) return {zeros_like(g)};
+        return {mul(g, mul(pow(x, p - 1), p))};
+      });
 }
 
 Tensor exp(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, exp: g · y
-  return detail::record(
-      Op::exp, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::exp, out, {x}, /*saved=*/{out},
+      [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(eˣ)/dx = eˣ = y: reuse the output
         return {mul(g, y)};
       });
@@ -247,18 +248,19 @@ Tensor log(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::log(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log: g / x
-  return detail::record(Op::log, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(ln x)/dx = 1 / x
-    return {div(g, x)};
-  });
+  return detail::record(
+      Op::log, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(ln x)/dx = 1 / x
+        return {div(g, x)};
+      });
 }
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sqrt: g / (2y)
-  return detail::record(
-      Op::sqrt, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::sqrt, out, {x}, /*saved=*/{out},
+      [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(√x)/dx = 1 / (2√x) = 1 / (2y)
         return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
       });
@@ -268,8 +270,8 @@ Tensor tanh(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, tanh: g · (1 − y²)
-  return detail::record(
-      Op::tanh, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::tanh, out, {x}, /*saved=*/{out},
+      [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(tanh x)/dx = 1 − tanh²x = 1 − y²
         return {
             map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
@@ -286,8 +288,8 @@ Tensor sigmoid(const Tensor& x) {
   });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sigmoid: g · y · (1 − y)
-  return detail::record(
-      Op::sigmoid, out, {x}, [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::sigmoid, out, {x}, /*saved=*/{out},
+      [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
         return {map_binary(
             g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
@@ -299,22 +301,24 @@ Tensor relu(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, relu: g · [x > 0]
-  return detail::record(Op::relu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
-    return {map_binary(
-        g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
-  });
+  return detail::record(
+      Op::relu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
+        return {map_binary(
+            g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
+      });
 }
 
 Tensor gelu(const Tensor& x) {
   Tensor out = map_unary(x, [](auto v) { return v * normal_cdf(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu: g · (Φ(x) + x · φ(x))
-  return detail::record(Op::gelu, out, {x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-    // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
-    return {map_binary(g, x, "gelu_backward",
-        [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
-  });
+  return detail::record(
+      Op::gelu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
+        return {map_binary(g, x, "gelu_backward",
+            [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
+      });
 }
 
 // ---- comparisons ------------------------------------------------------------------------------
@@ -362,7 +366,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, where: ga = sum_to(c ? g : 0), gb = sum_to(c ? 0 : g); c not differentiated
-  return detail::record(Op::where, out, {a, b},
+  return detail::record(Op::where, out, {a, b}, /*saved=*/{condition},
       [condition, sa = a.shape(), sb = b.shape()](
           const Tensor& g, const NeedsGrad& needs) -> Grads {
         // The gradient flows to a where the condition holds, to b elsewhere.
@@ -383,8 +387,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   }
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, masked_fill: gx = m ? 0 : g; m not differentiated
-  return detail::record(
-      Op::masked_fill, out, {x}, [mask](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::masked_fill, out, {x}, /*saved=*/{mask},
+      [mask](const Tensor& g, const NeedsGrad&) -> Grads {
         // Filled positions no longer depend on x: their gradient is 0.
         return {masked_fill(g, mask, 0.0)};
       });

@@ -285,7 +285,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   };
   // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D −
   //   rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
-  return detail::record(Op::flash_attention, out, {q, k, v}, backward);
+  return detail::record(Op::flash_attention, out, {q, k, v},
+      /*saved=*/{Q.tensor, K.tensor, V.tensor, out}, backward);
 }
 
 }  // namespace ag::detail

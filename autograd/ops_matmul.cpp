@@ -156,8 +156,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   matmul_into(a, b, out, batch);
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, matmul: dA = sum_to(dC · Bᵀ), dB = sum_to(Aᵀ · dC)
-  return detail::record(
-      Op::matmul, out, {a, b}, [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
+  return detail::record(Op::matmul, out, {a, b}, /*saved=*/{a, b},
+      [a, b, k](const Tensor& g, const NeedsGrad& needs) -> Grads {
         Tensor ga, gb;
         if (needs[0]) {
           // dA = dC · Bᵀ: (..., M, N)·(..., N, K) -> (..., M, K); Bᵀ is a view read with a BLAS

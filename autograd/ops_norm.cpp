@@ -229,6 +229,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
   // docs/ops.md, layer_norm: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)) with ĝ = g · w, dw =
   //   Σ_rows g · x̂, db = Σ_rows g
   return detail::record(Op::layer_norm, out, {input, weight, bias},
+      /*saved=*/{rows.x, rows.w},
       [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
         return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
       });
@@ -284,6 +285,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
   // docs/ops.md, dropout_add_layer_norm: dz from layer_norm's backward; dx = dz, dy = m ⊙ dz, dw
   //   and db as layer_norm's
   return detail::record(Op::dropout_add_layer_norm, out, {x, y, weight, bias},
+      /*saved=*/{rows.x, rows.w},
       [rows, keep, mask, drop, n](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
         // In the forward pass this was out = layer_norm(z), z = x + m ⊙ y, so
         //   dz = layer norm's dx (above),  dx = dz,  dy = m ⊙ dz,  dw and db as layer norm's.

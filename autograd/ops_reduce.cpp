@@ -186,8 +186,8 @@ Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
   if (!detail::any_requires_grad({x})) return out;
   Tensor mean_kept = from_doubles(means, r.keep_shape, x.dtype(), 1.0);
   // docs/ops.md, var: g · 2 (x − x̄) / (N − c)
-  return detail::record(
-      Op::var, out, {x}, [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::var, out, {x}, /*saved=*/{x},
+      [x, r, dof, mean_kept](const Tensor& g, const NeedsGrad&) -> Grads {
         // ∂/∂x_i Σ (x − x̄)² / (N − c) = 2 (x_i − x̄) / (N − c)
         // (the x̄ term vanishes: Σ (x − x̄) = 0)
         Tensor centered = sub(x, mean_kept);

@@ -149,8 +149,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, /*log=*/false);
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, softmax: y · (g − Σ_d g · y)
-  return detail::record(
-      Op::softmax, out, {x}, [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::softmax, out, {x}, /*saved=*/{out},
+      [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
         // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j
         // y_j)
         if (y.dim() == 0) return {zeros_like(g)};
@@ -163,7 +163,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor out = softmax_forward(x, dim, /*log=*/true);
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log_softmax: g − exp(y) · Σ_d g
-  return detail::record(Op::log_softmax, out, {x},
+  return detail::record(Op::log_softmax, out, {x}, /*saved=*/{out},
       [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
         // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
         if (y.dim() == 0) return {zeros_like(g)};
@@ -200,7 +200,7 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
   if (!detail::any_requires_grad({X})) return y;
   // docs/ops.md, length_masked_softmax: y · (g − Σ_{j<L} g · y) on the first L entries, 0 after; 0
   //   everywhere when L = 0
-  return detail::record(Op::length_masked_softmax, y, {X},
+  return detail::record(Op::length_masked_softmax, y, {X}, /*saved=*/{y},
       [y = y.detach(), lengths = std::move(lengths), rows, K](
           const Tensor& g, const NeedsGrad&) -> Grads {
         // In the forward pass this was y_k = e_k / Σ_{j<L} e_j for k < L, and a constant for k ≥ L

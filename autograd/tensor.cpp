@@ -253,16 +253,26 @@ Tensor& Tensor::set_name(std::string name) {
 // ---- Tensor: in-place updates -------------------------------------------------------------------
 
 namespace {
+// What every in-place update checks first: that autograd allows it, and that each element of t is
+// its own memory location — in an expanded view (a stride-0 dim of size > 1) one location stands
+// for several elements, and add_ would add to it once per element (PyTorch refuses it too).
 void check_inplace_allowed(const Tensor& t, const char* op) {
   if (t.requires_grad() && GradMode::is_enabled())
     fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(t.shape()),
         " that requires grad; wrap the update in ag::NoGradGuard");
+  if (!detail::has_distinct_elements(t))
+    fail<ValueError>(op,
+        ": unsupported operation: more than one element of the written-to tensor "
+        "(shape ",
+        shape_str(t.shape()), ", strides ", shape_str(t.strides()),
+        ") refers to a single memory location; clone() it before the in-place update");
 }
 
 // x ← update(x, s) for every element x of t, through its strides, with s = `scalar` in t's dtype.
 template <class Update>
 void update_each_element(const Tensor& t, const char* op, double scalar, Update update) {
   check_inplace_allowed(t, op);
+  t.bump_version();
   dispatch(t.dtype(), [&]<typename T>() {
     T* base = t.data<T>();
     const T s = static_cast<T>(scalar);
@@ -284,6 +294,7 @@ const Tensor& Tensor::fill_(double value) const {
 
 const Tensor& Tensor::copy_(const Tensor& source) const {
   check_inplace_allowed(*this, "copy_");
+  bump_version();
   detail::copy_into(*this, source);
   return *this;
 }
@@ -294,6 +305,7 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
     fail<ShapeError>("add_: shape ", shape_str(other.shape()),
         " does not broadcast to the updated tensor's shape ", shape_str(shape()));
+  bump_version();
   dispatch(dtype(), [&]<typename T>() {
     T* out = data<T>();
     const T* in = other.data<T>();
@@ -308,13 +320,9 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
         for (int64_t i = 0; i < n; ++i) o[i * st[0]] += a * s[i * st[1]];
       }
     };
-    const std::array<Shape, 2> operand_strides{
-        strides(), detail::broadcast_strides(other, shape())};
-    // Threads split the rows unless an element of this tensor is reached twice (a stride-0 view).
-    if (detail::has_distinct_elements(*this))
-      detail::parallel_for_each_row<2>(shape(), operand_strides, add_row);
-    else
-      detail::for_each_row<2>(shape(), operand_strides, add_row);
+    // Threads split the rows: every element of this tensor is its own (checked above).
+    detail::parallel_for_each_row<2>(
+        shape(), {strides(), detail::broadcast_strides(other, shape())}, add_row);
   });
   return *this;
 }

@@ -5,6 +5,7 @@
 // same ops spelled as methods, as in PyTorch (x.reshape(...), x.sum({1}), x.transpose(0, 1)).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -32,7 +33,9 @@ struct GradHookEntry {
   GradHook fn;
 };
 
-// A flat, 64-byte aligned buffer. Views of a tensor share one Storage.
+// A flat, 64-byte aligned buffer. Views of a tensor share one Storage, and with it the version
+// counter of its data: every in-place write through any of them bumps it (PyTorch's `_version`),
+// so that backward can tell that a tensor an op saved was changed since (see autograd/autograd.h).
 class Storage {
  public:
   explicit Storage(std::size_t nbytes);
@@ -42,10 +45,13 @@ class Storage {
 
   void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::atomic<uint64_t> version_{0};
 };
 
 struct TensorImpl {
@@ -146,6 +152,10 @@ class Tensor {
 
   // ---- in-place updates (not differentiable; e.g. optimizer steps under NoGradGuard) --------
   // Like PyTorch's, they are const: they change the data a handle points to, not the handle.
+  // Each one bumps the version of the tensor's storage, also under NoGradGuard (see version()),
+  // and each refuses, with a ValueError naming it and the shape and strides, a tensor in which
+  // several elements are one memory location (a stride-0 dim of size > 1, as expand() makes),
+  // as PyTorch does: x.expand({4}).add_(1) would add 1 four times to the same element.
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
   const Tensor& copy_(const Tensor& source) const;  // source broadcasts to this shape
@@ -156,6 +166,14 @@ class Tensor {
   // converts parameters with it). The shapes must be equal (ShapeError otherwise). Gradient,
   // requires_grad, grad_fn and name stay as they are.
   void set_data(const Tensor& source) const;
+  // How many in-place writes the tensor's storage has had (PyTorch's `_version`); views share it.
+  // An op that saves a tensor for its backward remembers its version, and backward throws an
+  // AutogradError if the tensor was written in place since:
+  //   y = x * w;  x.mul_(2);  y.backward();  // AutogradError: 'mul' saved a tensor ... modified
+  uint64_t version() const { return impl().storage->version(); }
+  // Marks the data as written in place: code that writes through data<T>() into a tensor that
+  // others may have saved (an optimizer's step) calls it, as the methods above do.
+  void bump_version() const { impl().storage->bump_version(); }
 
   // ---- ops as methods (see autograd/ops.h) --------------------------------------------------
   Tensor reshape(const Shape& shape) const;

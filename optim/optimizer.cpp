@@ -19,6 +19,7 @@ namespace {
 // any number of threads.
 template <class T, class F>
 void for_each_element(const Tensor& param, const std::vector<Tensor>& others, F f) {
+  param.bump_version();  // an in-place write: a graph that saved param can no longer backprop
   T* p = param.data<T>();
   std::vector<T*> ptrs;
   for (const Tensor& t : others) ptrs.push_back(t.data<T>());

@@ -122,3 +122,45 @@ TEST_CASE(
   }
   CHECK(files >= 10);
 }
+
+TEST_CASE("docs/ops.md's table of saved tensors lists exactly the ops recorded with a saved list",
+    "[docs]") {
+  // The ops named in the rows of the "Saved tensors" table (| inputs | `mul`, ... |) ...
+  const std::string doc = read(AG_SOURCE_DIR "/docs/ops.md");
+  const std::size_t section = doc.find("## Saved tensors");
+  REQUIRE(section != std::string::npos);
+  const std::set<std::string> ops(std::begin(ag::kOpNames), std::end(ag::kOpNames));
+  std::set<std::string> documented;
+  std::map<std::string, std::string> file_of;  // op -> its file, from the main table
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) == 0) {
+      const std::size_t file_start = line.rfind("| ", line.size() - 3);
+      file_of[line.substr(3, line.find('`', 3) - 3)] =
+          line.substr(file_start + 2, line.size() - file_start - 4);
+    }
+  }
+  std::istringstream saved_rows(
+      doc.substr(section, doc.find("\n\n", doc.find("| saved", section)) - section));
+  for (std::string line; std::getline(saved_rows, line);) {
+    if (line.rfind("| ", 0) != 0 || line.rfind("| saved", 0) == 0 || line.rfind("|---", 0) == 0)
+      continue;
+    for (std::size_t at = line.find('`'); at != std::string::npos;
+         at = line.find('`', line.find('`', at + 1) + 1)) {
+      const std::string name = line.substr(at + 1, line.find('`', at + 1) - at - 1);
+      if (ops.count(name) == 1) documented.insert(name);
+    }
+  }
+  // ... are those whose record call in their file passes /*saved=*/{...} (the text from
+  // "Op::<op>," to the backward lambda's capture list or the end of the statement).
+  std::set<std::string> saving;
+  for (const auto& [op, file] : file_of) {
+    const std::string source = read(AG_SOURCE_DIR "/autograd/" + file);
+    const std::size_t at = source.find("Op::" + op + ",");
+    if (at == std::string::npos) continue;  // the main table's test reports it
+    const std::size_t end = source.find_first_of("[;", at);
+    if (source.substr(at, end - at).find("/*saved=*/") != std::string::npos) saving.insert(op);
+  }
+  CHECK(documented == saving);
+  CHECK(saving.count("mul") == 1);  // the parse found the record calls
+}

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -20,6 +21,31 @@ TEST_CASE("parameters without a gradient are left alone; zero_grad drops gradien
   CHECK(a.to_vector<double>()[0] == Approx(0.9));  // Adam's first step moves by lr·sign(g)
   adam.zero_grad();
   CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE(
+    "a step bumps the parameters' version: a retained graph that saved them refuses a "
+    "second backward, a new forward works",
+    "[optim]") {
+  // As PyTorch: loss.backward(retain_graph=True); opt.step(); loss.backward() raises, because
+  // mul saved w and the step changed it in place.
+  Tensor x = tensor({2.0, 3.0});
+  Tensor w = tensor({1.0, 1.0}).requires_grad_();
+  optim::SGD sgd({w}, 0.25);
+  optim::AdamW adamw({w}, 0.25);
+  for (optim::Optimizer* optimizer : std::vector<optim::Optimizer*>{&sgd, &adamw}) {
+    Tensor loss = sum(x * w);
+    loss.backward(Tensor(), /*retain_graph=*/true);
+    const uint64_t before = w.version();
+    optimizer->step();
+    CHECK(w.version() == before + 1);
+    CHECK_THROWS_AS(loss.backward(Tensor(), /*retain_graph=*/true), AutogradError);
+    CHECK_THROWS_WITH(loss.backward(), Contains("backward of 'mul'"));
+    optimizer->zero_grad();
+    sum(x * w).backward();
+    CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0, 3.0});
+    optimizer->zero_grad();
+  }
 }
 
 TEST_CASE(
