@@ -1,11 +1,14 @@
 #include "autograd/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "autograd/error.h"
 
 namespace ag {
 
@@ -55,6 +58,9 @@ Cache& cache() {
 }  // namespace
 
 void* detail::allocate_storage(std::size_t nbytes) {
+  // No object may be larger than PTRDIFF_MAX bytes (pointer differences must fit); refusing them
+  // here also keeps rounded_size from wrapping around.
+  if (nbytes > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
   const std::size_t size = rounded_size(nbytes);
   Cache& c = cache();
   {
@@ -100,9 +106,21 @@ void detail::release_storage(void* data, std::size_t nbytes) noexcept {
   std::free(data);
 }
 
-std::shared_ptr<uint8_t> detail::allocate_bytes(std::size_t nbytes) {
-  auto* data = static_cast<uint8_t*>(allocate_storage(nbytes));
-  return std::shared_ptr<uint8_t>(data, [nbytes](uint8_t* p) { release_storage(p, nbytes); });
+std::shared_ptr<uint8_t> detail::allocate_bytes(
+    std::size_t nbytes, const char* op, const std::vector<int64_t>& shape) {
+  try {
+    auto* data = static_cast<uint8_t*>(allocate_storage(nbytes));
+    // (Should the control block's allocation throw, shared_ptr releases `data` with the deleter.)
+    return std::shared_ptr<uint8_t>(data, [nbytes](uint8_t* p) { release_storage(p, nbytes); });
+  } catch (const std::bad_alloc&) {
+    fail_out_of_memory(op, shape, nbytes);
+  }
+}
+
+void detail::fail_out_of_memory(
+    const char* op, const std::vector<int64_t>& shape, std::size_t nbytes) {
+  fail<OutOfMemoryError>(
+      op, ": out of memory: cannot allocate ", nbytes, " bytes for shape ", shape_str(shape));
 }
 
 AllocatorStats allocator_stats() {

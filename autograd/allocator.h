@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace ag {
 
@@ -38,14 +39,22 @@ void set_cache_limit(std::size_t bytes);
 std::size_t cache_limit();
 
 namespace detail {
-// A 64-byte aligned buffer of at least `nbytes` bytes (never null: throws std::bad_alloc), and its
-// release. Storage is their only caller; release must get the size that allocate was given.
+// A 64-byte aligned buffer of at least `nbytes` bytes (never null: throws std::bad_alloc, also for
+// more than PTRDIFF_MAX bytes, which no buffer can hold), and its release. Storage is their only
+// caller; release must get the size that allocate was given.
 void* allocate_storage(std::size_t nbytes);
 void release_storage(void* data, std::size_t nbytes) noexcept;
 
 // `nbytes` uninitialised bytes from the same cache, given back when the last owner lets go: for
-// what a kernel saves for its backward that is not a tensor (dropout's byte masks).
-std::shared_ptr<uint8_t> allocate_bytes(std::size_t nbytes);
+// what a kernel saves for its backward that is not a tensor (dropout's byte masks). When the
+// system has no memory to give, an OutOfMemoryError names `op` and the `shape` the bytes are for.
+std::shared_ptr<uint8_t> allocate_bytes(
+    std::size_t nbytes, const char* op, const std::vector<int64_t>& shape);
+
+// Throws the OutOfMemoryError of an allocation of `nbytes` for `shape` that failed in `op`:
+//   op: out of memory: cannot allocate 1152921504606846976 bytes for shape [288230376151711744]
+[[noreturn]] void fail_out_of_memory(
+    const char* op, const std::vector<int64_t>& shape, std::size_t nbytes);
 }  // namespace detail
 
 }  // namespace ag

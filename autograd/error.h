@@ -5,13 +5,14 @@
 //
 //   ag::Error                  everything ag throws (an interface, not itself a std::exception)
 //   ├─ InvalidArgument         the caller passed something wrong (a std::invalid_argument)
-//   │  ├─ ShapeError             shapes that do not fit the op
+//   │  ├─ ShapeError             shapes that do not fit the op, or too large to exist
 //   │  ├─ DTypeError             mixed or unsupported dtypes
 //   │  ├─ AutogradError          misuse of autograd
 //   │  └─ ValueError             any other bad argument value
 //   └─ RuntimeError            the call was fine but the world failed (a std::runtime_error)
 //      ├─ IoError                a file: missing, unreadable, damaged, unwritable
-//      └─ ExternalProgramError   a program ag runs (gnuplot, Graphviz's dot) missing or failing
+//      ├─ ExternalProgramError   a program ag runs (gnuplot, Graphviz's dot) missing or failing
+//      └─ OutOfMemoryError       the system could not provide a tensor's memory
 //
 // Messages name the op (or the file, or the program) and, for shapes, the full shapes involved:
 //   matmul: shapes [2,3] and [4,5] cannot be multiplied (3 != 4)
@@ -50,7 +51,7 @@ class InvalidArgument : public std::invalid_argument, public Error {
   const char* what() const noexcept override { return std::invalid_argument::what(); }
 };
 
-// Base of the errors of the world outside the arguments: files and programs.
+// Base of the errors of the world outside the arguments: files, programs, memory.
 class RuntimeError : public std::runtime_error, public Error {
  public:
   explicit RuntimeError(const std::string& message) : std::runtime_error(message) {}
@@ -58,7 +59,9 @@ class RuntimeError : public std::runtime_error, public Error {
   const char* what() const noexcept override { return std::runtime_error::what(); }
 };
 
-// Shapes that do not fit the op: broadcasting, matmul, reshape, out-of-range dims or indices.
+// Shapes that do not fit the op: broadcasting, matmul, reshape, out-of-range dims or indices; and
+// shapes too large to exist (negative sizes, more elements than int64 counts, more bytes than a
+// buffer can hold), refused before anything is allocated.
 class ShapeError : public InvalidArgument {
  public:
   using InvalidArgument::InvalidArgument;
@@ -93,6 +96,16 @@ class IoError : public RuntimeError {
 // A program ag runs (gnuplot for the plots, Graphviz's dot for graph pictures) that is not
 // installed, cannot be started or fails. The message names the program.
 class ExternalProgramError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
+// The system could not provide the memory of a tensor (or of a buffer an op needs). The message
+// names the op, the shape and the bytes:
+//   empty: out of memory: cannot allocate 1152921504606846976 bytes for shape [288230376151711744]
+// A shape too large for any memory (its element count or bytes beyond what int64 and the address
+// space hold) is a ShapeError instead: asking again cannot succeed.
+class OutOfMemoryError : public RuntimeError {
  public:
   using RuntimeError::RuntimeError;
 };

@@ -246,7 +246,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // (included above).
 
 // ---- helpers shared by the ops (public because custom ops need them too) ---------------------
-// The broadcast shape of a and b, or a ShapeError naming `op` and both shapes.
+// The broadcast shape of a and b, or a ShapeError naming `op` and both shapes. It may hold more
+// elements than int64 counts ([2^32, 1] and [1, 2^32]): check it with checked_numel (ag::empty
+// does) before using its element count.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // Sums `grad` over the dims along which `shape` was broadcast to grad's shape, giving `shape`.
 // Every op that broadcasts reduces its input gradients through this one function.

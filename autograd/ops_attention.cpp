@@ -163,6 +163,11 @@ void check_attention_operands(
       if (size > INT_MAX)
         fail<ShapeError>(op, ": q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), " and v ",
             shape_str(v.shape()), " exceed BLAS's 32-bit sizes");
+  // The (B, H, Tq, Tk) weights, formed or not, are counted in int64 (dropout's mask indexes them).
+  int64_t weights = 0;
+  if (__builtin_mul_overflow(q.size(0) * q.size(1), q.size(2) * k.size(2), &weights))
+    fail<ShapeError>(op, ": q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
+        " give more than ", INT64_MAX, " attention weights (B·H·Tq·Tk)");
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
     fail<ValueError>(op, ": dropout probability ", dropout_p, " is outside [0, 1] (q of shape ",
         shape_str(q.shape()), ")");
@@ -206,12 +211,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // The mask itself, one byte per weight (a quarter of P), drawn head by head in the forward and
   // read again by the backward.
   const std::shared_ptr<uint8_t> keep =
-      drop ? detail::allocate_bytes(static_cast<std::size_t>(B * H * Tq * Tk))
+      drop ? detail::allocate_bytes(
+                 static_cast<std::size_t>(B * H * Tq * Tk), kOpName, {B, H, Tq, Tk})
            : nullptr;  // from the cache
 
   const Heads Q = heads_of(q), K = heads_of(k), V = heads_of(v);
-  Tensor P = empty(
-      {B, H, Tq, Tk}, q.dtype());  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
+  // (B, H, Tq, Tk), contiguous: head (b, h) at (b·H + h)·Tq·Tk
+  Tensor P = detail::empty({B, H, Tq, Tk}, q.dtype(), kOpName);
   // O as a dense (B, Tq, H, dv) buffer, returned as its (B, H, Tq, dv) view
   const Tensor out_buffer = empty({B, Tq, H, dv}, q.dtype());  // (B, Tq, H, dv)
   Tensor out = detail::make_view(

@@ -57,7 +57,8 @@ template <class F>
 Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   detail::check_same_dtype(a, b, op);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = empty(shape, a.dtype());
+  // (Valid shapes can broadcast to one too large to count, [2^32, 1] and [1, 2^32]: checked here.)
+  Tensor out = detail::empty(shape, a.dtype(), op);
   dispatch(a.dtype(), [&]<typename T>() {
     T* po = out.data<T>();
     const T* pa = a.data<T>();
@@ -347,7 +348,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   detail::check_same_dtype(a, b, "where");
   Shape shape =
       broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = empty(shape, a.dtype());
+  Tensor out = detail::empty(shape, a.dtype(), "where");
   dispatch(condition.dtype(), [&]<typename C>() {
     dispatch(a.dtype(), [&]<typename T>() {
       T* po = out.data<T>();

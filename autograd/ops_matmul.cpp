@@ -152,7 +152,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   Shape out_shape = batch;
   out_shape.push_back(a.shape()[a.dim() - 2]);
   out_shape.push_back(b.shape()[b.dim() - 1]);
-  Tensor out = empty(out_shape, a.dtype());
+  // (..., M, N): valid operands can still make an output too large to count, [2^32, 1]·[1, 2^32]
+  Tensor out = detail::empty(out_shape, a.dtype(), "matmul");
   matmul_into(a, b, out, batch);
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, matmul: dA = sum_to(dC · Bᵀ), dB = sum_to(Aᵀ · dC)

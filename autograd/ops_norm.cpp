@@ -255,7 +255,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
   std::shared_ptr<uint8_t> keep;
   if (drop) {
     mask = detail::reserve_dropout_mask(n, y.dtype(), p, generator);
-    keep = detail::allocate_bytes(static_cast<std::size_t>(n));
+    keep = detail::allocate_bytes(static_cast<std::size_t>(n), "dropout_add_layer_norm", y.shape());
     parallel_for(n, 8, [&](int64_t begin, int64_t end) {
       detail::draw_dropout_keep(mask, y.dtype(), begin, end - begin, keep.get() + begin);
     });

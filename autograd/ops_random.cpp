@@ -66,11 +66,12 @@ void draw_keep(
 namespace detail {
 
 DropoutMask reserve_dropout_mask(int64_t numel, DType dtype, double p, Generator& generator) {
-  const int64_t words_per_element = dtype == float32 ? 1 : 2;
+  const uint64_t words_per_element = dtype == float32 ? 1 : 2;
+  // ⌈words / 4⌉ blocks, in uint64: the numel of a large expanded view times 2 exceeds int64.
+  const uint64_t words = static_cast<uint64_t>(numel) * words_per_element;
   DropoutMask mask;
   mask.seed = generator.seed();
-  mask.first_block =
-      generator.reserve_blocks(static_cast<uint64_t>((numel * words_per_element + 3) / 4));
+  mask.first_block = generator.reserve_blocks(words / 4 + (words % 4 != 0 ? 1 : 0));
   // p = 1 drops everything (and 1/(1 − p) would divide by zero): every m_i is 0.
   mask.keep_prob = 1.0 - p;
   mask.scale = p == 1.0 ? 0.0 : 1.0 / mask.keep_prob;
@@ -92,7 +93,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   const int64_t n = x.numel();
   const detail::DropoutMask mask = detail::reserve_dropout_mask(n, x.dtype(), p, generator);
   // (numel of x) 1 = kept, from the caching allocator (no fresh pages every step)
-  const std::shared_ptr<uint8_t> keep = detail::allocate_bytes(static_cast<std::size_t>(n));
+  const std::shared_ptr<uint8_t> keep =
+      detail::allocate_bytes(static_cast<std::size_t>(n), "dropout", x.shape());
   // Any element range can be drawn on its own: ag's threads split them (the same draws).
   parallel_for(n, 8, [&](int64_t begin, int64_t end) {
     detail::draw_dropout_keep(mask, x.dtype(), begin, end - begin, keep.get() + begin);
@@ -100,7 +102,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   // m applied to a tensor of x's shape: the forward applies it to x, the backward to g.
   auto masked = [keep, n, scale = mask.scale](const Tensor& t) {
     const Tensor in = t.contiguous();
-    Tensor out = empty(in.shape(), in.dtype());
+    Tensor out = detail::empty(in.shape(), in.dtype(), "dropout");
     dispatch(in.dtype(), [&]<typename T>() {
       const T* pin = in.data<T>();
       T* pout = out.data<T>();

@@ -4,6 +4,7 @@
 // Each op's gradient is written once, in the docs/ops.md tag beside its backward (test_docs
 // checks it against the table).
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -27,8 +28,11 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
       inferred = d;
     } else if (out[d] < 0) {
       fail<ShapeError>(op, ": invalid size ", out[d], " in shape ", shape_str(shape));
-    } else {
-      known *= out[d];
+    } else if (__builtin_mul_overflow(known, out[d], &known)) {
+      // More than the 2^63 - 1 elements any tensor can have: certainly not x's count.
+      fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
+          shape_str(x.shape()), " (", x.numel(), " elements; its sizes multiply to more than ",
+          INT64_MAX, ")");
     }
   }
   const int64_t count = x.numel();
@@ -41,6 +45,8 @@ Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
     fail<ShapeError>(op, ": shape ", shape_str(shape), " is invalid for input of shape ",
         shape_str(x.shape()), " (", count, " elements)");
   }
+  // A shape of no elements still needs strides that fit: [0, 2^40, 2^40] is refused too.
+  checked_numel(out, op);
   return out;
 }
 
@@ -228,6 +234,8 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     strides[d] = existing && own == target[d] ? x.strides()[d - lead] : 0;
   }
   if (target == x.shape()) return x;
+  // No memory is allocated, but the view's element count must still fit in int64.
+  checked_numel(target, "expand");
   Tensor out = detail::make_view(x, target, strides, x.offset());
   // docs/ops.md, expand: sum_to(g, input shape)
   return detail::record(
@@ -251,10 +259,13 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   auto clamp = [size](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + size : i, 0, size); };
   start = clamp(start);
   end = std::max(clamp(end), start);
-  const int64_t length = (end - start + step - 1) / step;
+  // ⌈(end − start) / step⌉, without the overflow of end − start + step − 1 for a huge step.
+  const int64_t length = end == start ? 0 : (end - start - 1) / step + 1;
   Shape shape = x.shape(), strides = x.strides();
   shape[dim] = length;
-  strides[dim] *= step;
+  // With 2 or more elements step < size, so the new stride stays within the old extent; with fewer
+  // it is never used (and stride · step could overflow).
+  if (length > 1) strides[dim] *= step;
   Tensor out = detail::make_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
   // docs/ops.md, slice: zeros with g written into the slice
   return detail::record(Op::slice, out, {x},
@@ -271,7 +282,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   dim = wrap_dim(dim, x.dim(), "narrow");
   const int64_t size = x.shape()[dim];
   if (start < 0) start += size;
-  if (start < 0 || length < 0 || start + length > size)
+  if (start < 0 || start > size || length < 0 || length > size - start)
     fail<ShapeError>("narrow: start ", start, " and length ", length, " do not fit dim ", dim,
         " of shape ", shape_str(x.shape()));
   return slice(x, dim, start, start + length);
@@ -293,7 +304,9 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) fail<ShapeError>("split: negative size ", s, " in ", shape_str(sizes));
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to more than ", INT64_MAX,
+          ", not to dim ", dim, " of shape ", shape_str(x.shape()));
   }
   if (total != x.shape()[dim])
     fail<ShapeError>("split: sizes ", shape_str(sizes), " sum to ", total, ", not to dim ", dim,
@@ -335,9 +348,12 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
     if (!fits)
       fail<ShapeError>("concat: shapes ", shape_str(first.shape()), " and ", shape_str(t.shape()),
           " differ outside dim ", dim);
-    shape[dim] += t.shape()[dim];
+    if (__builtin_add_overflow(shape[dim], t.shape()[dim], &shape[dim]))
+      fail<ShapeError>("concat: the sizes along dim ", dim, " of the ", tensors.size(),
+          " tensors (the first of shape ", shape_str(first.shape()), ") add up to more than ",
+          INT64_MAX);
   }
-  Tensor out = empty(shape, first.dtype());
+  Tensor out = detail::empty(shape, first.dtype(), "concat");
   std::vector<int64_t> sizes;
   int64_t start = 0;
   for (const Tensor& t : tensors) {
@@ -364,14 +380,16 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
 
 namespace {
 
-// x's rows `index` along `dim`: with x seen as a contiguous (outer, size, inner) block, output row
-// (o, j) is a copy of the `inner` elements of row (o, index[j]). Indices are already checked.
-Tensor gather_rows(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
+// x's rows `row_of(j)` along `dim`, for j in [0, count): with x seen as a contiguous (outer, size,
+// inner) block, output row (o, j) is a copy of the `inner` elements of row (o, row_of(j)). The
+// rows are already checked; errors name `op`.
+template <class RowOf>
+Tensor gather_rows(const Tensor& x, int64_t dim, int64_t count, RowOf row_of, const char* op) {
   const Around a = around(x.shape(), dim);
-  const int64_t count = static_cast<int64_t>(index.size());
   Shape shape = x.shape();
   shape[dim] = count;
-  Tensor out = empty(shape, x.dtype());
+  Tensor out = detail::empty(shape, x.dtype(), op);
+  if (out.numel() == 0) return out;  // nothing to copy (and count may be huge when inner is 0)
   Tensor xc = contiguous(x.detach());
   dispatch(x.dtype(), [&]<typename T>() {
     const T* src = xc.data<T>();
@@ -380,18 +398,19 @@ Tensor gather_rows(const Tensor& x, int64_t dim, const std::vector<int64_t>& ind
     for (int64_t o = 0; o < a.outer; ++o)
       for (int64_t j = 0; j < count; ++j)
         std::memcpy(
-            dst + (o * count + j) * a.inner, src + (o * a.size + index[j]) * a.inner, row_bytes);
+            dst + (o * count + j) * a.inner, src + (o * a.size + row_of(j)) * a.inner, row_bytes);
   });
   return out;
 }
 
 // The gradient of gather_rows: zeros of the input's shape, with row j of g added into row
-// index[j] (a scatter-add: a row picked several times receives the sum of its gradients).
-Tensor scatter_add_rows(
-    const Tensor& g, const Shape& input_shape, int64_t dim, const std::vector<int64_t>& index) {
+// row_of(j) (a scatter-add: a row picked several times receives the sum of its gradients).
+template <class RowOf>
+Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim, RowOf row_of) {
   const Around a = around(input_shape, dim);
-  const int64_t count = static_cast<int64_t>(index.size());
+  const int64_t count = g.shape()[dim];
   Tensor grad = zeros(input_shape, g.dtype());
+  if (g.numel() == 0) return grad;
   Tensor gc = contiguous(g);
   dispatch(g.dtype(), [&]<typename T>() {
     const T* src = gc.data<T>();
@@ -399,7 +418,7 @@ Tensor scatter_add_rows(
     for (int64_t o = 0; o < a.outer; ++o)
       for (int64_t j = 0; j < count; ++j) {
         const T* from = src + (o * count + j) * a.inner;
-        T* to = dst + (o * a.size + index[j]) * a.inner;
+        T* to = dst + (o * a.size + row_of(j)) * a.inner;
         for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
       }
   });
@@ -415,13 +434,15 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
     if (i < 0 || i >= x.shape()[dim])
       fail<ShapeError>("index_select: index ", i, " is out of range for dim ", dim, " of shape ",
           shape_str(x.shape()));
-  Tensor out = gather_rows(x, dim, index);
+  const auto picked = [&index](int64_t j) { return index[static_cast<std::size_t>(j)]; };
+  Tensor out = gather_rows(x, dim, static_cast<int64_t>(index.size()), picked, "index_select");
   // docs/ops.md, index_select: g scatter-added into rows i
   return detail::record(Op::index_select, out, {x},
       [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
         // Row index[j] of x receives g's row j — several times if the index
         // repeats it (an embedding row used by several tokens)
-        return {scatter_add_rows(g, shape, dim, index)};
+        const auto picked = [&index](int64_t j) { return index[static_cast<std::size_t>(j)]; };
+        return {scatter_add_rows(g, shape, dim, picked)};
       });
 }
 
@@ -445,17 +466,20 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
         "repeat_interleave: repeats ", repeats, " is negative (shape ", shape_str(x.shape()), ")");
   if (x.dim() == 0) fail<ShapeError>("repeat_interleave: a 0-dim tensor has no dim to repeat");
   dim = wrap_dim(dim, x.dim(), "repeat_interleave");
-  // Row s is picked `repeats` times in a row: index = [0, 0, 0, 1, 1, 1, ...] for repeats = 3.
-  std::vector<int64_t> index;
-  index.reserve(static_cast<std::size_t>(x.shape()[dim] * repeats));
-  for (int64_t row = 0; row < x.shape()[dim]; ++row) index.insert(index.end(), repeats, row);
-  Tensor out = gather_rows(x, dim, index);
+  int64_t rows = 0;
+  if (__builtin_mul_overflow(x.shape()[dim], repeats, &rows))
+    fail<ShapeError>("repeat_interleave: ", repeats, " repeats of the ", x.shape()[dim],
+        " rows of dim ", dim, " of shape ", shape_str(x.shape()), " are more than ", INT64_MAX,
+        " rows");
+  // Output row j is input row j / repeats: [0, 0, 0, 1, 1, 1, ...] for repeats = 3.
+  const auto repeated = [repeats](int64_t j) { return j / repeats; };
+  Tensor out = gather_rows(x, dim, rows, repeated, "repeat_interleave");
   // docs/ops.md, repeat_interleave: g summed over each run of r
   return detail::record(Op::repeat_interleave, out, {x},
-      [index, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
+      [repeated, dim, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
         // Each input row fed `repeats` consecutive output rows: their
         // gradients are summed back into it
-        return {scatter_add_rows(g, shape, dim, index)};
+        return {scatter_add_rows(g, shape, dim, repeated)};
       });
 }
 

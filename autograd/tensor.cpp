@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -49,6 +50,37 @@ int64_t numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t size : shape) n *= size;
   return n;
+}
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  // The product of the nonzero sizes bounds both the count and every contiguous stride
+  // (contiguous_strides skips zeros too), so it must fit: [0, 2^40, 2^40] holds no element, yet its
+  // first stride would be 2^80.
+  int64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    const int64_t size = shape[d];
+    if (size < 0)
+      fail<ShapeError>(
+          op, ": negative size in shape ", shape_str(shape), " (dim ", d, " is ", size, ")");
+    if (size == 0) {
+      has_zero = true;
+    } else if (__builtin_mul_overflow(nonzero_product, size, &nonzero_product)) {
+      fail<ShapeError>(op, ": shape ", shape_str(shape),
+          " is too large: its sizes multiply to more than 2^63 - 1 = ", INT64_MAX);
+    }
+  }
+  return has_zero ? 0 : nonzero_product;
+}
+
+std::size_t detail::checked_nbytes(const Shape& shape, DType dtype, const char* op) {
+  const int64_t count = checked_numel(shape, op);
+  const auto element_bytes = static_cast<int64_t>(dtype_size(dtype));
+  if (count > PTRDIFF_MAX / element_bytes)
+    fail<ShapeError>(op, ": shape ", shape_str(shape), " of ", dtype_name(dtype),
+        " is too large: its ", count, " elements of ", element_bytes,
+        " bytes are more than the 2^63 - 1 bytes a buffer can hold");
+  return static_cast<std::size_t>(count * element_bytes);
 }
 
 Shape contiguous_strides(const Shape& shape) {
@@ -358,7 +390,7 @@ Tensor Tensor::to(DType target) const {
     fail<AutogradError>("to: converting a tensor of shape ", shape_str(shape()),
         " that requires grad from ", dtype_name(dtype()), " to ", dtype_name(target),
         " is not differentiable; detach() it or use NoGradGuard");
-  Tensor out = empty(shape(), target);
+  Tensor out = detail::empty(shape(), target, "to");
   dispatch(dtype(), [&]<typename S>() {
     dispatch(target, [&]<typename T>() {
       const S* in = data<S>();
@@ -396,27 +428,36 @@ Tensor Tensor::matmul(const Tensor& other) const { return ag::matmul(*this, othe
 
 // ---- creation -----------------------------------------------------------------------------------
 
-Tensor empty(const Shape& shape, DType dtype) {
-  for (int64_t size : shape)
-    if (size < 0) fail<ShapeError>("empty: negative size in shape ", shape_str(shape));
+Tensor detail::empty(const Shape& shape, DType dtype, const char* op) {
+  const std::size_t nbytes = checked_nbytes(shape, dtype, op);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(static_cast<std::size_t>(numel(shape)) * dtype_size(dtype));
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes);
+  } catch (const std::bad_alloc&) {
+    detail::fail_out_of_memory(op, shape, nbytes);
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor empty(const Shape& shape, DType dtype) { return detail::empty(shape, dtype, "empty"); }
+
+namespace {
+Tensor full_for(const char* op, const Shape& shape, double value, DType dtype) {
+  Tensor t = detail::empty(shape, dtype, op);
   dispatch(
       dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
   return t;
 }
+}  // namespace
 
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor full(const Shape& shape, double value, DType dtype) {
+  return full_for("full", shape, value, dtype);
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full_for("zeros", shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full_for("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype()); }
 Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.dtype()); }
 
@@ -426,9 +467,14 @@ Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     fail<ValueError>(
         "arange: start ", start, ", end ", end, ", step ", step, " do not describe a finite range");
-  double count = std::ceil((end - start) / step);
-  int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  Tensor t = empty({n}, dtype);
+  // ⌈(end − start) / step⌉ elements. A double of 2^63 or more (or the infinity of an end − start
+  // beyond the double range) has no int64 value: refused before it is converted.
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 0x1p63))
+    fail<ShapeError>("arange: start ", start, ", end ", end, ", step ", step, " give ", count,
+        " elements, more than 2^63 - 1 = ", INT64_MAX);
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  Tensor t = detail::empty({n}, dtype, "arange");
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
@@ -439,10 +485,11 @@ Tensor arange(double start, double end, double step, DType dtype) {
 namespace {
 template <class V>
 Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype) {
-  if (numel(shape) != static_cast<int64_t>(values.size()))
+  const int64_t count = checked_numel(shape, "tensor");
+  if (count != static_cast<int64_t>(values.size()))
     fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ", shape_str(shape),
-        " (", numel(shape), " elements)");
-  Tensor t = empty(shape, dtype);
+        " (", count, " elements)");
+  Tensor t = detail::empty(shape, dtype, "tensor");
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
     for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
@@ -535,12 +582,12 @@ T next_uniform(WordStream& words) {
 
 constexpr int64_t words_per_element(DType dtype) { return dtype == DType::float32 ? 1 : 2; }
 
-}  // namespace
-
-Tensor uniform(const Shape& shape, double low, double high, Generator& generator, DType dtype) {
+// uniform, with errors naming `op` (rand draws through it too).
+Tensor uniform_for(const char* op, const Shape& shape, double low, double high,
+    Generator& generator, DType dtype) {
   if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high))
-    fail<ValueError>("uniform: invalid range [", low, ", ", high, ")");
-  Tensor t = empty(shape, dtype);
+    fail<ValueError>(op, ": invalid range [", low, ", ", high, ")");
+  Tensor t = detail::empty(shape, dtype, op);
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
   dispatch(dtype, [&]<typename T>() {
@@ -550,16 +597,21 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& generator
   });
   return t;
 }
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, Generator& generator, DType dtype) {
+  return uniform_for("uniform", shape, low, high, generator, dtype);
+}
 
 Tensor rand(const Shape& shape, Generator& generator, DType dtype) {
-  return uniform(shape, 0.0, 1.0, generator, dtype);
+  return uniform_for("rand", shape, 0.0, 1.0, generator, dtype);
 }
 
 Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
   // Box–Muller: from u1 in (0, 1] and u2 in [0, 1),
   //   z0 = sqrt(−2 ln u1) · cos(2π u2),   z1 = sqrt(−2 ln u1) · sin(2π u2)
   // are two independent standard normal draws.
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty(shape, dtype, "randn");
   const int64_t n = t.numel(), pairs = (n + 1) / 2;
   WordStream words = reserve_words(generator, 2 * pairs * words_per_element(dtype));
   dispatch(dtype, [&]<typename T>() {
@@ -578,7 +630,7 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
 
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype) {
   if (!(p >= 0.0 && p <= 1.0)) fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
-  Tensor t = empty(shape, dtype);
+  Tensor t = detail::empty(shape, dtype, "bernoulli");
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
   if (dtype == float32) {

@@ -254,7 +254,12 @@ Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype
 Tensor bernoulli(const Shape& shape, double p, DType dtype = float32);
 
 // ---- helpers ------------------------------------------------------------------------------------
+// The number of elements of the shape of a tensor that exists (its sizes are known to be valid).
 int64_t numel(const Shape& shape);
+// The number of elements of a shape built from user numbers: a ShapeError naming `op` and the shape
+// for a negative size, or for nonzero sizes that multiply to more than INT64_MAX (then neither the
+// count nor the strides of the shape fit in int64). Every op that makes a new shape checks it here.
+int64_t checked_numel(const Shape& shape, const char* op);
 Shape contiguous_strides(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); throws ShapeError naming `op` if out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

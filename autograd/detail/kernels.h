@@ -135,6 +135,14 @@ void copy_into(const Tensor& dst, const Tensor& src);
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
+// The bytes a tensor of `shape` and `dtype` needs: checked_numel(shape, op) elements, or a
+// ShapeError naming `op` and the shape if that is more than PTRDIFF_MAX bytes (no buffer can be).
+std::size_t checked_nbytes(const Shape& shape, DType dtype, const char* op);
+// ag::empty whose errors name `op`: a ShapeError for a shape checked_nbytes refuses, an
+// OutOfMemoryError (naming the shape and the bytes) when the system cannot provide the memory.
+// Ops allocate a result whose shape they made through this.
+Tensor empty(const Shape& shape, DType dtype, const char* op);
+
 // ---- softmax of one row (ops_softmax.cpp) -------------------------------------------------------
 // out[k] = exp(in[k] − m) / Σ_j exp(in[j] − m), m = max in, for k < n; in may be out. ag::softmax's
 // row arithmetic (the fast float exp for float32), shared so that fused kernels give its bits.
