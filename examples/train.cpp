@@ -633,8 +633,10 @@ int main(int argc, char** argv) {
               std::to_string(o.model.num_hiddens);
   else if (!(o.model.dropout >= 0 && o.model.dropout < 1))
     problem = "--dropout must be in [0, 1)";
-  else if (o.threads < 1)
-    problem = "--threads must be at least 1";
+  else if (o.threads < 1 || o.threads > max_num_threads())
+    problem = "--threads " + std::to_string(o.threads) + " is outside 1-" +
+              std::to_string(max_num_threads()) +
+              " (at most 4 times this machine's hardware threads, and at least 16)";
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
     problem = "--eval-every and --eval-size must be positive, --show not negative";
   else if (o.checkpoint_every < 0 || o.keep < 0 || o.stop_after < 0)
