@@ -159,6 +159,10 @@ void set_num_threads(int threads) {
         " hardware threads, and at least 16)");
   std::lock_guard lock(g_pool_mutex);
   const int previous = get_num_threads();
+  if (g_pool && g_pool->size() == threads) {
+    g_num_threads.store(threads, std::memory_order_relaxed);
+    return;
+  }
   try {
     start_pool(threads);
   } catch (const std::exception& e) {

@@ -166,8 +166,14 @@ TEST_CASE("set_num_threads throws, and the pool goes on, when the system refuses
   // thread_limit_child.cpp limits its address space so that only about two more threads fit,
   // asks for max_num_threads() threads and checks the error, the count kept and the pool (its
   // exit code says which failed). The pool used to hang here in pthread_cond_destroy.
-  std::vector<std::string> environment;
-  for (char** variable = environ; *variable; ++variable) environment.emplace_back(*variable);
+  // OpenBLAS on one thread from its start, as ag keeps it: otherwise the threads OpenBLAS starts
+  // when it loads may allocate their 128 MiB buffers only after the limit is set, and fail.
+  std::vector<std::string> environment{"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"};
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string entry = *variable;
+    if (entry.rfind("OPENBLAS_NUM_THREADS=", 0) != 0 && entry.rfind("OMP_NUM_THREADS=", 0) != 0)
+      environment.push_back(entry);
+  }
 #ifdef __SANITIZE_ADDRESS__
   // AddressSanitizer's detect_stack_use_after_return gives each thread a "fake stack" of about
   // 11 MiB, and dies instead of failing when it cannot map one; under the limit it must be off.

@@ -6,7 +6,8 @@
 // this process if it hangs (the pool once hung in pthread_cond_destroy here).
 //
 // RLIMIT_AS rather than RLIMIT_NPROC: the tests may run as root, for whom RLIMIT_NPROC is not
-// enforced.
+// enforced. The parent runs it with OPENBLAS_NUM_THREADS=1, so that no OpenBLAS thread maps its
+// buffer after the limit is set.
 #include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
