@@ -540,7 +540,9 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
-  app.add_option("--task", o.task, "copy | reverse | sort | add")->capture_default_str();
+  app.add_option("--task", o.task,
+         "copy | reverse | sort | add (what the defaults reach on each: docs/training.md)")
+      ->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app.add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
