@@ -9,9 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>

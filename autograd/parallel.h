@@ -27,7 +27,8 @@ namespace ag {
 // back to its previous size (or to 1 thread if that fails too), and set_num_threads throws
 // RuntimeError naming the count asked for, the system's reason and the count kept — an error
 // rather than silently fewer threads, since the thread count decides the results' last bits.
-// The pool stays usable either way.
+// The pool stays usable either way. Without a set_num_threads call, the first parallel loop starts
+// the default pool, and throws RuntimeError itself if the system refuses one of its threads.
 void set_num_threads(int threads);
 int get_num_threads();
 
