@@ -40,8 +40,12 @@ struct DotOptions {
   // Tensors of at most this many elements are printed in full; larger ones as
   // "norm … min … max …".
   int64_t max_printed = 6;
-  // Also draw the inputs that need no gradient (data, masks, valid lengths) as grey boxes with
-  // their shape. They are not in the autograd graph, so only their shape is known.
+  // Also draw the op inputs that need no gradient — the data a layer reads, such as X in X·W — as
+  // dashed grey notes with their shape (they have no node in the graph, so only the shape is
+  // known). Masks and valid lengths are not drawn: masked_fill, masked_softmax and the attention
+  // ops read them as arguments, keep them for their backward and send them no gradient, so they
+  // are not op inputs; the box of the op that reads them (masked_fill, length_masked_softmax,
+  // scaled_dot_product_attention) shows where masking happens.
   bool constants = true;
   // Printed as the graph's caption when not empty.
   std::string title;

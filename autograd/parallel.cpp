@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,17 +27,20 @@ thread_local bool t_inside_parallel_loop = false;
 // of it, the caller chunk 0; the caller returns when every chunk is done.
 class ThreadPool {
  public:
+  // Starts threads − 1 workers. If the system refuses one (std::system_error; std::bad_alloc for
+  // its bookkeeping), the workers already started are stopped and joined before the exception
+  // leaves: a constructor that throws runs no destructor, and destroying the condition variables
+  // while workers still wait on them would hang (in pthread_cond_destroy).
   explicit ThreadPool(int threads) {
-    for (int w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
+    try {
+      workers_.reserve(static_cast<std::size_t>(threads - 1));
+      for (int w = 1; w < threads; ++w) workers_.emplace_back([this, w] { work(w); });
+    } catch (...) {
+      stop_workers();
+      throw;
     }
-    start_.notify_all();
-    for (auto& worker : workers_) worker.join();
   }
+  ~ThreadPool() { stop_workers(); }
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
@@ -75,6 +79,16 @@ class ThreadPool {
     }
   }
 
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    workers_.clear();
+  }
+
   void run_chunk(int index) {
     t_inside_parallel_loop = true;
     try {
@@ -100,15 +114,28 @@ std::mutex g_pool_mutex;  // held while the pool runs a loop or is replaced
 std::unique_ptr<ThreadPool> g_pool;
 std::atomic<int> g_num_threads{0};  // 0: not set yet, the machine's cores
 
-int default_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int hardware_threads() { return static_cast<int>(std::thread::hardware_concurrency()); }
+int default_threads() { return std::max(1, hardware_threads()); }
+
+// Replaces the pool by one of `threads` threads; the caller holds g_pool_mutex. The old pool's
+// threads end before the new ones start, so the two never hold threads at once. On failure the
+// exception of ThreadPool's constructor leaves g_pool empty.
+void start_pool(int threads) {
+  detail::keep_blas_on_one_thread();
+  g_pool.reset();
+  g_pool = std::make_unique<ThreadPool>(threads);
+}
 
 // The pool of get_num_threads() threads, created on first use; the caller holds g_pool_mutex.
 ThreadPool& pool() {
   const int threads = get_num_threads();
   if (!g_pool || g_pool->size() != threads) {
-    detail::keep_blas_on_one_thread();
-    g_pool.reset();
-    g_pool = std::make_unique<ThreadPool>(threads);
+    try {
+      start_pool(threads);
+    } catch (const std::exception& e) {
+      fail<RuntimeError>("ag's thread pool: could not start ", threads, " threads (", e.what(),
+          "); call ag::set_num_threads with fewer");
+    }
   }
   return *g_pool;
 }
@@ -120,11 +147,36 @@ int get_num_threads() {
   return threads > 0 ? threads : default_threads();
 }
 
+int max_num_threads() { return std::max(16, 4 * hardware_threads()); }
+
 void set_num_threads(int threads) {
-  if (threads < 1) fail<ValueError>("set_num_threads: ", threads, " threads (need >= 1)");
+  const int max = max_num_threads();
+  if (threads < 1 || threads > max)
+    fail<ValueError>("set_num_threads: ", threads, " threads is outside [1, ", max,
+        "] (at most 4 times the machine's ", hardware_threads(),
+        " hardware threads, and at least 16)");
   std::lock_guard lock(g_pool_mutex);
+  const int previous = get_num_threads();
+  if (g_pool && g_pool->size() == threads) {
+    g_num_threads.store(threads, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    start_pool(threads);
+  } catch (const std::exception& e) {
+    // Back to the previous size; a pool of 1 thread starts no thread, so it cannot fail.
+    int kept = previous;
+    try {
+      start_pool(previous);
+    } catch (const std::exception&) {
+      kept = 1;
+      start_pool(kept);
+    }
+    g_num_threads.store(kept, std::memory_order_relaxed);
+    fail<RuntimeError>("set_num_threads: could not start ", threads, " threads (", e.what(),
+        "); ag keeps running on ", kept, kept == 1 ? " thread" : " threads");
+  }
   g_num_threads.store(threads, std::memory_order_relaxed);
-  pool();
 }
 
 void parallel_for(

@@ -18,9 +18,23 @@
 namespace ag {
 
 // Threads ag runs on: its matrix products and its larger loops. Default: the machine's cores.
-// The same thread count gives bit-identical results. Throws ValueError for threads < 1.
+// The same thread count gives bit-identical results.
+//
+// Throws ValueError, naming the value and the bound, for threads < 1 or > max_num_threads():
+// threads beyond the cores only wait for each other (4,000 threads made 20 training steps take
+// 91 s instead of 0.8 s). The pool's threads start here, all of them or none: if the system
+// refuses one (a process or memory limit), the threads already started are joined, the pool goes
+// back to its previous size (or to 1 thread if that fails too), and set_num_threads throws
+// RuntimeError naming the count asked for, the system's reason and the count kept — an error
+// rather than silently fewer threads, since the thread count decides the results' last bits.
+// The pool stays usable either way. Without a set_num_threads call, the first parallel loop starts
+// the default pool, and throws RuntimeError itself if the system refuses one of its threads.
 void set_num_threads(int threads);
 int get_num_threads();
+
+// The most threads set_num_threads accepts: 4 × std::thread::hardware_concurrency(), and at
+// least 16 (on a machine that does not tell its count, hardware_concurrency() is 0).
+int max_num_threads();
 
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel on up to
 // get_num_threads() threads, and returns when all are done. cost_per_item is the work of one

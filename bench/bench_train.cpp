@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"tiny", "small", "medium", "mha"}));
   app.add_option("--threads", threads, "ag's threads")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, max_num_threads()));
   app.add_option("--steps", steps, "timed steps (default: tiny 100, small 40, medium 20, mha 40)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--warmup", warmup, "untimed steps first")

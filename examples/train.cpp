@@ -629,7 +629,9 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
-  app.add_option("--task", o.task, "copy | reverse | sort | add")->capture_default_str();
+  app.add_option("--task", o.task,
+         "copy | reverse | sort | add (what the defaults reach on each: docs/training.md)")
+      ->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")
       ->check(whole_number<int64_t>())
       ->capture_default_str();
@@ -736,8 +738,10 @@ int main(int argc, char** argv) {
     problem = "--lr must be a positive number";
   else if (!(o.clip > 0) || !std::isfinite(o.clip))
     problem = "--clip must be a positive number";
-  else if (o.threads < 1)
-    problem = "--threads must be at least 1";
+  else if (o.threads < 1 || o.threads > max_num_threads())
+    problem = "--threads " + std::to_string(o.threads) + " is outside 1-" +
+              std::to_string(max_num_threads()) +
+              " (at most 4 times this machine's hardware threads, and at least 16)";
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
     problem = "--eval-every and --eval-size must be positive, --show not negative";
   else if (o.checkpoint_every < 0 || o.keep < 0 || o.stop_after < 0)

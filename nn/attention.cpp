@@ -38,6 +38,21 @@ Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens) {
   return softmax(masked_fill(X, masked, -1e6), -1);  // (B, Q, K)
 }
 
+// ---- the layers' valid lengths ------------------------------------------------------------------
+
+namespace {
+// valid_lens undefined, (B,) or (B, Q) with integers in [0, K] for queries (B, Q, d) or
+// (B, H, Q, d) and keys (B, K, d) or (B, H, K, d); else a ShapeError starting "layer:" that names
+// the caller's shapes. Checked at the layer's entry because the ops inside would name themselves
+// (masked_softmax, scaled_dot_product_attention) and, in MultiHeadAttention, the heads' shapes.
+void check_valid_lens(
+    const Tensor& valid_lens, const Tensor& queries, const Tensor& keys, const char* layer) {
+  if (!valid_lens.defined()) return;
+  (void)valid_lengths_per_query(valid_lens, queries.size(0), queries.size(-2), keys.size(-2), layer,
+      "queries of shape " + shape_str(queries.shape()), "keys of shape " + shape_str(keys.shape()));
+}
+}  // namespace
+
 // ---- DotProductAttention ------------------------------------------------------------------------
 
 DotProductAttention::DotProductAttention(double p) {
@@ -52,6 +67,7 @@ Tensor DotProductAttention::forward(
     fail<ShapeError>("DotProductAttention: queries ", shape_str(queries.shape()), ", keys ",
         shape_str(keys.shape()), " and values ", shape_str(values.shape()),
         " do not fit (expected (B,Q,d), (B,K,d), (B,K,v))");
+  check_valid_lens(valid_lens, queries, keys, "DotProductAttention");
   const double d = static_cast<double>(queries.size(-1));
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
   Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
@@ -65,6 +81,14 @@ Tensor DotProductAttention::forward_heads(
     const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   // The scores, masked softmax, dropout and weighted sum of forward, for every head in one op;
   // the valid lengths (B,) or (B, Q) serve every head as they are.
+  if (queries.dim() != 4 || keys.dim() != 4 || values.dim() != 4 ||
+      queries.size(3) != keys.size(3) || keys.size(2) != values.size(2) ||
+      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
+      queries.size(1) != keys.size(1) || keys.size(1) != values.size(1))
+    fail<ShapeError>("DotProductAttention::forward_heads: queries ", shape_str(queries.shape()),
+        ", keys ", shape_str(keys.shape()), " and values ", shape_str(values.shape()),
+        " do not fit (expected (B,H,Q,d), (B,H,K,d), (B,H,K,v))");
+  check_valid_lens(valid_lens, queries, keys, "DotProductAttention::forward_heads");
   attention_weights_ = Tensor();
   return ag::attention(queries, keys, values, valid_lens, dropout->p, dropout->is_training(),
       default_generator(), &heads_weights_);  // (B, H, Q, v)
@@ -97,6 +121,7 @@ Tensor AdditiveAttention::forward(
         shape_str(keys.shape()), " and values ", shape_str(values.shape()),
         " do not fit (expected (B,Q,", W_q->in_features, "), (B,K,", W_k->in_features,
         "), (B,K,v))");
+  check_valid_lens(valid_lens, queries, keys, "AdditiveAttention");
   Tensor q = W_q->forward(queries);  // (B, Q, h)
   Tensor k = W_k->forward(keys);     // (B, K, h)
   // Every query against every key by broadcasting: (B, Q, 1, h) + (B, 1, K, h) -> (B, Q, K, h)
@@ -131,7 +156,8 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads) {
 
 namespace {
 // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size), valid_lens
-// undefined, (B,) or (B, Q); else a ShapeError naming the shapes.
+// undefined, (B,) or (B, Q) of integers in [0, K]; else a ShapeError naming the layer and these
+// shapes, not the per-head (B, H, Q, K) ones of the op inside.
 void check_inputs(const MultiHeadAttention& layer, const Tensor& queries, const Tensor& keys,
     const Tensor& values, const Tensor& valid_lens) {
   const int64_t query_size = layer.W_q->in_features, key_size = layer.W_k->in_features;
@@ -144,11 +170,7 @@ void check_inputs(const MultiHeadAttention& layer, const Tensor& queries, const 
         shape_str(keys.shape()), " and values ", shape_str(values.shape()),
         " do not fit (expected (B,Q,", query_size, "), (B,K,", key_size, "), (B,K,", value_size,
         "))");
-  const int64_t B = queries.size(0), Q = queries.size(1);
-  if (valid_lens.defined() && valid_lens.shape() != Shape{B} && valid_lens.shape() != Shape{B, Q})
-    fail<ShapeError>("MultiHeadAttention: valid_lens of shape ", shape_str(valid_lens.shape()),
-        " does not fit queries of shape ", shape_str(queries.shape()), " (expected [", B, "] or [",
-        B, ",", Q, "])");
+  check_valid_lens(valid_lens, queries, keys, "MultiHeadAttention");
 }
 
 // transpose_qkv without the copy: X (B, T, D) -> (B, T, H, D/H) -> (B, H, T, D/H), a view whose

@@ -38,6 +38,7 @@ class DotProductAttention : public Module {
  public:
   explicit DotProductAttention(double dropout);
   // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v): d2l's code, op by op.
+  // valid_lens as masked_softmax's; a bad one is a ShapeError naming this layer and the shapes.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor());
   Tensor operator()(
@@ -111,7 +112,8 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
       int64_t num_heads, double dropout, bool bias = false);
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size),
-  // valid_lens undefined, (B,) or (B, Q) -> (B, Q, num_hiddens)
+  // valid_lens undefined, (B,) or (B, Q) of integers in [0, K] -> (B, Q, num_hiddens).
+  // Other shapes or lengths are a ShapeError naming MultiHeadAttention and these shapes.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor());
   Tensor operator()(

@@ -99,6 +99,23 @@ TEST_CASE(
   CHECK(to_dot(y, named({{"w", w}})) == expected);
 }
 
+TEST_CASE("to_dot draws data inputs as notes, but not masks or valid lengths (not op inputs)",
+    "[autograd][graph]") {
+  Tensor w = ones({2}).requires_grad_();
+  Tensor x = ones({3, 2});                           // data: an op input with no gradient, a note
+  Tensor mask = tensor({0.0, 1.0}).reshape({1, 2});  // masked_fill's argument
+  Tensor X = ones({2, 3, 4}).requires_grad_();
+  Tensor valid_lens = tensor({4, 1});  // masked_softmax's argument
+  Tensor y = masked_fill(x * w, mask, 0.0).sum() + length_masked_softmax(X, valid_lens).sum();
+  const std::string dot = to_dot(y);
+  CHECK(count(dot, "shape=note") == 1);
+  CHECK(count(dot, "no grad\\n[3,2]") == 1);
+  CHECK(count(dot, "masked_fill\\n[3,2]") == 1);
+  CHECK(count(dot, "length_masked_softmax\\n[2,3,4]") == 1);
+  CHECK(count(dot, "[1,2]") == 0);  // the mask
+  CHECK(count(dot, "[2]") == 1);    // w's label "leaf\\n[2] float32"; valid_lens [2] is not drawn
+}
+
 TEST_CASE(
     "to_dot names leaves, shares nodes used twice and is deterministic", "[autograd][graph]") {
   Tensor a = ones({2, 4}).requires_grad_();

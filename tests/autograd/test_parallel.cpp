@@ -1,9 +1,23 @@
 // ag's thread pool (autograd/parallel.h): every index once, exceptions reach the caller, nested
-// loops run inline, and ops give the same bits on 1 and 2 threads where the split cannot matter.
+// loops run inline, ops give the same bits on 1 and 2 threads where the split cannot matter, and
+// a thread count out of bounds or a thread the system refuses is an error, never a hang.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -11,6 +25,9 @@
 #include "autograd/parallel.h"
 
 using namespace ag;
+using Catch::Matchers::Contains;
+
+extern char** environ;
 
 namespace {
 struct Threads {  // sets ag's thread count for a scope
@@ -86,4 +103,104 @@ TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
   CHECK(get_num_threads() == 3);
   CHECK_THROWS_AS(set_num_threads(0), ValueError);
   CHECK(get_num_threads() == 3);
+}
+
+TEST_CASE(
+    "set_num_threads accepts up to max_num_threads and names the bound above it", "[parallel]") {
+  Threads keep(get_num_threads());
+  const int max = max_num_threads();
+  CHECK(max >= 16);
+  CHECK(max >= 4 * static_cast<int>(std::thread::hardware_concurrency()));
+  set_num_threads(max);
+  CHECK(get_num_threads() == max);
+  std::atomic<int64_t> covered{0};
+  parallel_for(int64_t{1} << 22, 1, [&](int64_t begin, int64_t end) { covered += end - begin; });
+  CHECK(covered.load() == (int64_t{1} << 22));
+  for (const int bad : {max + 1, 4000, -1}) {
+    CHECK_THROWS_AS(set_num_threads(bad), ValueError);
+    CHECK_THROWS_WITH(
+        set_num_threads(bad), Contains("set_num_threads: " + std::to_string(bad) +
+                                       " threads is outside [1, " + std::to_string(max) + "]"));
+  }
+  CHECK(get_num_threads() == max);
+}
+
+namespace {
+// Runs `program` in a child process with stdout and stderr into `output`, and returns its wait
+// status; a child still running after `limit` is killed (a hang fails the test, it does not hang
+// ctest). `environment` is the child's whole environment.
+int run_child(const std::string& program, const std::vector<std::string>& environment,
+    const std::filesystem::path& output, std::chrono::seconds limit, bool& killed) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(
+      &actions, STDOUT_FILENO, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> argv{const_cast<char*>(program.c_str()), nullptr}, envp;
+  for (const std::string& variable : environment)
+    envp.push_back(const_cast<char*>(variable.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned =
+      posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(spawned == 0);
+  killed = false;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      killed = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status;
+}
+}  // namespace
+
+TEST_CASE("set_num_threads throws, and the pool goes on, when the system refuses a thread",
+    "[parallel]") {
+  // thread_limit_child.cpp limits its address space so that only about two more threads fit,
+  // asks for max_num_threads() threads and checks the error, the count kept and the pool (its
+  // exit code says which failed). The pool used to hang here in pthread_cond_destroy.
+  // OpenBLAS on one thread from its start, as ag keeps it: otherwise the threads OpenBLAS starts
+  // when it loads may allocate their 128 MiB buffers only after the limit is set, and fail.
+  std::vector<std::string> environment{"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"};
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string entry = *variable;
+    if (entry.rfind("OPENBLAS_NUM_THREADS=", 0) != 0 && entry.rfind("OMP_NUM_THREADS=", 0) != 0)
+      environment.push_back(entry);
+  }
+#ifdef __SANITIZE_ADDRESS__
+  // AddressSanitizer's detect_stack_use_after_return gives each thread a "fake stack" of about
+  // 11 MiB, and dies instead of failing when it cannot map one; under the limit it must be off.
+  // (The last value of an option in ASAN_OPTIONS wins.)
+  bool found = false;
+  for (std::string& variable : environment)
+    if (variable.rfind("ASAN_OPTIONS=", 0) == 0) {
+      variable += ":detect_stack_use_after_return=0";
+      found = true;
+    }
+  if (!found) environment.emplace_back("ASAN_OPTIONS=detect_stack_use_after_return=0");
+#endif
+  const std::filesystem::path output =
+      std::filesystem::temp_directory_path() /
+      ("ag_thread_limit_child_" + std::to_string(getpid()) + ".txt");
+  bool killed = false;
+  const int status =
+      run_child(AG_THREAD_LIMIT_CHILD_PATH, environment, output, std::chrono::seconds(60), killed);
+  std::ifstream file(output);
+  std::stringstream printed;
+  printed << file.rdbuf();
+  std::filesystem::remove(output);
+  INFO("the child printed: " << printed.str());
+  CHECK_FALSE(killed);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(printed.str(), Contains("set_num_threads: could not start " +
+                                     std::to_string(max_num_threads()) + " threads (") &&
+                                Contains("ag keeps running on 2 threads"));
 }

@@ -193,9 +193,9 @@ TEST_CASE("concat, split, slice and narrow check their size arithmetic", "[overf
   CHECK(storage_requests() == requests);
 
   // Split sizes whose sum wraps around to the dim's size 2
-  CHECK_THROWS_MATCHES(split(ones({2}), std::vector<int64_t>{kInt64Max, kInt64Max, 4}),
-      ShapeError, WhatContains({"split: sizes [9223372036854775807,9223372036854775807,4] sum "
-                                "to more than"}));
+  CHECK_THROWS_MATCHES(split(ones({2}), std::vector<int64_t>{kInt64Max, kInt64Max, 4}), ShapeError,
+      WhatContains({"split: sizes [9223372036854775807,9223372036854775807,4] sum "
+                    "to more than"}));
   // start + length overflows
   CHECK_THROWS_MATCHES(narrow(ones({5}), 0, 2, kInt64Max), ShapeError,
       WhatContains({"narrow: start 2 and length 9223372036854775807 do not fit dim 0"}));
@@ -260,8 +260,7 @@ TEST_CASE("memory the system cannot give is an OutOfMemoryError naming op, shape
       WhatContains({"empty: out of memory: cannot allocate 1152921504606846976 bytes for shape "
                     "[288230376151711744]"}));
   CHECK_THROWS_MATCHES(zeros({n}), OutOfMemoryError, WhatContains({"zeros: out of memory"}));
-  CHECK_THROWS_MATCHES(
-      randn({int64_t{1} << 29, int64_t{1} << 29}), OutOfMemoryError,
+  CHECK_THROWS_MATCHES(randn({int64_t{1} << 29, int64_t{1} << 29}), OutOfMemoryError,
       WhatContains({"randn: out of memory: cannot allocate 1152921504606846976 bytes for shape "
                     "[536870912,536870912]"}));
   CHECK_THROWS_MATCHES(arange(0, 0x1p58), OutOfMemoryError,
@@ -306,7 +305,6 @@ TEST_CASE("Storage refuses more than PTRDIFF_MAX bytes instead of wrapping its s
     "[overflow][allocator]") {
   // Rounding SIZE_MAX up to the 64-byte alignment used to wrap to 0 and hand out 64 bytes.
   CHECK_THROWS_AS(Storage(std::numeric_limits<std::size_t>::max()), std::bad_alloc);
-  CHECK_THROWS_AS(
-      Storage(static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) + 1),
+  CHECK_THROWS_AS(Storage(static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) + 1),
       std::bad_alloc);
 }

@@ -105,6 +105,68 @@ TEST_CASE(
       Contains("MultiHeadAttention: valid_lens of shape [3]") && Contains("[2,3,4]"));
 }
 
+namespace {
+// The message of the exception `call` throws ("" if none).
+template <class Call>
+std::string error_of(Call call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE(
+    "the attention layers: valid lengths outside [0, K] name the layer and the caller's "
+    "shapes, not the op inside",
+    "[nn][errors]") {
+  manual_seed(0);
+  const Tensor queries = ones({2, 3, 4}), keys = ones({2, 5, 4});  // B 2, Q 3, K 5, D 4
+  const Tensor beyond_k = tensor({6, 1}), negative = tensor({1, 2, 3, 0, -1, 5}).reshape({2, 3});
+  nn::MultiHeadAttention mha(4, 4, 4, 4, 2, 0.0);
+  for (const bool fused : {true, false}) {
+    nn::FusedKernelsGuard guard(fused);
+    INFO((fused ? "fused kernels" : "composed d2l ops"));
+    const std::string message = error_of([&] { mha(queries, keys, keys, beyond_k); });
+    CHECK(message ==
+          "MultiHeadAttention: valid length 6 is not an integer in [0, 5] (valid_lens of shape "
+          "[2], keys of shape [2,5,4])");
+    CHECK_THAT(error_of([&] { mha(queries, keys, keys, negative); }),
+        Equals("MultiHeadAttention: valid length -1 is not an integer in [0, 5] (valid_lens of "
+               "shape [2,3], keys of shape [2,5,4])"));
+    CHECK_THAT(error_of([&] {
+      mha(queries, keys, keys, tensor({1.5, 2.0}));
+    }),
+        Contains("MultiHeadAttention: valid length 1.5"));
+    CHECK_THAT(error_of([&] { mha(queries, keys, keys, ones({3})); }),
+        Equals("MultiHeadAttention: valid_lens of shape [3] does not fit queries of shape "
+               "[2,3,4] (expected [2] or [2,3])"));
+    CHECK_THROWS_AS(mha(queries, keys, keys, beyond_k), ShapeError);
+    // 0 and K are valid: K masks nothing.
+    CHECK(mha(queries, keys, keys, tensor({5, 0})).shape() == Shape{2, 3, 4});
+
+    nn::DotProductAttention dot(0.0);
+    CHECK_THAT(error_of([&] { dot(queries, keys, keys, beyond_k); }),
+        Equals("DotProductAttention: valid length 6 is not an integer in [0, 5] (valid_lens of "
+               "shape [2], keys of shape [2,5,4])"));
+    nn::AdditiveAttention additive(4, 4, 8, 0.0);
+    CHECK_THAT(error_of([&] { additive(queries, keys, keys, negative); }),
+        Contains("AdditiveAttention: valid length -1") && Contains("keys of shape [2,5,4]"));
+  }
+  // forward_heads takes the heads' shapes (B, H, Q, d) from its caller, and names them.
+  nn::DotProductAttention dot(0.0);
+  const Tensor q_heads = ones({2, 2, 3, 2}), k_heads = ones({2, 2, 5, 2});
+  CHECK_THAT(error_of([&] { dot.forward_heads(q_heads, k_heads, k_heads, beyond_k); }),
+      Equals("DotProductAttention::forward_heads: valid length 6 is not an integer in [0, 5] "
+             "(valid_lens of shape [2], keys of shape [2,2,5,2])"));
+  CHECK_THAT(error_of([&] {
+    dot.forward_heads(q_heads, ones({2, 5, 2}), k_heads);
+  }),
+      Contains("DotProductAttention::forward_heads: queries [2,2,3,2], keys [2,5,2]"));
+}
+
 TEST_CASE("Dropout and Embedding: bad constructor arguments and indices", "[nn][errors]") {
   CHECK_THROWS_AS(nn::Dropout(1.5), ValueError);
   CHECK_THROWS_WITH(nn::Dropout(-0.1), Contains("Dropout") && Contains("-0.1"));
