@@ -21,6 +21,8 @@
 // be followed from W_o back through transpose_output, the attention-weighted matmul,
 // masked_softmax and Q·Kᵀ/√d to the three projections W_q, W_k, W_v; then the gradient norm of
 // every parameter (nn::grad_norm_summary).
+#include <signal.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -45,10 +47,22 @@ void render_png(const std::string& dot_text, const std::string& png_path) {
   std::string quoted = "'";  // the path in single quotes for the shell, ' written as '\''
   for (char c : png_path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   quoted += "'";
+  // A dot that exits before reading everything must be an error to report, not a SIGPIPE that
+  // kills this program: the write then fails with EPIPE instead, and pclose says dot failed.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
   FILE* pipe = popen(("dot -Tpng -o " + quoted).c_str(), "w");
+  bool written = false;
+  int status = -1;
+  if (pipe) {
+    written = std::fwrite(dot_text.data(), 1, dot_text.size(), pipe) == dot_text.size();
+    status = pclose(pipe);
+  }
+  sigaction(SIGPIPE, &previous, nullptr);
   if (!pipe) throw ag::ExternalProgramError("could not run dot");
-  std::fwrite(dot_text.data(), 1, dot_text.size(), pipe);
-  if (pclose(pipe) != 0)
+  if (status != 0 || !written)
     throw ag::ExternalProgramError("dot -Tpng failed to write '" + png_path + "'");
 }
 
