@@ -33,18 +33,27 @@ Tensor masked_softmax(const Tensor& X, const Tensor& valid_lens = Tensor());
 // and errors as masked_softmax.
 Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens = Tensor());
 
+// What d2l's attention layers share: queries attend to key–value pairs, optionally masked by
+// valid lengths, and the layer is called like a function, attention(queries, keys, values).
+class Attention : public Module {
+ public:
+  virtual Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+      const Tensor& valid_lens = Tensor()) = 0;
+  Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
+      const Tensor& valid_lens = Tensor()) {
+    return forward(queries, keys, values, valid_lens);
+  }
+};
+
 // Scaled dot-product attention: softmax(Q·Kᵀ / √d) · V, with dropout on the weights.
-class DotProductAttention : public Module {
+class DotProductAttention : public Attention {
  public:
   explicit DotProductAttention(double dropout);
   // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v): d2l's code, op by op.
   // valid_lens as masked_softmax's; a bad one is a ShapeError naming this layer and the shapes.
+  // final, as forward_heads is not virtual: no subclass can make the two differ.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-      const Tensor& valid_lens = Tensor());
-  Tensor operator()(
-      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
-    return forward(q, k, v, valid_lens);
-  }
+      const Tensor& valid_lens = Tensor()) final;
   // The same attention for the H heads of MultiHeadAttention at once, as one fused op
   // (ag::attention): queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, v), which may be
   // strided views, and valid_lens undefined, (B,) or (B, Q), shared by the heads -> (B, H, Q, v).
@@ -65,16 +74,12 @@ class DotProductAttention : public Module {
 };
 
 // Additive attention: the score of query q and key k is w_vᵀ tanh(W_q q + W_k k).
-class AdditiveAttention : public Module {
+class AdditiveAttention : public Attention {
  public:
   AdditiveAttention(int64_t key_size, int64_t query_size, int64_t num_hiddens, double dropout);
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, v) -> (B, Q, v)
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-      const Tensor& valid_lens = Tensor());
-  Tensor operator()(
-      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
-    return forward(q, k, v, valid_lens);
-  }
+      const Tensor& valid_lens = Tensor()) override;
   std::string type_name() const override { return "AdditiveAttention"; }
   const Tensor& attention_weights() const { return attention_weights_; }
 
@@ -105,9 +110,9 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads);
 // projections are split into heads by reshape/permute views, all heads attend in one fused op
 // (DotProductAttention::forward_heads, ag::attention), the per-head valid lengths need no
 // repeat_interleave, and the heads are joined by a view. Same results, same dropout draws, same
-// attention_weights(). Both paths run the attention of `attention` itself: forward and
-// forward_heads are DotProductAttention's own (not virtual), so no subclass can make them differ.
-class MultiHeadAttention : public Module {
+// attention_weights(). Both paths run the attention of `attention` itself: DotProductAttention's
+// forward is final and forward_heads not virtual, so no subclass can make them differ.
+class MultiHeadAttention : public Attention {
  public:
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
       int64_t num_heads, double dropout, bool bias = false);
@@ -115,11 +120,7 @@ class MultiHeadAttention : public Module {
   // valid_lens undefined, (B,) or (B, Q) of integers in [0, K] -> (B, Q, num_hiddens).
   // Other shapes or lengths are a ShapeError naming MultiHeadAttention and these shapes.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-      const Tensor& valid_lens = Tensor());
-  Tensor operator()(
-      const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens = Tensor()) {
-    return forward(q, k, v, valid_lens);
-  }
+      const Tensor& valid_lens = Tensor()) override;
   std::string type_name() const override { return "MultiHeadAttention"; }
   // The last forward's attention weights per head: (B, H, Q, K), detached.
   Tensor attention_weights() const;
@@ -131,8 +132,9 @@ class MultiHeadAttention : public Module {
 
 // The sinusoidal positional encoding of "Attention Is All You Need", as d2l:
 //   P[i, 2j]   = sin(i / 10000^(2j/d)),   P[i, 2j+1] = cos(i / 10000^(2j/d))
-// forward(X) = dropout(X + P[:T]) for X (B, T, d). P is a buffer (saved, not trained) of shape
-// (1, max_len, d), computed in double precision and rounded once. An odd d works: the last
+// forward(X) = dropout(X + P[:T]) for X (B, T, d). P is a buffer (not trained, and not persistent:
+// recomputed rather than saved for PyTorch) of shape (1, max_len, d), computed in double precision
+// and rounded once to the module's dtype. An odd d works: the last
 // column is a sine with no cosine partner.
 class PositionalEncoding : public Module {
  public:
