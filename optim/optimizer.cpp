@@ -129,8 +129,18 @@ StateDict Optimizer::common_state_dict(const std::map<std::string, double>& opti
   return dict;
 }
 
-void Optimizer::check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-    const OptionsCheck& own_problems, std::vector<std::string>& problems) const {
+void Optimizer::load_state_dict(const StateDict& saved) {
+  std::vector<std::string> problems;
+  check_common(saved, problems);
+  if (problems.empty()) check_param_states(saved, problems);
+  throw_if_any(problems);
+  load_common(saved);
+  load_own(
+      saved.param_groups.empty() ? std::map<std::string, double>{} : saved.param_groups[0].options,
+      saved);
+}
+
+void Optimizer::check_common(const StateDict& saved, std::vector<std::string>& problems) const {
   if (saved.type.empty()) {
     problems.push_back("no optimizer state (the state dict has no type)");
     return;
@@ -144,7 +154,7 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
                        " parameter groups, this optimizer " + std::to_string(groups_.size()));
     return;
   }
-  std::vector<std::string> names = option_names;
+  std::vector<std::string> names = option_names();
   names.insert(names.begin(), {"lr", "weight_decay"});
   std::size_t number = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -184,7 +194,7 @@ void Optimizer::check_common(const StateDict& saved, const std::vector<std::stri
       problems.push_back("state for parameter " + std::to_string(n) + ", but there are only " +
                          std::to_string(number));
   if (problems.empty() && !saved.param_groups.empty())
-    for (std::string& problem : own_problems(saved.param_groups[0].options))
+    for (std::string& problem : option_problems(saved.param_groups[0].options))
       problems.push_back(std::move(problem));
 }
 
@@ -246,31 +256,29 @@ StateDict SGD::state_dict() const {
   return dict;
 }
 
-void SGD::load_state_dict(const StateDict& saved) {
-  std::vector<std::string> problems;
-  check_common(
-      saved, {"momentum", "dampening", "nesterov"},
-      [](const std::map<std::string, double>& o) {
-        return sgd_problems(o.at("momentum"), o.at("dampening"), o.at("nesterov"));
-      },
-      problems);
-  if (problems.empty())
-    for (const auto& [number, param_state] : saved.state) {
-      for (const auto& [name, tensor] : param_state.tensors)
-        if (name == "momentum_buffer")
-          check_state_tensor(tensor, state_name(number, name), number, problems);
-        else
-          problems.push_back("unexpected " + state_name(number, name));
-      for (const auto& [name, value] : param_state.scalars)
-        problems.push_back("unexpected " + state_name(number, name));
-    }
-  throw_if_any(problems);
+std::vector<std::string> SGD::option_names() const { return {"momentum", "dampening", "nesterov"}; }
 
-  load_common(saved);
-  if (!saved.param_groups.empty()) {
-    momentum = saved.param_groups[0].options.at("momentum");
-    dampening = saved.param_groups[0].options.at("dampening");
-    nesterov = saved.param_groups[0].options.at("nesterov") != 0;
+std::vector<std::string> SGD::option_problems(const std::map<std::string, double>& o) const {
+  return sgd_problems(o.at("momentum"), o.at("dampening"), o.at("nesterov"));
+}
+
+void SGD::check_param_states(const StateDict& saved, std::vector<std::string>& problems) const {
+  for (const auto& [number, param_state] : saved.state) {
+    for (const auto& [name, tensor] : param_state.tensors)
+      if (name == "momentum_buffer")
+        check_state_tensor(tensor, state_name(number, name), number, problems);
+      else
+        problems.push_back("unexpected " + state_name(number, name));
+    for (const auto& [name, value] : param_state.scalars)
+      problems.push_back("unexpected " + state_name(number, name));
+  }
+}
+
+void SGD::load_own(const std::map<std::string, double>& options, const StateDict& saved) {
+  if (!options.empty()) {
+    momentum = options.at("momentum");
+    dampening = options.at("dampening");
+    nesterov = options.at("nesterov") != 0;
   }
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
@@ -297,50 +305,47 @@ StateDict Adam::state_dict() const {
   return dict;
 }
 
-void Adam::load_state_dict(const StateDict& saved) {
-  std::vector<std::string> problems;
-  check_common(
-      saved, {"beta1", "beta2", "eps"},
-      [](const std::map<std::string, double>& o) {
-        return adam_problems(o.at("beta1"), o.at("beta2"), o.at("eps"));
-      },
-      problems);
-  if (problems.empty()) {
-    // Every parameter has a step count (0 before its first update), and moments once it is above 0.
-    const std::size_t count = param_number(groups_.size(), 0);  // all parameters
-    for (std::size_t number = 0; number < count; ++number) {
-      const auto it = saved.state.find(number);
-      if (it == saved.state.end() || !it->second.scalars.count("step")) {
-        problems.push_back("missing " + state_name(number, "step"));
-        continue;
-      }
-      const int64_t step = it->second.scalars.at("step");
-      if (step < 0) problems.push_back(state_name(number, "step") + " is negative");
-      for (const auto& [name, value] : it->second.scalars)
-        if (name != "step") problems.push_back("unexpected " + state_name(number, name));
-      for (const auto& [name, tensor] : it->second.tensors)
-        if (name != "exp_avg" && name != "exp_avg_sq")
-          problems.push_back("unexpected " + state_name(number, name));
-      const bool has_moments = step > 0;
-      for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-        const auto tensor = it->second.tensors.find(name);
-        if (tensor == it->second.tensors.end() && has_moments)
-          problems.push_back("missing " + state_name(number, name));
-        else if (tensor != it->second.tensors.end() && !has_moments)
-          problems.push_back(state_name(number, name) + " with step 0");
-        else if (tensor != it->second.tensors.end())
-          check_state_tensor(tensor->second, state_name(number, name), number, problems,
-              std::string(name) == "exp_avg_sq");
-      }
+std::vector<std::string> Adam::option_names() const { return {"beta1", "beta2", "eps"}; }
+
+std::vector<std::string> Adam::option_problems(const std::map<std::string, double>& o) const {
+  return adam_problems(o.at("beta1"), o.at("beta2"), o.at("eps"));
+}
+
+void Adam::check_param_states(const StateDict& saved, std::vector<std::string>& problems) const {
+  // Every parameter has a step count (0 before its first update), and moments once it is above 0.
+  const std::size_t count = param_number(groups_.size(), 0);  // all parameters
+  for (std::size_t number = 0; number < count; ++number) {
+    const auto it = saved.state.find(number);
+    if (it == saved.state.end() || !it->second.scalars.count("step")) {
+      problems.push_back("missing " + state_name(number, "step"));
+      continue;
+    }
+    const int64_t step = it->second.scalars.at("step");
+    if (step < 0) problems.push_back(state_name(number, "step") + " is negative");
+    for (const auto& [name, value] : it->second.scalars)
+      if (name != "step") problems.push_back("unexpected " + state_name(number, name));
+    for (const auto& [name, tensor] : it->second.tensors)
+      if (name != "exp_avg" && name != "exp_avg_sq")
+        problems.push_back("unexpected " + state_name(number, name));
+    const bool has_moments = step > 0;
+    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+      const auto tensor = it->second.tensors.find(name);
+      if (tensor == it->second.tensors.end() && has_moments)
+        problems.push_back("missing " + state_name(number, name));
+      else if (tensor != it->second.tensors.end() && !has_moments)
+        problems.push_back(state_name(number, name) + " with step 0");
+      else if (tensor != it->second.tensors.end())
+        check_state_tensor(tensor->second, state_name(number, name), number, problems,
+            std::string(name) == "exp_avg_sq");
     }
   }
-  throw_if_any(problems);
+}
 
-  load_common(saved);
-  if (!saved.param_groups.empty()) {
-    beta1 = saved.param_groups[0].options.at("beta1");
-    beta2 = saved.param_groups[0].options.at("beta2");
-    eps = saved.param_groups[0].options.at("eps");
+void Adam::load_own(const std::map<std::string, double>& options, const StateDict& saved) {
+  if (!options.empty()) {
+    beta1 = options.at("beta1");
+    beta2 = options.at("beta2");
+    eps = options.at("eps");
   }
   for (std::size_t g = 0; g < groups_.size(); ++g)
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {

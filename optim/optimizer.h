@@ -78,7 +78,8 @@ class Optimizer {
   // Checks everything first — the type, the groups and their sizes, every state tensor's shape
   // and dtype against its parameter, every hyper-parameter as the constructor would — and changes
   // nothing unless all of it fits; otherwise throws one StateDictError listing the problems.
-  virtual void load_state_dict(const StateDict& saved) = 0;
+  // The same steps for every optimizer; each adds its own part through the hooks below.
+  void load_state_dict(const StateDict& saved);
 
   struct Group {
     std::vector<Tensor> params;
@@ -96,16 +97,25 @@ class Optimizer {
   // optimizer's own hyper-parameters `options` (ag keeps one value for all groups) and the
   // numbers of its parameters. The per-parameter state is the optimizer's to add.
   StateDict common_state_dict(const std::map<std::string, double>& options) const;
+
+  // ---- what each optimizer adds to load_state_dict --------------------------------------------
+  // The names of its own hyper-parameters, beyond lr and weight_decay (one value for all groups).
+  virtual std::vector<std::string> option_names() const = 0;
+  // What is wrong with their values (group 0's `options`), in the constructor's words.
+  virtual std::vector<std::string> option_problems(
+      const std::map<std::string, double>& options) const = 0;
+  // Appends what does not fit in the per-parameter state (once the shared part fits).
+  virtual void check_param_states(
+      const StateDict& saved, std::vector<std::string>& problems) const = 0;
+  // Takes group 0's `options` and the per-parameter state, once everything has been checked.
+  virtual void load_own(const std::map<std::string, double>& options, const StateDict& saved) = 0;
+
   // Appends to `problems` what does not fit in the shared part: the type, the group count and
-  // sizes, the numbering, each group having exactly lr, weight_decay and `option_names`, lr and
-  // weight_decay not negative, the `option_names` the same in every group, state only for
-  // numbered parameters. The shared options are then those of group 0, and last
-  // own_problems(group 0's options) says what is wrong with their values (as the constructor
-  // checks them).
-  using OptionsCheck =
-      std::function<std::vector<std::string>(const std::map<std::string, double>& options)>;
-  void check_common(const StateDict& saved, const std::vector<std::string>& option_names,
-      const OptionsCheck& own_problems, std::vector<std::string>& problems) const;
+  // sizes, the numbering, each group having exactly lr, weight_decay and option_names(), lr and
+  // weight_decay not negative, the options the same in every group, state only for numbered
+  // parameters. The shared options are then those of group 0, and last option_problems says what
+  // is wrong with their values.
+  void check_common(const StateDict& saved, std::vector<std::string>& problems) const;
   // Appends a problem unless `tensor` has the shape and dtype of parameter `number` and finite
   // values (with non_negative, none below 0: a second moment, a sum of squares).
   void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
@@ -140,7 +150,15 @@ class SGD : public Optimizer {
   std::vector<std::vector<Tensor>> momentum_buffers;
 
   StateDict state_dict() const override;
-  void load_state_dict(const StateDict& saved) override;
+
+ protected:
+  // load_state_dict's part for SGD.
+  std::vector<std::string> option_names() const override;  // momentum, dampening, nesterov
+  std::vector<std::string> option_problems(  // momentum < 0, nesterov without momentum, ...
+      const std::map<std::string, double>& options) const override;
+  void check_param_states(  // a momentum_buffer per parameter, or none before its first step
+      const StateDict& saved, std::vector<std::string>& problems) const override;
+  void load_own(const std::map<std::string, double>& options, const StateDict& saved) override;
 };
 
 struct AdamState {
@@ -165,9 +183,16 @@ class Adam : public Optimizer {
   std::vector<std::vector<AdamState>> state;  // per group and parameter
 
   StateDict state_dict() const override;
-  void load_state_dict(const StateDict& saved) override;
 
  protected:
+  // load_state_dict's part for Adam and AdamW.
+  std::vector<std::string> option_names() const override;  // beta1, beta2, eps
+  std::vector<std::string> option_problems(                // a beta outside [0, 1), eps < 0
+      const std::map<std::string, double>& options) const override;
+  void check_param_states(  // every parameter's step, and exp_avg, exp_avg_sq once it is above 0
+      const StateDict& saved, std::vector<std::string>& problems) const override;
+  void load_own(const std::map<std::string, double>& options, const StateDict& saved) override;
+
   Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
       double weight_decay, bool decoupled, const char* name);
 
