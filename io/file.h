@@ -1,5 +1,5 @@
-// Whole-file reads and atomic writes, shared by every file format of io/ (checkpoints,
-// safetensors, .npy).
+// What every file format of io/ (checkpoints, safetensors, .npy) shares: whole-file reads, atomic
+// writes, and a strict reader of a text header.
 //
 // An atomic write puts the bytes in PATH.tmp-PID-N (PID the writing process, N its count of
 // writes) in the same folder, fsyncs it, renames it over PATH and fsyncs the folder: PATH is the
@@ -7,6 +7,7 @@
 // PATH.tmp-PID-N behind; the next write to PATH removes those whose process is gone.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -38,5 +39,71 @@ WriteResult write_file_atomically(const std::string& path, std::string_view byte
 // elsewhere — are left alone, as are names of any other form. A PID reused by a new process keeps
 // its file until that process ends: the cleanup never guesses.
 std::vector<std::string> remove_stale_temp_files(const std::string& path);
+
+// Whole numbers a file stores as int64 (safetensors' I64, .npy's '<i8') are read into float64,
+// which holds every integer up to 2^53 in magnitude exactly, and no larger ones all.
+inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
+
+// A position in a file's text header (safetensors' JSON, .npy's Python dict) and the few steps
+// every strict reader of one takes. A failure throws Error("SOURCE: not a valid FORMAT file:
+// header byte N: problem"). The format's reader derives from it and adds its own values.
+template <class Error>
+class HeaderText {
+ public:
+  // blanks: the characters skipped between tokens.
+  HeaderText(
+      std::string_view text, const std::string& source, const char* format, std::string_view blanks)
+      : text_(text), source_(source), format_(format), blanks_(blanks) {}
+
+  void skip_blanks() {
+    while (pos_ < text_.size() && blanks_.find(text_[pos_]) != std::string_view::npos) ++pos_;
+  }
+  // Consumes `token` (after blanks) if it comes next.
+  bool accept(std::string_view token) {
+    skip_blanks();
+    if (text_.substr(pos_, token.size()) != token) return false;
+    pos_ += token.size();
+    return true;
+  }
+  void expect(std::string_view token, const std::string& what = "") {
+    if (!accept(token))
+      fail("expected '" + std::string(token) + "'" + (what.empty() ? "" : " " + what));
+  }
+  // A non-negative decimal integer as JSON and Python write it: no sign, no leading zero, no
+  // fraction or exponent.
+  int64_t integer() {
+    skip_blanks();
+    const std::size_t start = pos_;
+    int64_t value = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      const int digit = text_[pos_++] - '0';
+      if (value > (INT64_MAX - digit) / 10) fail("an integer too large");
+      value = value * 10 + digit;
+    }
+    if (pos_ == start) fail("expected a non-negative integer");
+    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
+      fail("a number that is not a whole number");
+    return value;
+  }
+  bool at_end() {
+    skip_blanks();
+    return pos_ == text_.size();
+  }
+  std::size_t position() const { return pos_; }
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw Error(source_ + ": not a valid " + format_ + " file: header byte " +
+                std::to_string(pos_) + ": " + problem);
+  }
+
+ protected:
+  std::string_view text_;
+  std::size_t pos_ = 0;
+
+ private:
+  std::string source_;
+  const char* format_;
+  std::string_view blanks_;
+};
 
 }  // namespace ag

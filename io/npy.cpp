@@ -19,7 +19,6 @@ namespace {
 
 constexpr std::string_view kMagic = "\x93NUMPY";
 constexpr std::size_t kMaxHeaderBytes = 1 << 20;  // NumPy itself refuses headers over 10 kB
-constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
 
 [[noreturn]] void refuse(const std::string& source, const std::string& problem) {
   throw NpyError(source + ": not a valid .npy file: " + problem);
@@ -27,24 +26,13 @@ constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
 
 // The header's dict, {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, read strictly:
 // those three keys once each, in any order, and nothing else.
-class DictReader {
+class DictReader : public HeaderText<NpyError> {
  public:
-  DictReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+  DictReader(std::string_view text, const std::string& source)
+      : HeaderText(text, source, ".npy", " ") {}
 
-  void skip_space() {
-    while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
-  }
-  bool accept(std::string_view token) {
-    skip_space();
-    if (text_.substr(pos_, token.size()) != token) return false;
-    pos_ += token.size();
-    return true;
-  }
-  void expect(std::string_view token) {
-    if (!accept(token)) fail("expected '" + std::string(token) + "'");
-  }
   std::string quoted() {
-    skip_space();
+    skip_blanks();
     if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"'))
       fail("expected a quoted string");
     const char quote = text_[pos_++];
@@ -52,18 +40,6 @@ class DictReader {
     if (end == std::string_view::npos) fail("a string without its closing quote");
     std::string value(text_.substr(pos_, end - pos_));
     pos_ = end + 1;
-    return value;
-  }
-  int64_t integer() {
-    skip_space();
-    const std::size_t start = pos_;
-    int64_t value = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const int digit = text_[pos_++] - '0';
-      if (value > (INT64_MAX - digit) / 10) fail("a dimension too large");
-      value = value * 10 + digit;
-    }
-    if (pos_ == start) fail("expected a non-negative whole number");
     return value;
   }
   // (), (3,), (2, 3) and (2, 3,)
@@ -85,15 +61,6 @@ class DictReader {
     if (accept("False")) return false;
     fail("expected True or False");
   }
-  std::size_t position() const { return pos_; }
-  [[noreturn]] void fail(const std::string& problem) const {
-    refuse(source_, "header byte " + std::to_string(pos_) + ": " + problem);
-  }
-
- private:
-  std::string_view text_;
-  const std::string& source_;
-  std::size_t pos_ = 0;
 };
 
 struct Header {
@@ -134,7 +101,7 @@ Header read_header(std::string_view text, const std::string& source) {
                     : !has_order ? "fortran_order"
                                  : "shape") +
                 "'");
-  reader.skip_space();
+  reader.skip_blanks();
   if (reader.position() + 1 != text.size() || text.back() != '\n')
     reader.fail("the header must end in spaces and one newline after the dict");
   return header;

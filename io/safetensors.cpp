@@ -18,8 +18,7 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;       // the format's own limit
-constexpr int64_t kMaxExactInteger = int64_t{1} << 53;  // float64 holds every integer up to here
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 
 [[noreturn]] void refuse(const std::string& source, const std::string& problem) {
   throw SafetensorsError(source + ": not a valid safetensors file: " + problem);
@@ -29,33 +28,13 @@ constexpr int64_t kMaxExactInteger = int64_t{1} << 53;  // float64 holds every i
 // A strict reader for what a safetensors header may hold: objects, strings and non-negative
 // integers. Anything else (floats, true, null, a trailing comma) is refused: no valid header has
 // it. No recursion beyond the format's two levels, so no input can exhaust the stack.
-class HeaderReader {
+class HeaderReader : public HeaderText<SafetensorsError> {
  public:
-  HeaderReader(std::string_view text, const std::string& source) : text_(text), source_(source) {}
+  HeaderReader(std::string_view text, const std::string& source)
+      : HeaderText(text, source, "safetensors", " \t\n\r") {}
 
-  void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
-                                      text_[pos_] == '\n' || text_[pos_] == '\r'))
-      ++pos_;
-  }
-  bool at_end() {
-    skip_space();
-    return pos_ == text_.size();
-  }
-  // Consumes `c` (after blanks) if it is next.
-  bool accept(char c) {
-    skip_space();
-    if (pos_ < text_.size() && text_[pos_] == c) {
-      ++pos_;
-      return true;
-    }
-    return false;
-  }
-  void expect(char c, const std::string& what) {
-    if (!accept(c)) fail(std::string("expected '") + c + "' " + what);
-  }
   std::string string() {
-    expect('"', "to start a string");
+    expect("\"", "to start a string");
     std::string out;
     while (true) {
       if (pos_ >= text_.size()) fail("a string runs past the end of the header");
@@ -101,34 +80,16 @@ class HeaderReader {
       }
     }
   }
-  int64_t integer() {
-    skip_space();
-    const std::size_t start = pos_;
-    int64_t value = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const int digit = text_[pos_++] - '0';
-      if (value > (INT64_MAX - digit) / 10) fail("an integer too large");
-      value = value * 10 + digit;
-    }
-    if (pos_ == start) fail("expected a non-negative integer");
-    if (text_[start] == '0' && pos_ - start > 1) fail("an integer with a leading zero");
-    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
-      fail("a number that is not a whole number");
-    return value;
-  }
   std::vector<int64_t> integers() {
     std::vector<int64_t> values;
-    expect('[', "to start a list of integers");
-    if (accept(']')) return values;
+    expect("[", "to start a list of integers");
+    if (accept("]")) return values;
     do {
       if (values.size() >= 64) fail("a list of more than 64 integers");
       values.push_back(integer());
-    } while (accept(','));
-    expect(']', "to end a list of integers");
+    } while (accept(","));
+    expect("]", "to end a list of integers");
     return values;
-  }
-  [[noreturn]] void fail(const std::string& problem) const {
-    refuse(source_, "header byte " + std::to_string(pos_) + ": " + problem);
   }
 
  private:
@@ -177,10 +138,6 @@ class HeaderReader {
       out += static_cast<char>(0x80 | (cp & 0x3F));
     }
   }
-
-  std::string_view text_;
-  const std::string& source_;
-  std::size_t pos_ = 0;
 };
 
 // ---- dtypes ---------------------------------------------------------------------------------------
@@ -243,11 +200,11 @@ Entry read_entry(std::string name, HeaderReader& reader) {
   Entry entry;
   entry.name = std::move(name);
   bool has_dtype = false, has_shape = false, has_offsets = false;
-  reader.expect('{', "to start the entry of tensor \"" + entry.name + "\"");
-  if (!reader.accept('}')) {
+  reader.expect("{", "to start the entry of tensor \"" + entry.name + "\"");
+  if (!reader.accept("}")) {
     do {
       const std::string key = reader.string();
-      reader.expect(':', "after a key");
+      reader.expect(":", "after a key");
       bool* seen = key == "dtype"          ? &has_dtype
                    : key == "shape"        ? &has_shape
                    : key == "data_offsets" ? &has_offsets
@@ -267,8 +224,8 @@ Entry read_entry(std::string name, HeaderReader& reader) {
         entry.begin = static_cast<uint64_t>(offsets[0]);
         entry.end = static_cast<uint64_t>(offsets[1]);
       }
-    } while (reader.accept(','));
-    reader.expect('}', "to end the entry of tensor \"" + entry.name + "\"");
+    } while (reader.accept(","));
+    reader.expect("}", "to end the entry of tensor \"" + entry.name + "\"");
   }
   if (!has_dtype || !has_shape || !has_offsets)
     reader.fail("tensor \"" + entry.name + "\" lacks " +
@@ -280,15 +237,15 @@ Entry read_entry(std::string name, HeaderReader& reader) {
 
 std::map<std::string, std::string> read_metadata(HeaderReader& reader) {
   std::map<std::string, std::string> metadata;
-  reader.expect('{', "to start __metadata__");
-  if (reader.accept('}')) return metadata;
+  reader.expect("{", "to start __metadata__");
+  if (reader.accept("}")) return metadata;
   do {
     std::string key = reader.string();
-    reader.expect(':', "after a key");
+    reader.expect(":", "after a key");
     if (metadata.count(key)) reader.fail("__metadata__ has two \"" + key + "\" keys");
     metadata[std::move(key)] = reader.string();
-  } while (reader.accept(','));
-  reader.expect('}', "to end __metadata__");
+  } while (reader.accept(","));
+  reader.expect("}", "to end __metadata__");
   return metadata;
 }
 
@@ -391,11 +348,11 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
   std::vector<Entry> entries;
   HeaderReader reader(header, source);
   bool has_metadata = false;
-  reader.expect('{', "to start the header");
-  if (!reader.accept('}')) {
+  reader.expect("{", "to start the header");
+  if (!reader.accept("}")) {
     do {
       std::string name = reader.string();
-      reader.expect(':', "after a key");
+      reader.expect(":", "after a key");
       if (name == "__metadata__") {
         if (has_metadata) reader.fail("two __metadata__ entries");
         has_metadata = true;
@@ -405,8 +362,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
       for (const Entry& e : entries)
         if (e.name == name) reader.fail("two tensors named \"" + name + "\"");
       entries.push_back(read_entry(std::move(name), reader));
-    } while (reader.accept(','));
-    reader.expect('}', "to end the header");
+    } while (reader.accept(","));
+    reader.expect("}", "to end the header");
   }
   if (!reader.at_end()) reader.fail("something after the header's closing '}'");
 
