@@ -44,6 +44,14 @@ std::vector<std::string> remove_stale_temp_files(const std::string& path);
 // which holds every integer up to 2^53 in magnitude exactly, and no larger ones all.
 inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
 
+// Throws Error("SOURCE: not a valid FORMAT file: problem"), the words every reader of io/ uses
+// for a damaged file.
+template <class Error>
+[[noreturn]] void refuse_file(
+    const std::string& source, const char* format, const std::string& problem) {
+  throw Error(source + ": not a valid " + format + " file: " + problem);
+}
+
 // A position in a file's text header (safetensors' JSON, .npy's Python dict) and the few steps
 // every strict reader of one takes. A failure throws Error("SOURCE: not a valid FORMAT file:
 // header byte N: problem"). The format's reader derives from it and adds its own values.
@@ -92,8 +100,7 @@ class HeaderText {
   }
   std::size_t position() const { return pos_; }
   [[noreturn]] void fail(const std::string& problem) const {
-    throw Error(source_ + ": not a valid " + format_ + " file: header byte " +
-                std::to_string(pos_) + ": " + problem);
+    refuse_file<Error>(source_, format_, "header byte " + std::to_string(pos_) + ": " + problem);
   }
 
  protected:

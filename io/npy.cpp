@@ -21,7 +21,7 @@ constexpr std::string_view kMagic = "\x93NUMPY";
 constexpr std::size_t kMaxHeaderBytes = 1 << 20;  // NumPy itself refuses headers over 10 kB
 
 [[noreturn]] void refuse(const std::string& source, const std::string& problem) {
-  throw NpyError(source + ": not a valid .npy file: " + problem);
+  refuse_file<NpyError>(source, ".npy", problem);
 }
 
 // The header's dict, {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, read strictly:

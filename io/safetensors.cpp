@@ -21,7 +21,7 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 
 [[noreturn]] void refuse(const std::string& source, const std::string& problem) {
-  throw SafetensorsError(source + ": not a valid safetensors file: " + problem);
+  refuse_file<SafetensorsError>(source, "safetensors", problem);
 }
 
 // ---- the header's JSON --------------------------------------------------------------------------
