@@ -146,7 +146,7 @@ void detail::softmax_row(const double* in, double* out, int64_t n) { row_softmax
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim(), "softmax");
-  Tensor out = softmax_forward(x, dim, /*log=*/false);
+  Tensor out = softmax_forward(x, dim, /*log=*/false);  // y = exp(x − max) / Σ_d exp(x − max)
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, softmax: y · (g − Σ_d g · y)
   return detail::record(Op::softmax, out, {x}, /*saved=*/{out},
@@ -160,7 +160,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim(), "log_softmax");
-  Tensor out = softmax_forward(x, dim, /*log=*/true);
+  Tensor out = softmax_forward(x, dim, /*log=*/true);  // y = x − max − log Σ_d exp(x − max)
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log_softmax: g − exp(y) · Σ_d g
   return detail::record(Op::log_softmax, out, {x}, /*saved=*/{out},

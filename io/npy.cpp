@@ -26,7 +26,7 @@ constexpr std::size_t kMaxHeaderBytes = 1 << 20;  // NumPy itself refuses header
 
 // The header's dict, {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, read strictly:
 // those three keys once each, in any order, and nothing else.
-class DictReader : public HeaderText<NpyError> {
+class DictReader : public HeaderText<NpyError> {  // a Python literal: blanks are spaces
  public:
   DictReader(std::string_view text, const std::string& source)
       : HeaderText(text, source, ".npy", " ") {}

@@ -28,7 +28,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 // A strict reader for what a safetensors header may hold: objects, strings and non-negative
 // integers. Anything else (floats, true, null, a trailing comma) is refused: no valid header has
 // it. No recursion beyond the format's two levels, so no input can exhaust the stack.
-class HeaderReader : public HeaderText<SafetensorsError> {
+class HeaderReader : public HeaderText<SafetensorsError> {  // JSON: blanks are " \t\n\r"
  public:
   HeaderReader(std::string_view text, const std::string& source)
       : HeaderText(text, source, "safetensors", " \t\n\r") {}
