@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> sequences;
   std::string max_memory;
   CLI::App app{"ag-predict: decodes sequences greedily with a model saved by ag-train"};
-  app.add_option(
-         "MODEL", model_path, "a model file (ag-train --save-model) or an ag-train checkpoint")
+  app.add_option("MODEL", model_path,
+         "a model file (ag-train --save-model, ag's format or .safetensors) or an ag-train "
+         "checkpoint")
       ->required();
   app.add_option(
          "SEQUENCE", sequences, "a source sequence, its tokens separated by spaces: \"3 9 4 7\"")

@@ -695,8 +695,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option(
       "--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
-  app.add_option(
-      "--save-model", o.save_model, "at the end, save the model alone here (for ag-predict)");
+  app.add_option("--save-model", o.save_model,
+      "at the end, save the model alone here (for ag-predict); a path ending in .safetensors gets "
+      "PyTorch's format (docs/interop.md)");
   app.add_option("--curves-dir", o.curves_dir,
       "write training_curves.csv (a row per evaluation) and, at the end, "
       "training_curves.png (gnuplot) into this directory");

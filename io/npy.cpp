@@ -222,8 +222,8 @@ std::string serialize_npy(const Tensor& tensor, bool as_int64) {
   return file;
 }
 
-void write_npy(const std::string& path, const Tensor& tensor, bool as_int64) {
-  write_file_atomically(path, serialize_npy(tensor, as_int64), "npy");
+WriteResult write_npy(const std::string& path, const Tensor& tensor, bool as_int64) {
+  return write_file_atomically(path, serialize_npy(tensor, as_int64), "npy");
 }
 
 }  // namespace ag

@@ -18,6 +18,7 @@
 
 #include "autograd/error.h"
 #include "autograd/tensor.h"
+#include "io/file.h"
 
 namespace ag {
 
@@ -30,7 +31,7 @@ Tensor read_npy(const std::string& path);
 Tensor parse_npy(std::string_view bytes, const std::string& source = "<memory>");
 
 // as_int64: store as '<i8' (the values must be whole numbers).
-void write_npy(const std::string& path, const Tensor& tensor, bool as_int64 = false);
+WriteResult write_npy(const std::string& path, const Tensor& tensor, bool as_int64 = false);
 std::string serialize_npy(const Tensor& tensor, bool as_int64 = false);
 
 }  // namespace ag

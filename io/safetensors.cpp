@@ -473,15 +473,15 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
   return file + header + data;
 }
 
-void write_safetensors(const std::string& path,
+WriteResult write_safetensors(const std::string& path,
     const std::vector<std::pair<std::string, Tensor>>& tensors,
     const SafetensorsWriteOptions& options) {
-  write_file_atomically(path, serialize_safetensors(tensors, options), "safetensors");
+  return write_file_atomically(path, serialize_safetensors(tensors, options), "safetensors");
 }
 
 // ---- modules ----------------------------------------------------------------------------------
 
-void save_safetensors(
+WriteResult save_safetensors(
     const nn::Module& module, const std::string& path, const ModuleFileOptions& options) {
   std::vector<std::pair<std::string, Tensor>> tensors = module.named_parameters();
   for (auto& buffer : module.named_buffers(/*persistent_only=*/true))
@@ -490,12 +490,19 @@ void save_safetensors(
     for (auto& [name, tensor] : tensors) name = options.rename(name);
   SafetensorsWriteOptions write_options;
   write_options.metadata = options.metadata;
-  write_safetensors(path, tensors, write_options);
+  return write_safetensors(path, tensors, write_options);
 }
 
 std::vector<std::string> load_safetensors(nn::Module& module, const std::string& path,
     const ModuleFileOptions& options, std::map<std::string, std::string>* metadata) {
   const Safetensors file = read_safetensors(path);
+  std::vector<std::string> problems = load_safetensors(module, file, path, options);
+  if (metadata) *metadata = file.metadata;
+  return problems;
+}
+
+std::vector<std::string> load_safetensors(nn::Module& module, const Safetensors& file,
+    const std::string& path, const ModuleFileOptions& options) {
   std::map<std::string, Tensor> state;
   for (const auto& [name, tensor] : file.tensors) {
     const std::string own = options.rename ? options.rename(name) : name;
@@ -515,9 +522,7 @@ std::vector<std::string> load_safetensors(nn::Module& module, const std::string&
     }
   }
   try {
-    std::vector<std::string> problems = module.load_state_dict(state, options.strict);
-    if (metadata) *metadata = file.metadata;
-    return problems;
+    return module.load_state_dict(state, options.strict);
   } catch (const nn::StateDictError& e) {
     throw nn::StateDictError(path + ": " + e.what());
   }

@@ -29,6 +29,7 @@
 
 #include "autograd/error.h"
 #include "autograd/tensor.h"
+#include "io/file.h"
 #include "nn/module.h"
 
 namespace ag {
@@ -58,7 +59,7 @@ struct SafetensorsWriteOptions {
 
 // Writes the tensors in the given order (names must be unique and not "__metadata__"); the file
 // appears whole or not at all (a temporary file, then rename).
-void write_safetensors(const std::string& path,
+WriteResult write_safetensors(const std::string& path,
     const std::vector<std::pair<std::string, Tensor>>& tensors,
     const SafetensorsWriteOptions& options = {});
 std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -78,13 +79,16 @@ struct ModuleFileOptions {
   std::map<std::string, std::string> metadata;  // save: the header's __metadata__
 };
 
-void save_safetensors(
+WriteResult save_safetensors(
     const nn::Module& module, const std::string& path, const ModuleFileOptions& options = {});
 // Loads all or nothing when strict (a StateDictError naming the file and every missing,
 // unexpected or mismatched entry); otherwise what fits, returning the problems. Returns the file's
 // metadata through `metadata` when given.
 std::vector<std::string> load_safetensors(nn::Module& module, const std::string& path,
     const ModuleFileOptions& options = {}, std::map<std::string, std::string>* metadata = nullptr);
+// The same from a file already read; `source` names it in errors.
+std::vector<std::string> load_safetensors(nn::Module& module, const Safetensors& file,
+    const std::string& source, const ModuleFileOptions& options = {});
 
 // d2l's PyTorch Transformer adds its blocks with nn.Sequential.add_module("block" + str(i)), so
 // its names read "encoder.blks.block0.attention.W_q.weight" where ag's read

@@ -1,5 +1,9 @@
 #include "models/model_file.h"
 
+#include <charconv>
+#include <cstdio>
+
+#include "io/safetensors.h"
 #include "models/memory.h"
 
 namespace ag::seq2seq {
@@ -14,7 +18,8 @@ void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig
   c.reals["config.dropout"] = config.dropout;
 }
 
-ModelConfig load_model_config(const Checkpoint& c, const std::string& source) {
+ModelConfig load_model_config(
+    const Checkpoint& c, const std::string& source, bool positional_tables) {
   const std::string file =
       "checkpoint " + (source.empty() ? std::string("(") + c.kind + ")" : source);
   ModelConfig config;
@@ -43,32 +48,108 @@ ModelConfig load_model_config(const Checkpoint& c, const std::string& source) {
   uint64_t numbers = 0;
   for (const auto& [name, tensor] : c.tensors_under("model"))
     numbers += static_cast<uint64_t>(tensor.numel());
-  if (numbers != state_dict_numbers(config))
+  const uint64_t expected =
+      positional_tables ? state_dict_numbers(config) : parameter_count(config);
+  if (numbers != expected)
     throw CheckpointError(
         file + ": its configuration (config.num_hiddens = " + std::to_string(config.num_hiddens) +
         ", config.ffn_num_hiddens = " + std::to_string(config.ffn_num_hiddens) +
         ", config.num_layers = " + std::to_string(config.num_layers) +
         ", config.vocab_size = " + std::to_string(config.vocab_size) + ") describes a model of " +
-        std::to_string(state_dict_numbers(config)) + " numbers, but the file holds " +
-        std::to_string(numbers));
+        std::to_string(expected) + " numbers, but the file holds " + std::to_string(numbers));
   return config;
 }
+
+namespace {
+
+bool is_safetensors(const std::string& path) { return path.ends_with(".safetensors"); }
+
+// The configuration entries of `c` as safetensors metadata strings: integers in decimal, reals
+// with the 17 digits that give the same double back.
+std::map<std::string, std::string> config_metadata(const Checkpoint& c) {
+  std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  for (const auto& [name, value] : c.strings) metadata[name] = value;
+  for (const auto& [name, value] : c.integers) metadata[name] = std::to_string(value);
+  for (const auto& [name, value] : c.reals) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    metadata[name] = text;
+  }
+  return metadata;
+}
+
+// A safetensors model file as the checkpoint load_model_config reads: its metadata back into
+// typed entries (strictly: a size must be all digits, the dropout a number), its tensors under
+// "model.".
+Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
+  Checkpoint c;
+  c.kind = "model";
+  for (const auto& [name, value] : file.metadata) {
+    if (!name.starts_with("config.")) continue;
+    const char* begin = value.data();
+    const char* end = begin + value.size();
+    if (name == "config.task") {
+      c.strings[name] = value;
+    } else if (name == "config.dropout") {
+      double real = 0;
+      const auto [stop, error] = std::from_chars(begin, end, real);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("checkpoint " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a number");
+      c.reals[name] = real;
+    } else {
+      uint64_t integer = 0;
+      const auto [stop, error] = std::from_chars(begin, end, integer);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("checkpoint " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a whole number");
+      c.integers[name] = integer;
+    }
+  }
+  for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
+  return c;
+}
+
+}  // namespace
 
 SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
     const std::string& task, const ModelConfig& config, CheckpointFormat format) {
   Checkpoint c;
   c.kind = "model";
-  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
   save_model_config(c, task, config);
+  if (is_safetensors(path)) {
+    ModuleFileOptions options;
+    options.metadata = config_metadata(c);
+    try {
+      return save_safetensors(model, path, options);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const IoError& e) {
+      throw CheckpointError(e.what());  // a model file's error type, whatever its format
+    }
+  }
+  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
   return save_checkpoint(c, path, {format, {}});
 }
 
 LoadedModel load_model(
     const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
-  const Checkpoint c = load_checkpoint(path);
+  const bool safetensors = is_safetensors(path);
+  std::optional<Safetensors> file;
+  Checkpoint c;
+  if (safetensors) {
+    try {
+      file = read_safetensors(path);
+    } catch (const IoError& e) {
+      throw CheckpointError(e.what());
+    }
+    c = model_checkpoint(*file, path);
+  } else {
+    c = load_checkpoint(path);
+  }
   LoadedModel loaded;
   loaded.task = data::make_task(c.string("config.task"));
-  loaded.config = load_model_config(c, path);
+  loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
   if (loaded.config.vocab_size != loaded.task->vocab().size())
     throw CheckpointError("checkpoint " + path + ": vocabulary of " +
                           std::to_string(loaded.config.vocab_size) + " does not fit task '" +
@@ -86,7 +167,10 @@ LoadedModel load_model(
     throw CheckpointError("checkpoint " + path + ": " + e.what());
   }
   loaded.model = make_transformer(loaded.config);
-  loaded.model->load_state_dict(c.tensors_under("model"));
+  if (safetensors)
+    load_safetensors(*loaded.model, *file, path);  // the positional tables are the model's own
+  else
+    loaded.model->load_state_dict(c.tensors_under("model"));
   loaded.model->eval();
   return loaded;
 }

@@ -1,5 +1,9 @@
-// Model files: a trained seq2seq model with its task and configuration, in ag's checkpoint format
-// (io/checkpoint.h), so that ag-predict can rebuild and run it without the training run.
+// Model files: a trained seq2seq model with its task and configuration, so that ag-predict can
+// rebuild and run it without the training run. Two formats, chosen by the file's extension:
+//   PATH.safetensors  the weights under PyTorch's names (what d2l's EncoderDecoder.state_dict()
+//                     holds, io/safetensors.h) and the configuration as __metadata__ strings
+//                     ("config.task": "reverse", "config.num_hiddens": "32", …)
+//   anything else     ag's checkpoint format (io/checkpoint.h), kind "model"
 #pragma once
 
 #include <cstdint>
@@ -16,12 +20,17 @@ namespace ag::seq2seq {
 // The task and model configuration as checkpoint entries "config.task", "config.num_hiddens", …
 // Loading runs check_model_config (models/memory.h), the checks of ag-train's options, before
 // anything is built: a CheckpointError names `source` (the file) and the setting.
+// positional_tables: whether the file holds the encoder's and decoder's positional-encoding tables
+// (ag's checkpoints do; safetensors files, like PyTorch's state dicts, do not), for the check that
+// the weights number what the configuration describes.
 void save_model_config(Checkpoint& checkpoint, const std::string& task, const ModelConfig& config);
-ModelConfig load_model_config(const Checkpoint& checkpoint, const std::string& source = "");
+ModelConfig load_model_config(
+    const Checkpoint& checkpoint, const std::string& source = "", bool positional_tables = true);
 
-// A model-only file (kind "model"): the model's parameters and buffers under "model." and its
-// configuration — for inference and for sharing. Returns what save_checkpoint did besides writing
-// (the stale temporary files it removed).
+// A model-only file: the model's weights and its configuration — for inference and for sharing.
+// In ag's format (kind "model") the parameters and buffers go under "model."; a path ending in
+// .safetensors gets the safetensors file described above (`format` then does not apply). Returns
+// what the write did besides writing (the stale temporary files it removed).
 SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
     const std::string& task, const ModelConfig& config,
     CheckpointFormat format = CheckpointFormat::binary);

@@ -134,3 +134,20 @@ TEST_CASE("ag-predict exits 1 when the model file cannot be loaded", "[examples]
   CHECK(result.exit_code == 1);
   CHECK_THAT(result.output, Contains("ag-predict: ") && Contains(missing.string()));
 }
+
+TEST_CASE("ag-train --save-model M.safetensors: ag-predict decodes with it as with ag's format",
+    "[examples][predict]") {
+  // The same run as trained_model()'s (same settings and seed), its model in safetensors.
+  const std::string path = (trained_model().dir / "reverse.safetensors").string();
+  const auto trained = run(std::string(AG_TRAIN_PATH) +
+                           " --task reverse --steps 40 --eval-every 40 --eval-size 20 "
+                           "--num-hiddens 16 --ffn-num-hiddens 32 --lr 0.01 --save-model " +
+                           path);
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const std::string sources = " '3 4 5' '19 18 17 16 15 14 13 12 11' '7'";
+  const auto from_ag = run(predict + " " + reverse_model() + sources);
+  const auto from_safetensors = run(predict + " " + path + sources);
+  CHECK(from_safetensors.exit_code == 0);
+  CHECK(from_safetensors.output == from_ag.output);
+}

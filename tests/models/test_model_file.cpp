@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "io/safetensors.h"
 #include "models/memory.h"
 #include "models/model_file.h"
 
@@ -82,4 +83,55 @@ TEST_CASE("a model file's settings are checked before the model is built", "[mod
           need.describe() + ", more than the " + format_bytes(need.total() - 1) +
           " allowed (--max-memory)");
   CHECK_NOTHROW(load_model(path, static_cast<uint64_t>(need.total()) + 1));
+}
+
+TEST_CASE("a .safetensors model file: PyTorch's names, the configuration as metadata, checked",
+    "[models][files]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "reverse.safetensors").string();
+  const ModelConfig config{.vocab_size = 20,
+      .num_hiddens = 16,
+      .ffn_num_hiddens = 32,
+      .num_heads = 2,
+      .num_layers = 2,
+      .dropout = 0.1};
+  manual_seed(0);
+  auto model = make_transformer(config);
+  model->eval();
+  save_model(path, *model, "reverse", config);
+
+  // The weights under d2l's EncoderDecoder names, no positional tables, the config as strings.
+  const Safetensors file = read_safetensors(path);
+  CHECK(file.tensors.size() == model->named_parameters().size());
+  CHECK(file.at("decoder.blks.1.attention2.W_q.weight").shape() == Shape{16, 16});
+  CHECK(file.metadata.at("config.task") == "reverse");
+  CHECK(file.metadata.at("config.num_hiddens") == "16");
+  CHECK(file.metadata.at("config.dropout") == "0.10000000000000001");
+  CHECK(file.metadata.at("format") == "pt");
+
+  // Loaded back, the same model: the same logits, bit for bit.
+  const LoadedModel loaded = load_model(path);
+  CHECK(loaded.task->name() == "reverse");
+  CHECK(loaded.config.num_layers == 2);
+  CHECK(loaded.config.dropout == 0.1);
+  const Tensor source = tensor({4, 5, 6}, {1, 3}), target = tensor({1, 6, 5}, {1, 3});
+  CHECK((*loaded.model)(source, target, tensor({3})).to_vector<float>() ==
+        (*model)(source, target, tensor({3})).to_vector<float>());
+
+  // Metadata that is no number, or a configuration the weights do not fit, is refused by name.
+  auto rewritten = [&](const std::string& key, const std::string& value) {
+    SafetensorsWriteOptions options;
+    options.metadata = file.metadata;
+    options.metadata[key] = value;
+    const std::string out = (folder.path / (key + ".safetensors")).string();
+    write_safetensors(out, file.tensors, options);
+    return out;
+  };
+  const std::string words = rewritten("config.num_layers", "two");
+  CHECK_THROWS_AS(load_model(words), CheckpointError);
+  CHECK_THROWS_WITH(load_model(words), Contains(words) && Contains("config.num_layers = \"two\""));
+  const std::string wide = rewritten("config.num_hiddens", "16384");
+  CHECK_THROWS_WITH(load_model(wide),
+      Contains(wide) && Contains("config.num_hiddens = 16384") && Contains("the file holds"));
+  CHECK_THROWS_WITH(load_model(rewritten("config.dropout", "")), Contains("is not a number"));
 }
