@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <regex>
 
 #include "io/file.h"
 
@@ -528,14 +527,42 @@ std::vector<std::string> load_safetensors(nn::Module& module, const Safetensors&
   }
 }
 
+namespace {
+// Rewrites the segment after each "blks" segment of a dotted name with `rename`.
+std::string rename_block_segments(
+    const std::string& name, const std::function<std::string(const std::string&)>& rename) {
+  std::string out, previous;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    std::size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    std::string segment = name.substr(start, dot - start);
+    // Only a segment with more after it: a block index, not a parameter's own name.
+    if (previous == "blks" && dot < name.size()) segment = rename(segment);
+    if (start > 0) out += '.';
+    out += segment;
+    previous = name.substr(start, dot - start);
+    start = dot + 1;
+  }
+  return out;
+}
+
+bool all_digits(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+}
+}  // namespace
+
 std::string d2l_name(const std::string& ag_name) {
-  static const std::regex block(R"((^|\.)blks\.(\d+)\.)");
-  return std::regex_replace(ag_name, block, "$1blks.block$2.");
+  return rename_block_segments(ag_name, [](const std::string& segment) {
+    return all_digits(segment) ? std::string("block").append(segment) : segment;
+  });
 }
 
 std::string from_d2l_name(const std::string& name) {
-  static const std::regex block(R"((^|\.)blks\.block(\d+)\.)");
-  return std::regex_replace(name, block, "$1blks.$2.");
+  return rename_block_segments(name, [](const std::string& segment) {
+    return segment.starts_with("block") && all_digits(segment.substr(5)) ? segment.substr(5)
+                                                                         : segment;
+  });
 }
 
 }  // namespace ag
