@@ -2,11 +2,14 @@
 // there): ag reads them as NumPy and PyTorch meant them.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "nn/transformer.h"
 
 using namespace ag;
 
@@ -59,4 +62,54 @@ TEST_CASE("safetensors: a file written from PyTorch tensors holds PyTorch's valu
   }
   CHECK(names ==
         std::vector<std::string>{"w.f32", "w.f64", "ids", "half", "bf16", "scalar", "empty"});
+}
+
+namespace {
+// The largest |a − b| over two tensors of one shape, in float64.
+double max_difference(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double most = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) most = std::max(most, std::abs(x[i] - y[i]));
+  return most;
+}
+}  // namespace
+
+TEST_CASE(
+    "d2l's PyTorch MultiHeadAttention weights, saved by PyTorch, give PyTorch's outputs in ag",
+    "[io][safetensors][torch]") {
+  for (const auto& [suffix, dtype, tolerance] :
+      {std::tuple{"f32", float32, 1e-6}, std::tuple{"f64", float64, 1e-12}}) {
+    INFO(suffix);
+    const std::string stem = fixture(std::string("d2l_attention_") + suffix);
+    nn::MultiHeadAttention attention(8, 8, 8, 8, 2, 0.0);
+    attention.to(dtype);
+    CHECK(load_safetensors(attention, stem + ".safetensors").empty());
+    const Tensor X = read_npy(stem + "_X.npy");
+    REQUIRE(X.dtype() == dtype);
+    const Tensor Y = attention(X, X, X, read_npy(stem + "_valid_lens.npy"));
+    CHECK(max_difference(Y, read_npy(stem + "_Y.npy")) <= tolerance);
+  }
+}
+
+TEST_CASE("d2l's PyTorch Transformer weights (blks.blockN names) give PyTorch's logits in ag",
+    "[io][safetensors][torch]") {
+  for (const auto& [suffix, dtype, tolerance] :
+      {std::tuple{"f32", float32, 1e-6}, std::tuple{"f64", float64, 1e-12}}) {
+    INFO(suffix);
+    const std::string stem = fixture(std::string("d2l_transformer_") + suffix);
+    auto encoder = std::make_shared<nn::TransformerEncoder>(
+        12, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
+    auto decoder = std::make_shared<nn::TransformerDecoder>(
+        12, 8, 8, 8, 8, std::vector<int64_t>{8}, 8, 16, 2, 2, 0.0);
+    nn::EncoderDecoder model(encoder, decoder);
+    model.to(dtype);
+    ModuleFileOptions from_d2l;
+    from_d2l.rename = from_d2l_name;
+    CHECK(load_safetensors(model, stem + ".safetensors", from_d2l).empty());
+    // Token ids come as int64 ('<i8', read into float64); the model takes them in its dtype.
+    const Tensor logits = model(read_npy(stem + "_enc_X.npy").to(dtype),
+        read_npy(stem + "_dec_X.npy").to(dtype), read_npy(stem + "_enc_valid_lens.npy"));
+    CHECK(max_difference(logits, read_npy(stem + "_Y.npy")) <= tolerance);
+  }
 }
