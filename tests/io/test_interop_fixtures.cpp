@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include "autograd/ops.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "models/model_file.h"
 #include "nn/transformer.h"
 
 using namespace ag;
@@ -112,4 +115,38 @@ TEST_CASE("d2l's PyTorch Transformer weights (blks.blockN names) give PyTorch's 
         read_npy(stem + "_dec_X.npy").to(dtype), read_npy(stem + "_enc_valid_lens.npy"));
     CHECK(max_difference(logits, read_npy(stem + "_Y.npy")) <= tolerance);
   }
+}
+
+TEST_CASE("a reverse model trained by ag decodes in d2l's PyTorch classes as it does in ag",
+    "[io][safetensors][torch]") {
+  // ag_reverse_torch_decodes.txt: "SOURCE -> PREDICTION" per line, decoded greedily by d2l's
+  // PyTorch EncoderDecoder holding ag_reverse.safetensors's weights (make_interop_fixtures.py).
+  const seq2seq::LoadedModel loaded = seq2seq::load_model(fixture("ag_reverse.safetensors"));
+  std::ifstream decodes(fixture("ag_reverse_torch_decodes.txt"));
+  std::string line;
+  int compared = 0;
+  while (std::getline(decodes, line)) {
+    INFO(line);
+    const std::size_t arrow = line.find(" -> ");
+    REQUIRE(arrow != std::string::npos);
+    auto ids = [](const std::string& text) {
+      std::vector<int64_t> out;
+      std::istringstream words(text);
+      for (int64_t id; words >> id;) out.push_back(id);
+      return out;
+    };
+    const std::vector<int64_t> source = ids(line.substr(0, arrow));
+    const std::vector<int64_t> torch_prediction = ids(line.substr(arrow + 4));
+    // The source as ag batches it: content, <eos>, <pad>…; valid length content + 1.
+    std::vector<double> padded(static_cast<std::size_t>(loaded.task->source_steps()),
+        static_cast<double>(data::TaskVocab::pad));
+    for (std::size_t i = 0; i < source.size(); ++i) padded[i] = static_cast<double>(source[i]);
+    padded[source.size()] = static_cast<double>(data::TaskVocab::eos);
+    const Tensor source_tensor = tensor(padded, {1, loaded.task->source_steps()});
+    const auto predictions = seq2seq::greedy_decode(*loaded.model, source_tensor,
+        tensor({static_cast<double>(source.size() + 1)}), loaded.task->target_steps());
+    CHECK(predictions.at(0) == torch_prediction);
+    ++compared;
+  }
+  CHECK(compared == 12);
 }
