@@ -106,8 +106,19 @@ Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
       c.integers[name] = integer;
     }
   }
+  if (file.metadata.count("vocab")) c.strings["vocab"] = file.metadata.at("vocab");
   for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
   return c;
+}
+
+// Every token of the task's vocabulary in id order, separated by spaces ("<pad> <bos> <eos> 3 4 …").
+std::string vocabulary_text(const data::TaskVocab& vocab) {
+  std::string text;
+  for (int64_t id = 0; id < vocab.size(); ++id) {
+    if (id > 0) text += ' ';
+    text += vocab.token(id);
+  }
+  return text;
 }
 
 }  // namespace
@@ -120,6 +131,8 @@ SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
   if (is_safetensors(path)) {
     ModuleFileOptions options;
     options.metadata = config_metadata(c);
+    // The vocabulary too, so that a reader without ag can turn ids into tokens.
+    options.metadata["vocab"] = vocabulary_text(data::make_task(task)->vocab());
     try {
       return save_safetensors(model, path, options);
     } catch (const CheckpointError&) {
@@ -150,6 +163,9 @@ LoadedModel load_model(
   LoadedModel loaded;
   loaded.task = data::make_task(c.string("config.task"));
   loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
+  if (c.strings.count("vocab") && c.strings.at("vocab") != vocabulary_text(loaded.task->vocab()))
+    throw CheckpointError("checkpoint " + path + ": its vocabulary \"" + c.strings.at("vocab") +
+                          "\" is not task '" + loaded.task->name() + "''s");
   if (loaded.config.vocab_size != loaded.task->vocab().size())
     throw CheckpointError("checkpoint " + path + ": vocabulary of " +
                           std::to_string(loaded.config.vocab_size) + " does not fit task '" +

@@ -2,7 +2,8 @@
 // rebuild and run it without the training run. Two formats, chosen by the file's extension:
 //   PATH.safetensors  the weights under PyTorch's names (what d2l's EncoderDecoder.state_dict()
 //                     holds, io/safetensors.h) and the configuration as __metadata__ strings
-//                     ("config.task": "reverse", "config.num_hiddens": "32", …)
+//                     ("config.task": "reverse", "config.num_hiddens": "32", …) and the
+//                     vocabulary, every token in id order ("vocab": "<pad> <bos> <eos> 3 4 …")
 //   anything else     ag's checkpoint format (io/checkpoint.h), kind "model"
 #pragma once
 

@@ -108,6 +108,8 @@ TEST_CASE("a .safetensors model file: PyTorch's names, the configuration as meta
   CHECK(file.metadata.at("config.num_hiddens") == "16");
   CHECK(file.metadata.at("config.dropout") == "0.10000000000000001");
   CHECK(file.metadata.at("format") == "pt");
+  CHECK(
+      file.metadata.at("vocab") == "<pad> <bos> <eos> 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19");
 
   // Loaded back, the same model: the same logits, bit for bit.
   const LoadedModel loaded = load_model(path);
@@ -134,4 +136,6 @@ TEST_CASE("a .safetensors model file: PyTorch's names, the configuration as meta
   CHECK_THROWS_WITH(load_model(wide),
       Contains(wide) && Contains("config.num_hiddens = 16384") && Contains("the file holds"));
   CHECK_THROWS_WITH(load_model(rewritten("config.dropout", "")), Contains("is not a number"));
+  CHECK_THROWS_WITH(load_model(rewritten("vocab", "<pad> <bos> <eos> a b")),
+      Contains("its vocabulary \"<pad> <bos> <eos> a b\" is not task 'reverse''s"));
 }
