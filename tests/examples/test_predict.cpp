@@ -21,15 +21,20 @@ const std::string predict = AG_PREDICT_PATH;
 // not be good, only saved (lr 0.01 makes its predictions non-empty). Its task fixes the tokens
 // (3–19) and the longest source (9 tokens). ag-train's output ends with its held-out examples
 // decoded by the same model: "  9 8 5 4 -> 8 8 8 8 8 ✗ (expected 4 5 8 9)".
+// ag-train's run of the reverse model below, saving it to `path` (its extension picks the format).
+ag::viz::testing::Run train_reverse_model(const std::string& path) {
+  return run(std::string(AG_TRAIN_PATH) +
+             " --task reverse --steps 40 --eval-every 40 --eval-size 20 "
+             "--num-hiddens 16 --ffn-num-hiddens 32 --lr 0.01 --save-model " +
+             path);
+}
+
 struct TrainedModel {
   std::filesystem::path dir = ag::viz::testing::temp_dir();
   std::string path = (dir / "reverse.agm").string();
   std::string training_output;
   TrainedModel() {
-    const auto trained = run(std::string(AG_TRAIN_PATH) +
-                             " --task reverse --steps 40 --eval-every 40 --eval-size 20 "
-                             "--num-hiddens 16 --ffn-num-hiddens 32 --lr 0.01 --save-model " +
-                             path);
+    const auto trained = train_reverse_model(path);
     INFO(trained.output);
     REQUIRE(trained.exit_code == 0);
     training_output = trained.output;
@@ -139,10 +144,7 @@ TEST_CASE("ag-train --save-model M.safetensors: ag-predict decodes with it as wi
     "[examples][predict]") {
   // The same run as trained_model()'s (same settings and seed), its model in safetensors.
   const std::string path = (trained_model().dir / "reverse.safetensors").string();
-  const auto trained = run(std::string(AG_TRAIN_PATH) +
-                           " --task reverse --steps 40 --eval-every 40 --eval-size 20 "
-                           "--num-hiddens 16 --ffn-num-hiddens 32 --lr 0.01 --save-model " +
-                           path);
+  const auto trained = train_reverse_model(path);
   INFO(trained.output);
   REQUIRE(trained.exit_code == 0);
   const std::string sources = " '3 4 5' '19 18 17 16 15 14 13 12 11' '7'";

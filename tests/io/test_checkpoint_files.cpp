@@ -10,23 +10,14 @@
 
 #include "autograd/ops.h"
 #include "io/checkpoint.h"
+#include "tests/temp_folder.h"
 
 using namespace ag;
+using ag::testing::TempFolder;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh empty folder under the system's temporary directory, removed at the end of the test.
-struct TempFolder {
-  fs::path path;
-  TempFolder() {
-    std::string pattern = (fs::temp_directory_path() / "ag-checkpoint-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempFolder() { fs::remove_all(path); }
-};
 
 Checkpoint make(const std::string& kind, int64_t size) {
   Checkpoint c;

@@ -2,25 +2,16 @@
 // only, strict loads that change nothing unless everything fits, and d2l's block names.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-#include <filesystem>
-
 #include "autograd/ops.h"
 #include "io/safetensors.h"
 #include "nn/transformer.h"
+#include "tests/temp_folder.h"
 
 using namespace ag;
+using ag::testing::TempFolder;
 using Catch::Matchers::Contains;
 
 namespace {
-
-struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("ag_module_safetensors_" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::shared_ptr<nn::EncoderDecoder> transformer(uint64_t seed) {
   manual_seed(seed);
@@ -42,7 +33,7 @@ Tensor run(nn::EncoderDecoder& model) {
 
 TEST_CASE("module safetensors: a Transformer saved and loaded computes the same, bit for bit",
     "[io][safetensors]") {
-  TempDir dir;
+  TempFolder dir;
   auto saved = transformer(1), loaded = transformer(2);
   REQUIRE(run(*saved).to_vector<float>() != run(*loaded).to_vector<float>());
   ModuleFileOptions options;
@@ -64,7 +55,7 @@ TEST_CASE("module safetensors: a Transformer saved and loaded computes the same,
 
 TEST_CASE("module safetensors: a strict load that does not fit changes nothing and says why",
     "[io][safetensors]") {
-  TempDir dir;
+  TempFolder dir;
   auto model = transformer(3);
   const std::vector<float> before = run(*model).to_vector<float>();
   Generator gen(4);
@@ -99,7 +90,7 @@ TEST_CASE("module safetensors: d2l's block names map to ag's and back", "[io][sa
   CHECK(from_d2l_name("encoder.blks.block3.ffn.dense2.bias") == "encoder.blks.3.ffn.dense2.bias");
   CHECK(from_d2l_name("myblks.block3.x") == "myblks.block3.x");  // only a whole "blks" segment
 
-  TempDir dir;
+  TempFolder dir;
   auto saved = transformer(5), loaded = transformer(6);
   ModuleFileOptions to_d2l, from_d2l;
   to_d2l.rename = d2l_name;

@@ -12,22 +12,14 @@
 #include <sstream>
 
 #include "io/output_path.h"
+#include "tests/temp_folder.h"
 
 using namespace ag;
+using ag::testing::TempFolder;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempFolder {
-  fs::path path;
-  TempFolder() {
-    std::string pattern = (fs::temp_directory_path() / "ag-output-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempFolder() { fs::remove_all(path); }
-};
 
 std::vector<std::string> names_in(const fs::path& folder) {
   std::vector<std::string> names;

@@ -8,8 +8,10 @@
 
 #include "autograd/ops.h"
 #include "io/safetensors.h"
+#include "tests/temp_folder.h"
 
 using namespace ag;
+using ag::testing::TempFolder;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -186,10 +188,9 @@ TEST_CASE("safetensors: writing refuses what the format cannot say", "[io][safet
 }
 
 TEST_CASE("safetensors: files are written whole, and read back", "[io][safetensors]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("ag_safetensors_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "m.safetensors").string();
+  TempFolder folder;
+  const std::filesystem::path dir = folder.path;
+  const std::string path = folder.file("m.safetensors");
   const Tensor w = arange(6).reshape({2, 3});
   write_safetensors(path, {{"w", w}});
   CHECK(read_safetensors(path).at("w").to_vector<float>() == w.to_vector<float>());
@@ -202,5 +203,4 @@ TEST_CASE("safetensors: files are written whole, and read back", "[io][safetenso
   CHECK(files == 1);  // no temporary file left
   CHECK_THROWS_AS(read_safetensors((dir / "missing.safetensors").string()), IoError);
   CHECK_THROWS_WITH(read_safetensors(dir.string()), Contains("not a regular file"));
-  std::filesystem::remove_all(dir);
 }

@@ -10,25 +10,13 @@
 #include "io/safetensors.h"
 #include "models/memory.h"
 #include "models/model_file.h"
+#include "tests/temp_folder.h"
 
 using namespace ag;
+using ag::testing::TempFolder;
 using namespace ag::seq2seq;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct TempFolder {
-  fs::path path;
-  TempFolder() {
-    std::string pattern = (fs::temp_directory_path() / "ag-model-file-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempFolder() { fs::remove_all(path); }
-};
-
-}  // namespace
 
 TEST_CASE("a model file's settings are checked before the model is built", "[models][files]") {
   TempFolder folder;
