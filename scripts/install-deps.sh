@@ -21,6 +21,7 @@ packages=(
   libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (ASan, UBSan)
   graphviz        # dot: ag-attention-graph --png renders graphs; tests/examples checks the PNG
   clang-format-14 # the C++ format (.clang-format); scripts/test.sh runs scripts/format.sh --check
+  fortunes        # /usr/share/games/fortunes: the English text ag-train --task lm trains on by default
 )
 
 missing=()
