@@ -117,20 +117,20 @@ void Vocab::add(std::string token) {
   id_to_token_.push_back(std::move(token));
 }
 
-Vocab::Vocab(const std::vector<std::string>& tokens, int64_t min_freq,
-    const std::vector<std::string>& reserved_tokens)
-    : Vocab(
-          std::vector<std::string_view>(tokens.begin(), tokens.end()), min_freq, reserved_tokens) {}
-
 namespace {
 
-TokenCounter count(const std::vector<std::string_view>& tokens) {
+template <class Token>
+TokenCounter count(const std::vector<Token>& tokens) {
   TokenCounter counter;
-  for (const std::string_view token : tokens) counter.add(token);
+  for (const Token& token : tokens) counter.add(token);
   return counter;
 }
 
 }  // namespace
+
+Vocab::Vocab(const std::vector<std::string>& tokens, int64_t min_freq,
+    const std::vector<std::string>& reserved_tokens)
+    : Vocab(count(tokens), min_freq, reserved_tokens) {}
 
 Vocab::Vocab(const std::vector<std::string_view>& tokens, int64_t min_freq,
     const std::vector<std::string>& reserved_tokens)
