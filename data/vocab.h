@@ -78,8 +78,8 @@ class TokenCounter {
 
  private:
   std::vector<std::pair<std::string, int64_t>> counts_;
-  TokenTable table_;          // token -> its row in counts_
-  int32_t ascii_index_[128];  // a one-byte token's row in counts_, or -1 (the fast path)
+  TokenTable table_;               // token -> its row in counts_
+  int32_t ascii_index_[128] = {};  // once ascii_ready_: a one-byte token's row in counts_, or -1
   bool ascii_ready_ = false;
 };
 
