@@ -119,20 +119,15 @@ void Vocab::add(std::string token) {
 
 namespace {
 
-template <class Token>
-TokenCounter count(const std::vector<Token>& tokens) {
+TokenCounter count(const std::vector<std::string>& tokens) {
   TokenCounter counter;
-  for (const Token& token : tokens) counter.add(token);
+  for (const std::string& token : tokens) counter.add(token);
   return counter;
 }
 
 }  // namespace
 
 Vocab::Vocab(const std::vector<std::string>& tokens, int64_t min_freq,
-    const std::vector<std::string>& reserved_tokens)
-    : Vocab(count(tokens), min_freq, reserved_tokens) {}
-
-Vocab::Vocab(const std::vector<std::string_view>& tokens, int64_t min_freq,
     const std::vector<std::string>& reserved_tokens)
     : Vocab(count(tokens), min_freq, reserved_tokens) {}
 

@@ -89,10 +89,8 @@ class Vocab {
   // Throws ValueError for min_freq < 0, and for reserved tokens that repeat or include <unk>.
   Vocab(const std::vector<std::string>& tokens, int64_t min_freq = 0,
       const std::vector<std::string>& reserved_tokens = {});
-  // The same from views (no string per token: the tokenizers' *_views give these).
-  Vocab(const std::vector<std::string_view>& tokens, int64_t min_freq = 0,
-      const std::vector<std::string>& reserved_tokens = {});
-  // The same from counted tokens.
+  // The same from counted tokens (views from tokenize_char_views and tokenize_word_views go
+  // through TokenCounter::add: no string per token).
   Vocab(const TokenCounter& counter, int64_t min_freq = 0,
       const std::vector<std::string>& reserved_tokens = {});
   // A vocabulary whose id i is id_to_token[i], as a model file stores it: id_to_token[0] must be

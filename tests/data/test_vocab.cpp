@@ -65,9 +65,14 @@ TEST_CASE("Vocab keeps reserved tokens first and stops at min_freq", "[data][voc
       Contains("Vocab: the reserved token '<pad>' is given twice"));
   CHECK_THROWS_WITH(
       Vocab(corpus, 0, {"<unk>"}), Contains("'<unk>' is <unk>, which is always id 0"));
-  // From views: the same vocabulary.
-  const std::vector<std::string_view> views(corpus.begin(), corpus.end());
-  CHECK(Vocab(views, 2, {"<pad>", "<bos>", "<eos>"}).id_to_token() == vocab.id_to_token());
+  // From views counted by a TokenCounter: the same vocabulary.
+  TokenCounter counter;
+  for (const std::string_view token : std::vector<std::string_view>(corpus.begin(), corpus.end()))
+    counter.add(token);
+  CHECK(Vocab(counter, 2, {"<pad>", "<bos>", "<eos>"}).id_to_token() == vocab.id_to_token());
+  // A braced list of tokens picks the std::string constructor.
+  CHECK(Vocab({"a", "b", "b"}, 0, {"<pad>"}).id_to_token() ==
+        std::vector<std::string>{"<unk>", "<pad>", "b", "a"});
 }
 
 TEST_CASE("Vocab copies and moves keep their lookups", "[data][vocab]") {
@@ -174,8 +179,10 @@ TEST_CASE("TokenCounter and the id encoders agree with the token lists", "[data]
 TEST_CASE("Vocab's table finds every token as it grows", "[data][vocab]") {
   // 20000 distinct tokens, token i appearing (i % 3) + 1 times: the table grows past 2^15 slots.
   std::vector<std::string> corpus;
-  for (int i = 0; i < 20000; ++i)
-    for (int k = 0; k <= i % 3; ++k) corpus.push_back("t" + std::to_string(i));
+  for (int i = 0; i < 20000; ++i) {
+    const std::string token = std::string("t").append(std::to_string(i));
+    for (int k = 0; k <= i % 3; ++k) corpus.push_back(token);
+  }
   const Vocab vocab(corpus, 2);
   CHECK(vocab.size() == 1 + 13333);  // <unk>, then the tokens seen twice or three times
   for (int64_t id = 0; id < vocab.size(); ++id) CHECK(vocab.id(vocab.token(id)) == id);
