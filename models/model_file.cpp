@@ -11,6 +11,9 @@ namespace ag::seq2seq {
 void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig& config) {
   c.strings["config.task"] = task;
   c.integers["config.vocab_size"] = static_cast<uint64_t>(config.vocab_size);
+  // Only a model with a vocabulary per language has it: the toy tasks' files stay as they were.
+  if (config.target_vocab_size != 0)
+    c.integers["config.target_vocab_size"] = static_cast<uint64_t>(config.target_vocab_size);
   c.integers["config.num_hiddens"] = static_cast<uint64_t>(config.num_hiddens);
   c.integers["config.ffn_num_hiddens"] = static_cast<uint64_t>(config.ffn_num_hiddens);
   c.integers["config.num_heads"] = static_cast<uint64_t>(config.num_heads);
@@ -32,6 +35,8 @@ ModelConfig load_model_config(
     return static_cast<int64_t>(v);
   };
   config.vocab_size = size("config.vocab_size");
+  if (c.integers.count("config.target_vocab_size"))
+    config.target_vocab_size = size("config.target_vocab_size");
   config.num_hiddens = size("config.num_hiddens");
   config.ffn_num_hiddens = size("config.ffn_num_hiddens");
   config.num_heads = size("config.num_heads");
