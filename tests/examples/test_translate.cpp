@@ -149,8 +149,8 @@ TEST_CASE("a translate run stopped and resumed equals the run straight through",
   fs::remove_all(dir);
 }
 
-TEST_CASE(
-    "--write-pairs writes the generated corpus that --pairs reads back", "[examples][translate]") {
+TEST_CASE("ag-train --write-pairs writes the generated corpus that --pairs reads back",
+    "[examples][translate]") {
   const fs::path dir = ag::viz::testing::temp_dir();
   const std::string file = (dir / "pairs.txt").string();
   const auto written = run(train + " --write-pairs " + file + " --generated-pairs 400");
