@@ -599,8 +599,14 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     o.num_steps = static_cast<int64_t>(resumed->integer("config.num_steps"));
   }
   const data::PairsFile file = translation_pairs(o);
-  const seq2seq::TranslationSplit split =
-      seq2seq::split_pairs(seq2seq::tokenize_pairs(file.pairs), o.eval_size);
+  seq2seq::TranslationSplit split;
+  try {
+    split = seq2seq::split_pairs(seq2seq::tokenize_pairs(file.pairs), o.eval_size);
+  } catch (const ValueError& e) {
+    std::cerr << "ag-train: --eval-size " << o.eval_size << " for " << file.path << ": " << e.what()
+              << "\n";
+    return 2;
+  }
   const seq2seq::TranslationVocabs vocabs =
       seq2seq::make_translation_vocabs(split.train, o.min_freq, o.num_steps);
   if (resumed && (resumed->string("vocab.source") != vocabs.source.serialize() ||
@@ -610,9 +616,19 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = vocabs.source.size();
   config.target_vocab_size = vocabs.target.size();
-  seq2seq::check_memory(seq2seq::estimate_training_bytes(config, o.batch_size, o.num_steps,
-                            o.num_steps, o.eval_size, !o.checkpoint.empty()),
-      o.memory_limit, "this run", o.memory_limit_source);
+  try {  // as size_problem does for the toy tasks, once the vocabularies' sizes are known
+    seq2seq::check_memory(seq2seq::estimate_training_bytes(config, o.batch_size, o.num_steps,
+                              o.num_steps, o.eval_size, !o.checkpoint.empty()),
+        o.memory_limit,
+        "this run (vocabularies " + std::to_string(config.vocab_size) + " and " +
+            std::to_string(config.target_vocab_size) + ", --batch-size " +
+            std::to_string(o.batch_size) + ", --num-hiddens " + std::to_string(config.num_hiddens) +
+            ")",
+        o.memory_limit_source);
+  } catch (const ValueError& e) {
+    std::cerr << "ag-train: " << e.what() << "\n";
+    return 2;
+  }
 
   manual_seed(o.seed);  // model initialisation and dropout masks
   auto model = seq2seq::make_transformer(config);
@@ -974,8 +990,11 @@ int main(int argc, char** argv) {
   }
   if (!translate && std::find(names.begin(), names.end(), o.task) == names.end())
     problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add, translate)";
-  else if (translate && (o.num_steps < 1 || o.num_steps > 1000 || o.min_freq < 0 || o.beam < 0))
-    problem = "--num-steps must be in 1-1000, --min-freq and --beam not negative";
+  else if (translate && (o.num_steps < 1 || o.num_steps > 1000 || o.min_freq < 0 || o.beam < 0 ||
+                            o.generated_pairs < 1 || o.generated_pairs > 1000000))
+    problem =
+        "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --min-freq and --beam "
+        "not negative";
   else if (translate && (!o.curves_dir.empty() || !o.attention_png.empty()))
     problem =
         "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "
