@@ -341,6 +341,8 @@ CheckpointFormat checkpoint_format(const Options& o) {
   return o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary;
 }
 
+void write_run(const Checkpoint& c, int64_t step, const Options& o);
+
 // Saves the run after `step` to --checkpoint (atomically) and, with --keep K, a numbered copy
 // PATH.step-NNNNNNNN of which only the newest K are kept.
 void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config,
@@ -357,6 +359,11 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
   put_generator(c, "default", default_generator().state());
   put_generator(c, "data", stream.generator().state());
+  write_run(c, step, o);
+}
+
+// Writes a run's checkpoint to --checkpoint and, with --keep, its numbered copy (both tasks).
+void write_run(const Checkpoint& c, int64_t step, const Options& o) {
   const SaveOptions save_options{checkpoint_format(o), {}};
   report_removed(save_checkpoint(c, o.checkpoint, save_options).removed_temp_files);
   if (o.keep == 0) return;
@@ -585,7 +592,7 @@ void save_translate_run(int64_t step, const Options& o, const seq2seq::ModelConf
   put_generator(c, "default", default_generator().state());
   c.integers["data.epoch"] = static_cast<uint64_t>(stream.epoch());
   c.integers["data.position"] = static_cast<uint64_t>(stream.position());
-  report_removed(save_checkpoint(c, o.checkpoint, {checkpoint_format(o), {}}).removed_temp_files);
+  write_run(c, step, o);
 }
 
 // ag-train --task translate: d2l's Transformer on sentence pairs, evaluated on a fixed held-out
