@@ -97,6 +97,11 @@ BeamHypothesis beam_search(const NextLogProbs& next_log_probs, const BeamOptions
         o.eos < 0 || o.eos >= V)
       fail<ValueError>("beam_search: ", log_probs.size(), " log-probabilities for ", rows,
           " hypotheses (a vocabulary of ", V, "), bos ", o.bos, ", eos ", o.eos);
+    // A NaN would break the ranking's ordering (a model whose weights diverged).
+    for (std::size_t e = 0; e < log_probs.size(); ++e)
+      if (std::isnan(log_probs[e]))
+        fail<ValueError>("beam_search: log-probability ", e % static_cast<std::size_t>(V),
+            " of hypothesis ", e / static_cast<std::size_t>(V), " is NaN at step ", step);
     // Every extension (row, token) by log P; the beam_size best, ties to the lower row, token.
     std::vector<int64_t> order(static_cast<std::size_t>(rows * V));
     std::iota(order.begin(), order.end(), int64_t{0});

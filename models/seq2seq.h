@@ -81,7 +81,7 @@ using NextLogProbs = std::function<std::vector<double>(
     const std::vector<int64_t>& parents, const std::vector<int64_t>& tokens)>;
 // The search itself, for any model: ValueError for beam_size or max_steps below 1, a negative or
 // non-finite alpha, bos or eos outside the vocabulary, or a row of log-probabilities of another
-// length than the first.
+// length than the first, or a NaN among them.
 BeamHypothesis beam_search(const NextLogProbs& next_log_probs, const BeamOptions& options);
 // Beam search of each source (row of source (B, Ts) with its valid length) through the
 // Transformer, with the decoder's key/value cache, in eval mode without a graph. One per source.

@@ -140,6 +140,13 @@ TEST_CASE("beam search refuses bad options and bad distributions", "[beam]") {
     return std::vector<double>(tokens.size() == 1 ? 5 : 3, -1.0);
   };
   CHECK_THROWS_AS(beam_search(ragged, toy_options(2)), ValueError);
+  auto nan = [](const std::vector<int64_t>&, const std::vector<int64_t>& tokens) {
+    std::vector<double> log_probs(tokens.size() * 5, -1.0);
+    log_probs[3] = NAN;
+    return log_probs;
+  };
+  CHECK_THROWS_WITH(
+      beam_search(nan, toy_options(2)), Catch::Matchers::Contains("is NaN at step 0"));
 }
 
 TEST_CASE("beam width 1 through the Transformer is greedy decoding, token for token", "[beam]") {
