@@ -29,11 +29,14 @@
 #include <set>
 #include <string>
 
+#include "data/synthetic_pairs.h"
+#include "io/file.h"
 #include "io/optimizer_state.h"
 #include "io/output_path.h"
 #include "models/memory.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
+#include "models/translation.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "viz/viz.h"
@@ -89,6 +92,12 @@ struct Options {
   std::string max_memory;          // "4G": the memory limit; "" — what the machine has available
   uint64_t memory_limit = 0;       // in bytes, from --max-memory or what is available
   std::string memory_limit_source;
+  // --task translate (d2l's machine translation; the defaults: translate_defaults).
+  std::string pairs;                // d2l's fra.txt format; "": the generated corpus
+  int64_t generated_pairs = 20000;  // pairs of the generated corpus (data/synthetic_pairs.h)
+  std::string write_pairs;          // write the generated corpus to this file, and stop
+  int64_t num_steps = 10, min_freq = 2;
+  int64_t beam = 4;  // the beam width of the evaluation (0: greedy only)
 };
 
 // The largest --batch-size: sizes are bounded before anything is multiplied or allocated.
@@ -212,10 +221,11 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
 // limit of --max-memory or the memory available. The same checks run for the options of the
 // command line and for those of a checkpoint being resumed. "" if the run fits.
 std::string size_problem(const Options& o) {
-  const std::unique_ptr<data::Task> task = data::make_task(o.task);
   if (o.batch_size > kMaxBatchSize)
     return "--batch-size " + std::to_string(o.batch_size) + " is above the largest batch, " +
            std::to_string(kMaxBatchSize);
+  if (o.task == seq2seq::kTranslateTask) return "";  // the vocabularies first: train_translate
+  const std::unique_ptr<data::Task> task = data::make_task(o.task);
   if (o.eval_size > data::max_held_out(*task))
     return "--eval-size " + std::to_string(o.eval_size) +
            " is more than the held-out set can take: the " + o.task + " task has " +
@@ -331,6 +341,8 @@ CheckpointFormat checkpoint_format(const Options& o) {
   return o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary;
 }
 
+void write_run(const Checkpoint& c, int64_t step, const Options& o);
+
 // Saves the run after `step` to --checkpoint (atomically) and, with --keep K, a numbered copy
 // PATH.step-NNNNNNNN of which only the newest K are kept.
 void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config,
@@ -347,6 +359,11 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
   put_generator(c, "default", default_generator().state());
   put_generator(c, "data", stream.generator().state());
+  write_run(c, step, o);
+}
+
+// Writes a run's checkpoint to --checkpoint and, with --keep, its numbered copy (both tasks).
+void write_run(const Checkpoint& c, int64_t step, const Options& o) {
   const SaveOptions save_options{checkpoint_format(o), {}};
   report_removed(save_checkpoint(c, o.checkpoint, save_options).removed_temp_files);
   if (o.keep == 0) return;
@@ -518,6 +535,202 @@ int diverged(int64_t step, double loss, double grad_norm, const Options& o) {
   return 1;
 }
 
+// ---- --task translate: d2l's machine translation (models/translation.h, docs/text.md) ----------
+
+// The pairs of a translate run: --pairs FILE (d2l's fra.txt format), or the generated corpus.
+data::PairsFile translation_pairs(const Options& o) {
+  data::PairsFile file =
+      o.pairs.empty()
+          ? data::parse_pairs(data::synthetic_pairs_text(o.generated_pairs, 0), "<generated pairs>")
+          : data::read_pairs(o.pairs);
+  if (file.skipped_lines > 0)
+    std::printf("%s: skipped %lld line%s without a tab\n", file.path.c_str(),
+        static_cast<long long>(file.skipped_lines), file.skipped_lines == 1 ? "" : "s");
+  return file;
+}
+
+std::string joined(const std::vector<std::string>& tokens) {
+  std::string text;
+  for (const std::string& t : tokens) text += (text.empty() ? "" : " ") + t;
+  return text;
+}
+
+void print_translation_evaluation(int64_t step, const seq2seq::TranslationEvaluation& e,
+    const seq2seq::TokenizedPairs& held_out, const Options& o) {
+  std::printf("eval @ step %lld: held-out loss %.4f  BLEU-2 greedy %.3f",
+      static_cast<long long>(step), e.loss, e.bleu_greedy);
+  if (o.beam > 0) std::printf("  beam %lld %.3f", static_cast<long long>(o.beam), e.bleu_beam);
+  std::printf("  (mean over %lld held-out pairs)\n", static_cast<long long>(held_out.size()));
+  for (int64_t i = 0; i < o.show && i < held_out.size(); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    std::printf("  %s => %s", joined(held_out.source[k]).c_str(), joined(e.greedy[k]).c_str());
+    if (o.beam > 0) std::printf("  | beam: %s", joined(e.beam[k]).c_str());
+    std::printf("  (reference: %s)\n", joined(held_out.target[k]).c_str());
+  }
+  std::fflush(stdout);
+}
+
+// The run after `step`, as save_run does for the toy tasks, with the translation's own options,
+// vocabularies and the position of the shuffled pairs.
+void save_translate_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config,
+    const seq2seq::TranslationVocabs& vocabs, const nn::EncoderDecoder& model,
+    const optim::Optimizer& optimizer, const optim::Scheduler& scheduler,
+    const seq2seq::PairStream& stream) {
+  if (o.checkpoint.empty()) return;
+  Checkpoint c;
+  c.kind = "ag-train";
+  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
+  put_optimizer_state(c, optimizer.state_dict(), "optimizer");
+  seq2seq::save_model_config(c, o.task, config);
+  seq2seq::save_translation_vocabs(c, vocabs);
+  save_options(c, o);
+  c.strings["config.pairs"] = o.pairs;
+  c.integers["config.generated_pairs"] = static_cast<uint64_t>(o.generated_pairs);
+  c.integers["config.min_freq"] = static_cast<uint64_t>(o.min_freq);
+  c.integers["step"] = static_cast<uint64_t>(step);
+  c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
+  put_generator(c, "default", default_generator().state());
+  c.integers["data.epoch"] = static_cast<uint64_t>(stream.epoch());
+  c.integers["data.position"] = static_cast<uint64_t>(stream.position());
+  write_run(c, step, o);
+}
+
+// ag-train --task translate: d2l's Transformer on sentence pairs, evaluated on a fixed held-out
+// slice by the loss and the BLEU of greedy and beam decoding. `resumed`: a checkpoint of such a
+// run (its options are in `o` already).
+int train_translate(Options o, std::optional<Checkpoint> resumed) {
+  if (resumed) {
+    o.pairs = resumed->string("config.pairs");
+    o.generated_pairs = static_cast<int64_t>(resumed->integer("config.generated_pairs"));
+    o.min_freq = static_cast<int64_t>(resumed->integer("config.min_freq"));
+    o.num_steps = static_cast<int64_t>(resumed->integer("config.num_steps"));
+  }
+  const data::PairsFile file = translation_pairs(o);
+  seq2seq::TranslationSplit split;
+  try {
+    split = seq2seq::split_pairs(seq2seq::tokenize_pairs(file.pairs), o.eval_size);
+  } catch (const ValueError& e) {
+    std::cerr << "ag-train: --eval-size " << o.eval_size << " for " << file.path << ": " << e.what()
+              << "\n";
+    return 2;
+  }
+  const seq2seq::TranslationVocabs vocabs =
+      seq2seq::make_translation_vocabs(split.train, o.min_freq, o.num_steps);
+  if (resumed && (resumed->string("vocab.source") != vocabs.source.serialize() ||
+                     resumed->string("vocab.target") != vocabs.target.serialize()))
+    throw CheckpointError("checkpoint " + o.resume + ": the vocabularies of " + file.path +
+                          " are not those the run was trained with (has the file changed?)");
+  seq2seq::ModelConfig config = o.model;
+  config.vocab_size = vocabs.source.size();
+  config.target_vocab_size = vocabs.target.size();
+  try {  // as size_problem does for the toy tasks, once the vocabularies' sizes are known
+    seq2seq::check_memory(seq2seq::estimate_training_bytes(config, o.batch_size, o.num_steps,
+                              o.num_steps, o.eval_size, !o.checkpoint.empty()),
+        o.memory_limit,
+        "this run (vocabularies " + std::to_string(config.vocab_size) + " and " +
+            std::to_string(config.target_vocab_size) + ", --batch-size " +
+            std::to_string(o.batch_size) + ", --num-hiddens " + std::to_string(config.num_hiddens) +
+            ")",
+        o.memory_limit_source);
+  } catch (const ValueError& e) {
+    std::cerr << "ag-train: " << e.what() << "\n";
+    return 2;
+  }
+
+  manual_seed(o.seed);  // model initialisation and dropout masks
+  auto model = seq2seq::make_transformer(config);
+  seq2seq::PairStream stream(split.train.size(), o.seed + 1);
+  optim::Adam optimizer(model->parameters(), o.lr);
+  optim::Scheduler scheduler(optimizer, make_schedule(o, config));
+  int64_t first_step = 1;
+  if (resumed) {
+    model->load_state_dict(resumed->tensors_under("model"));
+    optimizer.load_state_dict(get_optimizer_state(*resumed, "optimizer"));
+    first_step = static_cast<int64_t>(resumed->integer("step")) + 1;
+    if (first_step > o.steps)
+      throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " +
+                            std::to_string(first_step - 1) + ")");
+    scheduler.set_step(static_cast<int64_t>(resumed->integer("scheduler.step")));
+    default_generator().set_state(get_generator(*resumed, "default"));
+    stream.set_position(static_cast<int64_t>(resumed->integer("data.epoch")),
+        static_cast<int64_t>(resumed->integer("data.position")));
+    std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
+        static_cast<long long>(first_step), static_cast<long long>(o.steps));
+  }
+  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  if (last_step < first_step)
+    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
+                     " is before the resumed run's next step " + std::to_string(first_step));
+  const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
+  std::printf(
+      "ag-train: task translate, %s: %lld training and %lld held-out pairs, vocabularies %lld "
+      "(source) and %lld (target) at min_freq %lld, num_steps %lld; model %lld parameters "
+      "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
+      "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
+      file.path.c_str(), static_cast<long long>(split.train.size()),
+      static_cast<long long>(split.held_out.size()), static_cast<long long>(vocabs.source.size()),
+      static_cast<long long>(vocabs.target.size()), static_cast<long long>(o.min_freq),
+      static_cast<long long>(o.num_steps), static_cast<long long>(model->num_parameters()),
+      static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
+      static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers),
+      config.dropout, static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr,
+      o.schedule.c_str(), o.clip, static_cast<unsigned long long>(o.seed), o.threads,
+      o.threads == 1 ? "" : "s");
+  Report report(o, first_step, last_step, resumed.has_value());
+  seq2seq::TranslationEvaluation last;
+  for (int64_t step = first_step; step <= last_step; ++step) {
+    const data::Batch batch =
+        seq2seq::translation_batch(split.train, stream.next(o.batch_size), vocabs);
+    Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): cross-entropy per valid token
+    optimizer.zero_grad();
+    loss.backward();
+    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
+    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
+      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
+      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
+          static_cast<long long>(step), loss.item(), grad_norm);
+    } else {
+      optimizer.step();
+    }
+    scheduler.step();
+    const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
+    report.step(step, loss.item(), batch, evaluate_now);
+    if (evaluate_now) {
+      last = seq2seq::evaluate_translation(*model, split.held_out, vocabs, o.beam);
+      print_translation_evaluation(step, last, split.held_out, o);
+    }
+    const bool stop = interrupted;
+    if (step % checkpoint_every == 0 || step == last_step || stop)
+      save_translate_run(step, o, config, vocabs, *model, optimizer, scheduler, stream);
+    if (stop) {
+      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
+          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
+                               : ("; saved " + o.checkpoint).c_str());
+      return 130;
+    }
+  }
+  if (!o.save_model.empty()) {
+    report_removed(
+        seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o), &vocabs)
+            .removed_temp_files);
+    std::printf("saved the model to %s\n", o.save_model.c_str());
+  }
+  if (last_step < o.steps) {
+    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
+        static_cast<long long>(o.steps),
+        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
+    return 0;
+  }
+  std::printf("done: %lld steps in %s; held-out loss %.4f, BLEU-2 greedy %.3f%s\n",
+      static_cast<long long>(o.steps), format_duration(report.seconds()).c_str(), last.loss,
+      last.bleu_greedy,
+      o.beam > 0
+          ? (", beam " + std::to_string(o.beam) + " " + std::to_string(last.bleu_beam).substr(0, 5))
+                .c_str()
+          : "");
+  return 0;
+}
+
 // ---- training -----------------------------------------------------------------------------------
 
 int train(Options o) {
@@ -525,6 +738,7 @@ int train(Options o) {
   set_num_threads(o.threads);
   std::optional<Checkpoint> resumed;
   if (!o.resume.empty()) resumed = load_run(o);  // its options replace those that define a run
+  if (o.task == seq2seq::kTranslateTask) return train_translate(o, std::move(resumed));
 
   // The task, the model and the optimizer, as d2l's train_seq2seq sets them up.
   manual_seed(o.seed);  // model initialisation and dropout masks
@@ -623,6 +837,23 @@ CLI::Validator whole_number() {
       "");
 }
 
+// --task translate starts from d2l's settings (d2l 0.17, "Transformer": num_hiddens 32, 2 layers,
+// dropout 0.1, FFN 64, 4 heads, batch 64, num_steps 10, Adam lr 0.005, no schedule; min_freq 2 in
+// load_data_nmt) for every option the command line does not give.
+void translate_defaults(Options& o, const CLI::App& app) {
+  auto unset = [&](const char* option) { return app.count(option) == 0; };
+  if (unset("--num-hiddens")) o.model.num_hiddens = 32;
+  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = 64;
+  if (unset("--heads")) o.model.num_heads = 4;
+  if (unset("--layers")) o.model.num_layers = 2;
+  if (unset("--dropout")) o.model.dropout = 0.1;
+  if (unset("--lr")) o.lr = 0.005;
+  if (unset("--schedule")) o.schedule = "constant";
+  if (unset("--batch-size")) o.batch_size = 64;
+  if (unset("--steps")) o.steps = 2000;
+  if (unset("--eval-size")) o.eval_size = 200;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -630,7 +861,28 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
   app.add_option("--task", o.task,
-         "copy | reverse | sort | add (what the defaults reach on each: docs/training.md)")
+         "copy | reverse | sort | add (what the defaults reach on each: docs/training.md) | "
+         "translate (sentence pairs, d2l's settings: docs/text.md)")
+      ->capture_default_str();
+  app.add_option("--pairs", o.pairs,
+      "translate: sentence pairs in d2l's fra.txt format (source<TAB>target a line); without it, "
+      "a corpus ag generates (English to an invented language)");
+  app.add_option("--generated-pairs", o.generated_pairs, "translate: pairs of the generated corpus")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_option("--write-pairs", o.write_pairs,
+      "write the generated corpus (--generated-pairs pairs) to this file in fra.txt format, and "
+      "stop");
+  app.add_option("--num-steps", o.num_steps,
+         "translate: tokens of a sentence with <eos> (longer ones are cut, as d2l's truncate_pad)")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_option("--min-freq", o.min_freq, "translate: rarer words become <unk>")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_option("--beam", o.beam,
+         "translate: the beam width of each evaluation's beam search (0: greedy only)")
+      ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")
       ->check(whole_number<int64_t>())
@@ -725,8 +977,35 @@ int main(int argc, char** argv) {
   // Option values CLI11 cannot check by type alone.
   std::string problem;
   const auto names = data::task_names();
-  if (std::find(names.begin(), names.end(), o.task) == names.end())
-    problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add)";
+  const bool translate = o.task == seq2seq::kTranslateTask;
+  if (translate) translate_defaults(o, app);
+  if (!o.write_pairs.empty()) {
+    try {
+      if (const std::string why = output_file_problem(o.write_pairs, OutputKind::renamed_file);
+          !why.empty())
+        throw ValueError("--write-pairs " + o.write_pairs + ": " + why);
+      report_removed(write_file_atomically(
+          o.write_pairs, data::synthetic_pairs_text(o.generated_pairs, 0), "--write-pairs")
+                         .removed_temp_files);
+      std::printf("wrote %lld generated pairs to %s\n", static_cast<long long>(o.generated_pairs),
+          o.write_pairs.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "ag-train: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (!translate && std::find(names.begin(), names.end(), o.task) == names.end())
+    problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add, translate)";
+  else if (translate && (o.num_steps < 1 || o.num_steps > 1000 || o.min_freq < 0 || o.beam < 0 ||
+                            o.generated_pairs < 1 || o.generated_pairs > 1000000))
+    problem =
+        "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --min-freq and --beam "
+        "not negative";
+  else if (translate && (!o.curves_dir.empty() || !o.attention_png.empty()))
+    problem =
+        "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "
+        "draws a translation's attention)";
   else if (o.steps <= 0)
     problem = "--steps must be positive";
   else if (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam")

@@ -26,6 +26,8 @@ void check_model_config(const ModelConfig& config, SettingNames names) {
           kMaxModelSize, ")");
   };
   if (!options) size(config.vocab_size, "--vocab-size", "config.vocab_size");
+  if (!options && config.target_vocab_size != 0)
+    size(config.target_vocab_size, "--target-vocab-size", "config.target_vocab_size");
   size(config.num_hiddens, "--num-hiddens", "config.num_hiddens");
   size(config.ffn_num_hiddens, "--ffn-num-hiddens", "config.ffn_num_hiddens");
   size(config.num_heads, "--heads", "config.num_heads");
@@ -45,11 +47,12 @@ void check_model_config(const ModelConfig& config, SettingNames names) {
 uint64_t parameter_count(const ModelConfig& c) {
   const uint64_t V = static_cast<uint64_t>(c.vocab_size), D = static_cast<uint64_t>(c.num_hiddens),
                  F = static_cast<uint64_t>(c.ffn_num_hiddens),
-                 L = static_cast<uint64_t>(c.num_layers);
-  // Two embeddings V×D, the output layer D×V + V; per layer (encoder block and decoder block):
-  // 4 + 8 attention projections D×D without bias, two FFNs D×F + F + F×D + D, 2 + 3 layer norms of
-  // 2D (weight and bias).
-  return 3 * V * D + V + L * (12 * D * D + 2 * (2 * D * F + F + D) + 5 * 2 * D);
+                 L = static_cast<uint64_t>(c.num_layers),
+                 Vt = static_cast<uint64_t>(c.target_vocab());
+  // The embeddings V×D (source) and Vt×D (target), the output layer D×Vt + Vt; per layer (encoder
+  // block and decoder block): 4 + 8 attention projections D×D without bias, two FFNs
+  // D×F + F + F×D + D, 2 + 3 layer norms of 2D (weight and bias).
+  return V * D + 2 * Vt * D + Vt + L * (12 * D * D + 2 * (2 * D * F + F + D) + 5 * 2 * D);
 }
 
 namespace {
@@ -67,7 +70,7 @@ namespace {
 double saved_numbers(const ModelConfig& c, double B, double S, double T) {
   const double D = static_cast<double>(c.num_hiddens), F = static_cast<double>(c.ffn_num_hiddens),
                H = static_cast<double>(c.num_heads), L = static_cast<double>(c.num_layers),
-               V = static_cast<double>(c.vocab_size);
+               V = static_cast<double>(c.target_vocab());
   return B * ((L + 1) * (S + 2 * T) * (12 * D + 2 * F) + 3 * L * H * (S * S + T * T + T * S) +
                  3 * T * V);
 }

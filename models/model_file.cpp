@@ -11,6 +11,9 @@ namespace ag::seq2seq {
 void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig& config) {
   c.strings["config.task"] = task;
   c.integers["config.vocab_size"] = static_cast<uint64_t>(config.vocab_size);
+  // Only a model with a vocabulary per language has it: the toy tasks' files stay as they were.
+  if (config.target_vocab_size != 0)
+    c.integers["config.target_vocab_size"] = static_cast<uint64_t>(config.target_vocab_size);
   c.integers["config.num_hiddens"] = static_cast<uint64_t>(config.num_hiddens);
   c.integers["config.ffn_num_hiddens"] = static_cast<uint64_t>(config.ffn_num_hiddens);
   c.integers["config.num_heads"] = static_cast<uint64_t>(config.num_heads);
@@ -32,6 +35,8 @@ ModelConfig load_model_config(
     return static_cast<int64_t>(v);
   };
   config.vocab_size = size("config.vocab_size");
+  if (c.integers.count("config.target_vocab_size"))
+    config.target_vocab_size = size("config.target_vocab_size");
   config.num_hiddens = size("config.num_hiddens");
   config.ffn_num_hiddens = size("config.ffn_num_hiddens");
   config.num_heads = size("config.num_heads");
@@ -58,6 +63,39 @@ ModelConfig load_model_config(
         ", config.vocab_size = " + std::to_string(config.vocab_size) + ") describes a model of " +
         std::to_string(expected) + " numbers, but the file holds " + std::to_string(numbers));
   return config;
+}
+
+void save_translation_vocabs(Checkpoint& c, const TranslationVocabs& vocabs) {
+  c.strings["vocab.source"] = vocabs.source.serialize();
+  c.strings["vocab.target"] = vocabs.target.serialize();
+  c.integers["config.num_steps"] = static_cast<uint64_t>(vocabs.num_steps);
+}
+
+TranslationVocabs load_translation_vocabs(
+    const Checkpoint& c, const ModelConfig& config, const std::string& source) {
+  const std::string file = "checkpoint " + source;
+  auto vocab = [&](const std::string& name, int64_t size) {
+    if (!c.strings.count(name))
+      throw CheckpointError(file + ": a translation model without its " + name);
+    try {
+      data::Vocab v = data::Vocab::deserialize(c.strings.at(name), file + " (" + name + ")");
+      for (const char* special : {"<pad>", "<bos>", "<eos>"})
+        if (!v.contains(special)) throw CheckpointError(file + ": " + name + " has no " + special);
+      if (v.size() != size)
+        throw CheckpointError(file + ": " + name + " holds " + std::to_string(v.size()) +
+                              " tokens, the model's embedding " + std::to_string(size));
+      return v;
+    } catch (const ValueError& e) {
+      throw CheckpointError(e.what());
+    }
+  };
+  const uint64_t num_steps =
+      c.integers.count("config.num_steps") ? c.integer("config.num_steps") : 0;
+  if (num_steps < 1 || num_steps > 1000)
+    throw CheckpointError(file + ": config.num_steps = " + std::to_string(num_steps) +
+                          " is not a number of steps (1 to 1000)");
+  return {vocab("vocab.source", config.vocab_size), vocab("vocab.target", config.target_vocab()),
+      static_cast<int64_t>(num_steps)};
 }
 
 namespace {
@@ -106,7 +144,8 @@ Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
       c.integers[name] = integer;
     }
   }
-  if (file.metadata.count("vocab")) c.strings["vocab"] = file.metadata.at("vocab");
+  for (const char* name : {"vocab", "vocab.source", "vocab.target"})
+    if (file.metadata.count(name)) c.strings[name] = file.metadata.at(name);
   for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
   return c;
 }
@@ -124,15 +163,20 @@ std::string vocabulary_text(const data::TaskVocab& vocab) {
 }  // namespace
 
 SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
-    const std::string& task, const ModelConfig& config, CheckpointFormat format) {
+    const std::string& task, const ModelConfig& config, CheckpointFormat format,
+    const TranslationVocabs* translation) {
   Checkpoint c;
   c.kind = "model";
   save_model_config(c, task, config);
+  if ((task == kTranslateTask) != (translation != nullptr))
+    fail<ValueError>("save_model: task '", task, "' ", translation ? "with" : "without",
+        " translation vocabularies");
+  if (translation) save_translation_vocabs(c, *translation);
   if (is_safetensors(path)) {
     ModuleFileOptions options;
     options.metadata = config_metadata(c);
     // The vocabulary too, so that a reader without ag can turn ids into tokens.
-    options.metadata["vocab"] = vocabulary_text(data::make_task(task)->vocab());
+    if (!translation) options.metadata["vocab"] = vocabulary_text(data::make_task(task)->vocab());
     try {
       return save_safetensors(model, path, options);
     } catch (const CheckpointError&) {
@@ -161,18 +205,27 @@ LoadedModel load_model(
     c = load_checkpoint(path);
   }
   LoadedModel loaded;
-  loaded.task = data::make_task(c.string("config.task"));
   loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
-  if (c.strings.count("vocab") && c.strings.at("vocab") != vocabulary_text(loaded.task->vocab()))
-    throw CheckpointError("checkpoint " + path + ": its vocabulary \"" + c.strings.at("vocab") +
-                          "\" is not task '" + loaded.task->name() + "''s");
-  if (loaded.config.vocab_size != loaded.task->vocab().size())
-    throw CheckpointError("checkpoint " + path + ": vocabulary of " +
-                          std::to_string(loaded.config.vocab_size) + " does not fit task '" +
-                          loaded.task->name() + "'");
+  int64_t source_steps = 0, target_steps = 0;
+  if (c.string("config.task") == kTranslateTask) {
+    loaded.translation = load_translation_vocabs(c, loaded.config, path);
+    source_steps = target_steps = loaded.translation->num_steps;
+  } else {
+    loaded.task = data::make_task(c.string("config.task"));
+    if (c.strings.count("vocab") && c.strings.at("vocab") != vocabulary_text(loaded.task->vocab()))
+      throw CheckpointError("checkpoint " + path + ": its vocabulary \"" + c.strings.at("vocab") +
+                            "\" is not task '" + loaded.task->name() + "''s");
+    if (loaded.config.vocab_size != loaded.task->vocab().size() ||
+        loaded.config.target_vocab_size != 0)
+      throw CheckpointError("checkpoint " + path + ": vocabulary of " +
+                            std::to_string(loaded.config.vocab_size) + " does not fit task '" +
+                            loaded.task->name() + "'");
+    source_steps = loaded.task->source_steps();
+    target_steps = loaded.task->target_steps();
+  }
   // The memory the model takes, checked before a weight is allocated.
-  const MemoryEstimate need = estimate_inference_bytes(
-      loaded.config, batch_size, loaded.task->source_steps(), loaded.task->target_steps());
+  const MemoryEstimate need =
+      estimate_inference_bytes(loaded.config, batch_size, source_steps, target_steps);
   try {
     check_memory(need, max_bytes ? *max_bytes : available_memory_bytes(),
         "its model (config.num_hiddens = " + std::to_string(loaded.config.num_hiddens) +

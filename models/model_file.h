@@ -5,6 +5,8 @@
 //                     ("config.task": "reverse", "config.num_hiddens": "32", …) and the
 //                     vocabulary, every token in id order ("vocab": "<pad> <bos> <eos> 3 4 …")
 //   anything else     ag's checkpoint format (io/checkpoint.h), kind "model"
+// A translation model (task "translate") carries its two vocabularies instead of a task's: the
+// strings "vocab.source" and "vocab.target" (data::Vocab::serialize()) and "config.num_steps".
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "data/toy_tasks.h"
+#include "data/vocab.h"
 #include "io/checkpoint.h"
 #include "models/seq2seq.h"
 
@@ -28,16 +31,33 @@ void save_model_config(Checkpoint& checkpoint, const std::string& task, const Mo
 ModelConfig load_model_config(
     const Checkpoint& checkpoint, const std::string& source = "", bool positional_tables = true);
 
+// The name of the translation task in model files and checkpoints ("config.task").
+inline constexpr const char* kTranslateTask = "translate";
+// What a translation model needs besides its weights: d2l's src_vocab and tgt_vocab, and the
+// num_steps its sentences are truncated or padded to (decoding stops after as many tokens).
+struct TranslationVocabs {
+  data::Vocab source, target;
+  int64_t num_steps = 10;
+};
+void save_translation_vocabs(Checkpoint& checkpoint, const TranslationVocabs& vocabs);
+// Strict: a CheckpointError names `source` (the file) for a missing or malformed vocabulary, one
+// without <pad> <bos> <eos>, sizes that differ from the configuration's, or a num_steps outside
+// 1 to 1000 (the positional table's rows).
+TranslationVocabs load_translation_vocabs(
+    const Checkpoint& checkpoint, const ModelConfig& config, const std::string& source);
+
 // A model-only file: the model's weights and its configuration — for inference and for sharing.
 // In ag's format (kind "model") the parameters and buffers go under "model."; a path ending in
 // .safetensors gets the safetensors file described above (`format` then does not apply). Returns
 // what the write did besides writing (the stale temporary files it removed).
 SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
     const std::string& task, const ModelConfig& config,
-    CheckpointFormat format = CheckpointFormat::binary);
+    CheckpointFormat format = CheckpointFormat::binary,
+    const TranslationVocabs* translation = nullptr);  // required for kTranslateTask
 
 struct LoadedModel {
-  std::unique_ptr<data::Task> task;
+  std::unique_ptr<data::Task> task;  // null for a translation model, which has `translation`
+  std::optional<TranslationVocabs> translation;
   ModelConfig config;
   std::shared_ptr<nn::EncoderDecoder> model;
 };

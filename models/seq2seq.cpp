@@ -1,6 +1,8 @@
 #include "models/seq2seq.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 namespace ag::seq2seq {
 
@@ -12,7 +14,7 @@ std::shared_ptr<nn::EncoderDecoder> make_transformer(const ModelConfig& c) {
   auto encoder = std::make_shared<nn::TransformerEncoder>(c.vocab_size, c.num_hiddens,
       c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
       c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
-  auto decoder = std::make_shared<nn::TransformerDecoder>(c.vocab_size, c.num_hiddens,
+  auto decoder = std::make_shared<nn::TransformerDecoder>(c.target_vocab(), c.num_hiddens,
       c.num_hiddens, c.num_hiddens, c.num_hiddens, std::vector<int64_t>{c.num_hiddens},
       c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_layers, c.dropout);
   auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
@@ -44,14 +46,14 @@ double train_step(
 // ---- decoding and evaluation --------------------------------------------------------------------
 
 std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const Tensor& source,
-    const Tensor& source_valid_lens, int64_t max_steps) {
+    const Tensor& source_valid_lens, int64_t max_steps, int64_t bos, int64_t eos) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   const int64_t B = source.size(0);
   Tensor enc_outputs = model.encoder->forward(source, source_valid_lens);  // (B, Ts, D)
   nn::DecoderState state = model.decoder->init_state(enc_outputs, source_valid_lens);
-  Tensor next = full({B, 1}, static_cast<double>(data::TaskVocab::bos));  // (B, 1)
+  Tensor next = full({B, 1}, static_cast<double>(bos));  // (B, 1)
   std::vector<std::vector<int64_t>> predictions(static_cast<std::size_t>(B));
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   for (int64_t step = 0; step < max_steps; ++step) {
@@ -63,7 +65,7 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
       const int64_t id = static_cast<int64_t>(ids[b]);
-      if (id == data::TaskVocab::eos)
+      if (id == eos)
         done[b] = true;
       else
         predictions[b].push_back(id);
@@ -75,8 +77,123 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
   return predictions;
 }
 
-DecodedAttention decode_with_attention(
-    nn::EncoderDecoder& model, const std::vector<int64_t>& source, int64_t max_steps) {
+// ---- beam search --------------------------------------------------------------------------------
+
+BeamHypothesis beam_search(const NextLogProbs& next_log_probs, const BeamOptions& o) {
+  if (o.beam_size < 1 || o.max_steps < 1 || !(o.alpha >= 0) || !std::isfinite(o.alpha))
+    fail<ValueError>("beam_search: beam_size ", o.beam_size, ", max_steps ", o.max_steps,
+        ", alpha ", o.alpha, " (need beam_size and max_steps at least 1, alpha finite, >= 0)");
+  auto normalised = [&](double log_prob, int64_t length) {
+    return log_prob / std::pow(static_cast<double>(length), o.alpha);  // 1/L^α · log P
+  };
+  std::vector<BeamHypothesis> beam(1), candidates;  // the start: no token, log P = 0
+  std::vector<int64_t> parents{0}, tokens{o.bos};
+  int64_t V = 0;
+  for (int64_t step = 0; step < o.max_steps && !beam.empty(); ++step) {
+    const std::vector<double> log_probs = next_log_probs(parents, tokens);  // (rows, V)
+    const int64_t rows = static_cast<int64_t>(beam.size());
+    if (step == 0) V = static_cast<int64_t>(log_probs.size());
+    if (V == 0 || static_cast<int64_t>(log_probs.size()) != rows * V || o.bos < 0 || o.bos >= V ||
+        o.eos < 0 || o.eos >= V)
+      fail<ValueError>("beam_search: ", log_probs.size(), " log-probabilities for ", rows,
+          " hypotheses (a vocabulary of ", V, "), bos ", o.bos, ", eos ", o.eos);
+    // A NaN would break the ranking's ordering (a model whose weights diverged).
+    for (std::size_t e = 0; e < log_probs.size(); ++e)
+      if (std::isnan(log_probs[e]))
+        fail<ValueError>("beam_search: log-probability ", e % static_cast<std::size_t>(V),
+            " of hypothesis ", e / static_cast<std::size_t>(V), " is NaN at step ", step);
+    // Every extension (row, token) by log P; the beam_size best, ties to the lower row, token.
+    std::vector<int64_t> order(static_cast<std::size_t>(rows * V));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    auto total = [&](int64_t e) { return beam[e / V].log_prob + log_probs[e]; };
+    const std::size_t keep = std::min(order.size(), static_cast<std::size_t>(o.beam_size));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+        [&](int64_t a, int64_t b) {
+          const double ta = total(a), tb = total(b);
+          return ta > tb || (ta == tb && a < b);  // row-major: a < b is row, then token
+        });
+    std::vector<BeamHypothesis> kept;
+    parents.clear();
+    tokens.clear();
+    for (std::size_t i = 0; i < keep; ++i) {
+      const int64_t row = order[i] / V, token = order[i] % V;
+      BeamHypothesis h = beam[row];
+      h.log_prob = total(order[i]);
+      if (token == o.eos) {
+        h.length = static_cast<int64_t>(h.tokens.size()) + 1;
+        h.finished = true;
+        h.score = normalised(h.log_prob, h.length);
+        candidates.push_back(std::move(h));
+      } else {
+        h.tokens.push_back(token);
+        kept.push_back(std::move(h));
+        parents.push_back(row);
+        tokens.push_back(token);
+      }
+    }
+    beam = std::move(kept);
+  }
+  for (BeamHypothesis& h : beam) {  // cut at max_steps: no <eos> in L or P
+    h.length = static_cast<int64_t>(h.tokens.size());
+    h.score = normalised(h.log_prob, h.length);
+    candidates.push_back(std::move(h));
+  }
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].score > candidates[best].score) best = i;
+  return candidates[best];
+}
+
+std::vector<BeamHypothesis> beam_decode(nn::EncoderDecoder& model, const Tensor& source,
+    const Tensor& source_valid_lens, const BeamOptions& options) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  std::vector<BeamHypothesis> results;
+  for (int64_t b = 0; b < source.size(0); ++b) {
+    const Tensor one_source = source.narrow(0, b, 1);                        // (1, Ts)
+    const Tensor one_valid_len = source_valid_lens.narrow(0, b, 1);          // (1,)
+    Tensor enc_outputs = model.encoder->forward(one_source, one_valid_len);  // (1, Ts, D)
+    nn::DecoderState state = model.decoder->init_state(enc_outputs, one_valid_len);
+    auto next_log_probs = [&](const std::vector<int64_t>& parents,
+                              const std::vector<int64_t>& tokens) {
+      // The cache rows follow the hypotheses they belong to (a row may be copied or dropped).
+      state.enc_outputs = index_select(state.enc_outputs, 0, parents);        // (rows, Ts, D)
+      state.enc_valid_lens = index_select(state.enc_valid_lens, 0, parents);  // (rows,)
+      for (Tensor& kv : state.key_values)
+        if (kv.defined()) kv = index_select(kv, 0, parents);  // (rows, steps so far, D)
+      const int64_t rows = static_cast<int64_t>(tokens.size());
+      const Tensor logits = model.decoder->forward(
+          tensor(std::vector<float>(tokens.begin(), tokens.end()), {rows, 1}),
+          state);  // (rows, 1, V)
+      const int64_t V = logits.size(2);
+      // log softmax in double, from the float logits: x − (m + log Σ exp(x − m)), m = max x.
+      const std::vector<float> x = logits.to_vector<float>();
+      std::vector<double> log_probs(x.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * V;
+        const double m = *std::max_element(row, row + V);
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - m);
+        const double log_z = m + std::log(sum);
+        for (int64_t v = 0; v < V; ++v) log_probs[r * V + v] = static_cast<double>(row[v]) - log_z;
+      }
+      return log_probs;
+    };
+    try {
+      results.push_back(beam_search(next_log_probs, options));
+    } catch (...) {
+      model.train(was_training);
+      throw;
+    }
+  }
+  model.train(was_training);
+  return results;
+}
+
+DecodedAttention decode_with_attention(nn::EncoderDecoder& model,
+    const std::vector<int64_t>& source, int64_t max_steps, int64_t bos, int64_t eos,
+    int64_t source_eos) {
   if (source.empty() || max_steps < 1)
     fail<ValueError>("decode_with_attention: a source of ", source.size(), " tokens and max_steps ",
         max_steps, " (need at least one of each)");
@@ -85,7 +202,7 @@ DecodedAttention decode_with_attention(
   model.eval();
   DecodedAttention result;
   result.source = source;
-  result.source.push_back(data::TaskVocab::eos);
+  result.source.push_back(source_eos);
   const int64_t Ts = static_cast<int64_t>(result.source.size());
   std::vector<float> source_ids(result.source.begin(), result.source.end());
   Tensor enc_X = tensor(source_ids, {1, Ts});                          // (1, Ts)
@@ -100,7 +217,7 @@ DecodedAttention decode_with_attention(
   // Per layer, per step t: the step's query row of every head, (H, 1, t + 1) and (H, 1, Ts), flat.
   std::vector<std::vector<std::vector<float>>> self_rows(layers), cross_rows(layers);
   int64_t H = 0;
-  int64_t next = data::TaskVocab::bos;
+  int64_t next = bos;
   for (int64_t step = 0; step < max_steps; ++step) {
     result.decoder_input.push_back(next);
     Tensor logits = model.decoder->forward(
@@ -115,7 +232,7 @@ DecodedAttention decode_with_attention(
     }
     H = self[0].size(1);
     next = static_cast<int64_t>(argmax(logits, -1).item());
-    if (next == data::TaskVocab::eos) break;
+    if (next == eos) break;
     result.prediction.push_back(next);
   }
   model.train(was_training);

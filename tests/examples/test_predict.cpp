@@ -153,3 +153,20 @@ TEST_CASE("ag-train --save-model M.safetensors: ag-predict decodes with it as wi
   CHECK(from_safetensors.exit_code == 0);
   CHECK(from_safetensors.output == from_ag.output);
 }
+
+TEST_CASE("ag-predict --beam: width 1 is greedy decoding; the toy tasks draw no --attention-png",
+    "[examples][predict]") {
+  const std::string sources = " '3 9 4 7' '12 5' '19 18 17 3 4 5 6 7 8'";
+  const auto greedy = run(predict + " " + reverse_model() + sources);
+  const auto beam1 = run(predict + " " + reverse_model() + " --beam 1" + sources);
+  CHECK(greedy.exit_code == 0);
+  CHECK(beam1.output == greedy.output);
+  const auto beam3 = run(predict + " " + reverse_model() + " --beam 3" + sources);
+  CHECK(beam3.exit_code == 0);
+  CHECK_THAT(beam3.output, Matches("3 9 4 7 -> [0-9 ]*\n12 5 -> [0-9 ]*\n19 18 .*\n"));
+  const auto picture = run(predict + " " + reverse_model() + " --attention-png x.png 3");
+  CHECK(picture.exit_code == 2);
+  CHECK_THAT(picture.output, Contains("--attention-png is for translation models"));
+  const auto bad = run(predict + " " + reverse_model() + " --beam -1 3");
+  CHECK(bad.exit_code == 2);
+}

@@ -102,6 +102,24 @@ TEST_CASE("the bitmap font has a distinct 5x7 glyph for every character it lists
   CHECK(text_width("ab", 3) == 33);
 }
 
+TEST_CASE(
+    "text is UTF-8: accented Latin letters drawn without accents, others as '?'", "[plot][font]") {
+  // French words as d2l's fra.txt has them, as heatmap labels of a translation show them.
+  CHECK(drawable_text("été") == "ete");
+  CHECK(drawable_text("Ça coûte cher, n’est-ce pas ?") == "Ca coute cher, n'est-ce pas ?");
+  CHECK(drawable_text("Œuvre, cœur, Straße, ÀÉÎÕÜ, æ") == "OEuvre, coeur, StraSSe, AEIOU, ae");
+  CHECK(drawable_text("×÷") == "??");                      // Latin-1's signs have no stand-in
+  CHECK(drawable_text("日本, Ω, 🙂") == "??, ?, ?");  // one '?' per code point
+  CHECK(drawable_text("a\xff\xc3") == "a??");              // invalid UTF-8: one '?' per byte
+  CHECK(drawable_text("\xe9t\xe9") == "?t?");              // Latin-1 bytes are not UTF-8
+  CHECK(text_width("été") == text_width("ete"));
+  Image accented(60, 10), plain(60, 10);
+  draw_text(accented, 0, 0, "Ça été", black);
+  draw_text(plain, 0, 0, "CA ETE", black);
+  for (int64_t y = 0; y < 10; ++y)
+    for (int64_t x = 0; x < 60; ++x) CHECK(accented.at(x, y) == plain.at(x, y));
+}
+
 TEST_CASE("draw_text draws the same ink horizontally and turned a quarter turn", "[plot][font]") {
   const std::string text = "L0";
   Image flat(40, 40), turned(40, 40);
