@@ -38,14 +38,15 @@ TranslationSplit split_pairs(const TokenizedPairs& pairs, int64_t eval_size) {
 TranslationVocabs make_translation_vocabs(
     const TokenizedPairs& train, int64_t min_freq, int64_t num_steps) {
   const std::vector<std::string> reserved = {"<pad>", "<bos>", "<eos>"};
-  auto flat = [](const std::vector<std::vector<std::string>>& lines) {
-    std::vector<std::string_view> tokens;
+  // Every token of every line counted in order of first appearance, as d2l's count_corpus.
+  auto count = [](const std::vector<std::vector<std::string>>& lines) {
+    data::TokenCounter counter;
     for (const auto& line : lines)
-      for (const std::string& token : line) tokens.push_back(token);
-    return tokens;
+      for (const std::string& token : line) counter.add(token);
+    return counter;
   };
-  return {data::Vocab(flat(train.source), min_freq, reserved),
-      data::Vocab(flat(train.target), min_freq, reserved), num_steps};
+  return {data::Vocab(count(train.source), min_freq, reserved),
+      data::Vocab(count(train.target), min_freq, reserved), num_steps};
 }
 
 data::Batch translation_batch(const TokenizedPairs& pairs, const std::vector<int64_t>& indices,

@@ -129,7 +129,7 @@ std::string drawable_text(const std::string& text) {
       continue;
     }
     i += static_cast<std::size_t>(length);
-    std::string stand_in = "?";
+    const char* stand_in = "?";
     if (code_point >= 0xc0 && code_point <= 0xff && *latin1[code_point - 0xc0] != '\0')
       stand_in = latin1[code_point - 0xc0];
     else if (code_point == 0x152 || code_point == 0x153)  // Œ œ
