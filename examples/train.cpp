@@ -789,7 +789,12 @@ void print_lm_evaluation(int64_t step, double train_loss, const lm::Evaluation& 
   std::string text = lm::detokenize(d.vocab.tokens(sample), d.tokenizer);
   std::printf(
       "  sample (temperature 0.8, seed %llu):\n  | ", static_cast<unsigned long long>(seed));
-  for (char c : text) std::fputs(c == '\n' ? "\n  | " : std::string(1, c).c_str(), stdout);
+  for (char c : text) {
+    if (c == '\n')
+      std::fputs("\n  | ", stdout);
+    else
+      std::fputc(c, stdout);
+  }
   std::printf("\n");
   std::fflush(stdout);
 }

@@ -68,11 +68,18 @@ TEST_CASE("ag-train --task lm prints the validation numbers and a sample at each
               "[0-9.]+  bits/char [0-9.]+  \\(4 windows, 64 tokens\\)\n  sample \\(temperature "
               "0.8, seed 0\\):\n  \\| (.|\n)*done: 30 steps in [0-9:]+; validation loss(.|\n)*"));
   // The word tokenizer on the same text.
-  const auto words =
-      run(train + tiny_options + " --block-size 4 --tokenizer word --text " + trained().text);
+  const std::string word_model = (trained().dir / "words.safetensors").string();
+  const auto words = run(train + tiny_options + " --block-size 4 --tokenizer word --text " +
+                         trained().text + " --save-model " + word_model);
   INFO(words.output);
   CHECK(words.exit_code == 0);
   CHECK_THAT(words.output, Contains("word tokens: vocabulary 15"));
+  // ag-generate tokenizes the prompt as the training text was: lower case, words.
+  const auto generated =
+      run(generate + " --model " + word_model + " --prompt 'The CAT' --max-new 5 --temperature 0");
+  INFO(generated.output);
+  CHECK(generated.exit_code == 0);
+  CHECK_THAT(generated.output, Matches("the cat[ \n](.|\n)*ag-generate: 5 tokens(.|\n)*"));
 }
 
 TEST_CASE("ag-train --task lm resumes bit for bit", "[examples][lm]") {
