@@ -178,4 +178,8 @@ TEST_CASE("ag-generate and ag-train --task lm refuse bad inputs", "[examples][lm
   refused(train + tiny_model + " --text " + trained().dir.string() + "/none.txt", 2, "none.txt");
   refused(train + " --task reverse --text " + short_text, 2, "are for --task lm");
   refused(train + tiny_model + " --tokenizer bpe", 2, "unknown --tokenizer 'bpe'");
+  refused(train + tiny_model + " --text " + trained().text + " --max-memory 64K", 2,
+      "ag-train: this run (--num-hiddens 16, --layers 1, --block-size 16, --batch-size 8, "
+      "vocabulary 18) needs about");
+  refused(generate + model + " --prompt a --max-memory 1K", 1, "allowed (--max-memory)");
 }
