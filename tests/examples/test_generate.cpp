@@ -169,6 +169,9 @@ TEST_CASE("ag-generate and ag-train --task lm refuse bad inputs", "[examples][lm
               .exit_code == 0);
   refused(generate + " --model " + reverse + " --prompt a", 1,
       "holds a model of task 'reverse', not a language model");
+  // … and ag-predict names the program for a language model.
+  refused(std::string(AG_PREDICT_PATH) + " " + trained().model + " 'a b'", 1,
+      "holds a language model (ag-train --task lm): ag-generate runs it");
   // A text shorter than block_size + 1 tokens in its validation split.
   const std::string short_text = trained().dir.string() + "/short.txt";
   std::ofstream(short_text) << "a short text, far below 17 tokens of validation\n";
