@@ -205,6 +205,9 @@ LoadedModel load_model(
     c = load_checkpoint(path);
   }
   LoadedModel loaded;
+  if (c.strings.count("config.task") && c.string("config.task") == "lm")
+    throw CheckpointError("checkpoint " + path +
+                          ": holds a language model (ag-train --task lm): ag-generate runs it");
   loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
   int64_t source_steps = 0, target_steps = 0;
   if (c.string("config.task") == kTranslateTask) {

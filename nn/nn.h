@@ -4,6 +4,7 @@
 #include "nn/attention.h"
 #include "nn/fused.h"
 #include "nn/init.h"
+#include "nn/language_model.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/module.h"
