@@ -12,7 +12,7 @@
 // The text goes to stdout, the speed (tokens/s) to stderr.
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
 // or would need more memory than is available or than --max-memory); 2 a bad option (an empty
-// prompt, --max-new < 0, a temperature < 0 or NaN, --top-k < 0 or above the vocabulary's size).
+// prompt, --max-new outside 0–10^6, a temperature < 0 or NaN, --top-k < 0 or above the vocabulary's size).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -26,6 +26,10 @@
 #include "models/language_model.h"
 #include "models/language_model_file.h"
 #include "models/memory.h"
+
+// The most tokens one call generates: every token is kept until the text is printed, so an
+// unbounded --max-new would be an unbounded allocation (and hours of work).
+constexpr int64_t kMaxNewTokens = 1000000;
 
 int main(int argc, char** argv) {
   std::string model_path, prompt, max_memory;
@@ -68,8 +72,9 @@ int main(int argc, char** argv) {
   std::string problem;
   if (prompt.empty())
     problem = "--prompt is empty (generation continues a text of at least one token)";
-  else if (max_new < 0)
-    problem = "--max-new " + std::to_string(max_new) + " is negative";
+  else if (max_new < 0 || max_new > kMaxNewTokens)
+    problem =
+        "--max-new " + std::to_string(max_new) + " is outside 0-" + std::to_string(kMaxNewTokens);
   else if (!(temperature >= 0) || !std::isfinite(temperature))
     problem = "--temperature " + std::to_string(temperature) + " must be a number >= 0";
   else if (top_k < 0)

@@ -157,7 +157,8 @@ TEST_CASE(
     "ag-generate refuses bad options and files that are not language models", "[examples][lm]") {
   const std::string model = " --model " + trained().model;
   refused(generate + model + " --prompt ''", 2, "ag-generate: --prompt is empty");
-  refused(generate + model + " --prompt a --max-new -1", 2, "--max-new -1 is negative");
+  refused(generate + model + " --prompt a --max-new -1", 2, "--max-new -1 is outside 0-1000000");
+  refused(generate + model + " --prompt a --max-new 1000001", 2, "--max-new 1000001 is outside");
   refused(generate + model + " --prompt a --temperature -1", 2, "--temperature -1.000000 must be");
   refused(generate + model + " --prompt a --temperature nan", 2, "must be a number >= 0");
   refused(generate + model + " --prompt a --top-k -1", 2, "--top-k -1 is negative");
