@@ -1,5 +1,6 @@
 // Text for the language model and the translator: tokenizers as d2l and nanoGPT write them, with
-// d2l's Vocab (data/vocab.h) and UTF-8 (data/utf8.h). Include this one header for all of it.
+// d2l's Vocab (data/vocab.h), UTF-8 (data/utf8.h), and the readers and batches of text files
+// (data/text_corpus.h). Include this one header for all of it.
 //
 //   character tokens (nanoGPT's shakespeare_char, d2l's tokenize(lines, 'char')): one token per
 //       Unicode code point, so "né" is ["n", "é"];
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/text_corpus.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
 
