@@ -1,0 +1,218 @@
+#include "models/language_model_file.h"
+
+#include <charconv>
+#include <cstdio>
+
+#include "io/safetensors.h"
+
+namespace ag::lm {
+
+namespace {
+
+const char* const kIntegerEntries[] = {"config.vocab_size", "config.num_hiddens",
+    "config.num_heads", "config.num_layers", "config.ffn_num_hiddens", "config.block_size",
+    "config.pre_norm", "config.learned_positions", "config.tie_weights"};
+
+bool is_safetensors(const std::string& path) { return path.ends_with(".safetensors"); }
+
+}  // namespace
+
+void save_model_config(Checkpoint& c, const nn::LanguageModelConfig& config, Tokenizer tokenizer,
+    const data::Vocab& vocab) {
+  c.strings["config.task"] = "lm";
+  c.integers["config.vocab_size"] = static_cast<uint64_t>(config.vocab_size);
+  c.integers["config.num_hiddens"] = static_cast<uint64_t>(config.num_hiddens);
+  c.integers["config.num_heads"] = static_cast<uint64_t>(config.num_heads);
+  c.integers["config.num_layers"] = static_cast<uint64_t>(config.num_layers);
+  c.integers["config.ffn_num_hiddens"] = static_cast<uint64_t>(config.ffn_num_hiddens);
+  c.integers["config.block_size"] = static_cast<uint64_t>(config.block_size);
+  c.integers["config.pre_norm"] = config.pre_norm;
+  c.integers["config.learned_positions"] = config.learned_positions;
+  c.integers["config.tie_weights"] = config.tie_weights;
+  c.reals["config.dropout"] = config.dropout;
+  c.strings["tokenizer"] = tokenizer_name(tokenizer);
+  c.strings["vocab"] = vocab.serialize();
+}
+
+ModelDescription load_model_config(
+    const Checkpoint& c, const std::string& source, bool positional_tables) {
+  const std::string file = "model file " + source;
+  if (!c.strings.count("config.task"))
+    throw CheckpointError(file + ": has no config.task: not an ag model file");
+  if (c.string("config.task") != "lm")
+    throw CheckpointError(file + ": holds a model of task '" + c.string("config.task") +
+                          "', not a language model (ag-train --task lm makes those)");
+  ModelDescription d;
+  // Sizes are u64 in the file: bounded before they become int64 (check_config bounds them again).
+  auto size = [&](const char* name) {
+    const uint64_t v = c.integer(name);
+    if (v > (uint64_t{1} << 20))
+      throw CheckpointError(file + ": " + name + " = " + std::to_string(v) + " is too large");
+    return static_cast<int64_t>(v);
+  };
+  auto flag = [&](const char* name) {
+    const uint64_t v = c.integer(name);
+    if (v > 1)
+      throw CheckpointError(file + ": " + name + " = " + std::to_string(v) + " is not 0 or 1");
+    return v == 1;
+  };
+  d.config.vocab_size = size("config.vocab_size");
+  d.config.num_hiddens = size("config.num_hiddens");
+  d.config.num_heads = size("config.num_heads");
+  d.config.num_layers = size("config.num_layers");
+  d.config.ffn_num_hiddens = size("config.ffn_num_hiddens");
+  d.config.block_size = size("config.block_size");
+  d.config.pre_norm = flag("config.pre_norm");
+  d.config.learned_positions = flag("config.learned_positions");
+  d.config.tie_weights = flag("config.tie_weights");
+  d.config.dropout = c.real("config.dropout");
+  try {
+    check_config(d.config, /*options=*/false);
+    d.tokenizer = parse_tokenizer(c.string("tokenizer"), file);
+    d.vocab = data::Vocab::deserialize(c.string("vocab"), file + " (vocab)");
+  } catch (const ValueError& e) {
+    throw CheckpointError(file + ": " + e.what());
+  }
+  if (d.vocab.size() != d.config.vocab_size)
+    throw CheckpointError(file + ": its vocabulary holds " + std::to_string(d.vocab.size()) +
+                          " tokens, config.vocab_size = " + std::to_string(d.config.vocab_size));
+  // The weights must be those the configuration describes, counted before anything is built.
+  uint64_t numbers = 0;
+  for (const auto& [name, tensor] : c.tensors_under("model"))
+    numbers += static_cast<uint64_t>(tensor.numel());
+  const uint64_t expected =
+      positional_tables ? state_dict_numbers(d.config) : parameter_count(d.config);
+  if (numbers != expected)
+    throw CheckpointError(file + ": its configuration describes a model of " +
+                          std::to_string(expected) + " numbers, but the file holds " +
+                          std::to_string(numbers));
+  return d;
+}
+
+namespace {
+
+// A safetensors file's metadata as the typed entries load_model_config reads, its tensors under
+// "model.". Strict: an integer entry must be all digits, the dropout a number.
+Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
+  Checkpoint c;
+  c.kind = "model";
+  for (const auto& [name, value] : file.metadata) {
+    const char* begin = value.data();
+    const char* end = begin + value.size();
+    if (name == "config.task" || name == "tokenizer" || name == "vocab") {
+      c.strings[name] = value;
+    } else if (name == "config.dropout") {
+      double real = 0;
+      const auto [stop, error] = std::from_chars(begin, end, real);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a number");
+      c.reals[name] = real;
+    } else if (std::find(std::begin(kIntegerEntries), std::end(kIntegerEntries), name) !=
+               std::end(kIntegerEntries)) {
+      uint64_t integer = 0;
+      const auto [stop, error] = std::from_chars(begin, end, integer);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a whole number");
+      c.integers[name] = integer;
+    }
+  }
+  for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
+  return c;
+}
+
+}  // namespace
+
+SaveResult save_model(const std::string& path, const nn::LanguageModel& model, Tokenizer tokenizer,
+    const data::Vocab& vocab, CheckpointFormat format) {
+  Checkpoint c;
+  c.kind = "model";
+  save_model_config(c, model.config, tokenizer, vocab);
+  if (is_safetensors(path)) {
+    ModuleFileOptions options;
+    options.metadata = {{"format", "pt"}};
+    for (const auto& [name, value] : c.strings) options.metadata[name] = value;
+    for (const auto& [name, value] : c.integers) options.metadata[name] = std::to_string(value);
+    char dropout[32];
+    std::snprintf(dropout, sizeof dropout, "%.17g", model.config.dropout);
+    options.metadata["config.dropout"] = dropout;
+    try {
+      return save_safetensors(model, path, options);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const IoError& e) {
+      throw CheckpointError(e.what());  // a model file's error type, whatever its format
+    }
+  }
+  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
+  return save_checkpoint(c, path, {format, {}});
+}
+
+LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes) {
+  const bool safetensors = is_safetensors(path);
+  std::optional<Safetensors> file;
+  Checkpoint c;
+  if (safetensors) {
+    try {
+      file = read_safetensors(path);
+    } catch (const IoError& e) {
+      throw CheckpointError(e.what());
+    }
+    c = model_checkpoint(*file, path);
+  } else {
+    c = load_checkpoint(path);
+  }
+  LoadedModel loaded;
+  loaded.description = load_model_config(c, path, /*positional_tables=*/!safetensors);
+  try {
+    seq2seq::check_memory(estimate_inference_bytes(loaded.description.config),
+        max_bytes ? *max_bytes : seq2seq::available_memory_bytes(),
+        "its model (config.num_hiddens = " + std::to_string(loaded.description.config.num_hiddens) +
+            ", config.num_layers = " + std::to_string(loaded.description.config.num_layers) + ")",
+        max_bytes ? "allowed (--max-memory)" : "available (--max-memory sets another limit)");
+  } catch (const ValueError& e) {
+    throw CheckpointError("model file " + path + ": " + e.what());
+  }
+  loaded.model = std::make_shared<nn::LanguageModel>(loaded.description.config);
+  if (safetensors)
+    load_safetensors(*loaded.model, *file, path);  // the sinusoid table is the model's own
+  else
+    loaded.model->load_state_dict(c.tensors_under("model"));
+  loaded.model->eval();
+  return loaded;
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+namespace {
+// The numbers a training step holds at its peak for N = B·T positions (the header's formula).
+double activation_numbers(const nn::LanguageModelConfig& c, double B) {
+  const double T = static_cast<double>(c.block_size), D = static_cast<double>(c.num_hiddens);
+  const double F = static_cast<double>(c.ffn_num_hiddens), H = static_cast<double>(c.num_heads);
+  const double L = static_cast<double>(c.num_layers), V = static_cast<double>(c.vocab_size);
+  return B * T * (L * (12 * D + 2 * F + 3 * H * T) + 3 * V);
+}
+}  // namespace
+
+seq2seq::MemoryEstimate estimate_training_bytes(
+    const nn::LanguageModelConfig& c, int64_t batch_size, int64_t eval_batch, bool checkpoints) {
+  const double P = static_cast<double>(parameter_count(c));
+  seq2seq::MemoryEstimate e;
+  e.weights = 4 * static_cast<double>(state_dict_numbers(c));
+  e.gradients = 4 * P;
+  e.optimizer = 8 * P;
+  e.activations = 4 * activation_numbers(c, static_cast<double>(batch_size));
+  e.evaluation = 2 * 4 * activation_numbers(c, static_cast<double>(eval_batch));
+  e.saving = checkpoints ? 3 * 12 * P : 0;
+  return e;
+}
+
+seq2seq::MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& c) {
+  seq2seq::MemoryEstimate e;
+  e.weights = 4 * static_cast<double>(state_dict_numbers(c));
+  e.activations = 4 * activation_numbers(c, 1);
+  return e;
+}
+
+}  // namespace ag::lm

@@ -1,0 +1,69 @@
+// Language-model files: a trained nn::LanguageModel with its configuration, vocabulary and
+// tokenizer, so that ag-generate rebuilds it and decodes without the corpus. As the seq2seq model
+// files (models/model_file.h), two formats chosen by the extension:
+//   PATH.safetensors  the weights under their dotted names (no sinusoid table: a non-persistent
+//                     buffer), and __metadata__ strings: "config.task": "lm",
+//                     "config.vocab_size": "65", "config.num_hiddens", "config.num_heads",
+//                     "config.num_layers", "config.ffn_num_hiddens", "config.block_size",
+//                     "config.dropout", "config.pre_norm", "config.learned_positions",
+//                     "config.tie_weights" ("0" or "1"), "tokenizer": "char" | "word", and
+//                     "vocab": data::Vocab::serialize()'s text
+//   anything else     ag's checkpoint format (io/checkpoint.h), kind "model", with the same
+//                     entries (integers, reals and strings) and the tensors under "model."
+// ag-train's --checkpoint files of --task lm hold the same entries too, so a checkpoint loads as
+// a model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/vocab.h"
+#include "io/checkpoint.h"
+#include "models/language_model.h"
+#include "models/memory.h"
+
+namespace ag::lm {
+
+// The configuration, tokenizer and vocabulary as checkpoint entries (config.task = "lm").
+void save_model_config(Checkpoint& checkpoint, const nn::LanguageModelConfig& config,
+    Tokenizer tokenizer, const data::Vocab& vocab);
+// Reads them back, checked before anything is built: config.task must be "lm" (a seq2seq model
+// file is refused, naming its task), every size bounded (check_config), the vocabulary's size
+// config.vocab_size, and the tensors under "model." must number state_dict_numbers(config)
+// (parameter_count without positional_tables: safetensors files have no sinusoid table).
+// A CheckpointError names `source` and the entry.
+struct ModelDescription {
+  nn::LanguageModelConfig config;
+  Tokenizer tokenizer = Tokenizer::chars;
+  data::Vocab vocab = data::Vocab::from_tokens_in_id_order({"<unk>"});
+};
+ModelDescription load_model_config(
+    const Checkpoint& checkpoint, const std::string& source, bool positional_tables = true);
+
+SaveResult save_model(const std::string& path, const nn::LanguageModel& model, Tokenizer tokenizer,
+    const data::Vocab& vocab, CheckpointFormat format = CheckpointFormat::binary);
+
+struct LoadedModel {
+  ModelDescription description;
+  std::shared_ptr<nn::LanguageModel> model;  // in eval mode
+};
+// Builds the model of a model file (or an ag-train --task lm checkpoint) and loads its weights
+// strictly. Before building: load_model_config's checks and the memory estimate of generation
+// (estimate_inference_bytes) against max_bytes (default: available_memory_bytes()).
+LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes = std::nullopt);
+
+// The memory of a training run (batches of batch_size × block_size, evaluations in batches of
+// eval_batch) and of generation, in the parts of seq2seq::MemoryEstimate (models/memory.h), with
+// the same rounding up: P = parameter_count, N = B·T positions,
+//   weights 4·state_dict_numbers, gradients 4P, AdamW moments 8P,
+//   activations 4·N·[L·(12D + 2F + 3H·T) + 3V]  (per position and block 12 vectors of D, 2 of F,
+//                                                the attention weights 3 times; the logits, their
+//                                                softmax and gradient)
+//   evaluation  2 · activations at eval_batch, saving 3·12P with checkpoints.
+seq2seq::MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config,
+    int64_t batch_size, int64_t eval_batch, bool checkpoints);
+seq2seq::MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& config);
+
+}  // namespace ag::lm

@@ -1,0 +1,283 @@
+// The language model's helpers (models/language_model.h, models/language_model_file.h): tokens
+// and characters, the split, the loss and training step, the deterministic evaluation, sampling,
+// the cache invariant of generation, and model files.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "models/language_model.h"
+#include "models/language_model_file.h"
+#include "models/model_file.h"
+#include "tests/temp_folder.h"
+
+using namespace ag;
+using ag::testing::TempFolder;
+using Catch::Matchers::Contains;
+
+namespace {
+
+nn::LanguageModelConfig tiny(int64_t vocab_size = 9) {
+  nn::LanguageModelConfig c;
+  c.vocab_size = vocab_size;
+  c.num_hiddens = 8;
+  c.num_heads = 2;
+  c.num_layers = 2;
+  c.ffn_num_hiddens = 16;
+  c.dropout = 0.0;
+  c.block_size = 8;
+  return c;
+}
+
+std::vector<int64_t> some_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  Generator generator(seed);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(generator.randint(0, vocab));
+  return ids;
+}
+
+double max_diff(
+    const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  REQUIRE(a.size() == b.size());
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].size() == b[i].size());
+    for (std::size_t j = 0; j < a[i].size(); ++j)
+      largest = std::max(largest, std::abs(a[i][j] - b[i][j]));
+  }
+  return largest;
+}
+
+}  // namespace
+
+// ---- tokens -------------------------------------------------------------------------------------
+
+TEST_CASE("lm tokens: characters are code points, words count their characters", "[models][lm]") {
+  const lm::TokenizedText chars = lm::tokenize("né!\n", lm::Tokenizer::chars);
+  CHECK(chars.tokens == std::vector<std::string>{"n", "é", "!", "\n"});
+  CHECK(chars.characters == std::vector<int64_t>{1, 1, 1, 1});
+  CHECK(lm::detokenize(chars.tokens, lm::Tokenizer::chars) == "né!\n");
+
+  // preprocess_nmt: lower case, a space before the punctuation; "\n" ends each line.
+  const lm::TokenizedText words = lm::tokenize("Go  now, Été!\nYes\n", lm::Tokenizer::words);
+  CHECK(words.tokens == std::vector<std::string>{"go", "now", ",", "été", "!", "\n", "yes", "\n"});
+  CHECK(words.characters == std::vector<int64_t>{3, 4, 2, 4, 2, 0, 4, 0});
+  // "go now , été !\nyes\n" has 19 code points, and so do the counts (single spaces, final break).
+  int64_t total = 0;
+  for (int64_t c : lm::tokenize("go now , été !\nyes\n", lm::Tokenizer::words).characters)
+    total += c;
+  CHECK(total == 19);
+  CHECK(lm::detokenize(words.tokens, lm::Tokenizer::words) == "go now , été !\nyes\n");
+  CHECK(lm::tokenize("a b", lm::Tokenizer::words).tokens == std::vector<std::string>{"a", "b"});
+
+  CHECK(lm::parse_tokenizer("word") == lm::Tokenizer::words);
+  CHECK_THROWS_WITH(lm::parse_tokenizer("bpe", "--tokenizer"),
+      "--tokenizer: unknown tokenizer 'bpe' (known: char, word)");
+}
+
+TEST_CASE("lm split_text: 90 % of the code points, on a code-point boundary", "[models][lm]") {
+  const auto [train, validation] = lm::split_text("ééééééééé\xE2\x82\xAC");  // 10 code points
+  CHECK(train == "ééééééééé");
+  CHECK(validation == "\xE2\x82\xAC");
+  CHECK(lm::split_text("abc", 1.0).second.empty());
+  CHECK_THROWS_AS(lm::split_text("ab\xFF", 0.5), ValueError);
+}
+
+// ---- the model, the loss, training --------------------------------------------------------------
+
+TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models][lm]") {
+  for (int variant = 0; variant < 8; ++variant) {
+    nn::LanguageModelConfig c = tiny();
+    c.pre_norm = variant & 1;
+    c.learned_positions = variant & 2;
+    c.tie_weights = variant & 4;
+    auto model = lm::make_language_model(c);
+    CHECK(lm::parameter_count(c) == static_cast<uint64_t>(model->num_parameters()));
+    uint64_t numbers = 0;
+    for (const auto& [name, t] : model->state_dict()) numbers += static_cast<uint64_t>(t.numel());
+    CHECK(lm::state_dict_numbers(c) == numbers);
+  }
+  nn::LanguageModelConfig c = lm::char_small_config(65);
+  CHECK(c.num_hiddens == 128);
+  CHECK_NOTHROW(lm::check_config(c, true));
+  c.num_heads = 3;
+  CHECK_THROWS_WITH(lm::check_config(c, true), "--heads 3 does not divide --num-hiddens 128");
+  c = tiny();
+  c.block_size = 0;
+  CHECK_THROWS_WITH(lm::check_config(c, false), Contains("config.block_size 0 is outside"));
+}
+
+TEST_CASE("lm_loss is the mean cross-entropy per token, and training lowers it", "[models][lm]") {
+  manual_seed(1);
+  auto model = lm::make_language_model(tiny(5));
+  const Tensor inputs = tensor({0, 1, 2, 3, 1, 2, 3, 4}, {2, 4});
+  const Tensor labels = tensor({1, 2, 3, 4, 2, 3, 4, 0}, {2, 4});
+  const Tensor logits = model->forward(inputs);  // (2, 4, 5)
+  double expected = 0;
+  const std::vector<double> z = logits.to_vector<double>(), y = labels.to_vector<double>();
+  for (int64_t n = 0; n < 8; ++n) {
+    double partition = 0;
+    for (int64_t v = 0; v < 5; ++v) partition += std::exp(z[n * 5 + v]);
+    expected += std::log(partition) - z[n * 5 + static_cast<int64_t>(y[n])];
+  }
+  CHECK(lm::lm_loss(*model, inputs, labels).item() == Approx(expected / 8).epsilon(1e-5));
+  CHECK_THROWS_AS(lm::lm_loss(*model, inputs, tensor({1, 2}, {1, 2})), ShapeError);
+
+  optim::AdamW optimizer(model->parameters(), 1e-2);
+  const double first = lm::train_step(*model, optimizer, inputs, labels, 1.0);
+  double last = first;
+  for (int i = 0; i < 30; ++i) last = lm::train_step(*model, optimizer, inputs, labels, 1.0);
+  CHECK(last < 0.5 * first);
+}
+
+TEST_CASE("lm evaluate: consecutive windows from the start, loss, perplexity, bits per character",
+    "[models][lm]") {
+  manual_seed(2);
+  auto model = lm::make_language_model(tiny());
+  const std::vector<int64_t> ids = some_ids(30, 9, 3);  // (30 − 1) / 8 = 3 whole windows
+  const lm::Evaluation all = lm::evaluate(*model, ids, {}, 100, 2);
+  CHECK(all.windows == 3);
+  CHECK(all.tokens == 24);
+  // The same windows by hand: window w is ids[8w … 8w + 8].
+  double nats = 0;
+  model->eval();
+  for (int64_t w = 0; w < 3; ++w) {
+    std::vector<double> x(ids.begin() + 8 * w, ids.begin() + 8 * w + 8);
+    std::vector<double> y(ids.begin() + 8 * w + 1, ids.begin() + 8 * w + 9);
+    nats += 8 * lm::lm_loss(*model, tensor(x, {1, 8}), tensor(y, {1, 8})).item();
+  }
+  CHECK(all.loss == Approx(nats / 24).epsilon(1e-6));
+  CHECK(all.perplexity == Approx(std::exp(all.loss)));
+  CHECK(all.bits_per_character == Approx(all.loss / std::log(2.0)));  // one character a token
+  CHECK(lm::evaluate(*model, ids, {}, 100, 2).loss == all.loss);      // deterministic
+  CHECK(lm::evaluate(*model, ids, {}, 1).windows == 1);
+  // Two characters a token: half the bits per character.
+  const std::vector<int64_t> two(ids.size(), 2);
+  CHECK(lm::evaluate(*model, ids, two, 100).bits_per_character ==
+        Approx(all.bits_per_character / 2).epsilon(1e-6));
+  CHECK_THROWS_WITH(lm::evaluate(*model, some_ids(8, 9, 4), {}, 10),
+      Contains("8 validation tokens are fewer than block_size + 1 = 9"));
+  CHECK_THROWS_AS(lm::evaluate(*model, ids, {}, 0), ValueError);
+  CHECK_THROWS_AS(lm::evaluate(*model, ids, {1, 2}, 10), ValueError);
+}
+
+// ---- sampling and generation --------------------------------------------------------------------
+
+TEST_CASE("lm sample_token: greedy, temperature and top-k", "[models][lm]") {
+  Generator generator(5);
+  const std::vector<double> logits{0.5, 2.0, -1.0, 2.0, 1.5};
+  CHECK(lm::sample_token(logits, {0.0, 0}, generator) == 1);  // the first largest
+  // top-k 1 keeps the largest logit only — and, as nanoGPT's `logits < v[:, [-1]]`, every logit
+  // equal to it.
+  CHECK(lm::sample_token({0.5, 2.0, -1.0, 1.9}, {1.0, 1}, generator) == 1);
+  std::map<int64_t, int> tied;
+  for (int i = 0; i < 50; ++i) ++tied[lm::sample_token(logits, {1.0, 1}, generator)];
+  CHECK(tied.size() == 2);
+  CHECK(tied.count(1) + tied.count(3) == 2);
+  std::map<int64_t, int> counts;
+  for (int i = 0; i < 3000; ++i) ++counts[lm::sample_token(logits, {1.0, 3}, generator)];
+  // Top 3: the logits >= 1.5 (ids 1, 3, 4) with probabilities e²/Σ, e²/Σ, e^1.5/Σ.
+  CHECK(counts.size() == 3);
+  const double sum = 2 * std::exp(2.0) + std::exp(1.5);
+  CHECK(counts[4] / 3000.0 == Approx(std::exp(1.5) / sum).margin(0.03));
+  // A low temperature concentrates on the largest logits; a fixed seed repeats the draws.
+  Generator a(9), b(9);
+  for (int i = 0; i < 20; ++i)
+    CHECK(lm::sample_token(logits, {0.7, 0}, a) == lm::sample_token(logits, {0.7, 0}, b));
+  CHECK_THROWS_WITH(lm::sample_token(logits, {-1.0, 0}, generator),
+      Contains("temperature -1 must be a number >= 0"));
+  CHECK_THROWS_AS(lm::sample_token(logits, {std::nan(""), 0}, generator), ValueError);
+  CHECK_THROWS_WITH(
+      lm::sample_token(logits, {1.0, -1}, generator), Contains("top-k -1 is outside 0-5"));
+  CHECK_THROWS_WITH(
+      lm::sample_token(logits, {1.0, 6}, generator), Contains("top-k 6 is outside 0-5"));
+}
+
+TEST_CASE("lm generate: the key/value cache gives the tokens and logits of full recomputation",
+    "[models][lm][cache]") {
+  for (const DType dtype : {float32, float64}) {
+    for (const lm::Sampling sampling : {lm::Sampling{0.0, 0}, lm::Sampling{1.0, 4}}) {
+      manual_seed(6);
+      nn::LanguageModelConfig c = tiny();
+      c.pre_norm = dtype == float64;  // both kinds of block
+      auto model = lm::make_language_model(c);
+      model->to(dtype);
+      // A prompt of 3, then 12 new tokens: the context passes block_size 8 and is cropped.
+      const std::vector<int64_t> prompt{1, 4, 2};
+      std::vector<std::vector<double>> cached_logits, full_logits;
+      Generator g1(11), g2(11);
+      const auto cached = lm::generate(*model, prompt, 12, sampling, g1, true, &cached_logits);
+      const auto full = lm::generate(*model, prompt, 12, sampling, g2, false, &full_logits);
+      CHECK(cached.size() == 12);
+      CHECK(cached == full);
+      CHECK(max_diff(cached_logits, full_logits) < (dtype == float32 ? 1e-6 : 1e-12));
+      // From step 6 on, the context is full and the cache is rebuilt from the cropped window:
+      // the same computation as without the cache, bit for bit.
+      for (std::size_t step = 6; step < 12; ++step) CHECK(cached_logits[step] == full_logits[step]);
+      CHECK(g1.state() == g2.state());
+    }
+  }
+}
+
+TEST_CASE("lm generate: a long prompt is cropped, bad arguments are errors", "[models][lm]") {
+  manual_seed(7);
+  auto model = lm::make_language_model(tiny());
+  Generator g1(1), g2(1);
+  const std::vector<int64_t> long_prompt = some_ids(20, 9, 8);
+  const std::vector<int64_t> last8(long_prompt.end() - 8, long_prompt.end());
+  // Only the last block_size tokens matter.
+  CHECK(lm::generate(*model, long_prompt, 5, {0.0, 0}, g1) ==
+        lm::generate(*model, last8, 5, {0.0, 0}, g2));
+  CHECK(lm::generate(*model, {1}, 0, {0.0, 0}, g1).empty());
+  CHECK_THROWS_WITH(lm::generate(*model, {}, 5, {}, g1), Contains("the prompt is empty"));
+  CHECK_THROWS_WITH(lm::generate(*model, {1}, -1, {}, g1), Contains("max_new -1 is negative"));
+  CHECK_THROWS_AS(lm::generate(*model, {1}, 5, {-0.5, 0}, g1), ValueError);
+  CHECK_THROWS_AS(lm::generate(*model, {1}, 5, {1.0, 10}, g1), ValueError);
+  CHECK_THROWS_AS(lm::generate(*model, {9}, 5, {}, g1), ValueError);
+  CHECK(model->is_training());  // the mode is restored
+}
+
+// ---- model files --------------------------------------------------------------------------------
+
+TEST_CASE("lm model files: both formats give the same model, vocabulary and tokenizer back",
+    "[models][lm][files]") {
+  TempFolder folder;
+  const data::Vocab vocab(std::vector<std::string>{"a", "b", "a", "c", " ", "\n", "é", "a"});
+  nn::LanguageModelConfig c = tiny(vocab.size());
+  c.learned_positions = true;
+  manual_seed(8);
+  auto model = lm::make_language_model(c);
+  model->eval();
+  const Tensor ids = tensor({1, 2, 3, 4, 5}, {1, 5});
+  const Tensor expected = model->forward(ids);
+  for (const std::string name : {"m.agm", "m.safetensors"}) {
+    const std::string path = folder.file(name);
+    lm::save_model(path, *model, lm::Tokenizer::chars, vocab);
+    const lm::LoadedModel loaded = lm::load_model(path);
+    CHECK(loaded.description.vocab.id_to_token() == vocab.id_to_token());
+    CHECK(loaded.description.tokenizer == lm::Tokenizer::chars);
+    CHECK(loaded.description.config.learned_positions);
+    CHECK(loaded.model->forward(ids).to_vector<float>() == expected.to_vector<float>());
+  }
+  // A seq2seq model file is not a language model.
+  const std::string reverse = folder.file("reverse.agm");
+  const seq2seq::ModelConfig s{.vocab_size = 20,
+      .num_hiddens = 8,
+      .ffn_num_hiddens = 8,
+      .num_heads = 2,
+      .num_layers = 1,
+      .dropout = 0.0};
+  seq2seq::save_model(reverse, *seq2seq::make_transformer(s), "reverse", s);
+  CHECK_THROWS_WITH(
+      lm::load_model(reverse), Contains("holds a model of task 'reverse', not a language model"));
+  // A changed size is refused before anything is built.
+  Checkpoint file = load_checkpoint(folder.file("m.agm"));
+  file.integers["config.num_hiddens"] = 4096;
+  save_checkpoint(file, folder.file("wide.agm"));
+  CHECK_THROWS_WITH(lm::load_model(folder.file("wide.agm")), Contains("but the file holds"));
+  file = load_checkpoint(folder.file("m.agm"));
+  file.strings["tokenizer"] = "bpe";
+  save_checkpoint(file, folder.file("bpe.agm"));
+  CHECK_THROWS_WITH(lm::load_model(folder.file("bpe.agm")), Contains("unknown tokenizer 'bpe'"));
+  CHECK_THROWS_AS(lm::load_model(folder.file("m.agm"), uint64_t{1000}), CheckpointError);
+}
