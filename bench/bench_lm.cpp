@@ -29,7 +29,10 @@
 //               ids from the start, all that fit (or the first --eval-windows), batches of 32,
 //               eval mode: the mean cross-entropy per token (val_loss), perplexity, bits/char
 // Timing: every step (lm::train_step and the scheduler) is timed alone with steady_clock; the
-// first --warmup (default 10) are left out and the median of the rest is reported.
+// first --warmup (default 10) are left out and the median of the rest is reported. The process's
+// CPU time of each step (CLOCK_PROCESS_CPUTIME_ID: all its threads) is measured too,
+// cpu_ms_per_step the median: on a machine shared with other work it shows the work a step costs,
+// while the wall-clock time shows also the waiting.
 //   tokens/s  = B·T per step / median step time
 //   peak RSS  = VmHWM of /proc/self/status after the steps (before the evaluation)
 //   GFLOP/s   = matmul FLOPs per step (analytical, see step_flops) / median step time
@@ -54,6 +57,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -109,6 +113,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The CPU time of the process so far (all its threads), in seconds.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 volatile float g_sink = 0;
 
 // The machine's float32 matmul peak on `threads` threads, as ag-bench-train measures it: OpenBLAS
@@ -160,7 +171,7 @@ int run_training(const TrainOptions& o, int threads, bool json) {
       optimizer, optim::cosine_with_warmup(kWarmupUpdates, kScheduleSteps, kMinLrFactor));
   Generator batches(o.seed + 1);  // ag-train's data generator
 
-  std::vector<double> seconds;
+  std::vector<double> seconds, cpu_seconds;
   double first_loss = 0, last_loss = 0;
   const double rss_start_mb = proc_status_mb("VmRSS");
   uint64_t system_allocations_at_start = allocator_stats().system_allocations;
@@ -169,10 +180,14 @@ int run_training(const TrainOptions& o, int threads, bool json) {
         data::sample_lm_batch(train_ids, kBatch, config.block_size, batches);
     if (step == o.warmup + 1) system_allocations_at_start = allocator_stats().system_allocations;
     const auto start = Clock::now();
+    const double start_cpu = process_cpu_seconds();
     const double loss = lm::train_step(*model, optimizer, batch.inputs, batch.labels, kClip);
     scheduler.step();
-    const double elapsed = seconds_since(start);
-    if (step > o.warmup) seconds.push_back(elapsed);
+    const double elapsed = seconds_since(start), elapsed_cpu = process_cpu_seconds() - start_cpu;
+    if (step > o.warmup) {
+      seconds.push_back(elapsed);
+      cpu_seconds.push_back(elapsed_cpu);
+    }
     if (step == 1) first_loss = loss;
     last_loss = loss;
     if (!std::isfinite(loss)) {
@@ -205,18 +220,20 @@ int run_training(const TrainOptions& o, int threads, bool json) {
   if (json) {
     std::printf(
         "{\"impl\": \"ag\", \"config\": \"char-small\", \"threads\": %d, \"seed\": %llu, "
-        "\"ms_per_step\": %.3f, \"ms_min\": %.3f, \"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, "
+        "\"ms_per_step\": %.3f, \"ms_min\": %.3f, \"cpu_ms_per_step\": %.3f, "
+        "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, "
         "\"rss_start_mb\": %.1f, \"gflops\": %.2f, \"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, "
         "\"flops_per_step\": %.0f, \"steps\": %lld, \"warmup\": %lld, \"parameters\": %lld, "
         "\"vocab\": %lld, \"train_chars\": %zu, \"val_chars\": %zu, \"first_loss\": %.4f, "
         "\"last_loss\": %.4f, \"val_loss\": %s, \"val_windows\": %lld, \"train_seconds\": %.2f, "
         "\"system_allocs_per_step\": %.2f}\n",
-        threads, static_cast<unsigned long long>(o.seed), median_s * 1e3, ms_min, tokens / median_s,
-        peak_rss_mb, rss_start_mb, gflops, gflops / peak, peak, flops,
-        static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
-        static_cast<long long>(model->num_parameters()), static_cast<long long>(vocab.size()),
-        train_ids.size(), val_ids.size(), first_loss, last_loss, val_loss.c_str(),
-        static_cast<long long>(eval.windows), train_seconds, system_allocations_per_step);
+        threads, static_cast<unsigned long long>(o.seed), median_s * 1e3, ms_min,
+        median(cpu_seconds) * 1e3, tokens / median_s, peak_rss_mb, rss_start_mb, gflops,
+        gflops / peak, peak, flops, static_cast<long long>(o.steps),
+        static_cast<long long>(o.warmup), static_cast<long long>(model->num_parameters()),
+        static_cast<long long>(vocab.size()), train_ids.size(), val_ids.size(), first_loss,
+        last_loss, val_loss.c_str(), static_cast<long long>(eval.windows), train_seconds,
+        system_allocations_per_step);
   } else {
     std::printf(
         "ag-bench-lm: char-small, %d thread(s), seed %llu, %lld steps (%lld left out of "
@@ -225,8 +242,8 @@ int run_training(const TrainOptions& o, int threads, bool json) {
         static_cast<long long>(o.warmup));
     std::printf("  fortunes: %zu training and %zu validation characters, vocabulary %lld\n",
         train_ids.size(), val_ids.size(), static_cast<long long>(vocab.size()));
-    std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s\n", median_s * 1e3, ms_min,
-        tokens / median_s);
+    std::printf("  %.3f ms/step (median; min %.3f), %.0f tokens/s; CPU time %.3f ms/step\n",
+        median_s * 1e3, ms_min, tokens / median_s, median(cpu_seconds) * 1e3);
     std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n",
         peak_rss_mb, rss_start_mb, static_cast<long long>(model->num_parameters()));
     std::printf(

@@ -58,7 +58,10 @@ val[64k : 64k + 64] and labels val[64k + 1 : 64k + 65] — as many as fit (or th
 (total nats / tokens), perplexity exp(loss), bits per character loss / ln 2.
 
 Timing: every step is timed alone with time.perf_counter; the first --warmup (default 10) are
-excluded and the median of the rest is reported (ms_per_step; ms_min their minimum). tokens/s =
+excluded and the median of the rest is reported (ms_per_step; ms_min their minimum). The process's
+CPU time of each step (time.process_time: all its threads) is measured too, cpu_ms_per_step the
+median: on a machine shared with other work it shows the work a step costs while the wall-clock
+time shows also the waiting. tokens/s =
 B·T / median; peak RSS = VmHWM before evaluation; GFLOP/s = the analytical matmul FLOP count of
 step_flops / median; mfu = GFLOP/s / the sgemm peak (torch.mm 2048³, best of 5) at the same
 thread count.
@@ -300,11 +303,11 @@ def main():
                                   weight_decay=WEIGHT_DECAY)
     batches = torch.Generator().manual_seed(ARGS.seed)
 
-    seconds, losses = [], []
+    seconds, cpu_seconds, losses = [], [], []
     rss_start = proc_status_mb("VmRSS")
     for step in range(1, ARGS.steps + 1):
         x, y = get_batch(train, batches)  # not timed (ag's batches are not either)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for group in optimizer.param_groups:
             group["lr"] = LR * lr_factor(step)
         optimizer.zero_grad(set_to_none=True)
@@ -314,9 +317,10 @@ def main():
         nn.utils.clip_grad_norm_(net.parameters(), CLIP)
         optimizer.step()
         losses.append(loss.item())
-        elapsed = time.perf_counter() - start
+        elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         if step > ARGS.warmup:
             seconds.append(elapsed)
+            cpu_seconds.append(elapsed_cpu)
         if not math.isfinite(losses[-1]):
             sys.exit(f"bench_lm_torch.py: the loss is {losses[-1]} at step {step}")
     peak_rss = proc_status_mb("VmHWM")
@@ -329,6 +333,7 @@ def main():
     result = {
         "impl": "torch", "config": "char-small", "threads": ARGS.threads, "seed": ARGS.seed,
         "ms_per_step": round(median * 1e3, 3), "ms_min": round(min(seconds) * 1e3, 3),
+        "cpu_ms_per_step": round(statistics.median(cpu_seconds) * 1e3, 3),
         "tokens_per_s": round(B * T / median, 1), "peak_rss_mb": round(peak_rss, 1),
         "rss_start_mb": round(rss_start, 1), "gflops": round(gflops, 2),
         "mfu": round(gflops / peak, 4), "sgemm_peak_gflops": round(peak, 2),
@@ -349,7 +354,7 @@ def main():
           f"({ARGS.warmup} left out of the timing)")
     print(f"  fortunes: {len(train)} training and {len(val)} validation characters, vocabulary {V}")
     print(f"  {result['ms_per_step']:.3f} ms/step (median; min {result['ms_min']:.3f}), "
-          f"{result['tokens_per_s']:.0f} tokens/s")
+          f"{result['tokens_per_s']:.0f} tokens/s; CPU time {result['cpu_ms_per_step']:.3f} ms/step")
     print(f"  peak RSS {peak_rss:.1f} MB ({rss_start:.1f} MB before the first step), "
           f"{result['parameters']} parameters")
     print(f"  matmul work {flops * 1e-9:.3f} GFLOP/step -> {gflops:.2f} GFLOP/s; "
