@@ -135,6 +135,11 @@ if seeds:
     goals.append(("val loss: ag's mean within 2 % of torch's", diff <= 0.02, f"{100 * diff:.2f} %"))
     worst = max(abs(ag[s]["val_loss"] / torch_runs[s]["val_loss"] - 1) for s in seeds)
     goals.append(("val loss: every seed within 2 %", worst <= 0.02, f"worst {100 * worst:.2f} %"))
+    if all("cpu_ms_per_step" in r for s in seeds for r in (ag[s], torch_runs[s])):
+        ag_cpu = statistics.mean(ag[s]["cpu_ms_per_step"] for s in seeds)
+        torch_cpu = statistics.mean(torch_runs[s]["cpu_ms_per_step"] for s in seeds)
+        print(f"CPU time per step (median, mean over the seeds): ag {ag_cpu:.2f} ms, torch "
+              f"{torch_cpu:.2f} ms, ratio {ag_cpu / torch_cpu:.3f}")
     if threads == {1}:
         goals.append(("ms/step ag <= 0.6x torch, 1 thread (side by side)", ag_ms / torch_ms <= 0.6,
                       f"{ag_ms / torch_ms:.3f}x"))
