@@ -67,11 +67,10 @@ bool is_final_sigma(const std::u32string& text, std::size_t i, locale_t locale) 
   return k == text.size() || !is_cased(text[k], locale);
 }
 
-// Python's str.lower() of code points (see text.h).
-std::u32string lower_code_points(const std::u32string& text) {
+// Python's str.lower() of code points (see text.h), into `out`.
+void lower_code_points(const std::u32string& text, std::u32string& out) {
   const locale_t locale = unicode_locale();
-  std::u32string out;
-  out.reserve(text.size());
+  out.clear();
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char32_t c = text[i];
     if (c == 0x0130) {  // İ: SpecialCasing.txt's one unconditional full lower-case mapping
@@ -83,7 +82,6 @@ std::u32string lower_code_points(const std::u32string& text) {
       out += simple_lower(c, locale);
     }
   }
-  return out;
 }
 
 template <class Token>
@@ -126,22 +124,42 @@ std::vector<std::string_view> tokenize_char_views(std::string_view text) {
 
 std::string lower_case(std::string_view text) {
   check_text(text, "lower_case");
-  return encode_utf8(lower_code_points(decode_utf8(text)));
+  std::u32string lower;
+  lower_code_points(decode_utf8(text), lower);
+  return encode_utf8(lower);
 }
 
+// One line at a time (a line's end '\n' is neither cased nor case-ignorable, so Final_Sigma never
+// looks across it), with ASCII lines — most of English and much of French — on a fast path that
+// decodes nothing.
 std::string preprocess_nmt(std::string_view text) {
   check_text(text, "preprocess_nmt");
-  std::u32string code_points = decode_utf8(text);
-  for (char32_t& c : code_points)
-    if (c == 0x202F || c == 0x00A0) c = U' ';  // narrow and ordinary no-break spaces
-  const std::u32string lower = lower_code_points(code_points);
   std::string out;
   out.reserve(text.size() + text.size() / 8);
-  for (std::size_t i = 0; i < lower.size(); ++i) {
-    const char32_t c = lower[i];
+  std::u32string line, lower;  // reused from line to line
+  char32_t previous = U' ';    // the lower-cased code point before; none before the first
+  const auto emit = [&](char32_t c) {
     const bool punctuation = c == U',' || c == U'.' || c == U'!' || c == U'?';
-    if (i > 0 && punctuation && lower[i - 1] != U' ') out += ' ';
+    if (punctuation && previous != U' ') out += ' ';
     append_utf8(c, out);
+    previous = c;
+  };
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    const std::string_view piece = text.substr(start, end - start);
+    start = end;
+    const bool ascii = std::all_of(
+        piece.begin(), piece.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    if (ascii) {
+      for (const char c : piece) emit(static_cast<char32_t>(c >= 'A' && c <= 'Z' ? c + 32 : c));
+      continue;
+    }
+    line = decode_utf8(piece);
+    for (char32_t& c : line)
+      if (c == 0x202F || c == 0x00A0) c = U' ';  // narrow and ordinary no-break spaces
+    lower_code_points(line, lower);
+    for (const char32_t c : lower) emit(c);
   }
   return out;
 }

@@ -9,6 +9,9 @@
 //
 // Every function here takes and returns UTF-8 and throws ValueError (naming the function, the
 // byte offset and line) for text that is not valid UTF-8.
+//
+// For a large corpus, TokenCounter (data/vocab.h) counts characters or words and Vocab::char_ids
+// and Vocab::word_ids encode them without a string per token; ag-bench-text measures both ways.
 #pragma once
 
 #include <string>

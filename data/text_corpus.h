@@ -42,6 +42,12 @@ TextCorpus read_fortunes(const std::string& folder = "/usr/share/games/fortunes"
 // d2l's fra.txt: one pair a line, "source<TAB>target" or "source<TAB>target<TAB>anything" (the
 // tatoeba files of manythings.org add an attribution). Lines without a tab — empty lines too,
 // but not the empty end after the last newline — are skipped and counted.
+//
+// d2l's tokens exactly: d2l runs preprocess_nmt on the whole file, then tokenize_nmt, so
+//   parse_pairs(preprocess_nmt(text), path), then tokenize_words on each side
+// gives its tokens (a test checks it against d2l's Python). preprocess_nmt on each side alone
+// differs only for a side that starts with , . ! ? (after a tab or newline d2l puts a space
+// before it). Unlike tokenize_nmt, a line with a third column is kept, not dropped.
 struct SentencePair {
   std::string source, target;
 };

@@ -12,38 +12,126 @@ namespace {
 
 const std::string kUnk = "<unk>";
 
-// d2l's count_corpus and sort: (token, count) in order of first appearance, then stably sorted
-// by descending count.
-template <class Token>
-std::vector<std::pair<std::string_view, int64_t>> sorted_counts(const std::vector<Token>& tokens) {
-  std::unordered_map<std::string_view, std::size_t> index;  // token -> its row in `counts`
-  std::vector<std::pair<std::string_view, int64_t>> counts;
-  for (const Token& token : tokens) {
-    const std::string_view view(token);
-    auto [it, inserted] = index.try_emplace(view, counts.size());
-    if (inserted)
-      counts.emplace_back(view, 1);
-    else
-      ++counts[it->second].second;
+}  // namespace
+
+// FNV-1a over the bytes, then MurmurHash3's 64-bit finalizer so that every bit of the result
+// depends on every byte (the table uses the low bits as the slot and the high bits as a tag).
+uint64_t TokenTable::hash(std::string_view token) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (const char c : token) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3u;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdu;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53u;
+  h ^= h >> 33;
+  return h;
+}
+
+void TokenTable::place(uint64_t slot, uint64_t hash) {
+  const uint64_t mask = slots_.size() - 1;
+  uint64_t i = hash & mask;
+  while (slots_[i] != 0) i = (i + 1) & mask;
+  slots_[i] = slot;
+}
+
+void TokenTable::insert(uint64_t hash, int64_t row) {
+  if (row >= (int64_t{1} << 31))
+    fail<ValueError>("a vocabulary or token count holds at most 2^31 distinct tokens");
+  if (2 * (size_ + 1) > static_cast<int64_t>(slots_.size())) {  // keep it at most half full
+    std::vector<uint64_t> old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(16, 2 * old.size()), 0);
+    for (const uint64_t slot : old)
+      if (slot != 0) place(slot, hashes_[(slot & 0xFFFFFFFFu) - 1]);
   }
-  std::stable_sort(counts.begin(), counts.end(),
-      [](const auto& a, const auto& b) { return a.second > b.second; });
-  return counts;
+  if (static_cast<int64_t>(hashes_.size()) <= row)
+    hashes_.resize(static_cast<std::size_t>(row) + 1);
+  hashes_[static_cast<std::size_t>(row)] = hash;
+  place(((hash >> 32) << 32) | static_cast<uint64_t>(row + 1), hash);
+  ++size_;
+}
+
+void TokenCounter::add(std::string_view token) {
+  const uint64_t hash = TokenTable::hash(token);
+  const int64_t row =
+      table_.find(token, hash, [&](int64_t r) -> const std::string& { return counts_[r].first; });
+  if (row >= 0) {
+    ++counts_[static_cast<std::size_t>(row)].second;
+    return;
+  }
+  if (ascii_ready_ && token.size() == 1 && static_cast<unsigned char>(token[0]) < 128)
+    ascii_index_[static_cast<unsigned char>(token[0])] = static_cast<int32_t>(counts_.size());
+  table_.insert(hash, static_cast<int64_t>(counts_.size()));
+  counts_.emplace_back(std::string(token), 1);
+}
+
+namespace {
+
+void check_utf8(std::string_view text, const char* op) {
+  const std::string problem = utf8_problem(text, "<text>");
+  if (!problem.empty()) fail<ValueError>(op, ": ", problem);
 }
 
 }  // namespace
 
+void TokenCounter::add_chars(std::string_view text) {
+  check_utf8(text, "TokenCounter::add_chars");
+  if (!ascii_ready_) {
+    std::fill(std::begin(ascii_index_), std::end(ascii_index_), -1);
+    for (std::size_t row = 0; row < counts_.size(); ++row)
+      if (counts_[row].first.size() == 1 && static_cast<unsigned char>(counts_[row].first[0]) < 128)
+        ascii_index_[static_cast<unsigned char>(counts_[row].first[0])] = static_cast<int32_t>(row);
+    ascii_ready_ = true;
+  }
+  for (std::size_t at = 0; at < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (lead < 128) {
+      int32_t& row = ascii_index_[lead];
+      if (row < 0) {
+        add(std::string_view(&text[at], 1));  // sets row
+      } else {
+        ++counts_[static_cast<std::size_t>(row)].second;
+      }
+      ++at;
+    } else {
+      const std::size_t length = utf8_length(lead);
+      add(text.substr(at, length));
+      at += length;
+    }
+  }
+}
+
+void TokenCounter::add_words(std::string_view line) {
+  check_utf8(line, "TokenCounter::add_words");
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t space = line.find(' ', start);
+    if (space == std::string_view::npos) break;
+    add(line.substr(start, space - start));
+    start = space + 1;
+  }
+  add(line.substr(start));
+}
+
 void Vocab::add(std::string token) {
-  token_to_id_.emplace(token, size());
+  token_to_id_.insert(TokenTable::hash(token), size());
   id_to_token_.push_back(std::move(token));
 }
 
+namespace {
+
+TokenCounter count(const std::vector<std::string>& tokens) {
+  TokenCounter counter;
+  for (const std::string& token : tokens) counter.add(token);
+  return counter;
+}
+
+}  // namespace
+
 Vocab::Vocab(const std::vector<std::string>& tokens, int64_t min_freq,
     const std::vector<std::string>& reserved_tokens)
-    : Vocab(
-          std::vector<std::string_view>(tokens.begin(), tokens.end()), min_freq, reserved_tokens) {}
+    : Vocab(count(tokens), min_freq, reserved_tokens) {}
 
-Vocab::Vocab(const std::vector<std::string_view>& tokens, int64_t min_freq,
+Vocab::Vocab(const TokenCounter& counter, int64_t min_freq,
     const std::vector<std::string>& reserved_tokens) {
   if (min_freq < 0) fail<ValueError>("Vocab: min_freq must be >= 0, got ", min_freq);
   add(kUnk);
@@ -53,12 +141,14 @@ Vocab::Vocab(const std::vector<std::string_view>& tokens, int64_t min_freq,
           token == kUnk ? "is <unk>, which is always id 0" : "is given twice");
     add(token);
   }
-  const auto counts = sorted_counts(tokens);
-  token_freqs_.reserve(counts.size());
-  for (const auto& [token, count] : counts) token_freqs_.emplace_back(std::string(token), count);
-  for (const auto& [token, count] : counts) {
+  // sorted(counter.items(), key=lambda x: x[1], reverse=True): stable, so ties keep the order
+  // of first appearance.
+  token_freqs_ = counter.counts();
+  std::stable_sort(token_freqs_.begin(), token_freqs_.end(),
+      [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [token, count] : token_freqs_) {
     if (count < min_freq) break;
-    if (!contains(token)) add(std::string(token));
+    if (!contains(token)) add(token);
   }
 }
 
@@ -77,18 +167,56 @@ Vocab Vocab::from_tokens_in_id_order(std::vector<std::string> id_to_token) {
 }
 
 int64_t Vocab::id(std::string_view token) const {
-  const auto it = token_to_id_.find(token);
-  return it == token_to_id_.end() ? unk() : it->second;
+  const int64_t found = token_to_id_.find(token, TokenTable::hash(token),
+      [&](int64_t i) -> const std::string& { return id_to_token_[static_cast<std::size_t>(i)]; });
+  return found < 0 ? unk() : found;
 }
 
 bool Vocab::contains(std::string_view token) const {
-  return token_to_id_.find(token) != token_to_id_.end();
+  return token_to_id_.find(token, TokenTable::hash(token), [&](int64_t i) -> const std::string& {
+    return id_to_token_[static_cast<std::size_t>(i)];
+  }) >= 0;
 }
 
 std::vector<int64_t> Vocab::ids(const std::vector<std::string>& tokens) const {
   std::vector<int64_t> out;
   out.reserve(tokens.size());
   for (const std::string& token : tokens) out.push_back(id(token));
+  return out;
+}
+
+std::vector<int64_t> Vocab::char_ids(std::string_view text) const {
+  check_utf8(text, "Vocab::char_ids");
+  int64_t ascii[128];
+  for (int c = 0; c < 128; ++c)
+    ascii[c] = id(std::string_view(std::string(1, static_cast<char>(c))));
+  std::vector<int64_t> out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (lead < 128) {
+      out.push_back(ascii[lead]);
+      ++at;
+    } else {
+      const std::size_t length = utf8_length(lead);
+      out.push_back(id(text.substr(at, length)));
+      at += length;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Vocab::word_ids(std::string_view line) const {
+  check_utf8(line, "Vocab::word_ids");
+  std::vector<int64_t> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t space = line.find(' ', start);
+    if (space == std::string_view::npos) break;
+    out.push_back(id(line.substr(start, space - start)));
+    start = space + 1;
+  }
+  out.push_back(id(line.substr(start)));
   return out;
 }
 

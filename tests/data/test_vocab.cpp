@@ -65,9 +65,14 @@ TEST_CASE("Vocab keeps reserved tokens first and stops at min_freq", "[data][voc
       Contains("Vocab: the reserved token '<pad>' is given twice"));
   CHECK_THROWS_WITH(
       Vocab(corpus, 0, {"<unk>"}), Contains("'<unk>' is <unk>, which is always id 0"));
-  // From views: the same vocabulary.
-  const std::vector<std::string_view> views(corpus.begin(), corpus.end());
-  CHECK(Vocab(views, 2, {"<pad>", "<bos>", "<eos>"}).id_to_token() == vocab.id_to_token());
+  // From views counted by a TokenCounter: the same vocabulary.
+  TokenCounter counter;
+  for (const std::string_view token : std::vector<std::string_view>(corpus.begin(), corpus.end()))
+    counter.add(token);
+  CHECK(Vocab(counter, 2, {"<pad>", "<bos>", "<eos>"}).id_to_token() == vocab.id_to_token());
+  // A braced list of tokens picks the std::string constructor.
+  CHECK(Vocab({"a", "b", "b"}, 0, {"<pad>"}).id_to_token() ==
+        std::vector<std::string>{"<unk>", "<pad>", "b", "a"});
 }
 
 TEST_CASE("Vocab copies and moves keep their lookups", "[data][vocab]") {
@@ -136,4 +141,54 @@ TEST_CASE("truncate_pad is d2l's", "[data][vocab]") {
   CHECK(truncate_pad({1, 2}, 2, 0) == std::vector<int64_t>{1, 2});
   CHECK(truncate_pad({}, 0, 0).empty());
   CHECK_THROWS_WITH(truncate_pad({1}, -1, 0), Contains("truncate_pad: num_steps must be >= 0"));
+}
+
+TEST_CASE("TokenCounter and the id encoders agree with the token lists", "[data][vocab]") {
+  const std::string text = "Les \xC3\xA9t\xC3\xA9s, l'\xC3\xA9t\xC3\xA9 !\n\xF0\x9F\x98\x80 a  b";
+  TokenCounter chars;
+  chars.add("\xC3\xA9");  // one token added directly, then the text: counts continue
+  chars.add_chars(text);
+  chars.add("s");
+  std::vector<std::string> char_tokens = tokenize_chars(text);
+  char_tokens.insert(char_tokens.begin(), "\xC3\xA9");
+  char_tokens.push_back("s");
+  const Vocab from_list(char_tokens, 0, {"<pad>"});
+  const Vocab from_counter(chars, 0, {"<pad>"});
+  CHECK(from_counter.id_to_token() == from_list.id_to_token());
+  CHECK(from_counter.token_freqs() == from_list.token_freqs());
+  CHECK(from_counter.char_ids(text) == from_counter.ids(tokenize_chars(text)));
+  CHECK(from_counter.char_ids("\xE2\x82\xAC~") == std::vector<int64_t>{0, 0});  // unknown
+  CHECK_THROWS_WITH(chars.add_chars("\xC3"), Contains("TokenCounter::add_chars: <text>: invalid"));
+  CHECK_THROWS_AS(from_counter.char_ids("\xFF"), ValueError);
+
+  const std::string line = preprocess_nmt(text);
+  TokenCounter words;
+  words.add_words(line);
+  words.add_words("a b");
+  std::vector<std::string> word_tokens = tokenize_words(line);
+  for (const std::string& w : tokenize_words("a b")) word_tokens.push_back(w);
+  CHECK(Vocab(words, 1).id_to_token() == Vocab(word_tokens, 1).id_to_token());
+  CHECK(Vocab(words).token_freqs() == Vocab(word_tokens).token_freqs());
+  const Vocab word_vocab(words);
+  CHECK(word_vocab.word_ids(line) == word_vocab.ids(tokenize_words(line)));
+  CHECK(word_vocab.word_ids("") == std::vector<int64_t>{word_vocab.id("")});
+  CHECK_THROWS_WITH(words.add_words("\xC0\x80"), Contains("TokenCounter::add_words"));
+  CHECK_THROWS_WITH(word_vocab.word_ids("\xC0\x80"), Contains("Vocab::word_ids"));
+}
+
+TEST_CASE("Vocab's table finds every token as it grows", "[data][vocab]") {
+  // 20000 distinct tokens, token i appearing (i % 3) + 1 times: the table grows past 2^15 slots.
+  std::vector<std::string> corpus;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string token = std::string("t").append(std::to_string(i));
+    for (int k = 0; k <= i % 3; ++k) corpus.push_back(token);
+  }
+  const Vocab vocab(corpus, 2);
+  CHECK(vocab.size() == 1 + 13333);  // <unk>, then the tokens seen twice or three times
+  for (int64_t id = 0; id < vocab.size(); ++id) CHECK(vocab.id(vocab.token(id)) == id);
+  CHECK(vocab.token(1) == "t2");  // the first token seen three times
+  CHECK(vocab.id("t0") == 0);     // seen once: below min_freq
+  CHECK(vocab.id("t20000") == 0);
+  const Vocab copy = vocab;
+  CHECK(copy.id("t19999") == vocab.id("t19999"));
 }

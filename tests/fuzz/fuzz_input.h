@@ -27,3 +27,10 @@ inline Mode mode_of(unsigned char selector) {
 }
 
 }  // namespace ag_fuzz
+
+// ag-fuzz-text (fuzz_text.cpp): the first byte modulo 3 chooses the parser of the rest.
+namespace ag_fuzz::text {
+constexpr unsigned char kUtf8 = 0;   // decode_utf8, then the tokenizers and preprocess_nmt
+constexpr unsigned char kVocab = 1;  // Vocab::deserialize
+constexpr unsigned char kPairs = 2;  // parse_pairs (d2l's fra.txt)
+}  // namespace ag_fuzz::text

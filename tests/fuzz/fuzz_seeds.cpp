@@ -3,6 +3,7 @@
 //                 the selector byte (see fuzz_input.h)
 //   safetensors/  files of every dtype ag reads, with metadata, a scalar and an empty tensor
 //   npy/          arrays of every rank and dtype ag reads, and one in Fortran order
+//   text/         UTF-8 text, vocabularies and sentence pairs behind their selector byte
 // Run by tests/fuzz/run.sh.
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "data/text.h"
 #include "fuzz_input.h"
 #include "io/checkpoint.h"
 #include "io/npy.h"
@@ -115,6 +117,26 @@ int write_npy_seeds(const std::string& dir) {
   return 5;
 }
 
+// Each seed is its selector byte (fuzz_input.h) and the text.
+int write_text_seeds(const std::string& dir) {
+  using namespace ag_fuzz::text;
+  const auto seed = [&](const std::string& name, unsigned char selector, const std::string& text) {
+    write(dir + "/" + name, std::string(1, static_cast<char>(selector)) + text);
+  };
+  seed("ascii.utf8", kUtf8, "Go.\tVa !\nHi, there!\n");
+  seed("french.utf8", kUtf8,
+      "\xC3\x89T\xC3\x89, \xC5\x92UVRE\xE2\x80\xAF! \xC3\x80 l'aide\xC2\xA0?");
+  seed("greek.utf8", kUtf8, "\xCE\x9F\xCE\x94\xCE\x9F\xCE\xA3. \xC4\xB0 \xF0\x9F\x98\x80");
+  const ag::data::Vocab words(std::vector<std::string>{"go", ".", "go", "", "a b", "\\n\n"}, 0,
+      {"<pad>", "<bos>", "<eos>"});
+  seed("words.vocab", kVocab, words.serialize());
+  seed("chars.vocab", kVocab,
+      ag::data::Vocab(ag::data::tokenize_chars("h\xC3\xA9 l\nlo\\")).serialize());
+  seed("fra.pairs", kPairs, "Go.\tVa !\nno tab\n\nHi.\tSalut !\tCC-BY 2.0\r\n");
+  seed("one.pairs", kPairs, "a\tb");
+  return 7;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,7 +145,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string root = argv[1];
-  for (const char* target : {"checkpoint", "safetensors", "npy"})
+  for (const char* target : {"checkpoint", "safetensors", "npy", "text"})
     std::filesystem::create_directories(root + "/" + target);
   const std::string dir = root + "/checkpoint";
   const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()},
@@ -143,7 +165,8 @@ int main(int argc, char** argv) {
   }
   written += write_safetensors_seeds(root + "/safetensors");
   written += write_npy_seeds(root + "/npy");
-  std::printf(
-      "ag-fuzz-seeds: wrote %d seeds to %s/{checkpoint,safetensors,npy}\n", written, root.c_str());
+  written += write_text_seeds(root + "/text");
+  std::printf("ag-fuzz-seeds: wrote %d seeds to %s/{checkpoint,safetensors,npy,text}\n", written,
+      root.c_str());
   return 0;
 }

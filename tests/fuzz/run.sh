@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes each file reader of ag with libFuzzer (clang, ASan + UBSan) for SECONDS each (default 60):
-# checkpoints (ag-fuzz-checkpoint), safetensors (ag-fuzz-safetensors) and .npy (ag-fuzz-npy).
+# checkpoints (ag-fuzz-checkpoint), safetensors (ag-fuzz-safetensors), .npy (ag-fuzz-npy), and the
+# text layer's parsers: UTF-8, vocabularies, sentence pairs (ag-fuzz-text).
 #
 #   tests/fuzz/run.sh [SECONDS]
 #
@@ -29,7 +30,7 @@ if (($# > 1)); then
   exit 2
 fi
 
-targets=(checkpoint safetensors npy)
+targets=(checkpoint safetensors npy text)
 build="build-fuzz"
 seeds=$build/seeds
 
