@@ -27,10 +27,14 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 #include <string>
 
+#include "data/text_corpus.h"
 #include "io/optimizer_state.h"
 #include "io/output_path.h"
+#include "models/language_model.h"
+#include "models/language_model_file.h"
 #include "models/memory.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
@@ -331,6 +335,8 @@ CheckpointFormat checkpoint_format(const Options& o) {
   return o.checkpoint_format == "json" ? CheckpointFormat::json : CheckpointFormat::binary;
 }
 
+void write_run(const Checkpoint& c, int64_t step, const Options& o);
+
 // Saves the run after `step` to --checkpoint (atomically) and, with --keep K, a numbered copy
 // PATH.step-NNNNNNNN of which only the newest K are kept.
 void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config,
@@ -347,6 +353,11 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
   put_generator(c, "default", default_generator().state());
   put_generator(c, "data", stream.generator().state());
+  write_run(c, step, o);
+}
+
+// Writes a run's checkpoint to --checkpoint and, with --keep, its numbered copy (both tasks).
+void write_run(const Checkpoint& c, int64_t step, const Options& o) {
   const SaveOptions save_options{checkpoint_format(o), {}};
   report_removed(save_checkpoint(c, o.checkpoint, save_options).removed_temp_files);
   if (o.keep == 0) return;
@@ -597,6 +608,366 @@ int train(Options o) {
   return 0;
 }
 
+// ---- the language model: --task lm ------------------------------------------------------------
+//
+// nanoGPT's train.py on ag's pieces: a text (--text, or Debian's fortunes) split 90/10 by
+// characters, tokenized (char or word), a Vocab of the training split; each step a batch of random
+// windows (data::sample_lm_batch), the mean cross-entropy per token, backward, clipping, AdamW;
+// each evaluation the validation loss, perplexity and bits per character on fixed windows, and a
+// sampled continuation. The options shared with the seq2seq tasks mean the same; a few defaults
+// differ (lm_defaults).
+
+struct LMOptions {
+  std::vector<std::string> text;  // files or folders; none: Debian's fortunes
+  std::string tokenizer = "char";
+  int64_t block_size = 64;
+  bool pre_norm = false, learned_positions = false;
+  // On by default: it also scales the embedding so that the positions are not drowned
+  // (nn/language_model.h; docs/training.md, "--task lm").
+  bool tie_weights = true;
+  double weight_decay = 0.1;
+  int64_t eval_windows = 100;  // validation windows of block_size + 1 tokens per evaluation
+  int64_t sample_length = 200;
+};
+
+// The defaults of --task lm where the command line gives none: the char-small model
+// (D 128, 4 heads, FFN 512, block 64, AdamW lr 1e-3, 100 warm-up steps, then cosine to lr/10)
+// with 2 blocks instead of 4, batch 16 instead of 32 and no dropout (every window is almost
+// fresh data), for 4000 steps — what ends within 5 minutes on one thread and samples mostly real
+// English words (docs/training.md, "The default --task lm run"). The output layer is tied to the
+// embedding (LMOptions::tie_weights).
+void lm_defaults(const CLI::App& app, Options& o) {
+  auto unset = [&](const char* option) { return app.count(option) == 0; };
+  if (unset("--steps")) o.steps = 4000;
+  if (unset("--batch-size")) o.batch_size = 16;
+  if (unset("--lr")) o.lr = 1e-3;
+  if (unset("--warmup")) o.warmup = std::min<int64_t>(100, std::max<int64_t>(1, o.steps / 10));
+  if (unset("--num-hiddens")) o.model.num_hiddens = 128;
+  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = 512;
+  if (unset("--heads")) o.model.num_heads = 4;
+  if (unset("--layers")) o.model.num_layers = 2;
+  if (unset("--eval-every")) o.eval_every = 1000;
+}
+
+// The corpus, split, tokenized and numbered: what a --task lm run trains and validates on.
+struct LMData {
+  lm::Tokenizer tokenizer = lm::Tokenizer::chars;
+  data::Vocab vocab = data::Vocab::from_tokens_in_id_order({"<unk>"});
+  std::vector<int64_t> train_ids, validation_ids, validation_characters;
+  std::string sources;  // the files read, one a line ("" for the fortunes: the default corpus)
+  uint32_t crc = 0;     // of the whole text: a resumed run must read the same
+  int64_t files = 0, characters = 0, unknown_validation_tokens = 0;
+};
+
+LMData read_lm_data(const LMOptions& lmo) {
+  LMData d;
+  d.tokenizer = lm::parse_tokenizer(lmo.tokenizer, "--tokenizer");
+  const data::TextCorpus corpus =
+      lmo.text.empty() ? data::read_fortunes() : data::read_text_files(lmo.text);
+  for (const std::string& file : corpus.files) d.sources += file + "\n";
+  d.files = static_cast<int64_t>(corpus.files.size());
+  d.crc = crc32(corpus.text);
+  d.characters = static_cast<int64_t>(data::count_code_points(corpus.text));
+  // nanoGPT's n = len(data); train = data[:int(n*0.9)]; val = data[int(n*0.9):] — on characters,
+  // before tokenizing, so that no token straddles the split.
+  const auto [train_text, validation_text] = lm::split_text(corpus.text, 0.9);
+  const lm::TokenizedText train = lm::tokenize(train_text, d.tokenizer);
+  const lm::TokenizedText validation = lm::tokenize(validation_text, d.tokenizer);
+  d.vocab = data::Vocab(train.tokens);  // <unk> and the training split's tokens
+  d.train_ids = d.vocab.ids(train.tokens);
+  d.validation_ids = d.vocab.ids(validation.tokens);
+  d.validation_characters = validation.characters;
+  for (int64_t id : d.validation_ids) d.unknown_validation_tokens += id == d.vocab.unk();
+  const int64_t T = lmo.block_size;
+  for (const auto& [split, ids] :
+      {std::pair{"training", &d.train_ids}, std::pair{"validation", &d.validation_ids}})
+    if (static_cast<int64_t>(ids->size()) < T + 1)
+      fail<ValueError>("the text is too short: its ", split, " split has ", ids->size(), " ",
+          lmo.tokenizer, " tokens, and --block-size ", T, " needs at least ", T + 1,
+          " (a longer text, or a smaller --block-size)");
+  return d;
+}
+
+nn::LanguageModelConfig lm_config(const Options& o, const LMOptions& lmo, int64_t vocab_size) {
+  nn::LanguageModelConfig c;
+  c.vocab_size = vocab_size;
+  c.num_hiddens = o.model.num_hiddens;
+  c.num_heads = o.model.num_heads;
+  c.num_layers = o.model.num_layers;
+  c.ffn_num_hiddens = o.model.ffn_num_hiddens;
+  c.dropout = o.model.dropout;
+  c.block_size = lmo.block_size;
+  c.pre_norm = lmo.pre_norm;
+  c.learned_positions = lmo.learned_positions;
+  c.tie_weights = lmo.tie_weights;
+  return c;
+}
+
+// The sizes that allocate and the memory of the run, as size_problem does for the seq2seq tasks.
+std::string lm_size_problem(const Options& o, const nn::LanguageModelConfig& config) {
+  if (o.batch_size > kMaxBatchSize)
+    return "--batch-size " + std::to_string(o.batch_size) + " is above the largest batch, " +
+           std::to_string(kMaxBatchSize);
+  try {
+    lm::check_config(config, /*options=*/true);
+    seq2seq::check_memory(
+        lm::estimate_training_bytes(config, o.batch_size, 32, !o.checkpoint.empty()),
+        o.memory_limit,
+        "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +
+            std::to_string(config.num_layers) + ", --block-size " +
+            std::to_string(config.block_size) + ", --batch-size " + std::to_string(o.batch_size) +
+            ", vocabulary " + std::to_string(config.vocab_size) + ")",
+        o.memory_limit_source);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What a --task lm checkpoint holds besides the seq2seq runs' entries (save_options).
+void save_lm_options(Checkpoint& c, const LMOptions& lmo, const LMData& d) {
+  c.reals["config.weight_decay"] = lmo.weight_decay;
+  c.integers["config.eval_windows"] = static_cast<uint64_t>(lmo.eval_windows);
+  c.integers["config.sample_length"] = static_cast<uint64_t>(lmo.sample_length);
+  c.strings["text.sources"] = d.sources;
+  c.integers["text.crc32"] = d.crc;
+}
+
+// --resume of a --task lm run: its options over this invocation's, and the text it was trained on
+// (read again from the same files, and checked to be the same).
+void load_lm_run(const Checkpoint& c, Options& o, LMOptions& lmo) {
+  const lm::ModelDescription m = lm::load_model_config(c, o.resume);
+  o.model.num_hiddens = m.config.num_hiddens;
+  o.model.num_heads = m.config.num_heads;
+  o.model.num_layers = m.config.num_layers;
+  o.model.ffn_num_hiddens = m.config.ffn_num_hiddens;
+  o.model.dropout = m.config.dropout;
+  lmo.block_size = m.config.block_size;
+  lmo.pre_norm = m.config.pre_norm;
+  lmo.learned_positions = m.config.learned_positions;
+  lmo.tie_weights = m.config.tie_weights;
+  lmo.tokenizer = lm::tokenizer_name(m.tokenizer);
+  o.steps = static_cast<int64_t>(c.integer("config.steps"));
+  o.batch_size = static_cast<int64_t>(c.integer("config.batch_size"));
+  o.lr = c.real("config.lr");
+  o.clip = c.real("config.clip");
+  o.schedule = c.string("config.schedule");
+  o.warmup = static_cast<int64_t>(c.integer("config.warmup"));
+  o.seed = c.integer("config.seed");
+  lmo.weight_decay = c.real("config.weight_decay");
+  lmo.eval_windows = static_cast<int64_t>(c.integer("config.eval_windows"));
+  lmo.sample_length = static_cast<int64_t>(c.integer("config.sample_length"));
+  if (o.steps <= 0 || o.batch_size <= 0 || o.batch_size > kMaxBatchSize || o.warmup <= 0 ||
+      lmo.eval_windows <= 0 || lmo.sample_length < 0 ||
+      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
+    throw CheckpointError(
+        "checkpoint " + o.resume + ": the saved run configuration is inconsistent");
+  lmo.text.clear();
+  std::istringstream sources(c.string("text.sources"));
+  for (std::string file; std::getline(sources, file);) lmo.text.push_back(file);
+  if (c.integer("config.threads") != static_cast<uint64_t>(o.threads))
+    std::printf(
+        "note: the run was saved with %llu thread(s) and continues with %d; the result "
+        "may differ in the last bits from an uninterrupted run\n",
+        static_cast<unsigned long long>(c.integer("config.threads")), o.threads);
+}
+
+void print_lm_evaluation(int64_t step, double train_loss, const lm::Evaluation& e,
+    nn::LanguageModel& model, const LMOptions& lmo, const LMData& d, uint64_t seed) {
+  std::printf(
+      "eval @ step %lld: train loss %.4f  validation loss %.4f  perplexity %.2f  "
+      "bits/char %.3f  (%lld windows, %lld tokens)\n",
+      static_cast<long long>(step), train_loss, e.loss, e.perplexity, e.bits_per_character,
+      static_cast<long long>(e.windows), static_cast<long long>(e.tokens));
+  // nanoGPT's sample.py: from a line break (or the first training token), temperature 0.8, the
+  // same seed at every evaluation so that the samples differ only by what the model learned.
+  const int64_t newline = d.vocab.id("\n");
+  const std::vector<int64_t> prompt{newline != d.vocab.unk() ? newline : d.train_ids[0]};
+  Generator generator(seed);
+  const std::vector<int64_t> sample =
+      lm::generate(model, prompt, lmo.sample_length, {0.8, 0}, generator);
+  std::string text = lm::detokenize(d.vocab.tokens(sample), d.tokenizer);
+  std::printf(
+      "  sample (temperature 0.8, seed %llu):\n  | ", static_cast<unsigned long long>(seed));
+  for (char c : text) {
+    if (c == '\n')
+      std::fputs("\n  | ", stdout);
+    else
+      std::fputc(c, stdout);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+int train_lm(Options o, LMOptions lmo) {
+  std::signal(SIGINT, on_interrupt);
+  set_num_threads(o.threads);
+  std::optional<Checkpoint> resumed;
+  if (!o.resume.empty()) {
+    resumed = load_checkpoint(o.resume);
+    if (resumed->kind != "ag-train")
+      throw CheckpointError("checkpoint " + o.resume + ": holds a '" + resumed->kind +
+                            "', not an ag-train run (a model file cannot be resumed)");
+    load_lm_run(*resumed, o, lmo);
+  }
+  // The text and its sizes: a bad text or a run that does not fit is a bad input (exit 2).
+  LMData d;
+  nn::LanguageModelConfig config;
+  try {
+    d = read_lm_data(lmo);
+    config = lm_config(o, lmo, d.vocab.size());
+    if (const std::string problem = lm_size_problem(o, config); !problem.empty())
+      throw ValueError(problem);
+  } catch (const std::exception& e) {
+    std::cerr << "ag-train: " << e.what() << "\n";
+    return 2;
+  }
+  if (resumed && resumed->integer("text.crc32") != d.crc)
+    throw CheckpointError("checkpoint " + o.resume +
+                          ": the text it was trained on has changed since (its files: " +
+                          (d.sources.empty() ? std::string("the fortunes") : d.sources) + ")");
+
+  manual_seed(o.seed);  // model initialisation and dropout masks
+  auto model = lm::make_language_model(config);
+  Generator data_generator(o.seed + 1);  // the training windows
+  optim::AdamW optimizer(model->parameters(), o.lr, {0.9, 0.99}, 1e-8, lmo.weight_decay);
+  seq2seq::ModelConfig schedule_config = o.model;
+  optim::Scheduler scheduler(optimizer, o.schedule == "cosine"
+                                            ? optim::cosine_with_warmup(o.warmup, o.steps, 0.1)
+                                            : make_schedule(o, schedule_config));
+  int64_t first_step = 1;
+  if (resumed) {
+    const Checkpoint& c = *resumed;
+    model->load_state_dict(c.tensors_under("model"));
+    optimizer.load_state_dict(get_optimizer_state(c, "optimizer"));
+    const uint64_t step = c.integer("step");
+    if (step >= static_cast<uint64_t>(o.steps))
+      throw CheckpointError("checkpoint " + o.resume + ": the run already finished (step " +
+                            std::to_string(step) + ")");
+    scheduler.set_step(static_cast<int64_t>(c.integer("scheduler.step")));
+    default_generator().set_state(get_generator(c, "default"));
+    data_generator.set_state(get_generator(c, "data"));
+    first_step = static_cast<int64_t>(step) + 1;
+    std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
+        static_cast<long long>(first_step), static_cast<long long>(o.steps));
+  }
+  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  if (last_step < first_step)
+    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
+                     " is before the resumed run's next step " + std::to_string(first_step));
+  const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
+  std::printf(
+      "ag-train: task lm, %s (%lld file%s, %lld characters), %s tokens: vocabulary %lld, "
+      "%lld training and %lld validation tokens (%lld unknown); model %lld parameters (%s, hidden "
+      "%lld, ffn %lld, %lld heads, %lld layers, block %lld, dropout %g); %lld steps of batch %lld, "
+      "AdamW lr %g (%s), weight decay %g, clip %g, seed %llu, %d thread%s\n",
+      lmo.text.empty() ? "Debian's fortunes" : "--text", static_cast<long long>(d.files),
+      d.files == 1 ? "" : "s", static_cast<long long>(d.characters), lmo.tokenizer.c_str(),
+      static_cast<long long>(config.vocab_size), static_cast<long long>(d.train_ids.size()),
+      static_cast<long long>(d.validation_ids.size()),
+      static_cast<long long>(d.unknown_validation_tokens),
+      static_cast<long long>(model->num_parameters()), config.pre_norm ? "pre-norm" : "post-norm",
+      static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
+      static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers),
+      static_cast<long long>(config.block_size), config.dropout, static_cast<long long>(o.steps),
+      static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), lmo.weight_decay, o.clip,
+      static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
+  std::ofstream loss_log;
+  if (!o.loss_log.empty()) {
+    loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
+    if (!loss_log) throw IoError("cannot open --loss-log " + o.loss_log);
+    if (!resumed) loss_log << "step,loss\n";
+  }
+
+  const Clock::time_point start = Clock::now();
+  double loss_since_report = 0, loss_since_evaluation = 0;
+  int64_t steps_since_report = 0, steps_since_evaluation = 0;
+  lm::Evaluation last;
+  for (int64_t step = first_step; step <= last_step; ++step) {
+    const data::LMBatch batch =
+        data::sample_lm_batch(d.train_ids, o.batch_size, config.block_size, data_generator);
+    Tensor loss = lm::lm_loss(*model, batch.inputs, batch.labels);  // (): mean CE per token
+    optimizer.zero_grad();
+    loss.backward();  // frees the graph
+    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
+    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
+      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
+      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
+          static_cast<long long>(step), loss.item(), grad_norm);
+    } else {
+      optimizer.step();
+    }
+    scheduler.step();  // the learning rate of the next step
+
+    if (loss_log)
+      loss_log << step << ',' << std::hexfloat << loss.item() << std::defaultfloat << '\n';
+    loss_since_report += loss.item();
+    loss_since_evaluation += loss.item();
+    ++steps_since_report;
+    ++steps_since_evaluation;
+    const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
+    if (step % 100 == 0 || evaluate_now) {
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      const double done = static_cast<double>(step - first_step + 1);
+      std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n",
+          static_cast<long long>(step), static_cast<long long>(o.steps),
+          loss_since_report / static_cast<double>(steps_since_report),
+          done * static_cast<double>(o.batch_size * config.block_size) / elapsed,
+          format_duration(elapsed / done * static_cast<double>(last_step - step)).c_str());
+      std::fflush(stdout);
+      loss_since_report = 0;
+      steps_since_report = 0;
+    }
+    if (evaluate_now) {
+      last = lm::evaluate(*model, d.validation_ids, d.validation_characters, lmo.eval_windows);
+      print_lm_evaluation(step, loss_since_evaluation / static_cast<double>(steps_since_evaluation),
+          last, *model, lmo, d, o.seed);
+      loss_since_evaluation = 0;
+      steps_since_evaluation = 0;
+    }
+    const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
+    if (!o.checkpoint.empty() && (step % checkpoint_every == 0 || step == last_step || stop)) {
+      Checkpoint c;
+      c.kind = "ag-train";
+      for (const auto& [name, t] : model->state_dict()) c.tensors["model." + name] = t;
+      put_optimizer_state(c, optimizer.state_dict(), "optimizer");
+      lm::save_model_config(c, config, d.tokenizer, d.vocab);
+      save_options(c, o);
+      save_lm_options(c, lmo, d);
+      c.integers["step"] = static_cast<uint64_t>(step);
+      c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
+      put_generator(c, "default", default_generator().state());
+      put_generator(c, "data", data_generator.state());
+      write_run(c, step, o);
+    }
+    if (stop) {
+      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
+          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
+                               : ("; saved " + o.checkpoint).c_str());
+      return 130;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!o.save_model.empty()) {
+    report_removed(lm::save_model(o.save_model, *model, d.tokenizer, d.vocab, checkpoint_format(o))
+                       .removed_temp_files);
+    std::printf("saved the model to %s (ag-generate --model %s --prompt TEXT)\n",
+        o.save_model.c_str(), o.save_model.c_str());
+  }
+  if (last_step < o.steps) {
+    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
+        static_cast<long long>(o.steps),
+        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
+    return 0;
+  }
+  std::printf(
+      "done: %lld steps in %s; validation loss %.4f, perplexity %.2f, %.3f bits per "
+      "character\n",
+      static_cast<long long>(o.steps), format_duration(seconds).c_str(), last.loss, last.perplexity,
+      last.bits_per_character);
+  return 0;
+}
+
 // CLI11 2.1 reads an integer option with strtoll or strtoull: 10^30 becomes 2^63 − 1 without a
 // word, -1 for an unsigned option becomes 2^64 − 1, and "010" is read as octal 8. This check
 // sees the text first: a decimal whole number that T holds, or the option is refused (exit 2).
@@ -627,10 +998,13 @@ CLI::Validator whole_number() {
 
 int main(int argc, char** argv) {
   Options o;
+  LMOptions lmo;
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add)"};
   app.add_option("--task", o.task,
-         "copy | reverse | sort | add (what the defaults reach on each: docs/training.md)")
+         "copy | reverse | sort | add | lm (what the defaults reach on each, and the other "
+         "defaults of "
+         "lm: docs/training.md)")
       ->capture_default_str();
   app.add_option("--steps", o.steps, "training steps")
       ->check(whole_number<int64_t>())
@@ -714,6 +1088,29 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", o.max_memory,
       "refuse a run whose estimated memory is above this (512M, 4G; default: the memory "
       "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
+  // --task lm only (docs/training.md, "--task lm").
+  app.add_option("--text", lmo.text,
+      "--task lm: UTF-8 text files or folders to train on (default: Debian's fortunes)");
+  app.add_option("--tokenizer", lmo.tokenizer, "--task lm: char | word")->capture_default_str();
+  app.add_option("--block-size", lmo.block_size, "--task lm: context length in tokens")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_flag("--pre-norm", lmo.pre_norm, "--task lm: GPT-2's pre-norm blocks (default: d2l's)");
+  app.add_flag("--learned-positions", lmo.learned_positions,
+      "--task lm: learned positions (default: d2l's sinusoids)");
+  app.add_flag("--tie-weights,!--no-tie-weights", lmo.tie_weights,
+      "--task lm: the output layer reuses the token embedding (the default; --no-tie-weights: a "
+      "separate Linear)");
+  app.add_option("--weight-decay", lmo.weight_decay, "--task lm: AdamW's weight decay")
+      ->capture_default_str();
+  app.add_option("--eval-windows", lmo.eval_windows,
+         "--task lm: validation windows of --block-size + 1 tokens per evaluation")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
+  app.add_option(
+         "--sample-length", lmo.sample_length, "--task lm: tokens sampled at each evaluation")
+      ->check(whole_number<int64_t>())
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -722,11 +1119,36 @@ int main(int argc, char** argv) {
     std::cerr << "ag-train: " << e.what() << " (see --help)\n";
     return 2;
   }
+  // A --task lm checkpoint resumes as one without --task.
+  if (!o.resume.empty() && app.count("--task") == 0) try {
+      const Checkpoint c = load_checkpoint(o.resume);
+      if (c.strings.count("config.task") && c.string("config.task") == "lm") o.task = "lm";
+    } catch (const std::exception&) {  // reported when the run loads it
+    }
+  if (o.task == "lm") lm_defaults(app, o);
   // Option values CLI11 cannot check by type alone.
   std::string problem;
   const auto names = data::task_names();
-  if (std::find(names.begin(), names.end(), o.task) == names.end())
-    problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add)";
+  const bool lm_only_options =
+      app.count("--text") + app.count("--tokenizer") + app.count("--block-size") +
+          app.count("--pre-norm") + app.count("--learned-positions") + app.count("--tie-weights") +
+          app.count("--weight-decay") + app.count("--eval-windows") + app.count("--sample-length") >
+      0;
+  if (o.task != "lm" && std::find(names.begin(), names.end(), o.task) == names.end())
+    problem = "unknown task '" + o.task + "' (known: copy, reverse, sort, add, lm)";
+  else if (o.task != "lm" && lm_only_options)
+    problem =
+        "--text, --tokenizer, --block-size, --pre-norm, --learned-positions, "
+        "--tie-weights, --weight-decay, --eval-windows and --sample-length are for --task lm";
+  else if (o.task == "lm" && (!o.curves_dir.empty() || !o.attention_png.empty()))
+    problem = "--curves-dir and --attention-png are not for --task lm";
+  else if (o.task == "lm" && (lmo.tokenizer != "char" && lmo.tokenizer != "word"))
+    problem = "unknown --tokenizer '" + lmo.tokenizer + "' (known: char, word)";
+  else if (o.task == "lm" && (lmo.block_size < 1 || lmo.eval_windows < 1 || lmo.sample_length < 0 ||
+                                 !(lmo.weight_decay >= 0) || !std::isfinite(lmo.weight_decay)))
+    problem =
+        "--block-size and --eval-windows must be positive, --sample-length and "
+        "--weight-decay not negative";
   else if (o.steps <= 0)
     problem = "--steps must be positive";
   else if (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam")
@@ -767,7 +1189,7 @@ int main(int argc, char** argv) {
     if (problem.empty())
       problem = (o.max_memory.empty() ? "" : "--max-memory: ") + std::string(e.what());
   }
-  if (problem.empty() && o.resume.empty()) problem = size_problem(o);
+  if (problem.empty() && o.resume.empty() && o.task != "lm") problem = size_problem(o);
   // Every output, checked before the run starts (nothing is created or truncated here): a path
   // that cannot be written fails now, not after the training it would have saved.
   for (const auto& [option, path, kind] :
@@ -795,7 +1217,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return train(o);
+    return o.task == "lm" ? train_lm(o, lmo) : train(o);
   } catch (const CheckpointError& e) {
     std::cerr << "\nag-train: " << e.what() << "\n";
     return 1;

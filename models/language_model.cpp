@@ -8,6 +8,23 @@
 
 namespace ag::lm {
 
+namespace {
+// Eval mode for the guard's life; the module's mode is restored on the way out, even by an error.
+class EvalMode {
+ public:
+  explicit EvalMode(nn::Module& module) : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalMode() { module_.train(was_training_); }
+  EvalMode(const EvalMode&) = delete;
+  EvalMode& operator=(const EvalMode&) = delete;
+
+ private:
+  nn::Module& module_;
+  bool was_training_;
+};
+}  // namespace
+
 // ---- tokens -------------------------------------------------------------------------------------
 
 std::string tokenizer_name(Tokenizer tokenizer) {
@@ -165,8 +182,7 @@ Evaluation evaluate(nn::LanguageModel& model, const std::vector<int64_t>& ids,
   if (!characters.empty() && characters.size() != ids.size())
     fail<ValueError>("lm::evaluate: ", characters.size(), " character counts for ", n, " tokens");
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  EvalMode eval_mode(model);
   Evaluation e;
   // Window w covers ids[w·T … w·T + T]: it needs w·T + T + 1 <= n.
   e.windows = std::min(max_windows, (n - 1) / T);
@@ -184,7 +200,6 @@ Evaluation evaluate(nn::LanguageModel& model, const std::vector<int64_t>& ids,
     Tensor loss = lm_loss(model, tensor(inputs, {B, T}), tensor(labels, {B, T}));  // ()
     nats += loss.item() * static_cast<double>(B * T);
   }
-  model.train(was_training);
   e.tokens = e.windows * T;
   e.loss = nats / static_cast<double>(e.tokens);
   e.perplexity = std::exp(e.loss);
@@ -250,8 +265,7 @@ std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_
     if (id < 0 || id >= V)
       fail<ValueError>("generate: prompt token ", id, " is outside the vocabulary 0-", V - 1);
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  EvalMode eval_mode(model);
   const DType dtype = model.embedding->weight.dtype();
   std::vector<int64_t> context = prompt;
   // The last min(block_size, size) tokens of the context, (1, T).
@@ -280,7 +294,6 @@ std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_
     context.push_back(next);
     generated.push_back(next);
   }
-  model.train(was_training);
   return generated;
 }
 

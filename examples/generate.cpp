@@ -1,0 +1,146 @@
+// ag-generate — continues a prompt with a language model trained by ag-train --task lm.
+//
+//   ag-train --task lm --save-model fortunes.agm
+//   ag-generate --model fortunes.agm --prompt "The meaning of life" --max-new 300
+//   ag-generate --model fortunes.agm --prompt "Q:" --temperature 0 --max-new 80   # greedy
+//
+// The model file carries the configuration, the tokenizer (char or word) and the vocabulary, so
+// the prompt is tokenized as the training text was; a prompt token the vocabulary lacks becomes
+// <unk>, with a warning on stderr. Generation runs with the key/value cache (models/
+// language_model.h: each new token computes only its own query, key and value); --no-cache
+// recomputes the whole context at every step instead, for comparison — the same tokens.
+// The text goes to stdout, the speed (tokens/s) to stderr.
+// Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
+// or would need more memory than is available or than --max-memory); 2 a bad option (an empty
+// prompt, --max-new < 0, a temperature < 0 or NaN, --top-k < 0 or above the vocabulary's size).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "models/language_model.h"
+#include "models/language_model_file.h"
+#include "models/memory.h"
+
+int main(int argc, char** argv) {
+  std::string model_path, prompt, max_memory;
+  int64_t max_new = 200, top_k = 0;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+  int threads = 1;
+  bool no_cache = false;
+  CLI::App app{"ag-generate: continues a prompt with a language model saved by ag-train --task lm"};
+  app.add_option("--model", model_path,
+         "a model file (ag-train --task lm --save-model, ag's format or .safetensors) or an "
+         "ag-train --task lm checkpoint")
+      ->required();
+  app.add_option("--prompt", prompt, "the text to continue (UTF-8)")->required();
+  app.add_option("--max-new", max_new, "tokens to generate")->capture_default_str();
+  app.add_option("--temperature", temperature,
+         "divides the logits before sampling; 0: greedy (the most likely token)")
+      ->capture_default_str();
+  app.add_option("--top-k", top_k, "sample among the k most likely tokens only (0: all)")
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seeds the sampling")->capture_default_str();
+  app.add_option("--threads", threads, "threads of ag's pool")->capture_default_str();
+  app.add_flag("--no-cache", no_cache,
+      "recompute the whole context at each step instead of using the key/value cache");
+  app.add_option("--max-memory", max_memory,
+      "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
+      "available)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // An unknown option is the first thing to tell, before a missing required one.
+    const std::vector<std::string> unknown = app.remaining();
+    std::cerr << "ag-generate: " << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
+              << " (see --help)\n";
+    return 2;
+  }
+  std::optional<uint64_t> memory_limit;
+  std::string problem;
+  if (prompt.empty())
+    problem = "--prompt is empty (generation continues a text of at least one token)";
+  else if (max_new < 0)
+    problem = "--max-new " + std::to_string(max_new) + " is negative";
+  else if (!(temperature >= 0) || !std::isfinite(temperature))
+    problem = "--temperature " + std::to_string(temperature) + " must be a number >= 0";
+  else if (top_k < 0)
+    problem = "--top-k " + std::to_string(top_k) + " is negative";
+  else if (threads < 1 || threads > ag::max_num_threads())
+    problem = "--threads " + std::to_string(threads) + " is outside 1-" +
+              std::to_string(ag::max_num_threads());
+  else if (const std::string bad = ag::data::utf8_problem(prompt, "--prompt"); !bad.empty())
+    problem = bad;
+  try {
+    if (problem.empty() && !max_memory.empty())
+      memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+  } catch (const ag::ValueError& e) {
+    problem = std::string("--max-memory: ") + e.what();
+  }
+  if (!problem.empty()) {
+    std::cerr << "ag-generate: " << problem << "\n";
+    return 2;
+  }
+  ag::set_num_threads(threads);
+
+  ag::lm::LoadedModel loaded;
+  try {
+    // The configuration, vocabulary and memory are checked before the model is built.
+    loaded = ag::lm::load_model(model_path, memory_limit);
+  } catch (const std::exception& e) {
+    std::cerr << "ag-generate: " << e.what() << "\n";
+    return 1;
+  }
+  const ag::data::Vocab& vocab = loaded.description.vocab;
+  const ag::lm::Tokenizer tokenizer = loaded.description.tokenizer;
+  if (top_k > vocab.size()) {
+    std::cerr << "ag-generate: --top-k " << top_k << " is above the vocabulary's " << vocab.size()
+              << " tokens\n";
+    return 2;
+  }
+  const std::vector<std::string> tokens = ag::lm::tokenize(prompt, tokenizer).tokens;
+  if (tokens.empty()) {
+    std::cerr << "ag-generate: --prompt \"" << prompt << "\" holds no "
+              << ag::lm::tokenizer_name(tokenizer) << " token\n";
+    return 2;
+  }
+  std::string unknown;
+  int64_t unknown_count = 0;
+  for (const std::string& token : tokens)
+    if (!vocab.contains(token)) {
+      unknown += (unknown_count++ == 0 ? "'" : ", '") + token + "'";
+    }
+  if (unknown_count > 0)
+    std::cerr << "ag-generate: warning: " << unknown_count << " prompt token"
+              << (unknown_count == 1 ? " is" : "s are") << " not in the model's vocabulary and "
+              << (unknown_count == 1 ? "becomes" : "become") << " <unk>: " << unknown << "\n";
+
+  try {
+    ag::Generator generator(seed);
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<int64_t> generated = ag::lm::generate(
+        *loaded.model, vocab.ids(tokens), max_new, {temperature, top_k}, generator, !no_cache);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::vector<std::string> text = tokens;
+    for (const std::string& token : vocab.tokens(generated)) text.push_back(token);
+    std::printf("%s\n", ag::lm::detokenize(text, tokenizer).c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "ag-generate: %lld tokens in %.3f s (%.1f tokens/s, %s)\n",
+        static_cast<long long>(generated.size()), seconds,
+        seconds > 0 ? static_cast<double>(generated.size()) / seconds : 0.0,
+        no_cache ? "no cache" : "key/value cache");
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ag-generate: " << e.what() << "\n";
+    return 1;
+  }
+}
