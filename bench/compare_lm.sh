@@ -17,8 +17,8 @@
 #     bench/compare_train.sh --configs char-small times the step alone, one process at a time)
 #   generation: >= 5x faster per token with the cache
 # --steps S: training steps (default 2000, the schedule's length; fewer only for a quick check —
-#   the losses are then those of an unfinished schedule). One seed's pair takes about 10–15
-#   minutes on a quiet machine; the whole run about 40.
+#   the losses are then those of an unfinished schedule). One seed's pair takes about 8–10
+#   minutes on a quiet machine (PyTorch's run is the longer); the whole run about 30.
 # PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides it).
 set -euo pipefail
 

@@ -24,7 +24,8 @@
 # language model (char-small)"): its runs train 10 untimed + S timed steps of the 2000-step
 # schedule and skip the evaluation; bench/compare_lm.sh compares the validation losses.
 # PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides it).
-# A full run takes about 6 minutes on 2 cores. Run it on a quiet machine: 2-thread runs need both cores.
+# A full run takes about 8 minutes on 2 cores (char-small about 2 of them). Run it on a quiet
+# machine: 2-thread runs need both cores.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --configs) configs="$2"; shift 2 ;;
     --steps) steps=(--steps "$2"); shift 2 ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
