@@ -161,6 +161,9 @@ LoadedModel load_model(
     c = load_checkpoint(path);
   }
   LoadedModel loaded;
+  if (c.strings.count("config.task") && c.string("config.task") == "lm")
+    throw CheckpointError("checkpoint " + path +
+                          ": holds a language model (ag-train --task lm): ag-generate runs it");
   loaded.task = data::make_task(c.string("config.task"));
   loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
   if (c.strings.count("vocab") && c.strings.at("vocab") != vocabulary_text(loaded.task->vocab()))

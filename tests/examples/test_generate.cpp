@@ -143,14 +143,19 @@ TEST_CASE("ag-generate continues a prompt, with the cache as without it", "[exam
                                       "model's vocabulary and become <unk>: 'Z', 'é'"));
 }
 
-TEST_CASE("ag-generate and ag-train --task lm refuse bad inputs", "[examples][lm]") {
+namespace {
+// `command` fails with exit code `code` and says `message`.
+void refused(const std::string& command, int code, const std::string& message) {
+  const auto result = run(command);
+  INFO(command << "\n" << result.output);
+  CHECK(result.exit_code == code);
+  CHECK_THAT(result.output, Contains(message));
+}
+}  // namespace
+
+TEST_CASE(
+    "ag-generate refuses bad options and files that are not language models", "[examples][lm]") {
   const std::string model = " --model " + trained().model;
-  auto refused = [](const std::string& command, int code, const std::string& message) {
-    const auto result = run(command);
-    INFO(command << "\n" << result.output);
-    CHECK(result.exit_code == code);
-    CHECK_THAT(result.output, Contains(message));
-  };
   refused(generate + model + " --prompt ''", 2, "ag-generate: --prompt is empty");
   refused(generate + model + " --prompt a --max-new -1", 2, "--max-new -1 is negative");
   refused(generate + model + " --prompt a --temperature -1", 2, "--temperature -1.000000 must be");
@@ -169,6 +174,13 @@ TEST_CASE("ag-generate and ag-train --task lm refuse bad inputs", "[examples][lm
               .exit_code == 0);
   refused(generate + " --model " + reverse + " --prompt a", 1,
       "holds a model of task 'reverse', not a language model");
+  // … and ag-predict names the program for a language model.
+  refused(std::string(AG_PREDICT_PATH) + " " + trained().model + " 'a b'", 1,
+      "holds a language model (ag-train --task lm): ag-generate runs it");
+  refused(generate + model + " --prompt a --max-memory 1K", 1, "allowed (--max-memory)");
+}
+
+TEST_CASE("ag-train --task lm refuses bad texts and options", "[examples][lm]") {
   // A text shorter than block_size + 1 tokens in its validation split.
   const std::string short_text = trained().dir.string() + "/short.txt";
   std::ofstream(short_text) << "a short text, far below 17 tokens of validation\n";
@@ -181,5 +193,4 @@ TEST_CASE("ag-generate and ag-train --task lm refuse bad inputs", "[examples][lm
   refused(train + tiny_model + " --text " + trained().text + " --max-memory 64K", 2,
       "ag-train: this run (--num-hiddens 16, --layers 1, --block-size 16, --batch-size 8, "
       "vocabulary 18) needs about");
-  refused(generate + model + " --prompt a --max-memory 1K", 1, "allowed (--max-memory)");
 }

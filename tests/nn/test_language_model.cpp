@@ -80,7 +80,7 @@ TEST_CASE("LanguageModel: names and counts of the parameters", "[nn][lm]") {
   CHECK(tied.num_parameters() == untied.num_parameters() - V * D - V + T * D + 2 * D);
 }
 
-TEST_CASE("LanguageModel: position t does not see later tokens", "[nn][lm]") {
+TEST_CASE("LanguageModel: position t sees the tokens up to t and no later one", "[nn][lm]") {
   for (const Variant& v : variants) {
     SECTION(v.name) {
       manual_seed(5);
@@ -91,6 +91,11 @@ TEST_CASE("LanguageModel: position t does not see later tokens", "[nn][lm]") {
       const Tensor la = model(a), lb = model(b);            // (1, 6, 7)
       CHECK(bit_identical(la.narrow(1, 0, 3), lb.narrow(1, 0, 3)));
       CHECK(max_abs_diff(la.narrow(1, 3, 1), lb.narrow(1, 3, 1)) > 1e-4);
+      // … and does see the earlier ones: another first token changes every later position.
+      const Tensor c = tensor({6, 2, 3, 4, 5, 6}, {1, 6});
+      const Tensor lc = model(c);
+      for (int64_t t = 1; t < 6; ++t)
+        CHECK(max_abs_diff(la.narrow(1, t, 1), lc.narrow(1, t, 1)) > 1e-6);
     }
   }
 }
