@@ -1,19 +1,18 @@
 #include "models/language_model_file.h"
 
-#include <charconv>
-#include <cstdio>
+#include <set>
+#include <utility>
 
-#include "io/safetensors.h"
+#include "io/model_file_format.h"
 
 namespace ag::lm {
 
 namespace {
 
-const char* const kIntegerEntries[] = {"config.vocab_size", "config.num_hiddens",
+// The settings save_model_config writes, by type, as read_model_file reads them.
+const std::set<std::string> kIntegerEntries = {"config.vocab_size", "config.num_hiddens",
     "config.num_heads", "config.num_layers", "config.ffn_num_hiddens", "config.block_size",
     "config.pre_norm", "config.learned_positions", "config.tie_weights"};
-
-bool is_safetensors(const std::string& path) { return path.ends_with(".safetensors"); }
 
 }  // namespace
 
@@ -89,80 +88,19 @@ ModelDescription load_model_config(
   return d;
 }
 
-namespace {
-
-// A safetensors file's metadata as the typed entries load_model_config reads, its tensors under
-// "model.". Strict: an integer entry must be all digits, the dropout a number.
-Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
-  Checkpoint c;
-  c.kind = "model";
-  for (const auto& [name, value] : file.metadata) {
-    const char* begin = value.data();
-    const char* end = begin + value.size();
-    if (name == "config.task" || name == "tokenizer" || name == "vocab") {
-      c.strings[name] = value;
-    } else if (name == "config.dropout") {
-      double real = 0;
-      const auto [stop, error] = std::from_chars(begin, end, real);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a number");
-      c.reals[name] = real;
-    } else if (std::find(std::begin(kIntegerEntries), std::end(kIntegerEntries), name) !=
-               std::end(kIntegerEntries)) {
-      uint64_t integer = 0;
-      const auto [stop, error] = std::from_chars(begin, end, integer);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a whole number");
-      c.integers[name] = integer;
-    }
-  }
-  for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
-  return c;
-}
-
-}  // namespace
-
 SaveResult save_model(const std::string& path, const nn::LanguageModel& model, Tokenizer tokenizer,
     const data::Vocab& vocab, CheckpointFormat format) {
   Checkpoint c;
   c.kind = "model";
   save_model_config(c, model.config, tokenizer, vocab);
-  if (is_safetensors(path)) {
-    ModuleFileOptions options;
-    options.metadata = {{"format", "pt"}};
-    for (const auto& [name, value] : c.strings) options.metadata[name] = value;
-    for (const auto& [name, value] : c.integers) options.metadata[name] = std::to_string(value);
-    char dropout[32];
-    std::snprintf(dropout, sizeof dropout, "%.17g", model.config.dropout);
-    options.metadata["config.dropout"] = dropout;
-    try {
-      return save_safetensors(model, path, options);
-    } catch (const CheckpointError&) {
-      throw;
-    } catch (const IoError& e) {
-      throw CheckpointError(e.what());  // a model file's error type, whatever its format
-    }
-  }
-  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
-  return save_checkpoint(c, path, {format, {}});
+  return save_model_file(path, model, std::move(c), format);
 }
 
 LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes) {
-  const bool safetensors = is_safetensors(path);
-  std::optional<Safetensors> file;
-  Checkpoint c;
-  if (safetensors) {
-    try {
-      file = read_safetensors(path);
-    } catch (const IoError& e) {
-      throw CheckpointError(e.what());
-    }
-    c = model_checkpoint(*file, path);
-  } else {
-    c = load_checkpoint(path);
-  }
+  const ModelFile file = read_model_file(
+      path, kIntegerEntries, {"config.dropout"}, {"config.task", "tokenizer", "vocab"});
+  const Checkpoint& c = file.entries;
+  const bool safetensors = file.safetensors.has_value();
   LoadedModel loaded;
   loaded.description = load_model_config(c, path, /*positional_tables=*/!safetensors);
   try {
@@ -176,7 +114,8 @@ LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_byte
   }
   loaded.model = std::make_shared<nn::LanguageModel>(loaded.description.config);
   if (safetensors)
-    load_safetensors(*loaded.model, *file, path);  // the sinusoid table is the model's own
+    load_safetensors(
+        *loaded.model, *file.safetensors, path);  // the sinusoid table is the model's own
   else
     loaded.model->load_state_dict(c.tensors_under("model"));
   loaded.model->eval();

@@ -1,9 +1,8 @@
 #include "models/model_file.h"
 
-#include <charconv>
-#include <cstdio>
+#include <utility>
 
-#include "io/safetensors.h"
+#include "io/model_file_format.h"
 #include "models/memory.h"
 
 namespace ag::seq2seq {
@@ -100,56 +99,6 @@ TranslationVocabs load_translation_vocabs(
 
 namespace {
 
-bool is_safetensors(const std::string& path) { return path.ends_with(".safetensors"); }
-
-// The configuration entries of `c` as safetensors metadata strings: integers in decimal, reals
-// with the 17 digits that give the same double back.
-std::map<std::string, std::string> config_metadata(const Checkpoint& c) {
-  std::map<std::string, std::string> metadata = {{"format", "pt"}};
-  for (const auto& [name, value] : c.strings) metadata[name] = value;
-  for (const auto& [name, value] : c.integers) metadata[name] = std::to_string(value);
-  for (const auto& [name, value] : c.reals) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", value);
-    metadata[name] = text;
-  }
-  return metadata;
-}
-
-// A safetensors model file as the checkpoint load_model_config reads: its metadata back into
-// typed entries (strictly: a size must be all digits, the dropout a number), its tensors under
-// "model.".
-Checkpoint model_checkpoint(const Safetensors& file, const std::string& path) {
-  Checkpoint c;
-  c.kind = "model";
-  for (const auto& [name, value] : file.metadata) {
-    if (!name.starts_with("config.")) continue;
-    const char* begin = value.data();
-    const char* end = begin + value.size();
-    if (name == "config.task") {
-      c.strings[name] = value;
-    } else if (name == "config.dropout") {
-      double real = 0;
-      const auto [stop, error] = std::from_chars(begin, end, real);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("checkpoint " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a number");
-      c.reals[name] = real;
-    } else {
-      uint64_t integer = 0;
-      const auto [stop, error] = std::from_chars(begin, end, integer);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("checkpoint " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a whole number");
-      c.integers[name] = integer;
-    }
-  }
-  for (const char* name : {"vocab", "vocab.source", "vocab.target"})
-    if (file.metadata.count(name)) c.strings[name] = file.metadata.at(name);
-  for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
-  return c;
-}
-
 // Every token of the task's vocabulary in id order, separated by spaces ("<pad> <bos> <eos> 3 4 …").
 std::string vocabulary_text(const data::TaskVocab& vocab) {
   std::string text;
@@ -172,38 +121,21 @@ SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
     fail<ValueError>("save_model: task '", task, "' ", translation ? "with" : "without",
         " translation vocabularies");
   if (translation) save_translation_vocabs(c, *translation);
-  if (is_safetensors(path)) {
-    ModuleFileOptions options;
-    options.metadata = config_metadata(c);
-    // The vocabulary too, so that a reader without ag can turn ids into tokens.
-    if (!translation) options.metadata["vocab"] = vocabulary_text(data::make_task(task)->vocab());
-    try {
-      return save_safetensors(model, path, options);
-    } catch (const CheckpointError&) {
-      throw;
-    } catch (const IoError& e) {
-      throw CheckpointError(e.what());  // a model file's error type, whatever its format
-    }
-  }
-  for (const auto& [name, t] : model.state_dict()) c.tensors["model." + name] = t;
-  return save_checkpoint(c, path, {format, {}});
+  // A safetensors file carries a toy task's vocabulary too, so that a reader without ag can turn
+  // ids into tokens.
+  if (!translation && is_safetensors_path(path))
+    c.strings["vocab"] = vocabulary_text(data::make_task(task)->vocab());
+  return save_model_file(path, model, std::move(c), format);
 }
 
 LoadedModel load_model(
     const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
-  const bool safetensors = is_safetensors(path);
-  std::optional<Safetensors> file;
-  Checkpoint c;
-  if (safetensors) {
-    try {
-      file = read_safetensors(path);
-    } catch (const IoError& e) {
-      throw CheckpointError(e.what());
-    }
-    c = model_checkpoint(*file, path);
-  } else {
-    c = load_checkpoint(path);
-  }
+  const ModelFile file = read_model_file(path,
+      {"config.vocab_size", "config.target_vocab_size", "config.num_hiddens",
+          "config.ffn_num_hiddens", "config.num_heads", "config.num_layers", "config.num_steps"},
+      {"config.dropout"}, {"config.task", "vocab", "vocab.source", "vocab.target"});
+  const Checkpoint& c = file.entries;
+  const bool safetensors = file.safetensors.has_value();
   LoadedModel loaded;
   if (c.strings.count("config.task") && c.string("config.task") == "lm")
     throw CheckpointError("checkpoint " + path +
@@ -240,7 +172,8 @@ LoadedModel load_model(
   }
   loaded.model = make_transformer(loaded.config);
   if (safetensors)
-    load_safetensors(*loaded.model, *file, path);  // the positional tables are the model's own
+    load_safetensors(
+        *loaded.model, *file.safetensors, path);  // the positional tables are the model's own
   else
     loaded.model->load_state_dict(c.tensors_under("model"));
   loaded.model->eval();

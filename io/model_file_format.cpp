@@ -1,0 +1,88 @@
+#include "io/model_file_format.h"
+
+#include <charconv>
+#include <cstdio>
+#include <map>
+
+namespace ag {
+
+bool is_safetensors_path(const std::string& path) { return path.ends_with(".safetensors"); }
+
+namespace {
+
+// A safetensors file's metadata as typed entries and its tensors under "model.".
+Checkpoint entries_of(const Safetensors& file, const std::string& path,
+    const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
+    const std::set<std::string>& string_names) {
+  Checkpoint c;
+  c.kind = "model";
+  for (const auto& [name, value] : file.metadata) {
+    const char* begin = value.data();
+    const char* end = begin + value.size();
+    if (string_names.count(name)) {
+      c.strings[name] = value;
+    } else if (real_names.count(name)) {
+      double real = 0;
+      const auto [stop, error] = std::from_chars(begin, end, real);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a number");
+      c.reals[name] = real;
+    } else if (integer_names.count(name)) {
+      uint64_t integer = 0;
+      const auto [stop, error] = std::from_chars(begin, end, integer);
+      if (error != std::errc() || stop != end || value.empty())
+        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
+                              "\" is not a whole number");
+      c.integers[name] = integer;
+    }
+  }
+  for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
+  return c;
+}
+
+}  // namespace
+
+ModelFile read_model_file(const std::string& path, const std::set<std::string>& integer_names,
+    const std::set<std::string>& real_names, const std::set<std::string>& string_names) {
+  ModelFile file;
+  if (!is_safetensors_path(path)) {
+    file.entries = load_checkpoint(path);
+    return file;
+  }
+  try {
+    file.safetensors = read_safetensors(path);
+  } catch (const IoError& e) {
+    throw CheckpointError(e.what());  // a model file's error type, whatever its format
+  }
+  file.entries = entries_of(*file.safetensors, path, integer_names, real_names, string_names);
+  return file;
+}
+
+SaveResult save_model_file(const std::string& path, const nn::Module& model, Checkpoint settings,
+    CheckpointFormat format) {
+  settings.kind = "model";
+  if (is_safetensors_path(path)) {
+    ModuleFileOptions options;
+    options.metadata = {{"format", "pt"}};
+    for (const auto& [name, value] : settings.strings) options.metadata[name] = value;
+    for (const auto& [name, value] : settings.integers)
+      options.metadata[name] = std::to_string(value);
+    for (const auto& [name, value] : settings.reals) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.17g", value);
+      options.metadata[name] = text;
+    }
+    try {
+      return save_safetensors(model, path, options);
+    } catch (const CheckpointError&) {
+      throw;
+    } catch (const IoError& e) {
+      throw CheckpointError(e.what());  // a model file's error type, whatever its format
+    }
+  }
+  for (const auto& [name, t] : model.state_dict()) settings.tensors["model." + name] = t;
+  return save_checkpoint(settings, path, {format, {}});
+}
+
+}  // namespace ag
