@@ -1,7 +1,10 @@
-// ag-train — trains a d2l Transformer on a toy sequence task and shows it learning.
+// ag-train — trains a d2l Transformer on a toy sequence task and shows it learning; or d2l's
+// translator on sentence pairs (--task translate), or a language model on text (--task lm).
 //
 //   ag-train                                   # reverse, the default model: ~100% exact sequences
 //   ag-train --task sort --steps 4000
+//   ag-train --task translate [--pairs fra.txt]   # BLEU of greedy and beam search (docs/text.md)
+//   ag-train --task lm [--text FILE...]        # Debian's fortunes by default; then ag-generate
 //   ag-train --checkpoint run.agc              # saves each --checkpoint-every steps and at the end
 //   ag-train --resume run.agc                  # continues exactly where run.agc stopped
 //   ag-train --save-model reverse.agm          # a model-only file for ag-predict
@@ -14,6 +17,9 @@
 // Every --eval-every steps it evaluates on a fixed held-out set (never trained on): the loss, the
 // token accuracy, and the exact-sequence accuracy of greedy decoding, with a few decoded examples.
 // Ctrl-C stops after the current step and, with --checkpoint, saves first.
+//
+// The file reads as three programs sharing their options, checkpoints and reports: train() for
+// the toy tasks, train_translate() and train_lm(); main() parses the options and picks one.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
