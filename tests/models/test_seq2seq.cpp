@@ -103,8 +103,12 @@ TEST_CASE(
   REQUIRE(T >= 3);
   CHECK(a.source.back() == TaskVocab::eos);
   CHECK(a.decoder_input[0] == TaskVocab::bos);
-  // The decoder was fed its own predictions, and they are greedy_decode's.
-  CHECK(std::equal(a.prediction.begin(), a.prediction.end(), a.decoder_input.begin() + 1));
+  // The decoder was fed its own predictions, and they are greedy_decode's. It reads <bos> and then
+  // every prediction but the last: the step that predicts <eos> (T − 1 predictions), or the last
+  // of max_steps, whose prediction is never fed back (T predictions).
+  REQUIRE((a.prediction.size() + 1 == a.decoder_input.size() ||
+           a.prediction.size() == a.decoder_input.size()));
+  CHECK(std::equal(a.decoder_input.begin() + 1, a.decoder_input.end(), a.prediction.begin()));
   Batch one = make_batch({e}, task->source_steps(), task->target_steps());
   CHECK(greedy_decode(*model, one.source, one.source_valid_lens, task->target_steps())[0] ==
         a.prediction);
