@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -531,10 +532,34 @@ void print_run(const Options& o, const seq2seq::ModelConfig& config, const data:
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 }
 
-// A NaN or infinite loss or gradient norm: the run has diverged, and every later step would
-// only spread the NaN through the weights. Stop before the update, so that the last checkpoint
-// saved is the last good state. Exit code 1 (a runtime failure, docs/training.md).
-int diverged(int64_t step, double loss, double grad_norm, const Options& o) {
+// ---- what every task's loop shares ---------------------------------------------------------------
+
+// The step after which this invocation stops: --stop-after, or the run's last.
+int64_t last_step_of(const Options& o, int64_t first_step) {
+  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  if (last_step < first_step)
+    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
+                     " is before the resumed run's next step " + std::to_string(first_step));
+  return last_step;
+}
+
+// After backward: clips the gradients at --clip and updates the weights. A NaN or infinite loss
+// or gradient norm means the run has diverged, and every later step would only spread the NaN
+// through the weights: stop before the update, so that the last checkpoint saved is the last good
+// state — exit code 1 (a runtime failure, docs/training.md) — or, with --skip-nonfinite-steps,
+// skip this update. Returns the exit code when the run must stop.
+std::optional<int> clip_and_update(
+    int64_t step, double loss, nn::Module& model, optim::Optimizer& optimizer, const Options& o) {
+  const double grad_norm = optim::clip_grad_norm(model.parameters(), o.clip);
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) {
+    optimizer.step();
+    return std::nullopt;
+  }
+  if (o.skip_nonfinite) {
+    std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
+        static_cast<long long>(step), loss, grad_norm);
+    return std::nullopt;
+  }
   std::fprintf(stderr,
       "\nag-train: step %lld: the loss is %g and the gradient norm %g: training diverged, "
       "stopped before updating the weights%s. Lower --lr (or --clip), or pass "
@@ -543,6 +568,22 @@ int diverged(int64_t step, double loss, double grad_norm, const Options& o) {
       o.checkpoint.empty() ? ""
                            : ("; " + o.checkpoint + " holds the last checkpoint saved").c_str());
   return 1;
+}
+
+// Ctrl-C: the step's checkpoint is saved (with --checkpoint); exit code 130.
+int interrupted_after(int64_t step, const Options& o) {
+  std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
+      o.checkpoint.empty() ? " (not saved: no --checkpoint)" : ("; saved " + o.checkpoint).c_str());
+  return 130;
+}
+
+// Whether --stop-after ended this invocation before the run's last step (and says so).
+bool stopped_early(int64_t last_step, const Options& o) {
+  if (last_step >= o.steps) return false;
+  std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
+      static_cast<long long>(o.steps),
+      o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
+  return true;
 }
 
 // ---- --task translate: d2l's machine translation (models/translation.h, docs/text.md) ----------
@@ -667,10 +708,7 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
-  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-  if (last_step < first_step)
-    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
-                     " is before the resumed run's next step " + std::to_string(first_step));
+  const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   std::printf(
       "ag-train: task translate, %s: %lld training and %lld held-out pairs, vocabularies %lld "
@@ -694,14 +732,9 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): cross-entropy per valid token
     optimizer.zero_grad();
     loss.backward();
-    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
-    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
-      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
-      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
-          static_cast<long long>(step), loss.item(), grad_norm);
-    } else {
-      optimizer.step();
-    }
+    if (const std::optional<int> exit_code =
+            clip_and_update(step, loss.item(), *model, optimizer, o))
+      return *exit_code;
     scheduler.step();
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
     report.step(step, loss.item(), batch, evaluate_now);
@@ -712,12 +745,7 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     const bool stop = interrupted;
     if (step % checkpoint_every == 0 || step == last_step || stop)
       save_translate_run(step, o, config, vocabs, *model, optimizer, scheduler, stream);
-    if (stop) {
-      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
-          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
-                               : ("; saved " + o.checkpoint).c_str());
-      return 130;
-    }
+    if (stop) return interrupted_after(step, o);
   }
   if (!o.save_model.empty()) {
     report_removed(
@@ -725,12 +753,7 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
             .removed_temp_files);
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
-  if (last_step < o.steps) {
-    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
-        static_cast<long long>(o.steps),
-        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
-    return 0;
-  }
+  if (stopped_early(last_step, o)) return 0;
   std::printf("done: %lld steps in %s; held-out loss %.4f, BLEU-2 greedy %.3f%s\n",
       static_cast<long long>(o.steps), format_duration(report.seconds()).c_str(), last.loss,
       last.bleu_greedy,
@@ -762,10 +785,7 @@ int train(Options o) {
   optim::Scheduler scheduler(optimizer, make_schedule(o, config));
   const int64_t first_step =
       resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
-  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-  if (last_step < first_step)
-    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
-                     " is before the resumed run's next step " + std::to_string(first_step));
+  const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   print_run(o, config, *task, *model);
   Report report(o, first_step, last_step, resumed.has_value());
@@ -777,14 +797,9 @@ int train(Options o) {
         seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
     optimizer.zero_grad();
     loss.backward();  // frees the graph
-    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
-    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
-      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
-      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
-          static_cast<long long>(step), loss.item(), grad_norm);
-    } else {
-      optimizer.step();
-    }
+    if (const std::optional<int> exit_code =
+            clip_and_update(step, loss.item(), *model, optimizer, o))
+      return *exit_code;
     scheduler.step();  // the learning rate of the next step
 
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
@@ -794,12 +809,7 @@ int train(Options o) {
     const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
     if (step % checkpoint_every == 0 || step == last_step || stop)
       save_run(step, o, config, *model, optimizer, scheduler, stream);
-    if (stop) {
-      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
-          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
-                               : ("; saved " + o.checkpoint).c_str());
-      return 130;
-    }
+    if (stop) return interrupted_after(step, o);
   }
 
   const double seconds = report.seconds();
@@ -811,12 +821,7 @@ int train(Options o) {
   report.plot();
   if (!o.attention_png.empty())
     write_attention_png(o.attention_png, *model, *task, held_out, o.attention_example);
-  if (last_step < o.steps) {
-    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
-        static_cast<long long>(o.steps),
-        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
-    return 0;
-  }
+  if (stopped_early(last_step, o)) return 0;
   report.summary(seconds);
   return 0;
 }
@@ -1064,10 +1069,7 @@ int train_lm(Options o, LMOptions lmo) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
-  const int64_t last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-  if (last_step < first_step)
-    throw ValueError("--stop-after " + std::to_string(o.stop_after) +
-                     " is before the resumed run's next step " + std::to_string(first_step));
+  const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   std::printf(
       "ag-train: task lm, %s (%lld file%s, %lld characters), %s tokens: vocabulary %lld, "
@@ -1102,14 +1104,9 @@ int train_lm(Options o, LMOptions lmo) {
     Tensor loss = lm::lm_loss(*model, batch.inputs, batch.labels);  // (): mean CE per token
     optimizer.zero_grad();
     loss.backward();  // frees the graph
-    const double grad_norm = optim::clip_grad_norm(model->parameters(), o.clip);
-    if (!std::isfinite(loss.item()) || !std::isfinite(grad_norm)) {
-      if (!o.skip_nonfinite) return diverged(step, loss.item(), grad_norm, o);
-      std::fprintf(stderr, "\nag-train: step %lld skipped: loss %g, gradient norm %g\n",
-          static_cast<long long>(step), loss.item(), grad_norm);
-    } else {
-      optimizer.step();
-    }
+    if (const std::optional<int> exit_code =
+            clip_and_update(step, loss.item(), *model, optimizer, o))
+      return *exit_code;
     scheduler.step();  // the learning rate of the next step
 
     if (loss_log)
@@ -1153,12 +1150,7 @@ int train_lm(Options o, LMOptions lmo) {
       put_generator(c, "data", data_generator.state());
       write_run(c, step, o);
     }
-    if (stop) {
-      std::printf("\ninterrupted after step %lld%s\n", static_cast<long long>(step),
-          o.checkpoint.empty() ? " (not saved: no --checkpoint)"
-                               : ("; saved " + o.checkpoint).c_str());
-      return 130;
-    }
+    if (stop) return interrupted_after(step, o);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!o.save_model.empty()) {
@@ -1167,12 +1159,7 @@ int train_lm(Options o, LMOptions lmo) {
     std::printf("saved the model to %s (ag-generate --model %s --prompt TEXT)\n",
         o.save_model.c_str(), o.save_model.c_str());
   }
-  if (last_step < o.steps) {
-    std::printf("stopped after step %lld of %lld%s\n", static_cast<long long>(last_step),
-        static_cast<long long>(o.steps),
-        o.checkpoint.empty() ? "" : ("; continue with --resume " + o.checkpoint).c_str());
-    return 0;
-  }
+  if (stopped_early(last_step, o)) return 0;
   std::printf(
       "done: %lld steps in %s; validation loss %.4f, perplexity %.2f, %.3f bits per "
       "character\n",
