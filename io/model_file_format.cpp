@@ -59,6 +59,13 @@ ModelFile read_model_file(const std::string& path, const std::set<std::string>& 
   return file;
 }
 
+void load_model_weights(nn::Module& model, const ModelFile& file, const std::string& path) {
+  if (file.safetensors)
+    load_safetensors(model, *file.safetensors, path);
+  else
+    model.load_state_dict(file.entries.tensors_under("model"));
+}
+
 SaveResult save_model_file(const std::string& path, const nn::Module& model, Checkpoint settings,
     CheckpointFormat format) {
   settings.kind = "model";

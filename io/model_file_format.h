@@ -31,6 +31,11 @@ struct ModelFile {
 ModelFile read_model_file(const std::string& path, const std::set<std::string>& integer_names,
     const std::set<std::string>& real_names, const std::set<std::string>& string_names);
 
+// Loads the weights of `file` into `model`, strictly (every name, shape and dtype must match):
+// from the safetensors file by name (buffers a safetensors file leaves out, such as positional
+// tables, stay the model's own), or from the entries under "model.".
+void load_model_weights(nn::Module& model, const ModelFile& file, const std::string& path);
+
 // Writes `settings` (its strings, integers and reals; integers in decimal and reals with the 17
 // digits that give the same double back, when they become metadata) and the weights of `model`,
 // atomically. Any failure is a CheckpointError. `format` applies to ag's format only.

@@ -100,9 +100,8 @@ LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_byte
   const ModelFile file = read_model_file(
       path, kIntegerEntries, {"config.dropout"}, {"config.task", "tokenizer", "vocab"});
   const Checkpoint& c = file.entries;
-  const bool safetensors = file.safetensors.has_value();
   LoadedModel loaded;
-  loaded.description = load_model_config(c, path, /*positional_tables=*/!safetensors);
+  loaded.description = load_model_config(c, path, /*positional_tables=*/!file.safetensors);
   try {
     seq2seq::check_memory(estimate_inference_bytes(loaded.description.config),
         max_bytes ? *max_bytes : seq2seq::available_memory_bytes(),
@@ -113,11 +112,7 @@ LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_byte
     throw CheckpointError("model file " + path + ": " + e.what());
   }
   loaded.model = std::make_shared<nn::LanguageModel>(loaded.description.config);
-  if (safetensors)
-    load_safetensors(
-        *loaded.model, *file.safetensors, path);  // the sinusoid table is the model's own
-  else
-    loaded.model->load_state_dict(c.tensors_under("model"));
+  load_model_weights(*loaded.model, file, path);
   loaded.model->eval();
   return loaded;
 }

@@ -135,12 +135,11 @@ LoadedModel load_model(
           "config.ffn_num_hiddens", "config.num_heads", "config.num_layers", "config.num_steps"},
       {"config.dropout"}, {"config.task", "vocab", "vocab.source", "vocab.target"});
   const Checkpoint& c = file.entries;
-  const bool safetensors = file.safetensors.has_value();
   LoadedModel loaded;
   if (c.strings.count("config.task") && c.string("config.task") == "lm")
     throw CheckpointError("checkpoint " + path +
                           ": holds a language model (ag-train --task lm): ag-generate runs it");
-  loaded.config = load_model_config(c, path, /*positional_tables=*/!safetensors);
+  loaded.config = load_model_config(c, path, /*positional_tables=*/!file.safetensors);
   int64_t source_steps = 0, target_steps = 0;
   if (c.string("config.task") == kTranslateTask) {
     loaded.translation = load_translation_vocabs(c, loaded.config, path);
@@ -171,11 +170,7 @@ LoadedModel load_model(
     throw CheckpointError("checkpoint " + path + ": " + e.what());
   }
   loaded.model = make_transformer(loaded.config);
-  if (safetensors)
-    load_safetensors(
-        *loaded.model, *file.safetensors, path);  // the positional tables are the model's own
-  else
-    loaded.model->load_state_dict(c.tensors_under("model"));
+  load_model_weights(*loaded.model, file, path);
   loaded.model->eval();
   return loaded;
 }
