@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/ops.h"
@@ -18,6 +19,9 @@ std::atomic<uint64_t> next_sequence_nr{0};
 std::atomic<int64_t> live_nodes{0};
 thread_local std::vector<BackwardObserver> backward_observers;
 thread_local bool anomaly_mode_enabled = false;
+// The callbacks queued (queue_backward_callback) for the backward pass running on this thread;
+// null outside backward.
+thread_local std::vector<std::function<void()>>* queued_backward_callbacks = nullptr;
 }  // namespace
 
 bool GradMode::is_enabled() { return grad_mode_enabled; }
@@ -126,31 +130,64 @@ HookHandle Tensor::register_hook(GradHook hook) const {
   return handle;
 }
 
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  if (!hook) throw ValueError("register_post_accumulate_grad_hook: the hook is an empty function");
+  if (!requires_grad() || grad_fn())
+    fail<AutogradError>("register_post_accumulate_grad_hook: the tensor of shape ",
+        shape_str(shape()), " is not a leaf that requires grad (",
+        grad_fn() ? "it is the output of '" + std::string(grad_fn()->name()) + "'"
+                  : std::string("requires_grad is false"),
+        "); only leaves accumulate a .grad");
+  static std::atomic<uint64_t> next_hook_id{1};
+  HookHandle handle;
+  handle.id_ = next_hook_id.fetch_add(1, std::memory_order_relaxed);
+  impl().post_accumulate_grad_hooks.push_back({handle.id_, std::move(hook)});
+  handle.leaf_ = impl_;
+  handle.post_accumulate_ = true;
+  return handle;
+}
+
 namespace {
-bool erase_hook(std::vector<GradHookEntry>& hooks, uint64_t id) {
-  auto it =
-      std::find_if(hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+template <typename Entry>
+bool erase_hook(std::vector<Entry>& hooks, uint64_t id) {
+  auto it = std::find_if(hooks.begin(), hooks.end(), [id](const Entry& h) { return h.id == id; });
   if (it == hooks.end()) return false;
   hooks.erase(it);
   return true;
 }
-bool has_hook(const std::vector<GradHookEntry>& hooks, uint64_t id) {
-  return std::any_of(
-      hooks.begin(), hooks.end(), [id](const GradHookEntry& h) { return h.id == id; });
+template <typename Entry>
+bool has_hook(const std::vector<Entry>& hooks, uint64_t id) {
+  return std::any_of(hooks.begin(), hooks.end(), [id](const Entry& h) { return h.id == id; });
 }
 }  // namespace
 
 void HookHandle::remove() {
-  if (auto leaf = leaf_.lock()) erase_hook(leaf->grad_hooks, id_);
+  if (auto leaf = leaf_.lock()) {
+    if (post_accumulate_)
+      erase_hook(leaf->post_accumulate_grad_hooks, id_);
+    else
+      erase_hook(leaf->grad_hooks, id_);
+  }
   if (auto node = node_.lock()) erase_hook(node->grad_hooks_, id_);
   leaf_.reset();
   node_.reset();
 }
 
 bool HookHandle::active() const {
-  if (auto leaf = leaf_.lock()) return has_hook(leaf->grad_hooks, id_);
+  if (auto leaf = leaf_.lock())
+    return post_accumulate_ ? has_hook(leaf->post_accumulate_grad_hooks, id_)
+                            : has_hook(leaf->grad_hooks, id_);
   if (auto node = node_.lock()) return has_hook(node->grad_hooks_, id_);
   return false;
+}
+
+void queue_backward_callback(std::function<void()> callback) {
+  if (!callback) throw ValueError("queue_backward_callback: the callback is an empty function");
+  if (!queued_backward_callbacks)
+    fail<AutogradError>(
+        "queue_backward_callback: no backward pass is running on this thread "
+        "(call it from a hook or a backward function)");
+  queued_backward_callbacks->push_back(std::move(callback));
 }
 
 // ---- anomaly checks -----------------------------------------------------------------------------
@@ -367,6 +404,14 @@ Tensor run_hooks(const std::vector<GradHookEntry>& registered, Tensor grad, cons
   return grad;
 }
 
+// Runs a leaf's post-accumulate-grad hooks (Tensor::register_post_accumulate_grad_hook).
+void run_post_accumulate_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  if (leaf->post_accumulate_grad_hooks.empty()) return;
+  const std::vector<PostAccumulateGradHookEntry> hooks = leaf->post_accumulate_grad_hooks;
+  const Tensor tensor(leaf);
+  for (const PostAccumulateGradHookEntry& hook : hooks) hook.fn(tensor);
+}
+
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
@@ -388,11 +433,30 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   }
   NoGradGuard no_grad;  // backward functions record nothing
 
+  // Callbacks queued during this pass (queue_backward_callback) run once it has finished; an
+  // enclosing pass (a hook may call backward) keeps its own.
+  std::vector<std::function<void()>> callbacks;
+  struct CallbackQueueScope {
+    std::vector<std::function<void()>>* enclosing = queued_backward_callbacks;
+    explicit CallbackQueueScope(std::vector<std::function<void()>>* queue) {
+      queued_backward_callbacks = queue;
+    }
+    ~CallbackQueueScope() { queued_backward_callbacks = enclosing; }
+  } callback_queue_scope(&callbacks);
+  auto run_queued_callbacks = [&callbacks] {
+    for (std::size_t i = 0; i < callbacks.size(); ++i) {  // a callback may queue another
+      std::function<void()> callback = std::move(callbacks[i]);
+      callback();
+    }
+  };
+
   if (root.is_leaf()) {
     TensorImpl& leaf = *root.impl_ptr();
     if (!leaf.grad_hooks.empty())
       seed = run_hooks(leaf.grad_hooks, std::move(seed), leaf.shape, leaf.dtype, "a leaf");
     accumulate(leaf.grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf");
+    run_post_accumulate_hooks(root.impl_ptr());
+    run_queued_callbacks();
     return;
   }
 
@@ -418,13 +482,23 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   std::sort(nodes.begin(), nodes.end(),
       [](const auto& a, const auto& b) { return a->sequence_nr() > b->sequence_nr(); });
 
+  // Leaves with post-accumulate-grad hooks: the position in `nodes` of the last node with an edge
+  // to each, after which its .grad is complete for this pass (found only if such leaves exist).
+  std::unordered_map<TensorImpl*, std::size_t> last_sender;
+  for (std::size_t n = 0; n < nodes.size(); ++n)
+    for (const Edge& edge : nodes[n]->inputs())
+      if (edge.leaf && !edge.leaf->post_accumulate_grad_hooks.empty())
+        last_sender[edge.leaf.get()] = n;
+  std::unordered_set<TensorImpl*> received;  // of those, the ones this pass sent a gradient
+
   // Leaves with hooks collect their gradient here first, in the order backward first reaches
   // them, so that each hook sees the leaf's whole gradient once, after the last node has run.
   std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> hooked_leaves;
 
   root.grad_fn()->pending_grad_ = std::move(seed);
   try {
-    for (const std::shared_ptr<Node>& node : nodes) {
+    for (std::size_t n = 0; n < nodes.size(); ++n) {
+      const std::shared_ptr<Node>& node = nodes[n];
       Tensor grad_output = std::move(node->pending_grad_);
       node->pending_grad_ = Tensor();
       if (grad_output.defined()) {
@@ -465,6 +539,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           } else if (edge.leaf->grad_hooks.empty()) {
             accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
                 node->name(), i, "leaf");
+            if (!last_sender.empty()) received.insert(edge.leaf.get());
           } else {
             auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
                 [&](const auto& entry) { return entry.first == edge.leaf; });
@@ -473,6 +548,16 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
             accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
                 node->name(), i, "leaf");
           }
+        }
+      }
+      if (!last_sender.empty()) {
+        // A leaf whose last sender this node was has its whole gradient now (unless gradient
+        // hooks defer its accumulation to the end of the pass).
+        for (const Edge& edge : node->inputs()) {
+          auto last = edge.leaf ? last_sender.find(edge.leaf.get()) : last_sender.end();
+          if (last == last_sender.end() || last->second != n) continue;
+          last_sender.erase(last);  // once, even if the node uses the leaf twice (x * x)
+          if (received.count(edge.leaf.get())) run_post_accumulate_hooks(edge.leaf);
         }
       }
       if (!retain_graph) {
@@ -488,7 +573,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           run_hooks(leaf->grad_hooks, Tensor(std::move(grad)), leaf->shape, leaf->dtype, "a leaf");
       accumulate(
           leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0, "leaf");
+      run_post_accumulate_hooks(leaf);
     }
+    run_queued_callbacks();
   } catch (...) {
     for (const std::shared_ptr<Node>& node : nodes) node->pending_grad_ = Tensor();
     throw;

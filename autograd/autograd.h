@@ -191,6 +191,14 @@ class BackwardObserverGuard {
   BackwardObserverGuard& operator=(const BackwardObserverGuard&) = delete;
 };
 
+// Queues `callback` to run once the backward pass now running has finished — after every node's
+// backward function and every hook — as PyTorch's Variable._execution_engine.queue_callback.
+// Callable only from inside a backward pass (a hook or a backward function; AutogradError
+// otherwise); callbacks run in the order queued, and a callback may queue another. If backward
+// throws, queued callbacks do not run. Data-parallel training queues one to wait for its last
+// gradient averages before backward() returns.
+void queue_backward_callback(std::function<void()> callback);
+
 namespace detail {
 // Records `op` as producing `output` from `inputs` (built-in ops). Same contract as make_op: the
 // first form for a backward function that reads no tensor of the forward (add's reads only

@@ -32,6 +32,13 @@ struct GradHookEntry {
   uint64_t id;  // what a HookHandle removes it by
   GradHook fn;
 };
+// A post-accumulate-grad hook (see Tensor::register_post_accumulate_grad_hook): called with the
+// leaf itself once backward has finished adding to its .grad.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+struct PostAccumulateGradHookEntry {
+  uint64_t id;  // what a HookHandle removes it by
+  PostAccumulateGradHook fn;
+};
 
 // A flat, 64-byte aligned buffer. Views of a tensor share one Storage, and with it the version
 // counter of its data: every in-place write through any of them bumps it (PyTorch's `_version`),
@@ -66,9 +73,10 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;       // accumulated gradient of a leaf
   std::string name;                       // optional label: parameter names, graph dumps
   std::vector<GradHookEntry> grad_hooks;  // hooks of a leaf (an op output's live in its grad_fn)
+  std::vector<PostAccumulateGradHookEntry> post_accumulate_grad_hooks;  // leaves only
 };
 
-// Returned by Tensor::register_hook; remove() unregisters the hook (a no-op if it is already
+// Returned by Tensor::register_hook and register_post_accumulate_grad_hook; remove() unregisters the hook (a no-op if it is already
 // removed or its tensor is gone). Dropping the handle keeps the hook.
 class HookHandle {
  public:
@@ -82,6 +90,7 @@ class HookHandle {
   std::weak_ptr<TensorImpl> leaf_;  // the leaf that holds the hook, or
   std::weak_ptr<Node> node_;        // the grad_fn of the op output that holds it
   uint64_t id_ = 0;
+  bool post_accumulate_ = false;  // a leaf's post-accumulate-grad hook, not a gradient hook
 };
 
 class Tensor {
@@ -146,6 +155,15 @@ class Tensor {
   //   HookHandle h = x.register_hook([](const Tensor& g) { return g * 2.0; });  // doubles x's grad
   //   h.remove();
   HookHandle register_hook(GradHook hook) const;
+  // Registers `hook`, as PyTorch's Tensor.register_post_accumulate_grad_hook: on a leaf that
+  // requires grad (AutogradError otherwise), it is called with the leaf once a backward pass has
+  // added everything that pass sends it to .grad — as soon as the last op that uses the leaf has
+  // run its backward, while backward goes on with the rest of the graph. A pass that sends the
+  // leaf no gradient does not call it. This is what lets data-parallel training start averaging
+  // a layer's gradients while backward is still computing those of the layers before it
+  // (ag::dist::DistributedDataParallel). Runs with grad mode off; may read and write leaf.grad().
+  //   w.register_post_accumulate_grad_hook([](const Tensor& w) { w.grad().mul_(0.5); });
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
 
   const std::string& name() const { return impl().name; }
   Tensor& set_name(std::string name);

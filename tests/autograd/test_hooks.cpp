@@ -2,6 +2,7 @@
 // a defined return value replaces it, and the handle removes the hook.
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -137,4 +138,133 @@ TEST_CASE("register_hook needs a tensor that requires grad", "[autograd][hooks]"
       WhatContains({"register_hook", "[2,2]"}));
   Tensor y = ones({1}).requires_grad_();
   CHECK_THROWS_AS(y.register_hook(nullptr), ValueError);
+}
+
+// ---- register_post_accumulate_grad_hook and queue_backward_callback ----------------------------
+
+TEST_CASE("a post-accumulate hook sees a leaf's whole .grad once, summed over all its uses",
+    "[autograd][hooks]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  Tensor a = tensor({3.0, 4.0}, float64);
+  int calls = 0;
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    ++calls;
+    seen = values(leaf.grad());
+  });
+  // Three uses in three ops, far apart in the graph: d/dw = a + 2w + 1.
+  Tensor y = (w * a).sum() + (w * w).sum() * 1.0 + w.sum();
+  y.backward();
+  CHECK(calls == 1);
+  CHECK(seen == std::vector<double>{6.0, 9.0});
+  // A second pass adds to .grad first, then calls the hook with the sum.
+  (w * 2.0).sum().backward();
+  CHECK(calls == 2);
+  CHECK(seen == std::vector<double>{8.0, 11.0});
+}
+
+TEST_CASE("a post-accumulate hook runs as soon as its leaf is done, before earlier layers",
+    "[autograd][hooks]") {
+  // x -> (w1) -> (w2) -> loss: backward reaches w2 first; w1's gradient does not exist yet when
+  // w2's hook runs, which is what lets data-parallel training overlap communication.
+  Tensor x = tensor({1.0, 2.0}, float64);
+  Tensor w1 = tensor({0.5, -1.0}, float64).requires_grad_();
+  Tensor w2 = tensor({2.0, 3.0}, float64).requires_grad_();
+  std::vector<std::string> order;
+  bool w1_grad_existed_at_w2_hook = true;
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w1"); });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) {
+    order.push_back("w2");
+    w1_grad_existed_at_w2_hook = w1.grad().defined();
+  });
+  (tanh(x * w1) * w2).sum().backward();
+  CHECK(order == std::vector<std::string>{"w2", "w1"});
+  CHECK_FALSE(w1_grad_existed_at_w2_hook);
+}
+
+TEST_CASE("a post-accumulate hook may change .grad, and sees what register_hook made of it",
+    "[autograd][hooks]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  w.register_hook([](const Tensor& g) { return g * 10.0; });
+  std::vector<double> seen;
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    seen = values(leaf.grad());
+    leaf.grad().mul_(0.5);
+  });
+  (w * 3.0).sum().backward();
+  CHECK(seen == std::vector<double>{30.0, 30.0});
+  CHECK(values(w.grad()) == std::vector<double>{15.0, 15.0});
+}
+
+TEST_CASE("a post-accumulate hook is not called when a pass sends its leaf no gradient",
+    "[autograd][hooks]") {
+  Tensor w = tensor({1.0}, float64).requires_grad_();
+  Tensor v = tensor({2.0}, float64).requires_grad_();
+  int w_calls = 0;
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { ++w_calls; });
+  // An op whose backward returns no gradient for w (as an integer index would get none).
+  Tensor out = make_op(
+      "ignores_first", (w * v).detach(), {w, v}, [](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {Tensor(), g};
+      });
+  out.sum().backward();
+  CHECK(w_calls == 0);
+  CHECK_FALSE(w.grad().defined());
+  // Backward from the leaf itself calls it.
+  w.backward(ones({1}, float64));
+  CHECK(w_calls == 1);
+}
+
+TEST_CASE("post-accumulate hooks: removal, and refusal on what is not a leaf requiring grad",
+    "[autograd][hooks]") {
+  Tensor w = tensor({1.0}, float64).requires_grad_();
+  int calls = 0;
+  HookHandle handle = w.register_post_accumulate_grad_hook([&](const Tensor&) { ++calls; });
+  HookHandle gradient_hook = w.register_hook([](const Tensor&) { return Tensor(); });
+  CHECK(handle.active());
+  handle.remove();
+  CHECK_FALSE(handle.active());
+  CHECK(gradient_hook.active());  // removing one kind leaves the other
+  (w * 2.0).sum().backward();
+  CHECK(calls == 0);
+
+  CHECK_THROWS_MATCHES(tensor({1.0}).register_post_accumulate_grad_hook([](const Tensor&) {}),
+      AutogradError, WhatContains({"register_post_accumulate_grad_hook", "[1]", "not a leaf"}));
+  Tensor y = w * 2.0;
+  CHECK_THROWS_MATCHES(y.register_post_accumulate_grad_hook([](const Tensor&) {}), AutogradError,
+      WhatContains({"register_post_accumulate_grad_hook", "output of 'mul_scalar'"}));
+  CHECK_THROWS_AS(w.register_post_accumulate_grad_hook(nullptr), ValueError);
+}
+
+TEST_CASE(
+    "queue_backward_callback runs after every hook of the pass, in order", "[autograd][hooks]") {
+  Tensor w1 = tensor({1.0}, float64).requires_grad_();
+  Tensor w2 = tensor({2.0}, float64).requires_grad_();
+  std::vector<std::string> events;
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("w2");
+    queue_backward_callback([&] {
+      events.push_back("first callback");
+      queue_backward_callback([&] { events.push_back("queued by a callback"); });
+    });
+    queue_backward_callback([&] { events.push_back("second callback"); });
+  });
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) { events.push_back("w1"); });
+  (exp(w1 * 3.0) * w2).sum().backward();
+  CHECK(events == std::vector<std::string>{
+                      "w2", "w1", "first callback", "second callback", "queued by a callback"});
+
+  // Outside a backward pass there is nothing to queue on.
+  CHECK_THROWS_MATCHES(queue_backward_callback([] {}), AutogradError,
+      WhatContains({"queue_backward_callback", "no backward pass"}));
+
+  // A pass that throws drops its callbacks.
+  bool ran = false;
+  Tensor bad = make_op("throws", w1.detach(), {w1}, [&](const Tensor&, const NeedsGrad&) -> Grads {
+    queue_backward_callback([&] { ran = true; });
+    throw ValueError("backward of 'throws' failed");
+  });
+  CHECK_THROWS_AS(bad.sum().backward(), ValueError);
+  CHECK_FALSE(ran);
+  CHECK_THROWS_AS(queue_backward_callback([] {}), AutogradError);  // the queue is gone with it
 }
