@@ -129,10 +129,10 @@ struct DdpOptions {
 
 // What the last synchronised backward pass communicated.
 struct DdpStats {
-  int64_t buckets = 0;          // all-reduces started
-  int64_t bytes = 0;            // gradient bytes each rank contributed
-  double wait_seconds = 0;      // time spent blocked in MPI_Wait at the end of backward
-  double overlap_seconds = 0;   // time from the first all-reduce's start to the end of backward
+  int64_t buckets = 0;         // all-reduces started
+  int64_t bytes = 0;           // gradient bytes each rank contributed
+  double wait_seconds = 0;     // time spent blocked in MPI_Wait at the end of backward
+  double overlap_seconds = 0;  // time from the first all-reduce's start to the end of backward
 };
 
 // Data-parallel training of `module` (see the top of this file). The constructor broadcasts
@@ -180,15 +180,16 @@ class DistributedDataParallel {
   void reset_pass();
 
   nn::Module& module_;
-  std::vector<std::string> names_;   // of the parameters, in registration order
-  std::vector<Tensor> parameters_;   // that require grad, in registration order
+  std::vector<std::string> names_;  // of the parameters, in registration order
+  std::vector<Tensor> parameters_;  // that require grad, in registration order
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter index -> bucket
+  std::vector<char> ready_;             // parameter index -> its gradient is complete this pass
   std::vector<HookHandle> hooks_;
   bool sync_enabled_ = true;
-  bool pass_started_ = false;        // a hook ran in the current backward pass
-  std::size_t next_bucket_ = 0;      // the next bucket to start (they start in order)
-  double pass_first_launch_ = 0;     // MPI_Wtime of the first all-reduce of the pass
+  bool pass_started_ = false;     // a hook ran in the current backward pass
+  std::size_t next_bucket_ = 0;   // the next bucket to start (they start in order)
+  double pass_first_launch_ = 0;  // MPI_Wtime of the first all-reduce of the pass
   DdpStats stats_;
 };
 

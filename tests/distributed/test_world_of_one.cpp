@@ -1,0 +1,64 @@
+// ag::dist without mpirun: a world of one rank, in which the collectives are the identity, and
+// the helpers that need no MPI at all.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "autograd/ops.h"
+#include "distributed/distributed.h"
+#include "nn/layers.h"
+#include "what_contains.h"
+
+using namespace ag;
+
+TEST_CASE("without mpirun: a world of one, and collectives that change nothing",
+    "[distributed]") {
+  CHECK_FALSE(dist::initialized());
+  CHECK(dist::rank() == 0);
+  CHECK(dist::world_size() == 1);
+  CHECK(dist::local_size() == 1);
+  CHECK(dist::all_reduce_sum(2.5) == 2.5);
+  CHECK(dist::all_reduce_sum(int64_t{7}) == 7);
+  Tensor t = tensor({1.0, 2.0});
+  dist::all_reduce_sum(t);
+  dist::broadcast(t, 0);
+  dist::barrier();
+  CHECK(t.to_vector<float>() == std::vector<float>{1.0f, 2.0f});
+  nn::Linear linear(2, 2);
+  CHECK_THROWS_MATCHES(dist::DistributedDataParallel(linear), dist::DistributedError,
+      WhatContains({"DistributedDataParallel", "MPI is not initialised", "mpirun"}));
+}
+
+TEST_CASE("rows_of_rank: disjoint slices that cover the batch", "[distributed]") {
+  for (int world : {1, 2, 3, 4, 8})
+    for (int64_t rows : {8, 9, 31, 64}) {
+      if (rows < world) continue;
+      int64_t next = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        const dist::RowRange range = dist::rows_of_rank(rows, rank, world);
+        CHECK(range.begin == next);
+        CHECK((range.size() == rows / world || range.size() == rows / world + 1));
+        next = range.end;
+      }
+      CHECK(next == rows);
+    }
+  CHECK(dist::rows_of_rank(64, 1, 2).begin == 32);
+  CHECK(dist::rows_of_rank(9, 0, 2).size() == 5);  // the first ranks take the remainder
+  CHECK_THROWS_MATCHES(dist::rows_of_rank(3, 0, 4), ValueError,
+      WhatContains({"a global batch of 3 rows", "4 ranks"}));
+  CHECK_THROWS_MATCHES(
+      dist::rows_of_rank(8, 2, 2), ValueError, WhatContains({"rank 2", "world of 2"}));
+}
+
+TEST_CASE("rank_seed: rank 0 keeps the seed, the others get distinct ones", "[distributed]") {
+  CHECK(dist::rank_seed(42, 0) == 42);
+  std::set<uint64_t> seeds;
+  for (int rank = 0; rank < 64; ++rank) seeds.insert(dist::rank_seed(42, rank));
+  CHECK(seeds.size() == 64);
+  CHECK(dist::rank_seed(42, 1) != dist::rank_seed(43, 1));
+}
+
+TEST_CASE("the thread budget of a world of one is the machine's hardware threads",
+    "[distributed]") {
+  CHECK_NOTHROW(dist::check_thread_budget(1, false));
+}
