@@ -22,6 +22,8 @@ packages=(
   graphviz        # dot: ag-attention-graph --png renders graphs; tests/examples checks the PNG
   clang-format-14 # the C++ format (.clang-format); scripts/test.sh runs scripts/format.sh --check
   fortunes        # /usr/share/games/fortunes: the English text ag-train --task lm trains on by default
+  libopenmpi-dev  # MPI for ag::distributed: data-parallel training (mpirun -np 2 ag-train ...)
+  openmpi-bin     # mpirun
 )
 
 missing=()
