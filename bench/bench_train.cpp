@@ -37,6 +37,27 @@
 // larger loops; OpenBLAS itself stays on one thread).
 // Each config runs in its own process so that the peak RSS is that config's alone
 // (bench/compare_train.sh runs them). --json prints one JSON object on one line.
+//
+// Data parallel (built with ag::distributed, i.e. where CMake found MPI), under mpirun:
+//
+//   mpirun -np 2 ag-bench-train --config tiny|small|medium --threads 1 [--compare-no-sync] [--json]
+//
+// Each rank builds the same model (manual_seed(0)) and the same pool of global batches, takes
+// rows_of_rank(batch, rank, world) of every batch, and trains through DistributedDataParallel
+// (gradients averaged over the ranks in buckets, overlapped with backward): the step is the same
+// train_step on B/N rows. Every step starts after a barrier and its time is the slowest rank's,
+// so the ranks agree on the median. Rank 0 prints (impl "ag-ddp"): world_size, the global and its
+// own per-rank batch, ms/step, the time blocked waiting for the all-reduce at the end of backward
+// (DdpStats::wait_seconds, mean over the timed steps and the ranks: comm_wait_ms) and from the
+// first bucket's start to the end of backward (overlap_ms), buckets and gradient bytes, tokens/s
+// of the global batch, the loss as the ranks' mean, rank 0's peak RSS, and the MFU against the sum
+// of the ranks' sgemm peaks (measured by all ranks at once). --compare-no-sync times as many steps
+// again with every backward under no_sync: the ranks' compute, side by side, without the
+// all-reduce (ms_per_step_no_sync); ms_per_step minus that is what communication costs a step.
+// The thread budget is enforced: ranks on this machine × --threads ≤ its hardware threads.
+// MPI starts only when mpirun launched the process (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK
+// set); a plain run, or a world of one rank, is the single-process benchmark above, unchanged.
+// bench/compare_distributed.sh compares it with 1 process and with PyTorch's DDP.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -54,6 +75,12 @@
 #include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
+#ifdef AG_BENCH_DISTRIBUTED
+#include <cstdlib>
+#include <optional>
+
+#include "distributed/distributed.h"
+#endif
 
 namespace {
 
@@ -188,7 +215,8 @@ void time_steps(Result& r, int64_t warmup, int64_t steps, Step&& step) {
       double(allocator_stats().system_allocations - system_allocations_at_start) / double(steps);
 }
 
-Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
+// The model of a seq2seq config, built after manual_seed(0): the same weights in every process.
+std::shared_ptr<nn::EncoderDecoder> make_model(const Config& c) {
   manual_seed(0);
   seq2seq::ModelConfig mc;
   mc.vocab_size = c.vocab;
@@ -199,8 +227,12 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   mc.dropout = 0.1;
   auto model = seq2seq::make_transformer(mc);
   model->train();
-  optim::Adam optimizer(model->parameters(), 0.005);
+  return model;
+}
 
+// The pool of 8 batches of a seq2seq config (see the top of the file); each from its own seeded
+// stream, so every process builds the same pool.
+std::vector<data::Batch> make_batches(const Config& c) {
   std::vector<data::Batch> batches;
   if (c.name == "tiny") {
     auto task = data::make_task("reverse");
@@ -216,6 +248,13 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
     Generator gen(1);
     for (int i = 0; i < 8; ++i) batches.push_back(random_batch(c, gen));
   }
+  return batches;
+}
+
+Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
+  auto model = make_model(c);
+  optim::Adam optimizer(model->parameters(), 0.005);
+  const std::vector<data::Batch> batches = make_batches(c);
 
   Result r;
   r.parameters = model->num_parameters();
@@ -228,6 +267,91 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   });
   return r;
 }
+
+#ifdef AG_BENCH_DISTRIBUTED
+// ---- data parallel, under mpirun (see "Data parallel" at the top of the file) ----
+
+// What a data-parallel run measures beyond a single process's Result.
+struct DistributedResult {
+  Result steps;                 // seconds: each step's slowest rank; losses: the ranks' mean
+  std::vector<double> no_sync;  // --compare-no-sync: the same steps without the all-reduce
+  int64_t rank_rows = 0;        // rows of each global batch this rank (rank 0) takes
+  dist::DdpStats last;          // of the last timed step (buckets, bytes)
+  double wait_seconds = 0;      // blocked in MPI_Wait per timed step, mean over steps and ranks
+  double overlap_seconds = 0;   // first all-reduce start -> end of backward, mean as above
+};
+
+// Rows [rows.begin, rows.end) of every tensor of a batch (contiguous copies).
+data::Batch rows_of(const data::Batch& batch, dist::RowRange rows) {
+  auto take = [&](const Tensor& t) { return t.slice(0, rows.begin, rows.end).contiguous(); };
+  return {take(batch.source), take(batch.source_valid_lens), take(batch.decoder_input),
+      take(batch.labels), take(batch.label_valid_lens)};
+}
+
+// Barrier, then one call of step(i) timed; returns the slowest rank's seconds (every rank
+// returns the same number, so the ranks' medians agree).
+template <class Step>
+double timed_on_every_rank(Step&& step, int64_t i) {
+  dist::barrier();
+  const auto start = Clock::now();
+  step(i);
+  const auto nanoseconds =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  return double(dist::all_reduce_max(int64_t(nanoseconds))) * 1e-9;
+}
+
+DistributedResult run_seq2seq_distributed(
+    const Config& c, int64_t warmup, int64_t steps, bool compare_no_sync) {
+  const int rank = dist::rank(), world = dist::world_size();
+  auto model = make_model(c);  // the same weights on every rank, broadcast from rank 0 anyway
+  dist::DistributedDataParallel ddp(*model);
+  optim::Adam optimizer(model->parameters(), 0.005);
+  // The same pool of global batches on every rank; this rank trains on its rows of each.
+  const dist::RowRange rows = dist::rows_of_rank(c.batch, rank, world);
+  std::vector<data::Batch> batches;
+  for (const data::Batch& global : make_batches(c)) batches.push_back(rows_of(global, rows));
+  manual_seed(dist::rank_seed(0, rank));  // dropout masks differ between the ranks
+
+  DistributedResult d;
+  d.rank_rows = rows.size();
+  Result& r = d.steps;
+  r.parameters = model->num_parameters();
+  r.rss_start_mb = proc_status_mb("VmRSS");
+  double loss = 0;
+  auto step = [&](int64_t i) {
+    loss = seq2seq::train_step(*model, optimizer, batches[std::size_t(i) % batches.size()], 1.0);
+  };
+  uint64_t system_allocations_at_start = 0;
+  for (int64_t i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) system_allocations_at_start = allocator_stats().system_allocations;
+    const double seconds = timed_on_every_rank(step, i);
+    // The mean over the ranks of their batch slices' losses (outside the timing).
+    const double mean_loss = dist::all_reduce_sum(loss) / world;
+    if (i == 0) r.first_loss = mean_loss;
+    r.last_loss = mean_loss;
+    if (i < warmup) continue;
+    r.seconds.push_back(seconds);
+    d.last = ddp.last_stats();
+    d.wait_seconds += d.last.wait_seconds;
+    d.overlap_seconds += d.last.overlap_seconds;
+  }
+  r.system_allocations_per_step =
+      double(allocator_stats().system_allocations - system_allocations_at_start) / double(steps);
+  d.wait_seconds = dist::all_reduce_sum(d.wait_seconds) / double(world * steps);
+  d.overlap_seconds = dist::all_reduce_sum(d.overlap_seconds) / double(world * steps);
+  if (compare_no_sync) {
+    // The same steps with every backward under no_sync: each rank's compute alone, as it runs
+    // beside the others (sharing the machine), without the all-reduce. The ranks' parameters
+    // drift apart here, which does not change the work.
+    auto step_no_sync = [&](int64_t i) {
+      auto no_sync = ddp.no_sync();
+      step(i);
+    };
+    for (int64_t i = 0; i < steps; ++i) d.no_sync.push_back(timed_on_every_rank(step_no_sync, i));
+  }
+  return d;
+}
+#endif  // AG_BENCH_DISTRIBUTED
 
 Result run_mha(const Config& c, int64_t warmup, int64_t steps) {
   manual_seed(0);
@@ -252,9 +376,103 @@ Result run_mha(const Config& c, int64_t warmup, int64_t steps) {
   return r;
 }
 
+#ifdef AG_BENCH_DISTRIBUTED
+// Whether mpirun (OpenMPI's or another PMI launcher) started this process: only then does the
+// program start MPI, so that a plain run is the single-process benchmark exactly, without MPI.
+bool launched_by_mpirun() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(variable) != nullptr) return true;
+  return false;
+}
+
+struct Options {
+  int threads = 1;
+  int64_t steps = 0, warmup = 3;
+  bool json = false, skip_peak = false, composed = false, compare_no_sync = false;
+  std::string attention;
+};
+
+// A seq2seq config trained data-parallel by world_size() ranks; rank 0 prints.
+int main_distributed(const Config& c, const Options& o) {
+  const int rank = dist::rank(), world = dist::world_size();
+  if (c.name == "mha") {
+    if (rank == 0)
+      std::fprintf(stderr,
+          "ag-bench-train: --config mha runs in one process only (it has no optimizer step to "
+          "synchronise); under mpirun use tiny, small or medium\n");
+    return 2;
+  }
+  dist::check_thread_budget(o.threads, false);
+  const DistributedResult d = run_seq2seq_distributed(c, o.warmup, o.steps, o.compare_no_sync);
+  const Result& r = d.steps;
+  const double peak_rss_mb = proc_status_mb("VmHWM");  // rank 0's, before the sgemm buffers
+  // The job's sgemm peak: every rank measures at the same time, on its own core(s).
+  dist::barrier();
+  const double peak = o.skip_peak ? 0 : dist::all_reduce_sum(sgemm_peak_gflops(o.threads));
+  if (rank != 0) return 0;
+
+  const double seconds = median(r.seconds);
+  const double ms_min = *std::min_element(r.seconds.begin(), r.seconds.end()) * 1e3;
+  const double no_sync_ms = d.no_sync.empty() ? 0 : median(d.no_sync) * 1e3;
+  const double tokens = double(c.batch * (c.source_steps + c.target_steps));  // global batch
+  const double gflops = step_flops(c) / seconds * 1e-9;
+  const double mfu = peak > 0 ? gflops / peak : 0;
+  if (o.json) {
+    std::printf(
+        "{\"impl\": \"%s\", \"config\": \"%s\", \"world_size\": %d, \"local_size\": %d, "
+        "\"threads\": %d, \"global_batch\": %lld, \"rank_batch\": %lld, \"ms_per_step\": %.3f, "
+        "\"ms_min\": %.3f, \"ms_per_step_no_sync\": %.3f, \"comm_wait_ms\": %.3f, "
+        "\"overlap_ms\": %.3f, \"buckets\": %lld, \"gradient_bytes\": %lld, "
+        "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
+        "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
+        "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
+        "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\"}\n",
+        o.composed ? "ag-ddp-composed" : "ag-ddp", c.name.c_str(), world, dist::local_size(),
+        o.threads, static_cast<long long>(c.batch), static_cast<long long>(d.rank_rows),
+        seconds * 1e3, ms_min, no_sync_ms, d.wait_seconds * 1e3, d.overlap_seconds * 1e3,
+        static_cast<long long>(d.last.buckets), static_cast<long long>(d.last.bytes),
+        tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops, mfu, peak, step_flops(c),
+        static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
+        static_cast<long long>(r.parameters), r.first_loss, r.last_loss,
+        r.system_allocations_per_step, static_cast<long long>(c.source_steps), o.attention.c_str());
+  } else {
+    std::printf(
+        "ag-bench-train: config %s%s, data parallel over %d ranks (%d on this machine) x %d "
+        "thread(s), global batch %lld (rank 0: %lld rows), %lld timed steps after %lld warm-up\n",
+        c.name.c_str(), o.composed ? " (composed d2l path)" : "", world, dist::local_size(),
+        o.threads, static_cast<long long>(c.batch), static_cast<long long>(d.rank_rows),
+        static_cast<long long>(o.steps), static_cast<long long>(o.warmup));
+    std::printf("  %.3f ms/step (median of the slowest rank's; min %.3f), %.0f tokens/s\n",
+        seconds * 1e3, ms_min, tokens / seconds);
+    if (!d.no_sync.empty())
+      std::printf("  %.3f ms/step under no_sync (no all-reduce)\n", no_sync_ms);
+    std::printf(
+        "  all-reduce: %lld bucket(s), %lld gradient bytes per rank; waited %.3f ms/step at the "
+        "end of backward (mean over ranks), %.3f ms from the first bucket's start to the end\n",
+        static_cast<long long>(d.last.buckets), static_cast<long long>(d.last.bytes),
+        d.wait_seconds * 1e3, d.overlap_seconds * 1e3);
+    std::printf("  rank 0: peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n",
+        peak_rss_mb, r.rss_start_mb, static_cast<long long>(r.parameters));
+    std::printf(
+        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak of all ranks %.2f GFLOP/s; "
+        "mfu %.1f%%\n",
+        step_flops(c) * 1e-9, gflops, peak, 100 * mfu);
+    std::printf(
+        "  loss (mean over ranks) %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+#endif  // AG_BENCH_DISTRIBUTED
+
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef AG_BENCH_DISTRIBUTED
+  std::optional<dist::Environment> mpi;  // MPI_Init ... MPI_Finalize, only under mpirun
+  if (launched_by_mpirun()) mpi.emplace(argc, argv);
+  bool compare_no_sync = false;
+#endif
   std::string config_name;
   int threads = 1;
   int64_t steps = 0, warmup = 3;
@@ -287,6 +505,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{16384}));
   app.add_flag("--no-sgemm-peak", skip_peak,
       "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
+#ifdef AG_BENCH_DISTRIBUTED
+  app.add_flag("--compare-no-sync", compare_no_sync,
+      "under mpirun: after the timed steps, time as many again under no_sync (each rank's "
+      "compute without the all-reduce)");
+#endif
   CLI11_PARSE(app, argc, argv);
 
   Config c = *std::find_if(
@@ -305,6 +528,16 @@ int main(int argc, char** argv) {
   set_num_threads(threads);
   nn::set_fused_kernels(!composed);
 
+#ifdef AG_BENCH_DISTRIBUTED
+  if (mpi && dist::world_size() > 1) {
+    try {
+      return main_distributed(
+          c, {threads, steps, warmup, json, skip_peak, composed, compare_no_sync, attention});
+    } catch (const std::exception& e) {
+      dist::abort("ag-bench-train", e.what(), 1);  // ends every rank, not only this one
+    }
+  }
+#endif
   const Result r = c.name == "mha" ? run_mha(c, warmup, steps) : run_seq2seq(c, warmup, steps);
   const double peak_rss_mb = proc_status_mb("VmHWM");  // before the sgemm buffers exist
 

@@ -70,10 +70,11 @@ def parse_args():
     return parser.parse_args()
 
 
-ARGS = parse_args()
-# Before torch is imported: the thread pools read these when they start.
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[var] = str(ARGS.threads)
+if __name__ == "__main__":  # (bench_train_ddp_torch.py imports the model and batches from here)
+    ARGS = parse_args()
+    # Before torch is imported: the thread pools read these when they start.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(ARGS.threads)
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -161,7 +162,9 @@ def make_batches(config):
     return batches
 
 
-def run_seq2seq(config, warmup, steps):
+def make_model(config):
+    """d2l's Transformer of a seq2seq config, xavier-initialised after torch.manual_seed(0), in
+    training mode."""
     D, F, H, L, B, S, T, V, _ = CONFIGS[config]
     torch.manual_seed(0)
     encoder = TransformerEncoder(V, D, D, D, D, [D], D, F, H, L, 0.1)
@@ -169,6 +172,11 @@ def run_seq2seq(config, warmup, steps):
     net = EncoderDecoder(encoder, decoder)
     net.apply(xavier_init_weights)
     net.train()
+    return net
+
+
+def run_seq2seq(config, warmup, steps):
+    net = make_model(config)
     optimizer = torch.optim.Adam(net.parameters(), lr=0.005)
     loss = MaskedSoftmaxCELoss()
     batches = make_batches(config)

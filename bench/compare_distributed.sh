@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# compare_distributed.sh — data-parallel training over MPI (2 ranks × 1 thread) against one
+# process with 1 and 2 threads, and against PyTorch's DistributedDataParallel (gloo, 2 processes).
+#
+#   bench/compare_distributed.sh [--build DIR] [--configs "tiny small medium"] [--steps S]
+#                                [--repeat R] [--out FILE]
+#   bench/compare_distributed.sh --from FILE      # only print the table of an earlier run
+#
+# For every config (default: medium) and every repeat (default 1) it runs, one after the other:
+#   ag    1 process × 1 thread      ag-bench-train --threads 1
+#   ag    1 process × 2 threads     ag-bench-train --threads 2
+#   ag    2 ranks × 1 thread        mpirun -np 2 ag-bench-train --threads 1 --compare-no-sync
+#   torch 1 process × 1 thread      bench/bench_train_torch.py --threads 1
+#   torch DDP 2 × 1 thread          bench/bench_train_ddp_torch.py --world 2 --threads 1
+#                                   --compare-no-sync
+# collects their JSON lines in FILE (default: compare_distributed-<date>.jsonl in the current
+# directory) and prints, per config, each run's ms/step (the median over the repeats of each run's
+# median), its speed-up over ag's 1 × 1 step, the scaling efficiency of the 2-way runs (speed-up
+# over the same implementation's 1 × 1 step / 2), the communication measures of the 2-rank runs,
+# and the goals (docs/benchmarks.md, "Data-parallel training (MPI)"):
+#   medium: ag 2 ranks × 1 thread ≥ 1.85× as fast as ag 1 × 1, and ≥ 1.3× as fast as torch DDP.
+# Communication: "wait" is the time ranks block at the end of backward for the last all-reduce
+# (ag: DdpStats::wait_seconds; torch: DDP's own logger, sampled steps); "exposed" is ms/step minus
+# ms/step of the same run's steps under no_sync (what communication adds to a step).
+#
+# --build DIR: the CMake build directory (default: build) whose bench/ag-bench-train was built with
+#   ag::distributed (CMake found MPI):
+#   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2 --target ag-bench-train
+# --steps S: timed steps of every run (default: each config's own: tiny 100, small 40, medium 20).
+# --repeat R: run the whole set R times, interleaved (a shared machine drifts; the table takes the
+#   median of the R runs and shows their range).
+# $MPIRUN (default mpirun) and $MPIRUN_ARGS (extra options, e.g. "--bind-to none") choose the
+# launcher; as root the script sets OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) for OpenMPI. PyTorch is
+# Debian's python3-torch: /usr/bin/python3 ($PYTHON overrides it). medium takes about 3 minutes
+# per repeat on 2 cores. Run it on a quiet machine: every 2-way run needs both cores.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+build="$root/build"
+out="compare_distributed-$(date +%Y%m%d-%H%M%S).jsonl"
+configs="medium"
+steps=()
+repeat=1
+from=""
+python="${PYTHON:-/usr/bin/python3}"
+mpirun="${MPIRUN:-mpirun}"
+read -r -a mpirun_args <<< "${MPIRUN_ARGS:-}"
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --configs) configs="$2"; shift 2 ;;
+    --steps) steps=(--steps "$2"); shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    --from) from="$2"; shift 2 ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare_distributed.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+for config in $configs; do
+  if [[ ! " tiny small medium " == *" $config "* ]]; then
+    echo "compare_distributed.sh: --configs: '$config' is not one of tiny small medium" >&2
+    exit 2
+  fi
+done
+if ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
+  echo "compare_distributed.sh: --repeat '$repeat' is not a positive integer" >&2
+  exit 2
+fi
+
+if [[ -z "$from" ]]; then
+  bench_ag="$build/bench/ag-bench-train"
+  if [[ ! -x "$bench_ag" ]]; then
+    echo "compare_distributed.sh: $bench_ag not found; build it first:" >&2
+    echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j2 --target ag-bench-train" >&2
+    exit 1
+  fi
+  if ! "$bench_ag" --help | grep -q -- --compare-no-sync; then
+    echo "compare_distributed.sh: $bench_ag was built without ag::distributed (CMake did not find" >&2
+    echo "  MPI); install libopenmpi-dev and openmpi-bin (scripts/install-deps.sh) and reconfigure" >&2
+    exit 1
+  fi
+  if ! command -v "$mpirun" > /dev/null; then
+    echo "compare_distributed.sh: $mpirun not found (openmpi-bin)" >&2
+    exit 1
+  fi
+  if [[ $EUID -eq 0 ]]; then  # OpenMPI refuses root without these
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+  : > "$out"
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# results -> $out" >&2
+  run() {  # label, command...: one run, its JSON line appended to $out
+    local label="$1"; shift
+    echo "  $label (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    "$@" --json | grep '^{' | tee -a "$out" > /dev/null
+  }
+  for ((r = 1; r <= repeat; ++r)); do
+    for config in $configs; do
+      [[ $repeat -gt 1 ]] && echo "# repeat $r of $repeat, $config" >&2
+      run "ag    $config, 1 process x 1 thread" "$bench_ag" --config "$config" "${steps[@]}" --threads 1
+      run "ag    $config, 1 process x 2 threads" "$bench_ag" --config "$config" "${steps[@]}" --threads 2
+      run "ag    $config, 2 ranks x 1 thread" "$mpirun" "${mpirun_args[@]}" -np 2 "$bench_ag" \
+        --config "$config" "${steps[@]}" --threads 1 --compare-no-sync
+      run "torch $config, 1 process x 1 thread" env -u OMP_WAIT_POLICY "$python" \
+        "$here/bench_train_torch.py" --config "$config" "${steps[@]}" --threads 1
+      run "torch $config, DDP 2 processes x 1 thread" env -u OMP_WAIT_POLICY "$python" \
+        "$here/bench_train_ddp_torch.py" --config "$config" "${steps[@]}" --world 2 --threads 1 \
+        --compare-no-sync
+    done
+  done
+  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  from="$out"
+fi
+
+"$python" - "$from" <<'EOF'
+import json
+import statistics
+import sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+# (config, run) -> the JSON lines of that run (one per repeat)
+RUNS = [("ag", 1, 1, "ag 1 process x 1 thread"), ("ag", 1, 2, "ag 1 process x 2 threads"),
+        ("ag-ddp", 2, 1, "ag 2 ranks x 1 thread"), ("torch", 1, 1, "torch 1 process x 1 thread"),
+        ("torch-ddp", 2, 1, "torch DDP 2 x 1 thread")]
+runs = {}
+for r in rows:
+    key = (r["config"], r["impl"], r.get("world_size", 1), r["threads"])
+    runs.setdefault(key, []).append(r)
+
+def ms(config, impl, world, threads):
+    found = runs.get((config, impl, world, threads))
+    return statistics.median(r["ms_per_step"] for r in found) if found else None
+
+def med(found, field):
+    values = [r[field] for r in found if r.get(field) is not None]
+    return statistics.median(values) if values else None
+
+order = ["tiny", "small", "medium"]
+configs = sorted({r["config"] for r in rows}, key=lambda c: order.index(c) if c in order else 99)
+print("ms/step: median over the repeats of each run's median step; speed-up: over ag's 1 x 1 step;")
+print("efficiency: over the same implementation's 1 x 1 step, / 2; wait: blocked for the last")
+print("all-reduce at the end of backward (torch: DDP's logger, sampled steps); exposed: ms/step - ")
+print("ms/step of the same run's steps under no_sync")
+print()
+head = (f"{'config':<7} {'run':<27} {'ms/step':>9} {'range':>17} {'speed-up':>8} {'eff':>5} "
+        f"{'no_sync':>8} {'wait':>6} {'exposed':>7} {'rank rows':>9}")
+print(head)
+print("-" * len(head))
+goals = []
+for config in configs:
+    base = ms(config, "ag", 1, 1)
+    for impl, world, threads, label in RUNS:
+        found = runs.get((config, impl, world, threads))
+        if not found:
+            continue
+        m = ms(config, impl, world, threads)
+        values = [r["ms_per_step"] for r in found]
+        spread = f"{min(values):.1f}-{max(values):.1f}" if len(values) > 1 else "-"
+        speedup = base / m if base else None
+        own_base = ms(config, "torch" if impl.startswith("torch") else "ag", 1, 1)
+        eff = f"{100 * own_base / m / 2:4.0f}%" if own_base and (world, threads) != (1, 1) else "-"
+        no_sync = med(found, "ms_per_step_no_sync") if world > 1 else None
+        wait = med(found, "comm_wait_ms" if impl == "ag-ddp" else "logged_comm_wait_ms")
+        exposed = m - no_sync if no_sync else None
+        def f(x, width, fmt=".1f"):
+            return f"{x:>{width}{fmt}}" if x is not None else f"{'-':>{width}}"
+        rank_rows = str(found[0].get("rank_batch", "-")) if world > 1 else "-"
+        print(f"{config:<7} {label:<27} {m:>9.1f} {spread:>17} "
+              f"{(f'{speedup:.2f}x' if speedup else '-'):>8} {eff:>5} {f(no_sync, 8)} "
+              f"{f(wait, 6)} {f(exposed, 7)} {rank_rows:>9}")
+    ddp, torch_ddp = ms(config, "ag-ddp", 2, 1), ms(config, "torch-ddp", 2, 1)
+    if config == "medium" and base and ddp:
+        goals.append(("medium: ag 2 ranks x 1 thread vs ag 1 x 1 >= 1.85x", base / ddp >= 1.85,
+                      f"{base / ddp:.2f}x"))
+    if config == "medium" and ddp and torch_ddp:
+        goals.append(("medium: ag 2 ranks x 1 thread vs torch DDP 2 x 1 >= 1.3x",
+                      torch_ddp / ddp >= 1.3, f"{torch_ddp / ddp:.2f}x"))
+    if ddp and torch_ddp:
+        print(f"{config}: ag 2 ranks are {torch_ddp / ddp:.2f}x as fast as torch DDP's 2 processes")
+    print()
+
+for config in configs:
+    d = runs.get((config, "ag-ddp", 2, 1))
+    if d:
+        print(f"ag {config}, 2 ranks: {d[0]['buckets']} bucket(s), {d[0]['gradient_bytes']} "
+              f"gradient bytes per rank, first bucket's start to backward's end "
+              f"{med(d, 'overlap_ms'):.2f} ms/step")
+if goals:
+    print()
+    print("goals:")
+    for name, met, value in goals:
+        print(f"  {name:<58} {value:<8} {'met' if met else 'MISSED'}")
+EOF
