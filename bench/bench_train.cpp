@@ -54,7 +54,8 @@
 // of the ranks' sgemm peaks (measured by all ranks at once). --compare-no-sync times as many steps
 // again with every backward under no_sync: the ranks' compute, side by side, without the
 // all-reduce (ms_per_step_no_sync); ms_per_step minus that is what communication costs a step.
-// The thread budget is enforced: ranks on this machine × --threads ≤ its hardware threads.
+// The thread budget is enforced: ranks on this machine × --threads ≤ its hardware threads
+// (--oversubscribe lifts it).
 // MPI starts only when mpirun launched the process (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK
 // set); a plain run, or a world of one rank, is the single-process benchmark above, unchanged.
 // bench/compare_distributed.sh compares it with 1 process and with PyTorch's DDP.
@@ -389,6 +390,7 @@ struct Options {
   int threads = 1;
   int64_t steps = 0, warmup = 3;
   bool json = false, skip_peak = false, composed = false, compare_no_sync = false;
+  bool oversubscribe = false;
   std::string attention;
 };
 
@@ -402,7 +404,7 @@ int main_distributed(const Config& c, const Options& o) {
           "synchronise); under mpirun use tiny, small or medium\n");
     return 2;
   }
-  dist::check_thread_budget(o.threads, false);
+  dist::check_thread_budget(o.threads, o.oversubscribe);
   const DistributedResult d = run_seq2seq_distributed(c, o.warmup, o.steps, o.compare_no_sync);
   const Result& r = d.steps;
   const double peak_rss_mb = proc_status_mb("VmHWM");  // rank 0's, before the sgemm buffers
@@ -471,7 +473,7 @@ int main(int argc, char** argv) {
 #ifdef AG_BENCH_DISTRIBUTED
   std::optional<dist::Environment> mpi;  // MPI_Init ... MPI_Finalize, only under mpirun
   if (launched_by_mpirun()) mpi.emplace(argc, argv);
-  bool compare_no_sync = false;
+  bool compare_no_sync = false, oversubscribe = false;
 #endif
   std::string config_name;
   int threads = 1;
@@ -509,6 +511,9 @@ int main(int argc, char** argv) {
   app.add_flag("--compare-no-sync", compare_no_sync,
       "under mpirun: after the timed steps, time as many again under no_sync (each rank's "
       "compute without the all-reduce)");
+  app.add_flag("--oversubscribe", oversubscribe,
+      "under mpirun: run even when ranks on this machine x --threads exceed its hardware "
+      "threads (slow)");
 #endif
   CLI11_PARSE(app, argc, argv);
 
@@ -531,8 +536,8 @@ int main(int argc, char** argv) {
 #ifdef AG_BENCH_DISTRIBUTED
   if (mpi && dist::world_size() > 1) {
     try {
-      return main_distributed(
-          c, {threads, steps, warmup, json, skip_peak, composed, compare_no_sync, attention});
+      return main_distributed(c, {threads, steps, warmup, json, skip_peak, composed,
+                                     compare_no_sync, oversubscribe, attention});
     } catch (const std::exception& e) {
       dist::abort("ag-bench-train", e.what(), 1);  // ends every rank, not only this one
     }
