@@ -54,6 +54,7 @@
 // of the ranks' sgemm peaks (measured by all ranks at once). --compare-no-sync times as many steps
 // again with every backward under no_sync: the ranks' compute, side by side, without the
 // all-reduce (ms_per_step_no_sync); ms_per_step minus that is what communication costs a step.
+// --bucket-mb sets DistributedDataParallel's bucket_cap_mb (default 25, as PyTorch's).
 // The thread budget is enforced: ranks on this machine × --threads ≤ its hardware threads
 // (--oversubscribe lifts it).
 // MPI starts only when mpirun launched the process (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK
@@ -302,10 +303,12 @@ double timed_on_every_rank(Step&& step, int64_t i) {
 }
 
 DistributedResult run_seq2seq_distributed(
-    const Config& c, int64_t warmup, int64_t steps, bool compare_no_sync) {
+    const Config& c, int64_t warmup, int64_t steps, bool compare_no_sync, double bucket_mb) {
   const int rank = dist::rank(), world = dist::world_size();
   auto model = make_model(c);  // the same weights on every rank, broadcast from rank 0 anyway
-  dist::DistributedDataParallel ddp(*model);
+  dist::DdpOptions options;
+  options.bucket_cap_mb = bucket_mb;
+  dist::DistributedDataParallel ddp(*model, options);
   optim::Adam optimizer(model->parameters(), 0.005);
   // The same pool of global batches on every rank; this rank trains on its rows of each.
   const dist::RowRange rows = dist::rows_of_rank(c.batch, rank, world);
@@ -391,6 +394,7 @@ struct Options {
   int64_t steps = 0, warmup = 3;
   bool json = false, skip_peak = false, composed = false, compare_no_sync = false;
   bool oversubscribe = false;
+  double bucket_mb = 25.0;
   std::string attention;
 };
 
@@ -405,7 +409,8 @@ int main_distributed(const Config& c, const Options& o) {
     return 2;
   }
   dist::check_thread_budget(o.threads, o.oversubscribe);
-  const DistributedResult d = run_seq2seq_distributed(c, o.warmup, o.steps, o.compare_no_sync);
+  const DistributedResult d =
+      run_seq2seq_distributed(c, o.warmup, o.steps, o.compare_no_sync, o.bucket_mb);
   const Result& r = d.steps;
   const double peak_rss_mb = proc_status_mb("VmHWM");  // rank 0's, before the sgemm buffers
   // The job's sgemm peak: every rank measures at the same time, on its own core(s).
@@ -424,7 +429,7 @@ int main_distributed(const Config& c, const Options& o) {
         "{\"impl\": \"%s\", \"config\": \"%s\", \"world_size\": %d, \"local_size\": %d, "
         "\"threads\": %d, \"global_batch\": %lld, \"rank_batch\": %lld, \"ms_per_step\": %.3f, "
         "\"ms_min\": %.3f, \"ms_per_step_no_sync\": %.3f, \"comm_wait_ms\": %.3f, "
-        "\"overlap_ms\": %.3f, \"buckets\": %lld, \"gradient_bytes\": %lld, "
+        "\"overlap_ms\": %.3f, \"buckets\": %lld, \"bucket_mb\": %g, \"gradient_bytes\": %lld, "
         "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
         "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
         "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
@@ -432,7 +437,7 @@ int main_distributed(const Config& c, const Options& o) {
         o.composed ? "ag-ddp-composed" : "ag-ddp", c.name.c_str(), world, dist::local_size(),
         o.threads, static_cast<long long>(c.batch), static_cast<long long>(d.rank_rows),
         seconds * 1e3, ms_min, no_sync_ms, d.wait_seconds * 1e3, d.overlap_seconds * 1e3,
-        static_cast<long long>(d.last.buckets), static_cast<long long>(d.last.bytes),
+        static_cast<long long>(d.last.buckets), o.bucket_mb, static_cast<long long>(d.last.bytes),
         tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops, mfu, peak, step_flops(c),
         static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
         static_cast<long long>(r.parameters), r.first_loss, r.last_loss,
@@ -474,6 +479,7 @@ int main(int argc, char** argv) {
   std::optional<dist::Environment> mpi;  // MPI_Init ... MPI_Finalize, only under mpirun
   if (launched_by_mpirun()) mpi.emplace(argc, argv);
   bool compare_no_sync = false, oversubscribe = false;
+  double bucket_mb = 25.0;
 #endif
   std::string config_name;
   int threads = 1;
@@ -514,6 +520,11 @@ int main(int argc, char** argv) {
   app.add_flag("--oversubscribe", oversubscribe,
       "under mpirun: run even when ranks on this machine x --threads exceed its hardware "
       "threads (slow)");
+  app.add_option("--bucket-mb", bucket_mb,
+         "under mpirun: DistributedDataParallel's bucket_cap_mb (gradients all-reduced in "
+         "buckets of about this many MiB)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
 #endif
   CLI11_PARSE(app, argc, argv);
 
@@ -537,7 +548,7 @@ int main(int argc, char** argv) {
   if (mpi && dist::world_size() > 1) {
     try {
       return main_distributed(c, {threads, steps, warmup, json, skip_peak, composed,
-                                     compare_no_sync, oversubscribe, attention});
+                                     compare_no_sync, oversubscribe, bucket_mb, attention});
     } catch (const std::exception& e) {
       dist::abort("ag-bench-train", e.what(), 1);  // ends every rank, not only this one
     }
