@@ -3,8 +3,8 @@
 # process with 1 and 2 threads, and against PyTorch's DistributedDataParallel (gloo, 2 processes).
 #
 #   bench/compare_distributed.sh [--build DIR] [--configs "tiny small medium"] [--steps S]
-#                                [--repeat R] [--out FILE]
-#   bench/compare_distributed.sh --from FILE      # only print the table of an earlier run
+#                                [--repeat R] [--quiet-wait S] [--max-other C] [--out FILE]
+#   bench/compare_distributed.sh --from FILE [--max-other C]   # the table of an earlier run
 #
 # For every config (default: medium) and every repeat (default 1) it runs, one after the other:
 #   ag    1 process × 1 thread      ag-bench-train --threads 1
@@ -29,6 +29,9 @@
 # --steps S: timed steps of every run (default: each config's own: tiny 100, small 40, medium 20).
 # --repeat R: run the whole set R times, interleaved (a shared machine drifts; the table takes the
 #   median of the R runs and shows their range).
+# --quiet-wait SECONDS: before each run, wait up to SECONDS until other processes use < 0.1 core.
+#   Every run records "other_cpu", the cores other processes used while it ran (column "other").
+# --max-other CORES: the table leaves out runs during which other processes used more (e.g. 0.1).
 # $MPIRUN (default mpirun) and $MPIRUN_ARGS (extra options, e.g. "--bind-to none") choose the
 # launcher; as root the script sets OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) for OpenMPI. PyTorch is
 # Debian's python3-torch: /usr/bin/python3 ($PYTHON overrides it). medium takes about 3 minutes
@@ -42,6 +45,8 @@ out="compare_distributed-$(date +%Y%m%d-%H%M%S).jsonl"
 configs="medium"
 steps=()
 repeat=1
+quiet_wait=0
+max_other=""
 from=""
 python="${PYTHON:-/usr/bin/python3}"
 mpirun="${MPIRUN:-mpirun}"
@@ -54,8 +59,10 @@ while [[ $# -gt 0 ]]; do
     --configs) configs="$2"; shift 2 ;;
     --steps) steps=(--steps "$2"); shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
+    --quiet-wait) quiet_wait="$2"; shift 2 ;;
+    --max-other) max_other="$2"; shift 2 ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_distributed.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +76,31 @@ if ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
   echo "compare_distributed.sh: --repeat '$repeat' is not a positive integer" >&2
   exit 2
 fi
+
+# Runs a command, prints its JSON line with "other_cpu" added: the CPU time that other processes
+# (not the command and its children) used during the run, per second of the run, in cores, from
+# /proc/stat's busy time minus the command's own (getrusage of its children). With a wait > 0 it
+# first waits (up to that many seconds) until other processes use less than 0.1 core for 2 s.
+measure='
+import json, os, resource, subprocess, sys, time
+def busy():
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+wait, command = float(sys.argv[1]), sys.argv[2:]
+deadline = time.time() + wait
+while time.time() < deadline:
+    b0 = busy(); time.sleep(2)
+    if busy() - b0 < 0.2: break
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+b0, t0 = busy(), time.time()
+out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
+b1, t1 = busy(), time.time()
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+own = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+row = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+row["other_cpu"] = round(max(0.0, (b1 - b0) - own) / (t1 - t0), 3)
+print(json.dumps(row), flush=True)
+'
 
 if [[ -z "$from" ]]; then
   bench_ag="$build/bench/ag-bench-train"
@@ -92,10 +124,10 @@ if [[ -z "$from" ]]; then
   : > "$out"
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   echo "# results -> $out" >&2
-  run() {  # label, command...: one run, its JSON line appended to $out
+  run() {  # label, command...: one run, its JSON line (with "other_cpu") appended to $out
     local label="$1"; shift
     echo "  $label (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-    "$@" --json | grep '^{' | tee -a "$out" > /dev/null
+    "$python" -c "$measure" "$quiet_wait" "$@" --json | tee -a "$out" > /dev/null
   }
   for ((r = 1; r <= repeat; ++r)); do
     for config in $configs; do
@@ -115,12 +147,17 @@ if [[ -z "$from" ]]; then
   from="$out"
 fi
 
-"$python" - "$from" <<'EOF'
+"$python" - "$from" "$max_other" <<'EOF'
 import json
 import statistics
 import sys
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+if sys.argv[2]:
+    kept = [r for r in rows if r.get("other_cpu", 0) <= float(sys.argv[2])]
+    print(f"--max-other {sys.argv[2]}: {len(kept)} of {len(rows)} runs kept (other processes used "
+          f"at most {sys.argv[2]} cores during them)")
+    rows = kept
 # (config, run) -> the JSON lines of that run (one per repeat)
 RUNS = [("ag", 1, 1, "ag 1 process x 1 thread"), ("ag", 1, 2, "ag 1 process x 2 threads"),
         ("ag-ddp", 2, 1, "ag 2 ranks x 1 thread"), ("torch", 1, 1, "torch 1 process x 1 thread"),
@@ -144,10 +181,11 @@ print("ms/step: median over the repeats of each run's median step; speed-up: ove
 print("efficiency: over the same implementation's 1 x 1 step, / 2; wait: blocked for the last")
 print("all-reduce at the end of backward (torch: DDP's logger, sampled steps); exposed: ms/step - ")
 print("ms/step of the same run's steps under no_sync; min: the fastest step (median over the repeats),")
-print("the least disturbed by other processes on a shared machine")
+print("the least disturbed by other processes on a shared machine; other: cores that other processes")
+print("used during the run (median over the repeats)")
 print()
 head = (f"{'config':<7} {'run':<27} {'ms/step':>9} {'range':>15} {'min':>8} {'speed-up':>8} {'eff':>5} "
-        f"{'no_sync':>8} {'wait':>6} {'exposed':>7} {'rank rows':>9}")
+        f"{'no_sync':>8} {'wait':>6} {'exposed':>7} {'rank rows':>9} {'other':>5}")
 print(head)
 print("-" * len(head))
 goals = []
@@ -171,7 +209,7 @@ for config in configs:
         rank_rows = str(found[0].get("rank_batch", "-")) if world > 1 else "-"
         print(f"{config:<7} {label:<27} {m:>9.1f} {spread:>15} {med(found, 'ms_min'):>8.1f} "
               f"{(f'{speedup:.2f}x' if speedup else '-'):>8} {eff:>5} {f(no_sync, 8)} "
-              f"{f(wait, 6)} {f(exposed, 7)} {rank_rows:>9}")
+              f"{f(wait, 6)} {f(exposed, 7)} {rank_rows:>9} {f(med(found, 'other_cpu'), 5, '.2f')}")
     ddp, torch_ddp = ms(config, "ag-ddp", 2, 1), ms(config, "torch-ddp", 2, 1)
     def fastest(impl, world, threads):
         found = runs.get((config, impl, world, threads))
