@@ -49,6 +49,7 @@
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "models/translation.h"
+#include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "viz/viz.h"
@@ -76,6 +77,20 @@ seq2seq::ModelConfig default_model() {
   return model;
 }
 
+// --embedding-init scaled: the encoder's and decoder's token embeddings start N(0, 1/D) instead of
+// d2l's N(0, 1) — the same draws times D^(-1/2), so nothing else of the run changes. The embedding
+// is multiplied by √D before the positional encoding (entries in [−1, 1]) is added: from N(0, 1)
+// a token's entries are some √D = 8 times the position's at D = 64, from N(0, 1/D) the same size,
+// which is what the scaling was meant for (fairseq's Transformer initialises its embeddings so).
+// The add task needs where each digit is, and learns with it (docs/training.md).
+void scale_embedding_init(nn::EncoderDecoder& model) {
+  NoGradGuard no_grad;
+  const std::vector<const nn::TransformerStack*> stacks = {
+      model.encoder.get(), model.decoder.get()};
+  for (const nn::TransformerStack* stack : stacks)  // weight (V, D) *= D^(-1/2)
+    stack->embedding->weight.mul_(1.0 / std::sqrt(static_cast<double>(stack->num_hiddens)));
+}
+
 struct Options {
   // What defines the run (saved in checkpoints; a resumed run takes them from the file).
   std::string task = "reverse";
@@ -86,6 +101,9 @@ struct Options {
   std::string schedule = "cosine";  // constant | cosine | noam
   int64_t warmup = 0;               // 0: min(200, steps / 10)
   seq2seq::ModelConfig model = default_model();
+  // normal | scaled: the token embeddings' initialisation (scale_embedding_init); the add task's
+  // default is scaled (toy_task_defaults).
+  std::string embedding_init = "normal";
   uint64_t seed = 0;
   int64_t eval_size = 500;
   // How this invocation runs and reports.
@@ -286,6 +304,9 @@ void save_options(Checkpoint& c, const Options& o) {
   c.integers["config.seed"] = o.seed;
   c.integers["config.eval_size"] = static_cast<uint64_t>(o.eval_size);
   c.integers["config.threads"] = static_cast<uint64_t>(o.threads);
+  // Only a run that did not start as d2l's has it (add's default): the other runs' checkpoints,
+  // translate's and lm's among them, stay as they were, and a file without it began "normal".
+  if (o.embedding_init != "normal") c.strings["config.embedding_init"] = o.embedding_init;
 }
 
 // The run-defining options of a checkpoint, over this invocation's reporting options.
@@ -300,8 +321,12 @@ Options options_from(const Checkpoint& c, Options o) {
   o.warmup = static_cast<int64_t>(c.integer("config.warmup"));
   o.seed = c.integer("config.seed");
   o.eval_size = static_cast<int64_t>(c.integer("config.eval_size"));
+  // Without the entry the run began as d2l's (as every run did before --embedding-init).
+  o.embedding_init =
+      c.strings.count("config.embedding_init") ? c.string("config.embedding_init") : "normal";
   if (o.steps <= 0 || o.batch_size <= 0 || o.eval_size <= 0 || o.warmup <= 0 ||
-      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
+      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam") ||
+      (o.embedding_init != "normal" && o.embedding_init != "scaled"))
     throw CheckpointError(
         "checkpoint " + o.resume + ": the saved run configuration is inconsistent");
   // The sizes that allocate, as for the command line's options.
@@ -662,13 +687,14 @@ void print_run(const Options& o, const seq2seq::ModelConfig& config, const data:
   std::printf(
       "ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
       "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
-      "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
+      "Adam lr %g (%s), clip %g, embeddings initialised %s, seed %llu, %d thread%s\n",
       o.task.c_str(), static_cast<long long>(config.vocab_size),
       static_cast<long long>(task.source_steps()), static_cast<long long>(task.target_steps()),
       static_cast<long long>(model.num_parameters()), static_cast<long long>(config.num_hiddens),
       static_cast<long long>(config.ffn_num_hiddens), static_cast<long long>(config.num_heads),
       static_cast<long long>(config.num_layers), config.dropout, static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
+      o.embedding_init == "scaled" ? "N(0, 1/D)" : "N(0, 1)",
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 }
 
@@ -919,6 +945,7 @@ int train(Options o) {
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = task->vocab().size();
   auto model = seq2seq::make_transformer(config);
+  if (o.embedding_init == "scaled") scale_embedding_init(*model);  // (a resumed run loads its own)
   const std::vector<data::Example> held_out = data::held_out_set(*task, o.eval_size);
   data::TrainingStream stream(*task, held_out, o.seed + 1);
   optim::Adam optimizer(model->parameters(), o.lr);
@@ -1362,6 +1389,12 @@ CLI::Validator whole_number() {
       "");
 }
 
+// The add task's own default: its sums need where each digit is, which the positional encoding
+// tells only when the embeddings do not drown it (scale_embedding_init, docs/training.md).
+void toy_task_defaults(Options& o, const CLI::App& app) {
+  if (o.task == "add" && app.count("--embedding-init") == 0) o.embedding_init = "scaled";
+}
+
 // --task translate starts from d2l's settings (d2l 0.17, "Transformer": num_hiddens 32, 2 layers,
 // dropout 0.1, FFN 64, 4 heads, batch 64, num_steps 10, Adam lr 0.005, no schedule; min_freq 2 in
 // load_data_nmt) for every option the command line does not give.
@@ -1446,6 +1479,11 @@ int main(int argc, char** argv) {
       ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
+  app.add_option("--embedding-init", o.embedding_init,
+         "toy tasks: how token embeddings start: normal (N(0, 1), d2l's) | scaled (N(0, 1/D): "
+         "times √D, the size of the positional encoding); add's default: scaled "
+         "(docs/training.md)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")
       ->check(whole_number<uint64_t>())
       ->capture_default_str();
@@ -1546,6 +1584,7 @@ int main(int argc, char** argv) {
   const auto names = data::task_names();
   const bool translate = o.task == seq2seq::kTranslateTask;
   if (translate) translate_defaults(o, app);
+  toy_task_defaults(o, app);
   if (!o.write_pairs.empty()) {
     try {
       if (const std::string why = output_file_problem(o.write_pairs, OutputKind::renamed_file);
@@ -1582,6 +1621,10 @@ int main(int argc, char** argv) {
     problem =
         "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "
         "draws a translation's attention)";
+  else if ((translate || o.task == "lm") && app.count("--embedding-init"))
+    problem = "--embedding-init is for the toy tasks (copy, reverse, sort, add)";
+  else if (o.embedding_init != "normal" && o.embedding_init != "scaled")
+    problem = "unknown --embedding-init '" + o.embedding_init + "' (known: normal, scaled)";
   else if (o.task != "lm" && lm_only_options)
     problem =
         "--text, --tokenizer, --block-size, --pre-norm, --learned-positions, "
