@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
   std::string config_name = "tiny", dtype_name_option = "float32", optimizer_name = "adam";
   int64_t steps = 50, global_rows = 64, print_every = 10;
   bool json = false;
-  CLI::App app{"ag-ddp-equivalence: N ranks x B/N rows against 1 process x B rows (run it under "
-               "mpirun)"};
+  CLI::App app{
+      "ag-ddp-equivalence: N ranks x B/N rows against 1 process x B rows (run it under "
+      "mpirun)"};
   app.add_option("--config", config_name, "tiny | small")
       ->check(CLI::IsMember({"tiny", "small"}))
       ->capture_default_str();
@@ -159,8 +160,7 @@ int main(int argc, char** argv) {
       batch.labels = batch.labels.to(float64);
       batch.label_valid_lens = batch.label_valid_lens.to(float64);
     }
-    const double reference_loss =
-        seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
+    const double reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
 
     const data::Batch my_rows = rows_of(batch, mine.begin, mine.end);
     const double my_tokens = sum(my_rows.label_valid_lens).item();
@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
 
     worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
     if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
-      std::printf("step %3lld  loss %.10g (1 process) %.10g (%d ranks)  max relative difference "
-                  "so far %.3g\n",
+      std::printf(
+          "step %3lld  loss %.10g (1 process) %.10g (%d ranks)  max relative difference "
+          "so far %.3g\n",
           static_cast<long long>(step), reference_loss, replica_loss, world, worst_loss);
   }
   double worst_parameter = 0;
@@ -193,8 +194,9 @@ int main(int argc, char** argv) {
     std::printf("after %lld steps: losses agree to %.3g relative, parameters to %.3g (worst: %s)\n",
         static_cast<long long>(steps), worst_loss, worst_parameter, worst_name.c_str());
     if (json)
-      std::printf("{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
-                  "\"steps\": %lld, \"batch\": %lld, \"loss_rel\": %.6g, \"param_rel\": %.6g}\n",
+      std::printf(
+          "{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
+          "\"steps\": %lld, \"batch\": %lld, \"loss_rel\": %.6g, \"param_rel\": %.6g}\n",
           config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
           static_cast<long long>(steps), static_cast<long long>(global_rows), worst_loss,
           worst_parameter);

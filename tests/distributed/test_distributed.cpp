@@ -259,3 +259,28 @@ TEST_CASE("a backward pass that throws after its all-reduce started leaves the n
     CHECK(max_relative_difference(a[i].grad(), expected) < 1e-12);
   }
 }
+
+TEST_CASE("buckets start their all-reduce while backward is still computing earlier layers",
+    "[distributed]") {
+  auto mlp = make_mlp(6);
+  dist::DdpOptions tiny;
+  tiny.bucket_cap_mb = 1e-9;  // one bucket per parameter
+  dist::DistributedDataParallel ddp(*mlp, tiny);
+  // Backward completes second.bias, second.weight, first.bias, then first.weight. When first.bias
+  // is done (this hook runs after DDP's own, registered first), three buckets are on their way
+  // while the first layer's weight gradient does not exist yet.
+  std::size_t started = 0;
+  bool weight_gradient_existed = true;
+  mlp->first->bias.register_post_accumulate_grad_hook([&](const Tensor&) {
+    started = ddp.buckets_started();
+    weight_gradient_existed = mlp->first->weight.grad().defined();
+  });
+  Generator data(41);
+  mse(*mlp, randn({4, 6}, data, float64), randn({4, 3}, data, float64)).backward();
+  CHECK(started == 3);
+  CHECK_FALSE(weight_gradient_existed);
+  CHECK(ddp.buckets_started() == 0);  // the pass is over
+  CHECK(ddp.last_stats().buckets == 4);
+  CHECK(ddp.last_stats().overlap_seconds >= 0);
+  CHECK(ddp.last_stats().wait_seconds >= 0);
+}

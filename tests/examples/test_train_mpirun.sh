@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ag-train under mpirun (docs/distributed.md): data-parallel on 2 ranks equals one process on the
-# whole batch; a checkpoint resumes exactly under the same world size and runs under another; 4
+# whole batch (the toy tasks and --task lm); a checkpoint resumes exactly under the same world size and runs under another; 4
 # ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank killed with
 # SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a checkpoint
 # that loads. Run by ctest (tests/examples/CMakeLists.txt) as: test_train_mpirun.sh AG_TRAIN MPIRUN
@@ -44,6 +44,21 @@ cmp full.csv part.csv || fail "a 2-rank run resumed on 2 ranks is not bit-identi
 "$mpirun" -np 2 "$train" "${run[@]}" --checkpoint other.agc --stop-after 6 > /dev/null
 "$train" --resume other.agc > other.txt || fail "a 2-rank checkpoint does not resume in 1 process"
 grep -q "resuming other.agc at step 7 of 12" other.txt || fail "$(head -2 other.txt)"
+
+# ... and the language model (--task lm) the same way: equal to one process, and resumed exactly.
+for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog and runs away"; done \
+  > text.txt
+lm=(--task lm --text text.txt --steps 8 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64
+    --block-size 16 --batch-size 8 --eval-windows 4 --sample-length 0)
+"$train" "${lm[@]}" --loss-log lm_one.csv > /dev/null
+"$mpirun" -np 2 "$train" "${lm[@]}" --loss-log lm_two.csv > lm_two.txt
+grep -q "each takes 4 of the 8 windows" lm_two.txt || fail "lm: $(head -3 lm_two.txt)"
+same_first_losses lm_one.csv lm_two.csv 8 || fail "lm: 2 ranks differ from 1 process"
+"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --loss-log lm_full.csv > /dev/null
+"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --checkpoint lm.agc --stop-after 4 \
+  --loss-log lm_part.csv > /dev/null
+"$mpirun" -np 2 "$train" --resume lm.agc --loss-log lm_part.csv > /dev/null
+cmp lm_full.csv lm_part.csv || fail "lm: a 2-rank run resumed on 2 ranks is not bit-identical"
 
 # 3. Four ranks on this machine: slow (oversubscribed) but the same training.
 "$mpirun" -np 4 --oversubscribe "$train" "${small[@]}" --batch-size 16 --oversubscribe \
