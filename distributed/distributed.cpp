@@ -3,10 +3,10 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <limits>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -61,8 +61,9 @@ Environment::Environment(int& argc, char**& argv) {
   int already = 0;
   MPI_Initialized(&already);
   if (already || mpi_initialised_here)
-    fail<DistributedError>("dist::Environment: MPI is already initialised (create one "
-                           "Environment per process, in main)");
+    fail<DistributedError>(
+        "dist::Environment: MPI is already initialised (create one "
+        "Environment per process, in main)");
   if (!started_by_launcher()) return;  // a world of one, without MPI
   int provided = 0;
   // FUNNELED: only this thread calls MPI; ag's pool threads compute and never communicate.
@@ -168,8 +169,8 @@ int64_t all_reduce_max(int64_t value) {
 }
 
 void abort(const std::string& program, const std::string& message, int exit_code) {
-  std::fprintf(stderr, "%s: rank %d of %d: %s\n", program.c_str(), rank(), world_size(),
-      message.c_str());
+  std::fprintf(
+      stderr, "%s: rank %d of %d: %s\n", program.c_str(), rank(), world_size(), message.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
   if (initialized()) MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -189,7 +190,8 @@ void check_thread_budget(int threads, bool allow_oversubscribe) {
     fail<DistributedError>(local_size(), " ranks on this machine × ", threads,
         " threads each = ", wanted, " threads on ", hardware,
         " hardware threads would oversubscribe the cores (every step many times slower); use "
-        "--threads ", std::max<int64_t>(1, hardware / local_size()),
+        "--threads ",
+        std::max<int64_t>(1, hardware / local_size()),
         " or fewer ranks (or --oversubscribe to run anyway: same numbers, slowly)");
 }
 
@@ -214,8 +216,8 @@ struct DistributedDataParallel::Bucket {
   std::vector<int64_t> offsets;         // of each parameter's gradient in `flat`
   DType dtype = float32;
   int64_t numel = 0;
-  Tensor flat;             // [numel]: the gradients, back to back, summed in place by MPI
-  std::size_t ready = 0;   // parameters whose gradient is complete in this pass
+  Tensor flat;            // [numel]: the gradients, back to back, summed in place by MPI
+  std::size_t ready = 0;  // parameters whose gradient is complete in this pass
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -223,16 +225,16 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DdpOptions 
     : module_(module) {
   require_mpi("DistributedDataParallel");
   if (!(options.bucket_cap_mb > 0))
-    fail<ValueError>("DistributedDataParallel: bucket_cap_mb must be > 0, got ",
-        options.bucket_cap_mb);
+    fail<ValueError>(
+        "DistributedDataParallel: bucket_cap_mb must be > 0, got ", options.bucket_cap_mb);
 
   // Every rank must hold the same parameters: rank 0's list, one line per parameter, is
   // broadcast and each rank compares its own with it.
   std::ostringstream signature;
   const auto named = module.named_parameters();
   for (const auto& [name, parameter] : named)
-    signature << name << ' ' << shape_str(parameter.shape()) << ' '
-              << dtype_name(parameter.dtype()) << '\n';
+    signature << name << ' ' << shape_str(parameter.shape()) << ' ' << dtype_name(parameter.dtype())
+              << '\n';
   std::string mine = signature.str();
   int64_t length = static_cast<int64_t>(mine.size());
   MPI_Bcast(&length, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
@@ -242,8 +244,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DdpOptions 
   const bool differs = rank0 != mine;
   if (all_reduce_max(int64_t{differs})) {
     if (!differs)
-      fail<DistributedError>("DistributedDataParallel: another rank's module has different "
-                             "parameters from rank 0's (that rank's error names the first)");
+      fail<DistributedError>(
+          "DistributedDataParallel: another rank's module has different "
+          "parameters from rank 0's (that rank's error names the first)");
     std::istringstream theirs(rank0), ours(mine);
     std::string their_line, our_line;
     while (std::getline(theirs, their_line) && std::getline(ours, our_line) &&
@@ -276,8 +279,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DdpOptions 
   for (std::size_t k = parameters_.size(); k-- > 0;) {
     const Tensor& parameter = parameters_[k];
     const double bytes = static_cast<double>(parameter.numel()) * dtype_size(parameter.dtype());
-    const bool start_new = buckets_.empty() || buckets_.back().dtype != parameter.dtype() ||
-                           (bucket_bytes + bytes > cap_bytes && !buckets_.back().parameters.empty());
+    const bool start_new =
+        buckets_.empty() || buckets_.back().dtype != parameter.dtype() ||
+        (bucket_bytes + bytes > cap_bytes && !buckets_.back().parameters.empty());
     if (start_new) {
       buckets_.emplace_back();
       buckets_.back().dtype = parameter.dtype();
@@ -391,12 +395,11 @@ void DistributedDataParallel::finish_backward() {
     int listed = 0;
     for (std::size_t k = 0; k < parameters_.size(); ++k)
       if (!ready_[k] && listed++ < 8) missing += (missing.empty() ? "'" : ", '") + names_[k] + "'";
-    const std::size_t count = static_cast<std::size_t>(
-        std::count(ready_.begin(), ready_.end(), static_cast<char>(0)));
+    const std::size_t count =
+        static_cast<std::size_t>(std::count(ready_.begin(), ready_.end(), static_cast<char>(0)));
     reset_pass();
     fail<DistributedError>("DistributedDataParallel: ", count,
-        " parameter(s) got no gradient in this backward pass (", missing,
-        count > 8 ? ", ..." : "",
+        " parameter(s) got no gradient in this backward pass (", missing, count > 8 ? ", ..." : "",
         "), so their gradients cannot be averaged; freeze unused parameters with "
         "requires_grad_(false) before building DistributedDataParallel");
   }

@@ -154,6 +154,9 @@ class DistributedDataParallel {
   // their gradients are expected (reverse registration order).
   std::vector<std::vector<std::string>> bucket_names() const;
   const DdpStats& last_stats() const { return stats_; }
+  // How many buckets' all-reduces the backward pass running now has started (0 between passes):
+  // what a hook or an observer sees of the overlap while backward is still computing.
+  std::size_t buckets_started() const { return next_bucket_; }
 
   // While a NoSync is alive, backward passes only accumulate gradients locally (gradient
   // accumulation, PyTorch's `with ddp.no_sync():`); the first backward after it ends averages

@@ -10,6 +10,7 @@
 //   ag-train --save-model reverse.agm          # a model-only file for ag-predict
 //   ag-train --curves-dir out                  # out/training_curves.csv and .png (gnuplot)
 //   ag-train --attention-png attention.png     # attention heatmaps of a decoded held-out example
+//   mpirun -np 2 ag-train                      # data-parallel on 2 processes (docs/distributed.md)
 //   ag-train --help
 //
 // Each step: a batch of fresh examples, the encoder–decoder forward with teacher forcing, the
@@ -48,9 +49,13 @@
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "models/translation.h"
+#include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "viz/viz.h"
+#ifdef AG_HAVE_DISTRIBUTED
+#include "distributed/distributed.h"  // mpirun -np N ag-train ...: data-parallel training
+#endif
 
 namespace {
 
@@ -72,6 +77,20 @@ seq2seq::ModelConfig default_model() {
   return model;
 }
 
+// --embedding-init scaled: the encoder's and decoder's token embeddings start N(0, 1/D) instead of
+// d2l's N(0, 1) — the same draws times D^(-1/2), so nothing else of the run changes. The embedding
+// is multiplied by √D before the positional encoding (entries in [−1, 1]) is added: from N(0, 1)
+// a token's entries are some √D = 8 times the position's at D = 64, from N(0, 1/D) the same size,
+// which is what the scaling was meant for (fairseq's Transformer initialises its embeddings so).
+// The add task needs where each digit is, and learns with it (docs/training.md).
+void scale_embedding_init(nn::EncoderDecoder& model) {
+  NoGradGuard no_grad;
+  const std::vector<const nn::TransformerStack*> stacks = {
+      model.encoder.get(), model.decoder.get()};
+  for (const nn::TransformerStack* stack : stacks)  // weight (V, D) *= D^(-1/2)
+    stack->embedding->weight.mul_(1.0 / std::sqrt(static_cast<double>(stack->num_hiddens)));
+}
+
 struct Options {
   // What defines the run (saved in checkpoints; a resumed run takes them from the file).
   std::string task = "reverse";
@@ -82,6 +101,9 @@ struct Options {
   std::string schedule = "cosine";  // constant | cosine | noam
   int64_t warmup = 0;               // 0: min(200, steps / 10)
   seq2seq::ModelConfig model = default_model();
+  // normal | scaled: the token embeddings' initialisation (scale_embedding_init); the add task's
+  // default is scaled (toy_task_defaults).
+  std::string embedding_init = "normal";
   uint64_t seed = 0;
   int64_t eval_size = 500;
   // How this invocation runs and reports.
@@ -100,6 +122,7 @@ struct Options {
   std::string attention_png;  // at the end: the attention weights of one decoded held-out example
   int64_t attention_example = -1;  // -1: the first held-out example of the longest source
   bool skip_nonfinite = false;     // skip a step whose loss or gradient norm is NaN or ±inf
+  bool oversubscribe = false;      // under mpirun: allow ranks × --threads above the cores
   std::string max_memory;          // "4G": the memory limit; "" — what the machine has available
   uint64_t memory_limit = 0;       // in bytes, from --max-memory or what is available
   std::string memory_limit_source;
@@ -281,6 +304,9 @@ void save_options(Checkpoint& c, const Options& o) {
   c.integers["config.seed"] = o.seed;
   c.integers["config.eval_size"] = static_cast<uint64_t>(o.eval_size);
   c.integers["config.threads"] = static_cast<uint64_t>(o.threads);
+  // Only a run that did not start as d2l's has it (add's default): the other runs' checkpoints,
+  // translate's and lm's among them, stay as they were, and a file without it began "normal".
+  if (o.embedding_init != "normal") c.strings["config.embedding_init"] = o.embedding_init;
 }
 
 // The run-defining options of a checkpoint, over this invocation's reporting options.
@@ -295,8 +321,12 @@ Options options_from(const Checkpoint& c, Options o) {
   o.warmup = static_cast<int64_t>(c.integer("config.warmup"));
   o.seed = c.integer("config.seed");
   o.eval_size = static_cast<int64_t>(c.integer("config.eval_size"));
+  // Without the entry the run began as d2l's (as every run did before --embedding-init).
+  o.embedding_init =
+      c.strings.count("config.embedding_init") ? c.string("config.embedding_init") : "normal";
   if (o.steps <= 0 || o.batch_size <= 0 || o.eval_size <= 0 || o.warmup <= 0 ||
-      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
+      (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam") ||
+      (o.embedding_init != "normal" && o.embedding_init != "scaled"))
     throw CheckpointError(
         "checkpoint " + o.resume + ": the saved run configuration is inconsistent");
   // The sizes that allocate, as for the command line's options.
@@ -329,6 +359,136 @@ void put_generator(Checkpoint& c, const std::string& name, const GeneratorState&
 GeneratorState get_generator(const Checkpoint& c, const std::string& name) {
   return {c.integer("generator." + name + ".seed"), c.integer("generator." + name + ".offset")};
 }
+
+// ---- data-parallel training: mpirun -np N ag-train ... -------------------------------------------
+//
+// Under mpirun (with ag built against MPI: ag::distributed), every rank builds the same model from
+// the same seed and draws the same global batches from the same seeded stream, then trains on its
+// own rows of each (dist::rows_of_rank). DistributedDataParallel averages the gradients while
+// backward runs, so that every rank takes the same step: the step one process takes on the whole
+// batch, up to the order of the floating-point sums. Dropout masks differ by rank (each rank's
+// stream is seeded by dist::rank_seed). Rank 0 alone prints, evaluates and writes files; the
+// others wait for it at the next all-reduce, or at the barrier after a checkpoint.
+// docs/distributed.md has the commands and what to expect.
+namespace parallel {
+#ifdef AG_HAVE_DISTRIBUTED
+int rank() { return dist::rank(); }
+int world() { return dist::world_size(); }
+double sum(double value) { return dist::all_reduce_sum(value); }
+int64_t sum(int64_t value) { return dist::all_reduce_sum(value); }
+bool any(bool flag) { return dist::all_reduce_max(int64_t{flag}) != 0; }
+void barrier() { dist::barrier(); }
+[[noreturn]] void abort_job(const std::string& message, int exit_code) {
+  dist::abort("ag-train", message, exit_code);
+}
+// Why --threads on this many ranks per machine would oversubscribe its cores ("" if it fits).
+std::string thread_budget_problem(int threads, bool oversubscribe) {
+  try {
+    dist::check_thread_budget(threads, oversubscribe);
+    return "";
+  } catch (const dist::DistributedError& e) {
+    return std::string("--threads ") + std::to_string(threads) + " under mpirun: " + e.what();
+  }
+}
+uint64_t rank_seed(uint64_t seed, int rank) { return dist::rank_seed(seed, rank); }
+std::pair<int64_t, int64_t> rows_of_rank(int64_t rows) {
+  const dist::RowRange range = dist::rows_of_rank(rows, rank(), world());
+  return {range.begin, range.end};
+}
+// DistributedDataParallel for a world of more than one rank; nothing for a single process.
+std::shared_ptr<void> data_parallel(nn::Module& model) {
+  if (world() == 1) return nullptr;
+  return std::make_shared<dist::DistributedDataParallel>(model);
+}
+#else  // built without MPI: always a single process
+int rank() { return 0; }
+int world() { return 1; }
+double sum(double value) { return value; }
+int64_t sum(int64_t value) { return value; }
+bool any(bool flag) { return flag; }
+void barrier() {}
+[[noreturn]] void abort_job(const std::string&, int exit_code) { std::exit(exit_code); }
+std::string thread_budget_problem(int, bool) { return ""; }
+uint64_t rank_seed(uint64_t seed, int) { return seed; }
+std::pair<int64_t, int64_t> rows_of_rank(int64_t rows) { return {0, rows}; }
+std::shared_ptr<void> data_parallel(nn::Module&) { return nullptr; }
+#endif
+
+// The target tokens a batch of examples is scored on: each target and its <eos>.
+double valid_tokens(const std::vector<data::Example>& examples) {
+  double tokens = 0;
+  for (const data::Example& example : examples)
+    tokens += static_cast<double>(example.target.size()) + 1;
+  return tokens;
+}
+
+// This rank's rows of a global batch of examples.
+std::vector<data::Example> my_rows(const std::vector<data::Example>& global) {
+  const auto [begin, end] = rows_of_rank(static_cast<int64_t>(global.size()));
+  return {global.begin() + begin, global.begin() + end};
+}
+
+// The loss of this rank's rows, weighted so that the average over the ranks of the weighted
+// losses is the loss of the whole global batch: a loss that is the mean over this rank's
+// `my_weight` (valid tokens) of the global batch's `global_weight` becomes
+//   loss · my_weight · N / global_weight,   and   (1/N) Σ_r loss_r · w_r · N / W = Σ_r loss_r w_r / W.
+Tensor weighted_for_average(const Tensor& loss, double my_weight, double global_weight) {
+  if (world() == 1) return loss;
+  return loss * (my_weight * world() / global_weight);
+}
+
+// The dropout generator of this rank: rank 0 keeps the seed's stream; rank r > 0 switches to
+// its own seed (rank_seed) at the same offset, after the model is built (so that every rank
+// initialises the same weights) and after a resume has restored rank 0's state. A checkpoint
+// written with the same world size holds every rank's state and restores it exactly.
+void use_rank_dropout_stream(const std::optional<Checkpoint>& resumed) {
+  if (world() == 1 || rank() == 0) return;
+  const std::string mine = "generator.default.rank" + std::to_string(rank());
+  if (resumed && resumed->integers.count("data_parallel.world_size") &&
+      resumed->integer("data_parallel.world_size") == static_cast<uint64_t>(world())) {
+    default_generator().set_state(
+        {resumed->integer(mine + ".seed"), resumed->integer(mine + ".offset")});
+    return;
+  }
+  const GeneratorState state = default_generator().state();
+  default_generator().set_state({rank_seed(state.seed, rank()), state.offset});
+}
+
+// Every rank's dropout generator into rank 0's checkpoint (a collective: every rank calls it).
+void put_rank_generators(Checkpoint& c) {
+  if (world() == 1) return;
+  c.integers["data_parallel.world_size"] = static_cast<uint64_t>(world());
+  const GeneratorState mine = default_generator().state();
+  for (int r = 1; r < world(); ++r) {
+    // Only rank r contributes, so each sum is rank r's value, exactly (two's complement).
+    const auto seed = static_cast<uint64_t>(sum(rank() == r ? static_cast<int64_t>(mine.seed) : 0));
+    const auto offset =
+        static_cast<uint64_t>(sum(rank() == r ? static_cast<int64_t>(mine.offset) : 0));
+    c.integers["generator.default.rank" + std::to_string(r) + ".seed"] = seed;
+    c.integers["generator.default.rank" + std::to_string(r) + ".offset"] = offset;
+  }
+}
+
+// What the run's first lines say under mpirun.
+void print_data_parallel(int64_t global_batch, const char* unit) {
+  if (world() == 1) return;
+  const auto [begin, end] = rows_of_rank(global_batch);
+  std::printf(
+      "data-parallel on %d ranks (mpirun): each takes %lld of the %lld %s of every batch (rank "
+      "0: rows %lld-%lld) and the gradients are averaged over the ranks; rank 0 prints, "
+      "evaluates and saves\n",
+      world(), static_cast<long long>(end - begin), static_cast<long long>(global_batch), unit,
+      static_cast<long long>(begin), static_cast<long long>(end - 1));
+}
+
+// A run that failed: exit code 1. Under mpirun the whole job ends at once, naming this rank,
+// instead of leaving the other ranks waiting for it in their next all-reduce.
+int run_failed(const std::string& message) {
+  if (world() > 1) abort_job(message, 1);
+  std::cerr << "\nag-train: " << message << "\n";
+  return 1;
+}
+}  // namespace parallel
 
 // Everything the next step depends on: weights, Adam's moments and step counts, the schedule's
 // position, the dropout generator and the data stream. Returns the step to continue with.
@@ -370,7 +530,9 @@ void save_run(int64_t step, const Options& o, const seq2seq::ModelConfig& config
   c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
   put_generator(c, "default", default_generator().state());
   put_generator(c, "data", stream.generator().state());
-  write_run(c, step, o);
+  parallel::put_rank_generators(c);
+  if (parallel::rank() == 0) write_run(c, step, o);
+  parallel::barrier();  // the file is complete before any rank goes on
 }
 
 // Writes a run's checkpoint to --checkpoint and, with --keep, its numbered copy (both tasks).
@@ -423,6 +585,7 @@ class Report {
  public:
   Report(const Options& o, int64_t first_step, int64_t last_step, bool resumed)
       : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO)) {
+    if (parallel::rank() > 0) return;  // under mpirun, rank 0 alone writes the logs
     if (!o.loss_log.empty()) {
       loss_log_.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
       if (!loss_log_) throw IoError("cannot open --loss-log " + o.loss_log);
@@ -442,7 +605,9 @@ class Report {
 
   void step(int64_t step, double loss, const data::Batch& batch, bool evaluate_now) {
     if (loss_log_) loss_log_ << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
-    tokens_ += sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item();
+    // Under mpirun, the tokens of every rank's rows (a collective: every rank calls step).
+    tokens_ +=
+        parallel::sum(sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
     loss_since_report_ += loss;
     ++steps_since_report_;
     loss_since_evaluation_ += loss;
@@ -522,13 +687,14 @@ void print_run(const Options& o, const seq2seq::ModelConfig& config, const data:
   std::printf(
       "ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
       "(hidden %lld, ffn %lld, %lld heads, %lld layers, dropout %g), %lld steps of batch %lld, "
-      "Adam lr %g (%s), clip %g, seed %llu, %d thread%s\n",
+      "Adam lr %g (%s), clip %g, embeddings initialised %s, seed %llu, %d thread%s\n",
       o.task.c_str(), static_cast<long long>(config.vocab_size),
       static_cast<long long>(task.source_steps()), static_cast<long long>(task.target_steps()),
       static_cast<long long>(model.num_parameters()), static_cast<long long>(config.num_hiddens),
       static_cast<long long>(config.ffn_num_hiddens), static_cast<long long>(config.num_heads),
       static_cast<long long>(config.num_layers), config.dropout, static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), o.clip,
+      o.embedding_init == "scaled" ? "N(0, 1/D)" : "N(0, 1)",
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
 }
 
@@ -779,40 +945,53 @@ int train(Options o) {
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = task->vocab().size();
   auto model = seq2seq::make_transformer(config);
+  if (o.embedding_init == "scaled") scale_embedding_init(*model);  // (a resumed run loads its own)
   const std::vector<data::Example> held_out = data::held_out_set(*task, o.eval_size);
   data::TrainingStream stream(*task, held_out, o.seed + 1);
   optim::Adam optimizer(model->parameters(), o.lr);
   optim::Scheduler scheduler(optimizer, make_schedule(o, config));
   const int64_t first_step =
       resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
+  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   print_run(o, config, *task, *model);
+  parallel::print_data_parallel(o.batch_size, "examples");
   Report report(o, first_step, last_step, resumed.has_value());
 
   for (int64_t step = first_step; step <= last_step; ++step) {
+    // The global batch (the same on every rank), of which this rank trains on its rows.
+    const std::vector<data::Example> examples = stream.next(o.batch_size);
     data::Batch batch =
-        data::make_batch(stream.next(o.batch_size), task->source_steps(), task->target_steps());
+        data::make_batch(parallel::my_rows(examples), task->source_steps(), task->target_steps());
     Tensor loss =
         seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
+    if (parallel::world() > 1)  // weighted by this rank's share of the batch's valid tokens
+      loss = parallel::weighted_for_average(loss,
+          parallel::valid_tokens(parallel::my_rows(examples)), parallel::valid_tokens(examples));
     optimizer.zero_grad();
-    loss.backward();  // frees the graph
+    loss.backward();  // frees the graph (under mpirun: and averages the gradients)
+    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
     if (const std::optional<int> exit_code =
-            clip_and_update(step, loss.item(), *model, optimizer, o))
+            clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
     scheduler.step();  // the learning rate of the next step
 
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
-    report.step(step, loss.item(), batch, evaluate_now);
-    if (evaluate_now)
+    report.step(step, batch_loss, batch, evaluate_now);
+    if (evaluate_now && parallel::rank() == 0)
       report.evaluation(step, seq2seq::evaluate(*model, *task, held_out), *task, held_out);
-    const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
+    // Ctrl-C: save (with --checkpoint), then stop — every rank after the same step.
+    const bool stop = parallel::any(interrupted);
     if (step % checkpoint_every == 0 || step == last_step || stop)
       save_run(step, o, config, *model, optimizer, scheduler, stream);
     if (stop) return interrupted_after(step, o);
   }
 
   const double seconds = report.seconds();
+  if (parallel::rank() > 0) return 0;  // rank 0 writes the files and the summary
   if (!o.save_model.empty()) {
     report_removed(seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o))
                        .removed_temp_files);
@@ -1069,6 +1248,9 @@ int train_lm(Options o, LMOptions lmo) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
+  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   std::printf(
@@ -1087,8 +1269,9 @@ int train_lm(Options o, LMOptions lmo) {
       static_cast<long long>(config.block_size), config.dropout, static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), lmo.weight_decay, o.clip,
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
+  parallel::print_data_parallel(o.batch_size, "windows");
   std::ofstream loss_log;
-  if (!o.loss_log.empty()) {
+  if (!o.loss_log.empty() && parallel::rank() == 0) {
     loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
     if (!loss_log) throw IoError("cannot open --loss-log " + o.loss_log);
     if (!resumed) loss_log << "step,loss\n";
@@ -1099,20 +1282,28 @@ int train_lm(Options o, LMOptions lmo) {
   int64_t steps_since_report = 0, steps_since_evaluation = 0;
   lm::Evaluation last;
   for (int64_t step = first_step; step <= last_step; ++step) {
+    // The global batch of windows (the same on every rank), of which this rank takes its rows.
     const data::LMBatch batch =
         data::sample_lm_batch(d.train_ids, o.batch_size, config.block_size, data_generator);
-    Tensor loss = lm::lm_loss(*model, batch.inputs, batch.labels);  // (): mean CE per token
+    const auto [begin, end] = parallel::rows_of_rank(o.batch_size);
+    const Tensor inputs = batch.inputs.narrow(0, begin, end - begin);  // (B/N, T)
+    const Tensor labels = batch.labels.narrow(0, begin, end - begin);  // (B/N, T)
+    Tensor loss = lm::lm_loss(*model, inputs, labels);                 // (): mean CE per token
+    // Weighted by this rank's share of the windows, when they do not divide evenly.
+    loss = parallel::weighted_for_average(
+        loss, static_cast<double>(end - begin), static_cast<double>(o.batch_size));
     optimizer.zero_grad();
-    loss.backward();  // frees the graph
+    loss.backward();  // frees the graph (under mpirun: and averages the gradients)
+    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
     if (const std::optional<int> exit_code =
-            clip_and_update(step, loss.item(), *model, optimizer, o))
+            clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
     scheduler.step();  // the learning rate of the next step
 
     if (loss_log)
-      loss_log << step << ',' << std::hexfloat << loss.item() << std::defaultfloat << '\n';
-    loss_since_report += loss.item();
-    loss_since_evaluation += loss.item();
+      loss_log << step << ',' << std::hexfloat << batch_loss << std::defaultfloat << '\n';
+    loss_since_report += batch_loss;
+    loss_since_evaluation += batch_loss;
     ++steps_since_report;
     ++steps_since_evaluation;
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
@@ -1128,14 +1319,15 @@ int train_lm(Options o, LMOptions lmo) {
       loss_since_report = 0;
       steps_since_report = 0;
     }
-    if (evaluate_now) {
+    if (evaluate_now && parallel::rank() == 0) {
       last = lm::evaluate(*model, d.validation_ids, d.validation_characters, lmo.eval_windows);
       print_lm_evaluation(step, loss_since_evaluation / static_cast<double>(steps_since_evaluation),
           last, *model, lmo, d, o.seed);
       loss_since_evaluation = 0;
       steps_since_evaluation = 0;
     }
-    const bool stop = interrupted;  // Ctrl-C: save (with --checkpoint), then stop
+    // Ctrl-C: save (with --checkpoint), then stop — every rank after the same step.
+    const bool stop = parallel::any(interrupted);
     if (!o.checkpoint.empty() && (step % checkpoint_every == 0 || step == last_step || stop)) {
       Checkpoint c;
       c.kind = "ag-train";
@@ -1148,11 +1340,14 @@ int train_lm(Options o, LMOptions lmo) {
       c.integers["scheduler.step"] = static_cast<uint64_t>(scheduler.current_step());
       put_generator(c, "default", default_generator().state());
       put_generator(c, "data", data_generator.state());
-      write_run(c, step, o);
+      parallel::put_rank_generators(c);
+      if (parallel::rank() == 0) write_run(c, step, o);
+      parallel::barrier();  // the file is complete before any rank goes on
     }
     if (stop) return interrupted_after(step, o);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (parallel::rank() > 0) return 0;  // rank 0 writes the model and the summary
   if (!o.save_model.empty()) {
     report_removed(lm::save_model(o.save_model, *model, d.tokenizer, d.vocab, checkpoint_format(o))
                        .removed_temp_files);
@@ -1194,6 +1389,12 @@ CLI::Validator whole_number() {
       "");
 }
 
+// The add task's own default: its sums need where each digit is, which the positional encoding
+// tells only when the embeddings do not drown it (scale_embedding_init, docs/training.md).
+void toy_task_defaults(Options& o, const CLI::App& app) {
+  if (o.task == "add" && app.count("--embedding-init") == 0) o.embedding_init = "scaled";
+}
+
 // --task translate starts from d2l's settings (d2l 0.17, "Transformer": num_hiddens 32, 2 layers,
 // dropout 0.1, FFN 64, 4 heads, batch 64, num_steps 10, Adam lr 0.005, no schedule; min_freq 2 in
 // load_data_nmt) for every option the command line does not give.
@@ -1214,6 +1415,12 @@ void translate_defaults(Options& o, const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef AG_HAVE_DISTRIBUTED
+  // Under mpirun, MPI for the whole run; started on its own, ag-train never touches MPI.
+  dist::Environment mpi(argc, argv);
+  if (dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+    std::perror("ag-train: silencing the standard output of this rank");
+#endif
   Options o;
   LMOptions lmo;
   CLI::App app{
@@ -1272,6 +1479,11 @@ int main(int argc, char** argv) {
       ->check(whole_number<int64_t>())
       ->capture_default_str();
   app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
+  app.add_option("--embedding-init", o.embedding_init,
+         "toy tasks: how token embeddings start: normal (N(0, 1), d2l's) | scaled (N(0, 1/D): "
+         "times √D, the size of the positional encoding); add's default: scaled "
+         "(docs/training.md)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")
       ->check(whole_number<uint64_t>())
       ->capture_default_str();
@@ -1316,6 +1528,9 @@ int main(int argc, char** argv) {
   app.add_option("--attention-png", o.attention_png,
       "at the end, draw the attention weights of every layer and head "
       "for one decoded held-out example into this PNG");
+  app.add_flag("--oversubscribe", o.oversubscribe,
+      "under mpirun: allow more ranks x --threads on a machine than it has hardware threads "
+      "(many times slower, the same numbers: to check 4 or 8 ranks on a small machine)");
   app.add_flag("--skip-nonfinite-steps", o.skip_nonfinite,
       "skip (do not apply) a step whose loss or gradient norm is NaN or infinite, instead of "
       "stopping the run with exit code 1");
@@ -1369,6 +1584,7 @@ int main(int argc, char** argv) {
   const auto names = data::task_names();
   const bool translate = o.task == seq2seq::kTranslateTask;
   if (translate) translate_defaults(o, app);
+  toy_task_defaults(o, app);
   if (!o.write_pairs.empty()) {
     try {
       if (const std::string why = output_file_problem(o.write_pairs, OutputKind::renamed_file);
@@ -1397,10 +1613,18 @@ int main(int argc, char** argv) {
     problem =
         "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --min-freq and --beam "
         "not negative";
+  else if (translate && parallel::world() > 1)
+    problem =
+        "--task translate does not train data-parallel yet: run it without mpirun (the toy "
+        "tasks and --task lm do)";
   else if (translate && (!o.curves_dir.empty() || !o.attention_png.empty()))
     problem =
         "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "
         "draws a translation's attention)";
+  else if ((translate || o.task == "lm") && app.count("--embedding-init"))
+    problem = "--embedding-init is for the toy tasks (copy, reverse, sort, add)";
+  else if (o.embedding_init != "normal" && o.embedding_init != "scaled")
+    problem = "unknown --embedding-init '" + o.embedding_init + "' (known: normal, scaled)";
   else if (o.task != "lm" && lm_only_options)
     problem =
         "--text, --tokenizer, --block-size, --pre-norm, --learned-positions, "
@@ -1430,6 +1654,9 @@ int main(int argc, char** argv) {
     problem = "--threads " + std::to_string(o.threads) + " is outside 1-" +
               std::to_string(max_num_threads()) +
               " (at most 4 times this machine's hardware threads, and at least 16)";
+  else if (const std::string why = parallel::thread_budget_problem(o.threads, o.oversubscribe);
+           !why.empty())
+    problem = why;
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)
     problem = "--eval-every and --eval-size must be positive, --show not negative";
   else if (o.checkpoint_every < 0 || o.keep < 0 || o.stop_after < 0)
@@ -1484,16 +1711,12 @@ int main(int argc, char** argv) {
   try {
     return o.task == "lm" ? train_lm(o, lmo) : train(o);
   } catch (const CheckpointError& e) {
-    std::cerr << "\nag-train: " << e.what() << "\n";
-    return 1;
+    return parallel::run_failed(e.what());
   } catch (const nn::StateDictError& e) {  // a checkpoint whose model does not fit
-    std::cerr << "\nag-train: " << e.what() << "\n";
-    return 1;
+    return parallel::run_failed(e.what());
   } catch (const optim::StateDictError& e) {  // … or whose optimizer state does not
-    std::cerr << "\nag-train: " << e.what() << "\n";
-    return 1;
+    return parallel::run_failed(e.what());
   } catch (const std::exception& e) {
-    std::cerr << "\nag-train: error: " << e.what() << "\n";
-    return 1;
+    return parallel::run_failed(std::string("error: ") + e.what());
   }
 }

@@ -59,8 +59,10 @@ class TransformerStack : public Module {
  public:
   // tokens (B, T) at positions first_position … first_position + T − 1
   //   -> dropout(embedding(tokens) · √D + P[first_position : first_position + T]) (B, T, D)
-  // The embedding is scaled by √D before the positions are added: embeddings start N(0, 1) and
-  // the encoding lies in [−1, 1], so neither drowns the other.
+  // The embedding is scaled by √D before the positions are added, whose entries lie in [−1, 1].
+  // From d2l's N(0, 1) embeddings a token's entries are then some √D times its position's: the
+  // tokens all but drown the positions. ag-train --embedding-init scaled starts the embeddings
+  // N(0, 1/D), so that after the √D both are the same size (docs/training.md).
   Tensor embed(const Tensor& tokens, int64_t first_position = 0);
 
   int64_t num_hiddens;

@@ -86,8 +86,8 @@ TEST_CASE("broadcast and all_reduce_sum move tensors between ranks", "[distribut
   CHECK(values(summed) == std::vector<double>(4, world * (world - 1) / 2.0));
 
   Tensor wrong_size = zeros({rank == 0 ? 3 : 4}, float64);
-  CHECK_THROWS_MATCHES(dist::broadcast(wrong_size, 0), ShapeError,
-      WhatContains({"dist::broadcast", "elements"}));
+  CHECK_THROWS_MATCHES(
+      dist::broadcast(wrong_size, 0), ShapeError, WhatContains({"dist::broadcast", "elements"}));
   CHECK_THROWS_MATCHES(dist::broadcast(zeros({2, 2}).transpose(0, 1), 0), ShapeError,
       WhatContains({"dist::broadcast", "not contiguous"}));
   CHECK_THROWS_MATCHES(
@@ -114,8 +114,8 @@ TEST_CASE("N ranks with B/N rows each compute one process's gradient and steps f
   Tensor y = randn({global_rows, 3}, data, float64);  // (B, 3)
   const dist::RowRange mine = dist::rows_of_rank(global_rows, rank, world);
 
-  auto single = make_mlp(3);       // one process, the whole batch
-  auto parallel = make_mlp(3);     // this rank's replica
+  auto single = make_mlp(3);    // one process, the whole batch
+  auto parallel = make_mlp(3);  // this rank's replica
   dist::DdpOptions small_buckets;
   small_buckets.bucket_cap_mb = 200.0 / (1 << 20);  // 200 bytes: one bucket per parameter
   dist::DistributedDataParallel ddp(*parallel, small_buckets);
@@ -132,9 +132,9 @@ TEST_CASE("N ranks with B/N rows each compute one process's gradient and steps f
     // its rows' mean × (rows_r · N / B), and the average over ranks of those is the global mean.
     parallel_adam.zero_grad();
     const double weight = static_cast<double>(mine.size()) * world / global_rows;
-    Tensor loss = mse(*parallel, x.narrow(0, mine.begin, mine.size()),
-                      y.narrow(0, mine.begin, mine.size())) *
-                  weight;
+    Tensor loss =
+        mse(*parallel, x.narrow(0, mine.begin, mine.size()), y.narrow(0, mine.begin, mine.size())) *
+        weight;
     loss.backward();
     CHECK(ddp.last_stats().buckets == 4);
 
@@ -196,8 +196,8 @@ TEST_CASE("no_sync accumulates locally; the next backward averages the sum", "[d
   }
 }
 
-TEST_CASE("DistributedDataParallel refuses unused parameters and models that differ",
-    "[distributed]") {
+TEST_CASE(
+    "DistributedDataParallel refuses unused parameters and models that differ", "[distributed]") {
   auto mlp = make_mlp(1);
   dist::DistributedDataParallel ddp(*mlp);
   Tensor x = randn({2, 6}, float64);
@@ -226,7 +226,8 @@ TEST_CASE("the thread budget: ranks on a machine × threads within its hardware 
     "[distributed]") {
   const int hardware = static_cast<int>(std::thread::hardware_concurrency());
   const int per_rank = std::max(1, hardware / dist::local_size());
-  if (per_rank * dist::local_size() <= hardware) CHECK_NOTHROW(dist::check_thread_budget(per_rank, false));
+  if (per_rank * dist::local_size() <= hardware)
+    CHECK_NOTHROW(dist::check_thread_budget(per_rank, false));
   CHECK_THROWS_MATCHES(dist::check_thread_budget(hardware + 1, false), dist::DistributedError,
       WhatContains({"ranks on this machine", "oversubscribe"}));
   CHECK_NOTHROW(dist::check_thread_budget(hardware + 1, true));
@@ -257,4 +258,29 @@ TEST_CASE("a backward pass that throws after its all-reduce started leaves the n
     expected.mul_(1.0 / world);
     CHECK(max_relative_difference(a[i].grad(), expected) < 1e-12);
   }
+}
+
+TEST_CASE("buckets start their all-reduce while backward is still computing earlier layers",
+    "[distributed]") {
+  auto mlp = make_mlp(6);
+  dist::DdpOptions tiny;
+  tiny.bucket_cap_mb = 1e-9;  // one bucket per parameter
+  dist::DistributedDataParallel ddp(*mlp, tiny);
+  // Backward completes second.bias, second.weight, first.bias, then first.weight. When first.bias
+  // is done (this hook runs after DDP's own, registered first), three buckets are on their way
+  // while the first layer's weight gradient does not exist yet.
+  std::size_t started = 0;
+  bool weight_gradient_existed = true;
+  mlp->first->bias.register_post_accumulate_grad_hook([&](const Tensor&) {
+    started = ddp.buckets_started();
+    weight_gradient_existed = mlp->first->weight.grad().defined();
+  });
+  Generator data(41);
+  mse(*mlp, randn({4, 6}, data, float64), randn({4, 3}, data, float64)).backward();
+  CHECK(started == 3);
+  CHECK_FALSE(weight_gradient_existed);
+  CHECK(ddp.buckets_started() == 0);  // the pass is over
+  CHECK(ddp.last_stats().buckets == 4);
+  CHECK(ddp.last_stats().overlap_seconds >= 0);
+  CHECK(ddp.last_stats().wait_seconds >= 0);
 }

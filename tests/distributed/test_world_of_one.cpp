@@ -11,8 +11,7 @@
 
 using namespace ag;
 
-TEST_CASE("without mpirun: a world of one, and collectives that change nothing",
-    "[distributed]") {
+TEST_CASE("without mpirun: a world of one, and collectives that change nothing", "[distributed]") {
   CHECK_FALSE(dist::initialized());
   CHECK(dist::rank() == 0);
   CHECK(dist::world_size() == 1);
@@ -58,7 +57,7 @@ TEST_CASE("rank_seed: rank 0 keeps the seed, the others get distinct ones", "[di
   CHECK(dist::rank_seed(42, 1) != dist::rank_seed(43, 1));
 }
 
-TEST_CASE("the thread budget of a world of one is the machine's hardware threads",
-    "[distributed]") {
+TEST_CASE(
+    "the thread budget of a world of one is the machine's hardware threads", "[distributed]") {
   CHECK_NOTHROW(dist::check_thread_budget(1, false));
 }

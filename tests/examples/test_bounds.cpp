@@ -82,6 +82,10 @@ TEST_CASE("ag-train refuses sizes it cannot hold, naming the option, before it a
       {"--show -1", "--show not negative"},
       {"--keep -1", "--keep and --stop-after must not be negative"},
       {"--attention-example -2", "--attention-example -2 must be -1 or in 0-499"},
+      {"--embedding-init big", "ag-train: unknown --embedding-init 'big' (known: normal, scaled)"},
+      {"--task translate --embedding-init scaled",
+          "ag-train: --embedding-init is for the toy tasks (copy, reverse, sort, add)"},
+      {"--task lm --embedding-init normal", "ag-train: --embedding-init is for the toy tasks"},
       // The memory limit: the default run needs some tens of MiB.
       {"--max-memory 1M",
           "ag-train: this run (--num-hiddens 64, --ffn-num-hiddens 256, --layers 2, --batch-size "

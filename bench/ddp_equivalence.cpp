@@ -1,0 +1,205 @@
+// ag-ddp-equivalence: does data-parallel training over N ranks train the model one process trains?
+// The distributed issue's equivalence figure: N ranks × B/N rows against 1 process × B rows, for
+// --steps steps of d2l's Transformer (ag-bench-train's tiny or small config) with dropout 0,
+// comparing the per-step losses and the final parameters.
+//
+//   mpirun -np 2 build/bench/ag-ddp-equivalence --config tiny --dtype float64 --steps 50
+//   mpirun -np 2 build/bench/ag-ddp-equivalence --config small --dtype float32 --optimizer sgd
+//
+// Every rank trains two models from the same seed on the same global batches: its replica under
+// DistributedDataParallel on its rows of each batch (dist::rows_of_rank, the loss weighted by its
+// share of the batch's valid tokens), and a reference on the whole batch without any
+// communication — the single process. Rank 0 prints, per step, the largest relative difference
+// of the loss so far and, at the end, of the parameters (the largest over the parameter tensors
+// of ‖a − b‖ / ‖b‖), and one JSON line with --json.
+// The step is ag-train's: masked cross-entropy per valid token, backward, clipping at 1, and Adam
+// (lr 0.005) or SGD (lr 0.1); float64 models are the float32 ones converted with Module::to.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autograd/generator.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "distributed/distributed.h"
+#include "models/seq2seq.h"
+#include "optim/optimizer.h"
+
+namespace {
+
+using namespace ag;
+
+struct Config {
+  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers, source_steps, target_steps, vocab;
+};
+
+// ag-bench-train's tiny (the reverse task's shapes) and small configs (bench/bench_train.cpp).
+Config config_named(const std::string& name) {
+  if (name == "tiny") return {32, 64, 4, 2, 10, 10, 20};
+  return {128, 512, 4, 2, 32, 32, 32};
+}
+
+// Batches of the reverse task (tiny: padded, uneven valid lengths) or of random ids (small).
+data::Batch global_batch(const std::string& name, const Config& c, int64_t rows,
+    data::TrainingStream* stream, Generator& gen) {
+  if (name == "tiny") return data::make_batch(stream->next(rows), c.source_steps, c.target_steps);
+  const int64_t S = c.source_steps, T = c.target_steps;
+  std::vector<float> source(rows * S), decoder_input(rows * T), labels(rows * T);
+  for (auto& x : source) x = float(gen.randint(3, c.vocab));
+  for (auto& x : labels) x = float(gen.randint(3, c.vocab));
+  for (int64_t b = 0; b < rows; ++b) {
+    decoder_input[b * T] = float(data::TaskVocab::bos);
+    for (int64_t t = 1; t < T; ++t) decoder_input[b * T + t] = labels[b * T + t - 1];
+  }
+  return {tensor(source, {rows, S}), full({rows}, double(S)), tensor(decoder_input, {rows, T}),
+      tensor(labels, {rows, T}), full({rows}, double(T))};
+}
+
+// Rows [begin, end) of a batch.
+data::Batch rows_of(const data::Batch& b, int64_t begin, int64_t end) {
+  const int64_t n = end - begin;
+  return {b.source.narrow(0, begin, n), b.source_valid_lens.narrow(0, begin, n),
+      b.decoder_input.narrow(0, begin, n), b.labels.narrow(0, begin, n),
+      b.label_valid_lens.narrow(0, begin, n)};
+}
+
+double relative_difference(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-30);
+}
+
+// ‖a − b‖ / ‖b‖ (Euclidean norms over all the elements of a parameter).
+double tensor_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> va = a.contiguous().to_vector<double>();
+  const std::vector<double> vb = b.contiguous().to_vector<double>();
+  double difference = 0, norm = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    difference += (va[i] - vb[i]) * (va[i] - vb[i]);
+    norm += vb[i] * vb[i];
+  }
+  return std::sqrt(difference) / std::max(std::sqrt(norm), 1e-30);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dist::Environment mpi(argc, argv);
+  std::string config_name = "tiny", dtype_name_option = "float32", optimizer_name = "adam";
+  int64_t steps = 50, global_rows = 64, print_every = 10;
+  bool json = false;
+  CLI::App app{
+      "ag-ddp-equivalence: N ranks x B/N rows against 1 process x B rows (run it under "
+      "mpirun)"};
+  app.add_option("--config", config_name, "tiny | small")
+      ->check(CLI::IsMember({"tiny", "small"}))
+      ->capture_default_str();
+  app.add_option("--dtype", dtype_name_option, "float32 | float64")
+      ->check(CLI::IsMember({"float32", "float64"}))
+      ->capture_default_str();
+  app.add_option("--optimizer", optimizer_name, "adam | sgd")
+      ->check(CLI::IsMember({"adam", "sgd"}))
+      ->capture_default_str();
+  app.add_option("--steps", steps, "training steps")->check(CLI::Range(1, 100000));
+  app.add_option("--batch", global_rows, "global batch B")->check(CLI::Range(1, 4096));
+  app.add_option("--print-every", print_every, "print a line every this many steps (and steps 1-5)")
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--json", json, "one JSON line at the end");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+  }
+  const int rank = dist::rank(), world = dist::world_size();
+  if (world < 2) {
+    std::fprintf(stderr, "ag-ddp-equivalence: run it under mpirun with 2 or more ranks\n");
+    return 2;
+  }
+  set_num_threads(1);
+  const DType dtype = dtype_name_option == "float64" ? float64 : float32;
+  const Config c = config_named(config_name);
+
+  seq2seq::ModelConfig mc;
+  mc.vocab_size = c.vocab;
+  mc.num_hiddens = c.num_hiddens;
+  mc.ffn_num_hiddens = c.ffn_num_hiddens;
+  mc.num_heads = c.num_heads;
+  mc.num_layers = c.num_layers;
+  mc.dropout = 0.0;
+  manual_seed(0);
+  auto replica = seq2seq::make_transformer(mc);
+  manual_seed(0);
+  auto reference = seq2seq::make_transformer(mc);
+  replica->to(dtype);
+  reference->to(dtype);
+  dist::DistributedDataParallel ddp(*replica);
+  auto make_optimizer = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
+    if (optimizer_name == "sgd") return std::make_unique<optim::SGD>(m.parameters(), 0.1);
+    return std::make_unique<optim::Adam>(m.parameters(), 0.005);
+  };
+  auto replica_optimizer = make_optimizer(*replica);
+  auto reference_optimizer = make_optimizer(*reference);
+
+  std::unique_ptr<data::Task> task = data::make_task("reverse");
+  const auto held_out = data::held_out_set(*task, 500);
+  data::TrainingStream stream(*task, held_out, 1);
+  Generator gen(1);
+  const dist::RowRange mine = dist::rows_of_rank(global_rows, rank, world);
+  double worst_loss = 0;
+  if (rank == 0)
+    std::printf("ag-ddp-equivalence: %s, %s, %s, %d ranks x ~%lld rows vs 1 process x %lld rows\n",
+        config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
+        static_cast<long long>(mine.size()), static_cast<long long>(global_rows));
+  for (int64_t step = 1; step <= steps; ++step) {
+    data::Batch batch = global_batch(config_name, c, global_rows, &stream, gen);
+    if (dtype == float64) {  // ids and lengths in the models' dtype
+      batch.source = batch.source.to(float64);
+      batch.source_valid_lens = batch.source_valid_lens.to(float64);
+      batch.decoder_input = batch.decoder_input.to(float64);
+      batch.labels = batch.labels.to(float64);
+      batch.label_valid_lens = batch.label_valid_lens.to(float64);
+    }
+    const double reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
+
+    const data::Batch my_rows = rows_of(batch, mine.begin, mine.end);
+    const double my_tokens = sum(my_rows.label_valid_lens).item();
+    const double all_tokens = sum(batch.label_valid_lens).item();
+    // Weighted so that the average over the ranks is the whole batch's loss per valid token.
+    Tensor loss = seq2seq::sequence_loss(*replica, my_rows) * (my_tokens * world / all_tokens);
+    replica_optimizer->zero_grad();
+    loss.backward();  // averages the gradients over the ranks
+    optim::clip_grad_norm(replica->parameters(), 1.0);
+    replica_optimizer->step();
+    const double replica_loss = dist::all_reduce_sum(loss.item()) / world;
+
+    worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
+    if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
+      std::printf(
+          "step %3lld  loss %.10g (1 process) %.10g (%d ranks)  max relative difference "
+          "so far %.3g\n",
+          static_cast<long long>(step), reference_loss, replica_loss, world, worst_loss);
+  }
+  double worst_parameter = 0;
+  std::string worst_name;
+  const auto a = replica->named_parameters(), b = reference->named_parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = tensor_difference(a[i].second, b[i].second);
+    if (d > worst_parameter) {
+      worst_parameter = d;
+      worst_name = a[i].first;
+    }
+  }
+  if (rank == 0) {
+    std::printf("after %lld steps: losses agree to %.3g relative, parameters to %.3g (worst: %s)\n",
+        static_cast<long long>(steps), worst_loss, worst_parameter, worst_name.c_str());
+    if (json)
+      std::printf(
+          "{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
+          "\"steps\": %lld, \"batch\": %lld, \"loss_rel\": %.6g, \"param_rel\": %.6g}\n",
+          config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
+          static_cast<long long>(steps), static_cast<long long>(global_rows), worst_loss,
+          worst_parameter);
+  }
+  return 0;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# ag-train under mpirun (docs/distributed.md): data-parallel on 2 ranks equals one process on the
+# whole batch (the toy tasks and --task lm); a checkpoint resumes exactly under the same world size and runs under another; 4
+# ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank killed with
+# SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a checkpoint
+# that loads. Run by ctest (tests/examples/CMakeLists.txt) as: test_train_mpirun.sh AG_TRAIN MPIRUN
+set -euo pipefail
+train=$1
+mpirun=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAILED: $*" >&2; exit 1; }
+# Checks that the first 4 losses of two --loss-log files (hexadecimal floats) agree to 1e-5
+# relative, and that both have `steps` rows.
+same_first_losses() {
+  local a=$1 b=$2 steps=$3
+  paste -d, <(tail -n +2 "$a" | cut -d, -f2 | xargs printf '%.17g\n') \
+            <(tail -n +2 "$b" | cut -d, -f2 | xargs printf '%.17g\n') |
+    awk -F, -v steps="$steps" '
+      NR <= 4 { d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1
+                if (d > 1e-5 * m) { print "step " NR ": " $1 " vs " $2; bad = 1 } }
+      END { if (NR != steps) { print NR " rows, expected " steps; bad = 1 }; exit bad }'
+}
+small=(--steps 12 --eval-every 6 --show 0 --eval-size 50 --num-hiddens 32 --ffn-num-hiddens 64)
+
+# 1. Two ranks × 8 rows against one process × 16 rows: the same losses, up to float32 rounding
+#    (Adam amplifies rounding later on; docs/distributed.md has the 50-step figures).
+"$train" "${small[@]}" --batch-size 16 --loss-log one.csv > one.txt
+"$mpirun" -np 2 "$train" "${small[@]}" --batch-size 16 --loss-log two.csv > two.txt
+grep -q "data-parallel on 2 ranks (mpirun): each takes 8 of the 16 examples" two.txt ||
+  fail "no data-parallel line: $(head -3 two.txt)"
+same_first_losses one.csv two.csv 12 || fail "2 ranks differ from 1 process"
+
+# 2. Resume under the same world size: bit for bit, dropout included (each rank its own stream).
+run=(--steps 12 --eval-every 6 --show 0 --eval-size 50 --num-hiddens 32 --ffn-num-hiddens 64
+     --batch-size 16 --dropout 0.1)
+"$mpirun" -np 2 "$train" "${run[@]}" --loss-log full.csv > /dev/null
+"$mpirun" -np 2 "$train" "${run[@]}" --checkpoint run.agc --stop-after 6 --loss-log part.csv \
+  > /dev/null
+"$mpirun" -np 2 "$train" --resume run.agc --loss-log part.csv > resumed.txt
+cmp full.csv part.csv || fail "a 2-rank run resumed on 2 ranks is not bit-identical"
+# ... and under another world size (one process): it runs on from the same step.
+"$mpirun" -np 2 "$train" "${run[@]}" --checkpoint other.agc --stop-after 6 > /dev/null
+"$train" --resume other.agc > other.txt || fail "a 2-rank checkpoint does not resume in 1 process"
+grep -q "resuming other.agc at step 7 of 12" other.txt || fail "$(head -2 other.txt)"
+
+# ... and the language model (--task lm) the same way: equal to one process, and resumed exactly.
+for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog and runs away"; done \
+  > text.txt
+lm=(--task lm --text text.txt --steps 8 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64
+    --block-size 16 --batch-size 8 --eval-windows 4 --sample-length 0)
+"$train" "${lm[@]}" --loss-log lm_one.csv > /dev/null
+"$mpirun" -np 2 "$train" "${lm[@]}" --loss-log lm_two.csv > lm_two.txt
+grep -q "each takes 4 of the 8 windows" lm_two.txt || fail "lm: $(head -3 lm_two.txt)"
+same_first_losses lm_one.csv lm_two.csv 8 || fail "lm: 2 ranks differ from 1 process"
+"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --loss-log lm_full.csv > /dev/null
+"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --checkpoint lm.agc --stop-after 4 \
+  --loss-log lm_part.csv > /dev/null
+"$mpirun" -np 2 "$train" --resume lm.agc --loss-log lm_part.csv > /dev/null
+cmp lm_full.csv lm_part.csv || fail "lm: a 2-rank run resumed on 2 ranks is not bit-identical"
+
+# 3. Four ranks on this machine: slow (oversubscribed) but the same training.
+"$mpirun" -np 4 --oversubscribe "$train" "${small[@]}" --batch-size 16 --oversubscribe \
+  --loss-log four.csv > four.txt
+grep -q "data-parallel on 4 ranks (mpirun): each takes 4 of the 16" four.txt || fail "4 ranks"
+same_first_losses one.csv four.csv 12 || fail "4 ranks differ from 1 process"
+
+# 4. More threads than the machine's cores can hold, over all ranks: refused before training.
+cores=$(nproc)
+set +e
+"$mpirun" -np 2 "$train" --threads "$cores" --steps 5 > threads.txt 2>&1
+code=$?
+set -e
+[[ $code -ne 0 ]] || fail "--threads $cores on 2 ranks was accepted"
+grep -q "would oversubscribe the cores" threads.txt || fail "$(cat threads.txt)"
+
+# 5. A rank killed mid-run (SIGKILL, while checkpoints are written every step): the job ends with
+#    a non-zero exit and mpirun names the rank; the checkpoint is a complete file.
+"$mpirun" -np 2 "$train" --steps 100000 --eval-every 100000 --show 0 --eval-size 50 \
+  --num-hiddens 32 --ffn-num-hiddens 64 --batch-size 16 --checkpoint killed.agc \
+  --checkpoint-every 1 --loss-log killed.csv > killed.txt 2>&1 &
+job=$!
+for _ in $(seq 1 300); do
+  [[ -s killed.agc && $(wc -l < killed.csv) -gt 20 ]] && break
+  sleep 0.1
+done
+ranks=$(pgrep -f -- "--loss-log killed.csv" | while read -r pid; do
+  [[ $(cat /proc/"$pid"/comm 2>/dev/null) == ag-train ]] && echo "$pid"; done)
+victim=$(echo "$ranks" | tail -1)
+[[ -n $victim ]] || fail "no rank of the job found to kill"
+start=$(date +%s%N)
+kill -9 "$victim"
+set +e
+wait "$job"
+code=$?
+set -e
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+echo "killed rank (pid $victim): the job ended with exit code $code after $elapsed_ms ms"
+[[ $code -ne 0 ]] || fail "the job exited 0 after a rank was killed"
+grep -q -i "signal 9\|killed" killed.txt || fail "mpirun did not say a rank was killed: $(cat killed.txt)"
+# Which step it continues at ("--stop-after 1 is before the resumed run's next step N"), then
+# one step from there.
+next=$( ("$train" --resume killed.agc --stop-after 1 2>&1 || true) | sed -n "s/.*resumed run's next step //p")
+[[ -n $next ]] || fail "the checkpoint written while a rank was killed does not load"
+"$train" --resume killed.agc --stop-after "$next" > after_kill.txt ||
+  fail "the checkpoint written while a rank was killed does not load: $(cat after_kill.txt)"
+echo "ag-train under mpirun: all checks passed"
