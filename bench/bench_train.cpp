@@ -33,6 +33,8 @@
 //   mfu       = GFLOP/s / the sgemm peak this program measures afterwards at the same thread
 //               count: cblas_sgemm 2048×2048×2048 into a preallocated output, best of 5 calls
 //
+// --batch B replaces the config's batch (the JSON does not repeat it; tokens/s and the FLOPs
+// follow it): e.g. --batch 16 times one rank's share of medium's 32 rows in one process.
 // --threads sets ag's threads (ag::set_num_threads: ag's pool splits the matrix products and the
 // larger loops; OpenBLAS itself stays on one thread).
 // Each config runs in its own process so that the peak RSS is that config's alone
@@ -486,7 +488,7 @@ int main(int argc, char** argv) {
   int64_t steps = 0, warmup = 3;
   bool json = false, skip_peak = false, composed = false;
   std::string attention = "auto";
-  int64_t sequence = 0;
+  int64_t sequence = 0, batch = 0;
   CLI::App app{
       "ag-bench-train: time the training step of d2l's Transformer (see docs/benchmarks.md)"};
   app.add_option("--config", config_name, "tiny | small | medium | mha")
@@ -511,6 +513,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "whole", "tiled"}));
   app.add_option("--sequence", sequence, "mha only: the sequence length T instead of 64")
       ->check(CLI::Range(int64_t{1}, int64_t{16384}));
+  app.add_option("--batch", batch,
+         "the batch instead of the config's (under mpirun: the global batch); e.g. one rank's "
+         "share, timed alone")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_flag("--no-sgemm-peak", skip_peak,
       "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
 #ifdef AG_BENCH_DISTRIBUTED
@@ -538,6 +544,7 @@ int main(int argc, char** argv) {
     }
     c.source_steps = sequence;
   }
+  if (batch > 0) c.batch = batch;
   set_attention_kernel(attention == "whole"   ? AttentionKernel::whole_rows
                        : attention == "tiled" ? AttentionKernel::tiled
                                               : AttentionKernel::automatic);

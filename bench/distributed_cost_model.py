@@ -48,9 +48,10 @@ CONFIGS = {
     "small": (128, 512, 4, 2, 32, 32, 32, 32),
     "medium": (256, 1024, 8, 4, 32, 64, 64, 64),
 }
-# ag-bench-train's 1-thread medians on this machine (docs/distributed.md, "Measured on this
-# machine"), in ms; --compute-ms or --from replace them.
-DEFAULT_COMPUTE_MS = {"tiny": 7.0, "small": 86.0, "medium": 1200.0}
+# ag-bench-train's 1-thread medians on this machine, in ms: docs/benchmarks.md, "Results" of
+# ag-bench-train (compare_train.sh, 2026-11-29, a quiet machine); --compute-ms or --from replace
+# them.
+DEFAULT_COMPUTE_MS = {"tiny": 7.09, "small": 86.24, "medium": 1199.15}
 BACKWARD_FRACTION = 2.0 / 3.0  # of a step's FLOPs: backward computes two products per forward one
 
 
@@ -167,15 +168,17 @@ def main():
             verdicts = []
             for name in CONFIGS:
                 nbytes = parameters(name) * 4
-                below = []
+                below, skipped = [], False
                 for nodes in nodes_list:
                     if scaling == "strong" and nodes > CONFIGS[name][4]:
+                        skipped = True
                         continue
                     compute = compute_ms[name] * 1e-3 / (nodes if scaling == "strong" else 1)
                     t_ar = allreduce_seconds(nbytes, nodes, alpha, gbps * 1e9 / 8, bucket_bytes)
                     if compute / (compute + t_ar) < 0.5:
                         below.append(nodes)
-                verdicts.append(f"{name} at N={below[0]}" if below else f"{name} never")
+                verdicts.append(f"{name} at N={below[0]}" if below else
+                                f"{name} never" + (f" (up to N={CONFIGS[name][4]})" if skipped else ""))
             print(f"{scaling}, {gbps:g} Gb/s: efficiency < 50 % (no overlap) first: "
                   + ", ".join(verdicts))
 
