@@ -5,7 +5,7 @@ training of ag-bench-train's configs over N machines, from a ring all-reduce cos
 
     python3 bench/distributed_cost_model.py [--compute-ms tiny=7.0,small=86,medium=1200]
         [--alpha-us 25] [--bucket-mb 25] [--nodes 2,8,64] [--gbps 10,25,100]
-        [--from compare_distributed-....jsonl]
+        [--from compare_distributed-....jsonl]   # t_1: the median of its ag 1 x 1 runs
 
 Gradient bytes: the parameters of d2l's Transformer (num_parameters of ag's model; counted here
 from the config and checked against the "parameters" of ag-bench-train's JSON with --from) × 4
@@ -41,6 +41,7 @@ at 25 MB buckets except medium's two) nothing can overlap: the bucket is ready w
 import argparse
 import json
 import math
+import statistics
 
 # name: (D, FFN, heads, layers, batch, T_src, T_tgt, vocab), as ag-bench-train
 CONFIGS = {
@@ -106,16 +107,19 @@ def main():
 
     compute_ms = dict(DEFAULT_COMPUTE_MS)
     if args.source:
+        measured = {}
         for line in open(args.source):
             if not line.strip().startswith("{"):
                 continue
             r = json.loads(line)
             if r.get("impl") == "ag" and r.get("threads") == 1 and r.get("config") in CONFIGS:
-                compute_ms[r["config"]] = r["ms_per_step"]
+                measured.setdefault(r["config"], []).append(r["ms_per_step"])
                 if r["parameters"] != parameters(r["config"]):
                     raise SystemExit(f"distributed_cost_model.py: {r['config']} has "
                                      f"{r['parameters']} parameters in {args.source}, "
                                      f"{parameters(r['config'])} counted here")
+        for name, values in measured.items():  # the median of the file's runs
+            compute_ms[name] = statistics.median(values)
     for item in parse_list(args.compute_ms, str):
         name, _, value = item.partition("=")
         if name not in CONFIGS:
