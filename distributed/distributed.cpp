@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -266,8 +267,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DdpOptions 
           shape_str(tensor.shape()), " is not contiguous, so it cannot be broadcast in place");
   for (const auto& [name, tensor] : values) broadcast(tensor, 0);
 
+  std::set<const void*> seen;  // a tensor registered under two names is averaged once
   for (const auto& [name, parameter] : named) {
     if (!parameter.requires_grad()) continue;  // frozen: never averaged
+    if (!seen.insert(parameter.raw_data()).second) continue;
     names_.push_back(name);
     parameters_.push_back(parameter);
   }

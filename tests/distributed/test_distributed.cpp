@@ -284,3 +284,23 @@ TEST_CASE("buckets start their all-reduce while backward is still computing earl
   CHECK(ddp.last_stats().overlap_seconds >= 0);
   CHECK(ddp.last_stats().wait_seconds >= 0);
 }
+
+TEST_CASE("a parameter registered under two names is averaged once", "[distributed]") {
+  struct Tied : nn::Module {
+    Tied() {
+      weight = register_parameter("weight", randn({3, 3}, float64).requires_grad_());
+      register_parameter("alias", weight);  // the same tensor again, as tied weights are
+    }
+    std::string type_name() const override { return "Tied"; }
+    Tensor weight;
+  };
+  manual_seed(8);
+  Tied tied;
+  dist::DistributedDataParallel ddp(tied);
+  CHECK(ddp.bucket_names() == std::vector<std::vector<std::string>>{{"weight"}});
+  Tensor x = full({3}, static_cast<double>(dist::rank() + 1), float64);
+  matmul(tied.weight, x).sum().backward();
+  // d/dW of Σ W x is x broadcast over the rows; averaged over ranks: mean of (r + 1) = (N + 1) / 2.
+  CHECK(values(tied.weight.grad()) == std::vector<double>(9, (dist::world_size() + 1) / 2.0));
+  CHECK(ddp.last_stats().bytes == 9 * 8);
+}
