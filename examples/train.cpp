@@ -809,7 +809,9 @@ void save_translate_run(int64_t step, const Options& o, const seq2seq::ModelConf
   put_generator(c, "default", default_generator().state());
   c.integers["data.epoch"] = static_cast<uint64_t>(stream.epoch());
   c.integers["data.position"] = static_cast<uint64_t>(stream.position());
-  write_run(c, step, o);
+  parallel::put_rank_generators(c);
+  if (parallel::rank() == 0) write_run(c, step, o);
+  parallel::barrier();  // the file is complete before any rank goes on
 }
 
 // ag-train --task translate: d2l's Transformer on sentence pairs, evaluated on a fixed held-out
@@ -874,6 +876,9 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
+  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   std::printf(
@@ -890,29 +895,38 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
       config.dropout, static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr,
       o.schedule.c_str(), o.clip, static_cast<unsigned long long>(o.seed), o.threads,
       o.threads == 1 ? "" : "s");
+  parallel::print_data_parallel(o.batch_size, "pairs");
   Report report(o, first_step, last_step, resumed.has_value());
   seq2seq::TranslationEvaluation last;
   for (int64_t step = first_step; step <= last_step; ++step) {
-    const data::Batch batch =
-        seq2seq::translation_batch(split.train, stream.next(o.batch_size), vocabs);
+    // The global batch of pairs (the same on every rank), of which this rank takes its rows.
+    const std::vector<int64_t> indices = stream.next(o.batch_size);
+    const auto [begin, end] = parallel::rows_of_rank(static_cast<int64_t>(indices.size()));
+    const data::Batch batch = seq2seq::translation_batch(
+        split.train, std::vector<int64_t>(indices.begin() + begin, indices.begin() + end), vocabs);
     Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): cross-entropy per valid token
+    if (parallel::world() > 1)  // weighted by this rank's share of the batch's valid tokens
+      loss = parallel::weighted_for_average(loss, sum(batch.label_valid_lens).item(),
+          sum(seq2seq::translation_batch(split.train, indices, vocabs).label_valid_lens).item());
     optimizer.zero_grad();
-    loss.backward();
+    loss.backward();  // under mpirun: and averages the gradients
+    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
     if (const std::optional<int> exit_code =
-            clip_and_update(step, loss.item(), *model, optimizer, o))
+            clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
     scheduler.step();
     const bool evaluate_now = step % o.eval_every == 0 || step == o.steps;
-    report.step(step, loss.item(), batch, evaluate_now);
-    if (evaluate_now) {
+    report.step(step, batch_loss, batch, evaluate_now);
+    if (evaluate_now && parallel::rank() == 0) {
       last = seq2seq::evaluate_translation(*model, split.held_out, vocabs, o.beam);
       print_translation_evaluation(step, last, split.held_out, o);
     }
-    const bool stop = interrupted;
+    const bool stop = parallel::any(interrupted);  // every rank after the same step
     if (step % checkpoint_every == 0 || step == last_step || stop)
       save_translate_run(step, o, config, vocabs, *model, optimizer, scheduler, stream);
     if (stop) return interrupted_after(step, o);
   }
+  if (parallel::rank() > 0) return 0;  // rank 0 writes the model and the summary
   if (!o.save_model.empty()) {
     report_removed(
         seq2seq::save_model(o.save_model, *model, o.task, config, checkpoint_format(o), &vocabs)
@@ -1613,10 +1627,6 @@ int main(int argc, char** argv) {
     problem =
         "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --min-freq and --beam "
         "not negative";
-  else if (translate && parallel::world() > 1)
-    problem =
-        "--task translate does not train data-parallel yet: run it without mpirun (the toy "
-        "tasks and --task lm do)";
   else if (translate && (!o.curves_dir.empty() || !o.attention_png.empty()))
     problem =
         "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "

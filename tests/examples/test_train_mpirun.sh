@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ag-train under mpirun (docs/distributed.md): data-parallel on 2 ranks equals one process on the
-# whole batch (the toy tasks and --task lm); a checkpoint resumes exactly under the same world size and runs under another; 4
+# whole batch (the toy tasks, --task lm and --task translate); a checkpoint resumes exactly under the same world size and runs under another; 4
 # ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank killed with
 # SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a checkpoint
 # that loads. Run by ctest (tests/examples/CMakeLists.txt) as: test_train_mpirun.sh AG_TRAIN MPIRUN
@@ -59,6 +59,19 @@ same_first_losses lm_one.csv lm_two.csv 8 || fail "lm: 2 ranks differ from 1 pro
   --loss-log lm_part.csv > /dev/null
 "$mpirun" -np 2 "$train" --resume lm.agc --loss-log lm_part.csv > /dev/null
 cmp lm_full.csv lm_part.csv || fail "lm: a 2-rank run resumed on 2 ranks is not bit-identical"
+
+# ... and translation (--task translate, generated pairs) the same way.
+tr=(--task translate --steps 8 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64
+    --batch-size 16 --generated-pairs 400 --eval-size 20)
+"$train" "${tr[@]}" --dropout 0 --loss-log tr_one.csv > /dev/null
+"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0 --loss-log tr_two.csv > tr_two.txt
+grep -q "each takes 8 of the 16 pairs" tr_two.txt || fail "translate: $(head -3 tr_two.txt)"
+same_first_losses tr_one.csv tr_two.csv 8 || fail "translate: 2 ranks differ from 1 process"
+"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0.1 --loss-log tr_full.csv > /dev/null
+"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0.1 --checkpoint tr.agc --stop-after 4 \
+  --loss-log tr_part.csv > /dev/null
+"$mpirun" -np 2 "$train" --resume tr.agc --loss-log tr_part.csv > /dev/null
+cmp tr_full.csv tr_part.csv || fail "translate: a 2-rank run resumed on 2 ranks is not bit-identical"
 
 # 3. Four ranks on this machine: slow (oversubscribed) but the same training.
 "$mpirun" -np 4 --oversubscribe "$train" "${small[@]}" --batch-size 16 --oversubscribe \
