@@ -180,20 +180,6 @@ double sgemm_peak_gflops(int threads) {
   return 2.0 * n * double(n) * n / best * 1e-9;
 }
 
-// small / medium: full-length random sequences (see the top of the file).
-data::Batch random_batch(const Config& c, Generator& gen) {
-  const int64_t B = c.batch, S = c.source_steps, T = c.target_steps;
-  std::vector<float> source(B * S), decoder_input(B * T), labels(B * T);
-  for (auto& x : source) x = float(gen.randint(3, c.vocab));
-  for (auto& x : labels) x = float(gen.randint(3, c.vocab));
-  for (int64_t b = 0; b < B; ++b) {
-    decoder_input[b * T] = float(data::TaskVocab::bos);
-    for (int64_t t = 1; t < T; ++t) decoder_input[b * T + t] = labels[b * T + t - 1];
-  }
-  return {tensor(source, {B, S}), full({B}, double(S)), tensor(decoder_input, {B, T}),
-      tensor(labels, {B, T}), full({B}, double(T))};
-}
-
 struct Result {
   std::vector<double> seconds;  // per timed step
   double first_loss = 0, last_loss = 0;
@@ -250,7 +236,8 @@ std::vector<data::Batch> make_batches(const Config& c) {
           data::make_batch(stream.next(c.batch), task->source_steps(), task->target_steps()));
   } else {
     Generator gen(1);
-    for (int i = 0; i < 8; ++i) batches.push_back(random_batch(c, gen));
+    for (int i = 0; i < 8; ++i)
+      batches.push_back(data::random_batch(c.batch, c.source_steps, c.target_steps, c.vocab, gen));
   }
   return batches;
 }
@@ -285,13 +272,6 @@ struct DistributedResult {
   double overlap_seconds = 0;   // first all-reduce start -> end of backward, mean as above
 };
 
-// Rows [rows.begin, rows.end) of every tensor of a batch (contiguous copies).
-data::Batch rows_of(const data::Batch& batch, dist::RowRange rows) {
-  auto take = [&](const Tensor& t) { return t.slice(0, rows.begin, rows.end).contiguous(); };
-  return {take(batch.source), take(batch.source_valid_lens), take(batch.decoder_input),
-      take(batch.labels), take(batch.label_valid_lens)};
-}
-
 // Barrier, then one call of step(i) timed; returns the slowest rank's seconds (every rank
 // returns the same number, so the ranks' medians agree).
 template <class Step>
@@ -315,7 +295,8 @@ DistributedResult run_seq2seq_distributed(
   // The same pool of global batches on every rank; this rank trains on its rows of each.
   const dist::RowRange rows = dist::rows_of_rank(c.batch, rank, world);
   std::vector<data::Batch> batches;
-  for (const data::Batch& global : make_batches(c)) batches.push_back(rows_of(global, rows));
+  for (const data::Batch& global : make_batches(c))
+    batches.push_back(data::batch_rows(global, rows.begin, rows.end));
   manual_seed(dist::rank_seed(0, rank));  // dropout masks differ between the ranks
 
   DistributedResult d;

@@ -46,24 +46,7 @@ Config config_named(const std::string& name) {
 data::Batch global_batch(const std::string& name, const Config& c, int64_t rows,
     data::TrainingStream* stream, Generator& gen) {
   if (name == "tiny") return data::make_batch(stream->next(rows), c.source_steps, c.target_steps);
-  const int64_t S = c.source_steps, T = c.target_steps;
-  std::vector<float> source(rows * S), decoder_input(rows * T), labels(rows * T);
-  for (auto& x : source) x = float(gen.randint(3, c.vocab));
-  for (auto& x : labels) x = float(gen.randint(3, c.vocab));
-  for (int64_t b = 0; b < rows; ++b) {
-    decoder_input[b * T] = float(data::TaskVocab::bos);
-    for (int64_t t = 1; t < T; ++t) decoder_input[b * T + t] = labels[b * T + t - 1];
-  }
-  return {tensor(source, {rows, S}), full({rows}, double(S)), tensor(decoder_input, {rows, T}),
-      tensor(labels, {rows, T}), full({rows}, double(T))};
-}
-
-// Rows [begin, end) of a batch.
-data::Batch rows_of(const data::Batch& b, int64_t begin, int64_t end) {
-  const int64_t n = end - begin;
-  return {b.source.narrow(0, begin, n), b.source_valid_lens.narrow(0, begin, n),
-      b.decoder_input.narrow(0, begin, n), b.labels.narrow(0, begin, n),
-      b.label_valid_lens.narrow(0, begin, n)};
+  return data::random_batch(rows, c.source_steps, c.target_steps, c.vocab, gen);
 }
 
 double relative_difference(double a, double b) {
@@ -162,7 +145,7 @@ int main(int argc, char** argv) {
     }
     const double reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
 
-    const data::Batch my_rows = rows_of(batch, mine.begin, mine.end);
+    const data::Batch my_rows = data::batch_rows(batch, mine.begin, mine.end);
     const double my_tokens = sum(my_rows.label_valid_lens).item();
     const double all_tokens = sum(batch.label_valid_lens).item();
     // Weighted so that the average over the ranks is the whole batch's loss per valid token.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/generator.h"
 #include "autograd/tensor.h"
 #include "data/toy_tasks.h"
 
@@ -22,5 +23,17 @@ struct Batch {
   int64_t size() const { return source.size(0); }
 };
 Batch make_batch(const std::vector<Example>& examples, int64_t source_steps, int64_t target_steps);
+
+// Rows [begin, end) of a batch, as views (no copy): one rank's share of a global batch in
+// data-parallel training. ValueError naming the range and the batch size unless
+// 0 <= begin <= end <= batch.size().
+Batch batch_rows(const Batch& batch, int64_t begin, int64_t end);
+
+// A batch of full-length random sequences, as the benchmarks train on: source and labels are
+// batch × steps ids drawn uniformly from [3, vocab) (no <pad>, <bos> or <eos>; the source first,
+// then the labels), the decoder input is <bos> followed by the labels' first target_steps − 1
+// ids, and every valid length is the whole sequence (the masks remove nothing).
+Batch random_batch(
+    int64_t batch, int64_t source_steps, int64_t target_steps, int64_t vocab, Generator& generator);
 
 }  // namespace ag::data

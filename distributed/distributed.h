@@ -3,16 +3,19 @@
 // backward so that all of them take the same optimizer step — PyTorch's DistributedDataParallel.
 //
 //   int main(int argc, char** argv) {
-//     ag::dist::Environment mpi(argc, argv);            // MPI_Init ... MPI_Finalize
-//     nn::Transformer model(config);                    // the same on every rank (same seed)
-//     ag::dist::DistributedDataParallel ddp(model);     // rank 0's parameters everywhere
-//     optim::Adam adam(model.parameters(), 1e-3);
+//     ag::dist::Environment mpi(argc, argv);              // MPI_Init ... MPI_Finalize
+//     ag::manual_seed(0);                                 // the same model on every rank
+//     auto model = ag::seq2seq::make_transformer(config);
+//     ag::dist::DistributedDataParallel ddp(*model);      // rank 0's parameters everywhere
+//     ag::optim::Adam adam(model->parameters(), 1e-3);
+//     const auto mine = ag::dist::rows_of_rank(B, ag::dist::rank(), ag::dist::world_size());
 //     for (int step = 0; step < steps; ++step) {
-//       Batch mine = slice_of(global_batch(step), ag::dist::rank(), ag::dist::world_size());
-//       Tensor loss = nn::masked_cross_entropy(model(mine), mine.target);
+//       const ag::data::Batch global = next_batch();     // the same B rows on every rank
+//       Tensor loss = ag::seq2seq::sequence_loss(  // (padded rows: weight it, docs/distributed.md)
+//           *model, ag::data::batch_rows(global, mine.begin, mine.end));
 //       adam.zero_grad();
-//       loss.backward();   // gradients are averaged over the ranks before backward() returns
-//       adam.step();       // so every rank takes the same step
+//       loss.backward();  // gradients are averaged over the ranks before backward() returns
+//       adam.step();      // so every rank takes the same step
 //     }
 //   }
 //   mpirun -np 2 ./train

@@ -978,13 +978,13 @@ int train(Options o) {
   for (int64_t step = first_step; step <= last_step; ++step) {
     // The global batch (the same on every rank), of which this rank trains on its rows.
     const std::vector<data::Example> examples = stream.next(o.batch_size);
-    data::Batch batch =
-        data::make_batch(parallel::my_rows(examples), task->source_steps(), task->target_steps());
+    const std::vector<data::Example> mine = parallel::my_rows(examples);
+    data::Batch batch = data::make_batch(mine, task->source_steps(), task->target_steps());
     Tensor loss =
         seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
     if (parallel::world() > 1)  // weighted by this rank's share of the batch's valid tokens
-      loss = parallel::weighted_for_average(loss,
-          parallel::valid_tokens(parallel::my_rows(examples)), parallel::valid_tokens(examples));
+      loss = parallel::weighted_for_average(
+          loss, parallel::valid_tokens(mine), parallel::valid_tokens(examples));
     optimizer.zero_grad();
     loss.backward();  // frees the graph (under mpirun: and averages the gradients)
     const double batch_loss = parallel::sum(loss.item()) / parallel::world();

@@ -154,3 +154,37 @@ TEST_CASE("a held-out set takes at most half of its task's distinct sources", "[
   CHECK_THROWS_WITH(held_out_set(*add, -1), Contains("held_out_set: -1 held-out examples"));
   CHECK(held_out_set(*add, 0).empty());
 }
+
+TEST_CASE(
+    "batch_rows takes rows of every tensor of a batch; random_batch is full length", "[data]") {
+  Generator generator(3);
+  const Batch batch = random_batch(5, 4, 3, 10, generator);
+  CHECK(batch.size() == 5);
+  CHECK(batch.source.shape() == Shape{5, 4});
+  CHECK(batch.labels.shape() == Shape{5, 3});
+  for (float id : batch.source.to_vector<float>()) CHECK((id >= 3 && id < 10));
+  CHECK(batch.source_valid_lens.to_vector<float>() == std::vector<float>(5, 4.0f));
+  CHECK(batch.label_valid_lens.to_vector<float>() == std::vector<float>(5, 3.0f));
+  // The decoder reads <bos>, then the labels shifted right by one.
+  const auto decoder_input = batch.decoder_input.to_vector<float>();
+  const auto labels = batch.labels.to_vector<float>();
+  for (int64_t b = 0; b < 5; ++b) {
+    CHECK(decoder_input[b * 3] == float(TaskVocab::bos));
+    CHECK(decoder_input[b * 3 + 1] == labels[b * 3]);
+    CHECK(decoder_input[b * 3 + 2] == labels[b * 3 + 1]);
+  }
+
+  const Batch middle = batch_rows(batch, 1, 3);
+  CHECK(middle.size() == 2);
+  CHECK(middle.labels.to_vector<float>() ==
+        std::vector<float>(labels.begin() + 3, labels.begin() + 9));
+  CHECK(middle.label_valid_lens.to_vector<float>() == std::vector<float>(2, 3.0f));
+  CHECK(batch_rows(batch, 5, 5).size() == 0);
+  CHECK_THROWS_MATCHES(batch_rows(batch, 3, 6), ValueError,
+      Catch::Matchers::Predicate<std::exception>(
+          [](const std::exception& e) {
+            return std::string(e.what()) == "batch_rows: rows [3, 6) of a batch of 5 rows";
+          },
+          "names the rows and the batch size"));
+  CHECK_THROWS_AS(random_batch(5, 4, 3, 3, generator), ValueError);
+}

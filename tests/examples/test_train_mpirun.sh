@@ -45,33 +45,34 @@ cmp full.csv part.csv || fail "a 2-rank run resumed on 2 ranks is not bit-identi
 "$train" --resume other.agc > other.txt || fail "a 2-rank checkpoint does not resume in 1 process"
 grep -q "resuming other.agc at step 7 of 12" other.txt || fail "$(head -2 other.txt)"
 
-# ... and the language model (--task lm) the same way: equal to one process, and resumed exactly.
+# The same two checks for another task: 2 ranks against 1 process with dropout 0 (the first
+# line naming each rank's share must contain `share`), and a 2-rank run with dropout resumed on 2
+# ranks, bit for bit. check_task NAME SHARE STEPS STOP_AFTER OPTION...
+check_task() {
+  local name=$1 share=$2 steps=$3 stop_after=$4
+  shift 4
+  "$train" "$@" --dropout 0 --loss-log "${name}_one.csv" > /dev/null
+  "$mpirun" -np 2 "$train" "$@" --dropout 0 --loss-log "${name}_two.csv" > "${name}_two.txt"
+  grep -q "$share" "${name}_two.txt" || fail "$name: $(head -3 "${name}_two.txt")"
+  same_first_losses "${name}_one.csv" "${name}_two.csv" "$steps" ||
+    fail "$name: 2 ranks differ from 1 process"
+  "$mpirun" -np 2 "$train" "$@" --dropout 0.1 --loss-log "${name}_full.csv" > /dev/null
+  "$mpirun" -np 2 "$train" "$@" --dropout 0.1 --checkpoint "$name.agc" --stop-after "$stop_after" \
+    --loss-log "${name}_part.csv" > /dev/null
+  "$mpirun" -np 2 "$train" --resume "$name.agc" --loss-log "${name}_part.csv" > /dev/null
+  cmp "${name}_full.csv" "${name}_part.csv" ||
+    fail "$name: a 2-rank run resumed on 2 ranks is not bit-identical"
+}
+
+# ... the language model (--task lm) and translation (--task translate, generated pairs).
 for i in $(seq 1 200); do echo "the quick brown fox $i jumps over the lazy dog and runs away"; done \
   > text.txt
-lm=(--task lm --text text.txt --steps 8 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64
-    --block-size 16 --batch-size 8 --eval-windows 4 --sample-length 0)
-"$train" "${lm[@]}" --loss-log lm_one.csv > /dev/null
-"$mpirun" -np 2 "$train" "${lm[@]}" --loss-log lm_two.csv > lm_two.txt
-grep -q "each takes 4 of the 8 windows" lm_two.txt || fail "lm: $(head -3 lm_two.txt)"
-same_first_losses lm_one.csv lm_two.csv 8 || fail "lm: 2 ranks differ from 1 process"
-"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --loss-log lm_full.csv > /dev/null
-"$mpirun" -np 2 "$train" "${lm[@]}" --dropout 0.1 --checkpoint lm.agc --stop-after 4 \
-  --loss-log lm_part.csv > /dev/null
-"$mpirun" -np 2 "$train" --resume lm.agc --loss-log lm_part.csv > /dev/null
-cmp lm_full.csv lm_part.csv || fail "lm: a 2-rank run resumed on 2 ranks is not bit-identical"
-
-# ... and translation (--task translate, generated pairs) the same way.
-tr=(--task translate --steps 8 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64
-    --batch-size 16 --generated-pairs 400 --eval-size 20)
-"$train" "${tr[@]}" --dropout 0 --loss-log tr_one.csv > /dev/null
-"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0 --loss-log tr_two.csv > tr_two.txt
-grep -q "each takes 8 of the 16 pairs" tr_two.txt || fail "translate: $(head -3 tr_two.txt)"
-same_first_losses tr_one.csv tr_two.csv 8 || fail "translate: 2 ranks differ from 1 process"
-"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0.1 --loss-log tr_full.csv > /dev/null
-"$mpirun" -np 2 "$train" "${tr[@]}" --dropout 0.1 --checkpoint tr.agc --stop-after 4 \
-  --loss-log tr_part.csv > /dev/null
-"$mpirun" -np 2 "$train" --resume tr.agc --loss-log tr_part.csv > /dev/null
-cmp tr_full.csv tr_part.csv || fail "translate: a 2-rank run resumed on 2 ranks is not bit-identical"
+check_task lm "each takes 4 of the 8 windows" 8 4 --task lm --text text.txt --steps 8 \
+  --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64 --block-size 16 --batch-size 8 \
+  --eval-windows 4 --sample-length 0
+check_task translate "each takes 8 of the 16 pairs" 8 4 --task translate --steps 8 \
+  --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64 --batch-size 16 --generated-pairs 400 \
+  --eval-size 20
 
 # 3. Four ranks on this machine: slow (oversubscribed) but the same training.
 "$mpirun" -np 4 --oversubscribe "$train" "${small[@]}" --batch-size 16 --oversubscribe \
