@@ -49,8 +49,8 @@ GemmBackend backend_from_environment() {
           " (built: ", built_names(), "; oneDNN needs libdnnl-dev and AG_WITH_ONEDNN=ON)");
     return backend;
   }
-  fail<ValueError>("AG_GEMM_BACKEND=", name, " is not a GEMM backend (expected one of: ",
-      built_names(), ")");
+  fail<ValueError>(
+      "AG_GEMM_BACKEND=", name, " is not a GEMM backend (expected one of: ", built_names(), ")");
 }
 
 }  // namespace
@@ -83,9 +83,8 @@ GemmBackend get_gemm_backend() {
 #ifdef AG_HAVE_ONEDNN
 namespace detail {
 
-void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n,
-    int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-    int64_t ldc) {
+void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // oneDNN runs its loops on OpenMP threads. ag's pool already splits the work between the cores
   // (autograd/parallel.h), so each call runs on its calling thread alone: one OpenMP thread for
   // the call, then the caller's own setting back.
@@ -95,8 +94,8 @@ void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, i
       trans_b == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   if (caller_threads != 1) omp_set_num_threads(caller_threads);
   if (status != dnnl_success)
-    fail<RuntimeError>("matmul: oneDNN's sgemm failed (dnnl_status_t ", int(status), ") on a ",
-        m, "×", k, " · ", k, "×", n, " product");
+    fail<RuntimeError>("matmul: oneDNN's sgemm failed (dnnl_status_t ", int(status), ") on a ", m,
+        "×", k, " · ", k, "×", n, " product");
 }
 
 }  // namespace detail

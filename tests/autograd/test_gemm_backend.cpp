@@ -68,8 +68,9 @@ TEST_CASE("gemm backends: openblas is always built, names round-trip, the guard 
   }
 }
 
-TEST_CASE("gemm backends: each makes large float32 products of every layout, forward and "
-          "backward, to float32 rounding",
+TEST_CASE(
+    "gemm backends: each makes large float32 products of every layout, forward and "
+    "backward, to float32 rounding",
     "[gemm_backend]") {
   // 96 × 72 · 72 × 80: 552,960 multiply-adds, above kOnednnMinMultiplyAdds.
   const int64_t m = 96, k = 72, n = 80;
@@ -113,8 +114,9 @@ TEST_CASE("gemm backends: each makes large float32 products of every layout, for
   }
 }
 
-TEST_CASE("gemm backends: a batched product on 2 threads gives the same bits run after run, and "
-          "the backends agree to float32 rounding",
+TEST_CASE(
+    "gemm backends: a batched product on 2 threads gives the same bits run after run, and "
+    "the backends agree to float32 rounding",
     "[gemm_backend]") {
   Threads two(2);
   Generator g(5);
@@ -146,8 +148,8 @@ TEST_CASE("gemm backends: a bad AG_GEMM_BACKEND is an error naming it", "[.gemm_
   REQUIRE(value != nullptr);
   REQUIRE(expect != nullptr);
   CHECK_THROWS_AS(get_gemm_backend(), ValueError);
-  CHECK_THROWS_WITH(get_gemm_backend(), Catch::Contains(std::string("AG_GEMM_BACKEND=") + value) &&
-                                            Catch::Contains(expect));
+  CHECK_THROWS_WITH(get_gemm_backend(),
+      Catch::Contains(std::string("AG_GEMM_BACKEND=") + value) && Catch::Contains(expect));
   // A product needs the backend only when oneDNN could make it; a float64 one never does.
   Generator g(1);
   CHECK_NOTHROW(matmul(randn({4, 4}, g, float64), randn({4, 4}, g, float64)));
