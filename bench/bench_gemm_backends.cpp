@@ -22,8 +22,8 @@
 // products run from the caches as they do in the step and large ones do not all hit in L2.
 // Times are the best of --repeats rounds (each round makes all of the step's calls of the shape).
 // One thread: ag's pool splits products itself, so each library must run on one core.
-#include <CLI/CLI.hpp>
 #include <cblas.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -39,12 +39,14 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gemm_backend.h"
+
 #ifdef AG_BENCH_HAVE_BLIS
 #include <blis.h>
 #endif
 #ifdef AG_BENCH_HAVE_ONEDNN
-#include <dnnl.hpp>
 #include <omp.h>
+#include <dnnl.hpp>
 #endif
 #ifdef AG_BENCH_HAVE_LIBXSMM
 #include <libxsmm.h>
@@ -82,14 +84,15 @@ std::vector<Shape> read_shapes(const std::string& path) {
     int beta = 0;
     fields >> s.calls >> ta >> tb >> s.m >> s.n >> s.k >> s.lda >> s.ldb >> s.ldc >> beta;
     const bool sane = fields && s.calls > 0 && (ta == 'N' || ta == 'T') &&
-                      (tb == 'N' || tb == 'T') && s.m > 0 && s.n > 0 && s.k > 0 &&
-                      s.m <= 65536 && s.n <= 65536 && s.k <= 65536 && (beta == 0 || beta == 1);
+                      (tb == 'N' || tb == 'T') && s.m > 0 && s.n > 0 && s.k > 0 && s.m <= 65536 &&
+                      s.n <= 65536 && s.k <= 65536 && (beta == 0 || beta == 1);
     if (!sane) throw std::runtime_error(path + ":" + std::to_string(number) + ": bad shape line");
     s.trans_a = ta == 'T';
     s.trans_b = tb == 'T';
     s.accumulate = beta == 1;
     if (s.lda < (s.trans_a ? s.m : s.k) || s.ldb < (s.trans_b ? s.k : s.n) || s.ldc < s.n)
-      throw std::runtime_error(path + ":" + std::to_string(number) + ": leading dimension too small");
+      throw std::runtime_error(
+          path + ":" + std::to_string(number) + ": leading dimension too small");
     shapes.push_back(s);
   }
   return shapes;
@@ -127,8 +130,8 @@ struct Backend {
 using Clock = std::chrono::steady_clock;
 
 // Best of `repeats` rounds of all the step's calls of a shape, in ms.
-double time_shape(const Backend& backend, const Shape& s, Operands& operands, long group,
-    int repeats) {
+double time_shape(
+    const Backend& backend, const Shape& s, Operands& operands, long group, int repeats) {
   const long chunk = backend.batched ? group : s.calls;
   auto round = [&] {
     for (long first = 0; first < s.calls; first += chunk)
@@ -148,8 +151,7 @@ void openblas_run(const Shape& s, Operands& o, long first, long count) {
   for (long i = first; i < first + count; ++i)
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
         s.trans_b ? CblasTrans : CblasNoTrans, int(s.m), int(s.n), int(s.k), 1.0f, o.a_of(s, i),
-        int(s.lda), o.b_of(s, i), int(s.ldb), s.accumulate ? 1.0f : 0.0f, o.c_of(s, i),
-        int(s.ldc));
+        int(s.lda), o.b_of(s, i), int(s.ldb), s.accumulate ? 1.0f : 0.0f, o.c_of(s, i), int(s.ldc));
 }
 
 #ifdef AG_BENCH_HAVE_BLIS
@@ -157,8 +159,8 @@ void blis_run(const Shape& s, Operands& o, long first, long count) {
   float one = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
   for (long i = first; i < first + count; ++i)  // row-major: row stride = leading dim, column 1
     bli_sgemm(s.trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-        s.trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, o.a_of(s, i), s.lda,
-        1, o.b_of(s, i), s.ldb, 1, &beta, o.c_of(s, i), s.ldc, 1);
+        s.trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, o.a_of(s, i), s.lda, 1,
+        o.b_of(s, i), s.ldb, 1, &beta, o.c_of(s, i), s.ldc, 1);
 }
 #endif
 
@@ -206,14 +208,14 @@ struct OnednnBatched {
         attr.set_post_ops(ops);
       }
       const dnnl::matmul::desc desc(a_md, b_md, c_md);
-      found = primitives.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine)))
-                  .first;
+      found =
+          primitives.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, engine)))
+              .first;
     }
     dnnl::memory a(a_md, engine, o.a_of(s, start));
     dnnl::memory b(b_md, engine, o.b_of(s, start));
     dnnl::memory c(c_md, engine, o.c_of(s, start));
-    found->second.execute(
-        stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    found->second.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     stream.wait();
   }
 };
@@ -225,8 +227,8 @@ struct OnednnBatched {
 libxsmm_smmfunction xsmm_kernel(const Shape& s) {
   const libxsmm_blasint m = s.n, n = s.m, k = s.k, lda = s.ldb, ldb = s.lda, ldc = s.ldc;
   const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  const int flags = (s.trans_b ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) |
-                    (s.trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+  const int flags =
+      (s.trans_b ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) | (s.trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
   return libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, nullptr);
 }
 
@@ -258,8 +260,9 @@ double check_against_openblas(const Backend& backend, const Shape& s, long group
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ag-bench-gemm-backends: a training step's products (a shapes file from "
-               "bench/compare_gemm_backends.sh) timed on each GEMM library the build found"};
+  CLI::App app{
+      "ag-bench-gemm-backends: a training step's products (a shapes file from "
+      "bench/compare_gemm_backends.sh) timed on each GEMM library the build found"};
   std::string path;
   long group = 256;
   int repeats = 7;
@@ -299,10 +302,9 @@ int main(int argc, char** argv) {
 #ifdef AG_BENCH_HAVE_LIBXSMM
   libxsmm_init();
   auto jits = [](const Shape& s) { return xsmm_kernel(s) != nullptr; };
-  backends.push_back({"libxsmm", jits,
-      [](const Shape& s, Operands& o, long first, long count) {
-        xsmm_run(s, o, first, count, true);
-      }});
+  backends.push_back({"libxsmm", jits, [](const Shape& s, Operands& o, long first, long count) {
+                        xsmm_run(s, o, first, count, true);
+                      }});
   backends.push_back({"libxsmm-batched", jits,
       [](const Shape& s, Operands& o, long first, long count) {
         xsmm_run(s, o, first, count, false);
@@ -310,13 +312,14 @@ int main(int argc, char** argv) {
       true});
 #endif
 
-  std::printf("%s: ms per step of each shape's calls (best of %d rounds), 1 thread\n",
-      path.c_str(), repeats);
+  std::printf("%s: ms per step of each shape's calls (best of %d rounds), 1 thread\n", path.c_str(),
+      repeats);
   std::printf("%-22s %6s %9s", "shape (ta tb m x n x k)", "calls", "MFLOP");
   for (const Backend& b : backends) std::printf(" %15s", b.name.c_str());
   std::printf("\n");
   std::vector<double> totals(backends.size(), 0.0);
   double best_total = 0, total_flops = 0;
+  double ag_rule_total = 0;  // oneDNN from kOnednnMinMultiplyAdds on, OpenBLAS below (ag's choice)
   bool fallbacks = false;
   for (const Shape& s : shapes) {
     Operands operands(s);
@@ -343,6 +346,10 @@ int main(int argc, char** argv) {
         ms = time_shape(b, s, operands, group, repeats);
       }
       if (i == 0) openblas_ms = ms;
+      const bool ag_rule_picks =
+          b.name == "onednn" ? s.m * s.n * s.k >= ag::kOnednnMinMultiplyAdds
+                             : b.name == "openblas" && s.m * s.n * s.k < ag::kOnednnMinMultiplyAdds;
+      if (ag_rule_picks) ag_rule_total += ms;
       totals[i] += ms;
       best = std::min(best, ms);
       std::printf(" %9.3f%-6s", ms, mark.empty() ? "" : "*");
@@ -356,8 +363,16 @@ int main(int argc, char** argv) {
   for (double t : totals) std::printf(" %9.1f      ", total_flops / (t * 1e6));
   std::printf("\nbest library per shape: %.2f ms per step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
       best_total, total_flops / (best_total * 1e6), 100 * best_total / totals[0]);
-  std::printf("* counted at OpenBLAS's time: a batched column's shape made fewer than --group "
-              "times a step%s\n",
+#ifdef AG_BENCH_HAVE_ONEDNN
+  std::printf(
+      "ag's rule (oneDNN from %lld multiply-adds a product on, OpenBLAS below): %.2f ms per "
+      "step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
+      static_cast<long long>(ag::kOnednnMinMultiplyAdds), ag_rule_total,
+      total_flops / (ag_rule_total * 1e6), 100 * ag_rule_total / totals[0]);
+#endif
+  std::printf(
+      "* counted at OpenBLAS's time: a batched column's shape made fewer than --group "
+      "times a step%s\n",
       fallbacks ? ", or a shape libxsmm has no kernel for" : "");
   return 0;
 }

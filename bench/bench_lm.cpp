@@ -133,15 +133,30 @@ struct TrainOptions {
   std::string fortunes = "/usr/share/games/fortunes";
 };
 
-int run_training(const TrainOptions& o, int threads, bool json) {
-  // The task, as ag-train --task lm builds it without --text.
-  const data::TextCorpus corpus = data::read_fortunes(o.fortunes);
+// The task's ids and vocabulary. As in ag-train --task lm (read_lm_data), the text and its tokens
+// (a std::string per character) are gone before training starts: only the ids are kept.
+struct Task {
+  data::Vocab vocab;
+  std::vector<int64_t> train_ids, val_ids;
+};
+
+Task read_task(const std::string& fortunes) {
+  const data::TextCorpus corpus = data::read_fortunes(fortunes);
   const auto [train_text, val_text] = lm::split_text(corpus.text, 0.9);
   const lm::TokenizedText train_tokens = lm::tokenize(train_text, lm::Tokenizer::chars);
   const lm::TokenizedText val_tokens = lm::tokenize(val_text, lm::Tokenizer::chars);
-  const data::Vocab vocab(train_tokens.tokens);
-  const std::vector<int64_t> train_ids = vocab.ids(train_tokens.tokens);
-  const std::vector<int64_t> val_ids = vocab.ids(val_tokens.tokens);
+  Task task{data::Vocab(train_tokens.tokens), {}, {}};
+  task.train_ids = task.vocab.ids(train_tokens.tokens);
+  task.val_ids = task.vocab.ids(val_tokens.tokens);
+  return task;
+}
+
+int run_training(const TrainOptions& o, int threads, bool json) {
+  // The task, as ag-train --task lm builds it without --text.
+  const Task task = read_task(o.fortunes);
+  const data::Vocab& vocab = task.vocab;
+  const std::vector<int64_t>& train_ids = task.train_ids;
+  const std::vector<int64_t>& val_ids = task.val_ids;
 
   manual_seed(o.seed);
   const nn::LanguageModelConfig config = lm::char_small_config(vocab.size());

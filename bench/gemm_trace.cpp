@@ -57,8 +57,9 @@ extern "C" void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE trans_a
     enum CBLAS_TRANSPOSE trans_b, blasint m, blasint n, blasint k, float alpha, const float* a,
     blasint lda, const float* b, blasint ldb, float beta, float* c, blasint ldc) {
   if (order != CblasRowMajor || alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) {
-    std::fprintf(stderr, "gemm_trace: a call outside what the trace records (column-major, "
-                         "alpha != 1 or beta not 0/1)\n");
+    std::fprintf(stderr,
+        "gemm_trace: a call outside what the trace records (column-major, "
+        "alpha != 1 or beta not 0/1)\n");
     std::abort();
   }
   {
