@@ -36,7 +36,9 @@
 //   tokens/s  = B·T per step / median step time
 //   peak RSS  = VmHWM of /proc/self/status after the steps (before the evaluation)
 //   GFLOP/s   = matmul FLOPs per step (analytical, see step_flops) / median step time
-//   mfu       = GFLOP/s / the sgemm peak measured afterwards at the same thread count
+//   mfu       = GFLOP/s / the sgemm peak measured afterwards at the same thread count, on the best
+//               of the build's GEMM libraries (bench/sgemm_peak.h); gemm_backend = the library of
+//               ag's large float32 products (AG_GEMM_BACKEND=openblas|onednn)
 //
 // Generation (--generation): the time per new token at --context C tokens of context (default
 // 256), with the key/value cache (a step runs the model on the one new token, appending its keys
@@ -64,11 +66,13 @@
 #include <vector>
 
 #include "autograd/allocator.h"
+#include "autograd/gemm_backend.h"
 #include "autograd/ops.h"
 #include "data/text.h"
 #include "models/language_model.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "sgemm_peak.h"
 
 namespace {
 
@@ -121,47 +125,38 @@ double process_cpu_seconds() {
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-volatile float g_sink = 0;
-
-// The machine's float32 matmul peak on `threads` threads, as ag-bench-train measures it: OpenBLAS
-// cblas_sgemm of two 2048×2048 matrices into a preallocated output, best of 5 calls, GFLOP/s.
-double sgemm_peak_gflops(int threads) {
-  openblas_set_num_threads(threads);
-  constexpr int n = 2048;
-  Generator gen(7);
-  const Tensor a = randn({n, n}, gen), b = randn({n, n}, gen), c = zeros({n, n});
-  auto call = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
-        b.data<float>(), n, 0.0f, c.data<float>(), n);
-    g_sink = c.data<float>()[0];
-  };
-  call();
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto start = Clock::now();
-    call();
-    best = std::min(best, seconds_since(start));
-  }
-  openblas_set_num_threads(1);
-  return 2.0 * n * double(n) * n / best * 1e-9;
-}
-
 struct TrainOptions {
   int64_t steps = kScheduleSteps, warmup = 10, eval_windows = 0;
   uint64_t seed = 0;
   bool evaluate = true;
+  bool sgemm_peak = true;  // measure the machine's sgemm peak for the MFU
   std::string fortunes = "/usr/share/games/fortunes";
 };
 
-int run_training(const TrainOptions& o, int threads, bool json) {
-  // The task, as ag-train --task lm builds it without --text.
-  const data::TextCorpus corpus = data::read_fortunes(o.fortunes);
+// The task's ids and vocabulary. As in ag-train --task lm (read_lm_data), the text and its tokens
+// (a std::string per character) are gone before training starts: only the ids are kept.
+struct Task {
+  data::Vocab vocab;
+  std::vector<int64_t> train_ids, val_ids;
+};
+
+Task read_task(const std::string& fortunes) {
+  const data::TextCorpus corpus = data::read_fortunes(fortunes);
   const auto [train_text, val_text] = lm::split_text(corpus.text, 0.9);
   const lm::TokenizedText train_tokens = lm::tokenize(train_text, lm::Tokenizer::chars);
   const lm::TokenizedText val_tokens = lm::tokenize(val_text, lm::Tokenizer::chars);
-  const data::Vocab vocab(train_tokens.tokens);
-  const std::vector<int64_t> train_ids = vocab.ids(train_tokens.tokens);
-  const std::vector<int64_t> val_ids = vocab.ids(val_tokens.tokens);
+  Task task{data::Vocab(train_tokens.tokens), {}, {}};
+  task.train_ids = task.vocab.ids(train_tokens.tokens);
+  task.val_ids = task.vocab.ids(val_tokens.tokens);
+  return task;
+}
+
+int run_training(const TrainOptions& o, int threads, bool json) {
+  // The task, as ag-train --task lm builds it without --text.
+  const Task task = read_task(o.fortunes);
+  const data::Vocab& vocab = task.vocab;
+  const std::vector<int64_t>& train_ids = task.train_ids;
+  const std::vector<int64_t>& val_ids = task.val_ids;
 
   manual_seed(o.seed);
   const nn::LanguageModelConfig config = lm::char_small_config(vocab.size());
@@ -214,7 +209,10 @@ int run_training(const TrainOptions& o, int threads, bool json) {
   const double tokens = double(kBatch * config.block_size);
   const double flops = step_flops(config, kBatch);
   const double gflops = flops / median_s * 1e-9;
-  const double peak = sgemm_peak_gflops(threads);
+  const bench::SgemmPeak peaks =
+      o.sgemm_peak ? bench::measure_sgemm_peak(threads) : bench::SgemmPeak{};
+  const double peak = peaks.best();
+  const double mfu = peak > 0 ? gflops / peak : 0;
   const double ms_min = *std::min_element(seconds.begin(), seconds.end()) * 1e3;
   const std::string val_loss = o.evaluate ? std::to_string(eval.loss) : "null";
 
@@ -227,14 +225,15 @@ int run_training(const TrainOptions& o, int threads, bool json) {
         "\"flops_per_step\": %.0f, \"steps\": %lld, \"warmup\": %lld, \"parameters\": %lld, "
         "\"vocab\": %lld, \"train_chars\": %zu, \"val_chars\": %zu, \"first_loss\": %.4f, "
         "\"last_loss\": %.4f, \"val_loss\": %s, \"val_windows\": %lld, \"train_seconds\": %.2f, "
-        "\"system_allocs_per_step\": %.2f}\n",
+        "\"system_allocs_per_step\": %.2f, \"gemm_backend\": \"%s\", "
+        "\"sgemm_peak_openblas_gflops\": %.2f, \"sgemm_peak_onednn_gflops\": %.2f}\n",
         threads, static_cast<unsigned long long>(o.seed), median_s * 1e3, ms_min,
-        median(cpu_seconds) * 1e3, tokens / median_s, peak_rss_mb, rss_start_mb, gflops,
-        gflops / peak, peak, flops, static_cast<long long>(o.steps),
-        static_cast<long long>(o.warmup), static_cast<long long>(model->num_parameters()),
-        static_cast<long long>(vocab.size()), train_ids.size(), val_ids.size(), first_loss,
-        last_loss, val_loss.c_str(), static_cast<long long>(eval.windows), train_seconds,
-        system_allocations_per_step);
+        median(cpu_seconds) * 1e3, tokens / median_s, peak_rss_mb, rss_start_mb, gflops, mfu, peak,
+        flops, static_cast<long long>(o.steps), static_cast<long long>(o.warmup),
+        static_cast<long long>(model->num_parameters()), static_cast<long long>(vocab.size()),
+        train_ids.size(), val_ids.size(), first_loss, last_loss, val_loss.c_str(),
+        static_cast<long long>(eval.windows), train_seconds, system_allocations_per_step,
+        to_string(get_gemm_backend()).c_str(), peaks.openblas, peaks.onednn);
   } else {
     std::printf(
         "ag-bench-lm: char-small, %d thread(s), seed %llu, %lld steps (%lld left out of "
@@ -248,8 +247,10 @@ int run_training(const TrainOptions& o, int threads, bool json) {
     std::printf("  peak RSS %.1f MB (%.1f MB before the first step), %lld parameters\n",
         peak_rss_mb, rss_start_mb, static_cast<long long>(model->num_parameters()));
     std::printf(
-        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s; mfu %.1f%%\n",
-        flops * 1e-9, gflops, peak, 100 * gflops / peak);
+        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s (OpenBLAS %.2f, "
+        "oneDNN %.2f); mfu %.1f%%; GEMM backend %s\n",
+        flops * 1e-9, gflops, peak, peaks.openblas, peaks.onednn, 100 * mfu,
+        to_string(get_gemm_backend()).c_str());
     std::printf("  training loss %.4f (first step) -> %.4f (last)\n", first_loss, last_loss);
     if (o.evaluate)
       std::printf(
@@ -393,7 +394,7 @@ int run_generation(const GenerationOptions& o, int threads, bool json) {
 
 int main(int argc, char** argv) {
   int threads = 1;
-  bool json = false, generation = false, no_eval = false;
+  bool json = false, generation = false, no_eval = false, no_peak = false;
   TrainOptions train;
   GenerationOptions gen;
   CLI::App app{
@@ -416,6 +417,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
   app.add_flag("--no-eval", no_eval, "skip the final evaluation");
+  app.add_flag("--no-sgemm-peak", no_peak,
+      "skip the sgemm peak measurement (for profiling and tracing runs; mfu is then 0)");
   app.add_option("--fortunes", train.fortunes, "the fortunes folder")->capture_default_str();
   app.add_flag("--generation", generation,
       "time generation with and without the key/value cache instead of training");
@@ -427,6 +430,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{511}));
   CLI11_PARSE(app, argc, argv);
   train.evaluate = !no_eval;
+  train.sgemm_peak = !no_peak;
   if (!generation && train.warmup >= train.steps) {
     std::fprintf(stderr, "ag-bench-lm: --warmup %lld must be below --steps %lld\n",
         static_cast<long long>(train.warmup), static_cast<long long>(train.steps));

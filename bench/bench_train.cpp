@@ -31,7 +31,10 @@
 //               during the timed steps, per step (0: the steady state is served from the cache)
 //   GFLOP/s   = matmul FLOPs per step (analytical, see step_flops) / median step time
 //   mfu       = GFLOP/s / the sgemm peak this program measures afterwards at the same thread
-//               count: cblas_sgemm 2048×2048×2048 into a preallocated output, best of 5 calls
+//               count: 2048×2048×2048 into a preallocated output, best of 5 calls, on the best
+//               of the GEMM libraries the build has (bench/sgemm_peak.h: OpenBLAS, oneDNN)
+//   gemm_backend = the library of ag's large float32 products (autograd/gemm_backend.h; set it
+//               with AG_GEMM_BACKEND=openblas|onednn)
 //
 // --batch B replaces the config's batch (the JSON does not repeat it; tokens/s and the FLOPs
 // follow it): e.g. --batch 16 times one rank's share of medium's 32 rows in one process.
@@ -75,10 +78,12 @@
 #include <vector>
 
 #include "autograd/allocator.h"
+#include "autograd/gemm_backend.h"
 #include "autograd/ops.h"
 #include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
+#include "sgemm_peak.h"
 #ifdef AG_BENCH_DISTRIBUTED
 #include <cstdlib>
 #include <optional>
@@ -90,6 +95,8 @@ namespace {
 
 using namespace ag;
 using Clock = std::chrono::steady_clock;
+
+volatile float g_sink = 0;
 
 struct Config {
   std::string name;
@@ -151,33 +158,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-volatile float g_sink = 0;
-
-// The machine's float32 matmul peak on `threads` threads: multithreaded OpenBLAS cblas_sgemm of two
-// 2048×2048 matrices into a preallocated output (all touched first), one untimed call, then the
-// best of 5 timed calls, in GFLOP/s.
-double sgemm_peak_gflops(int threads) {
-  // OpenBLAS's own threads here (ag keeps it on one thread and splits products itself).
-  openblas_set_num_threads(threads);
-  constexpr int n = 2048;
-  Generator gen(7);
-  const Tensor a = randn({n, n}, gen), b = randn({n, n}, gen), c = zeros({n, n});
-  auto call = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data<float>(), n,
-        b.data<float>(), n, 0.0f, c.data<float>(), n);
-    g_sink = c.data<float>()[0];
-  };
-  call();
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto start = Clock::now();
-    call();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  openblas_set_num_threads(1);
-  return 2.0 * n * double(n) * n / best * 1e-9;
 }
 
 struct Result {
@@ -398,7 +378,8 @@ int main_distributed(const Config& c, const Options& o) {
   const double peak_rss_mb = proc_status_mb("VmHWM");  // rank 0's, before the sgemm buffers
   // The job's sgemm peak: every rank measures at the same time, on its own core(s).
   dist::barrier();
-  const double peak = o.skip_peak ? 0 : dist::all_reduce_sum(sgemm_peak_gflops(o.threads));
+  const double peak =
+      o.skip_peak ? 0 : dist::all_reduce_sum(bench::measure_sgemm_peak(o.threads).best());
   if (rank != 0) return 0;
 
   const double seconds = median(r.seconds);
@@ -550,7 +531,9 @@ int main(int argc, char** argv) {
                                         : double(c.batch * (c.source_steps + c.target_steps));
   const double flops = step_flops(c);
   const double gflops = flops / seconds * 1e-9;
-  const double peak = skip_peak ? 0 : sgemm_peak_gflops(threads);
+  const bench::SgemmPeak peaks =
+      skip_peak ? bench::SgemmPeak{} : bench::measure_sgemm_peak(threads);
+  const double peak = peaks.best();
   const double mfu = peak > 0 ? gflops / peak : 0;
   const double ms_min = *std::min_element(r.seconds.begin(), r.seconds.end()) * 1e3;
 
@@ -561,12 +544,15 @@ int main(int argc, char** argv) {
         "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"rss_start_mb\": %.1f, \"gflops\": %.2f, "
         "\"mfu\": %.4f, \"sgemm_peak_gflops\": %.2f, \"flops_per_step\": %.0f, \"steps\": %lld, "
         "\"warmup\": %lld, \"parameters\": %lld, \"first_loss\": %.4f, \"last_loss\": %.4f, "
-        "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\"}\n",
+        "\"system_allocs_per_step\": %.2f, \"sequence\": %lld, \"attention\": \"%s\", "
+        "\"gemm_backend\": \"%s\", \"sgemm_peak_openblas_gflops\": %.2f, "
+        "\"sgemm_peak_onednn_gflops\": %.2f}\n",
         composed ? "ag-composed" : "ag", c.name.c_str(), threads, seconds * 1e3, ms_min,
         tokens / seconds, peak_rss_mb, r.rss_start_mb, gflops, mfu, peak, flops,
         static_cast<long long>(steps), static_cast<long long>(warmup),
         static_cast<long long>(r.parameters), r.first_loss, r.last_loss,
-        r.system_allocations_per_step, static_cast<long long>(c.source_steps), attention.c_str());
+        r.system_allocations_per_step, static_cast<long long>(c.source_steps), attention.c_str(),
+        to_string(get_gemm_backend()).c_str(), peaks.openblas, peaks.onednn);
   } else {
     std::printf(
         "ag-bench-train: config %s%s, sequence %lld, attention %s, %d thread(s), %lld timed steps "
@@ -583,8 +569,10 @@ int main(int argc, char** argv) {
         "  %.2f buffers per timed step allocated from the system (the rest from the cache)\n",
         r.system_allocations_per_step);
     std::printf(
-        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s; mfu %.1f%%\n",
-        flops * 1e-9, gflops, peak, 100 * mfu);
+        "  matmul work %.3f GFLOP/step -> %.2f GFLOP/s; sgemm peak %.2f GFLOP/s (OpenBLAS %.2f, "
+        "oneDNN %.2f); mfu %.1f%%; GEMM backend %s\n",
+        flops * 1e-9, gflops, peak, peaks.openblas, peaks.onednn, 100 * mfu,
+        to_string(get_gemm_backend()).c_str());
     if (c.name != "mha")
       std::printf("  loss %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
   }

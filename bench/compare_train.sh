@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare_train.sh — ag against PyTorch on the training step of d2l's Transformer.
 #
-#   bench/compare_train.sh [--build DIR] [--baseline DIR] [--out FILE]
+#   bench/compare_train.sh [--build DIR] [--baseline DIR | --baseline-backend NAME] [--out FILE]
 #                          [--configs "tiny small medium mha char-small"] [--steps S]
 #   bench/compare_train.sh --from FILE      # only print the table of an earlier run's results
 #
@@ -17,6 +17,8 @@
 # --baseline DIR: also run another build's ag-bench-train (e.g. of the commit before a change),
 #   right after this build's in each config and thread count, and print its ms/step, its ratio to
 #   the same PyTorch runs, and the change: an A/B comparison measured in one run.
+# --baseline-backend NAME: the baseline is this build's programs with AG_GEMM_BACKEND=NAME (e.g.
+#   openblas: what oneDNN's products change; autograd/gemm_backend.h).
 # --build DIR: the CMake build directory holding bench/ag-bench-train (default: build). Build it with
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j --target ag-bench-train
 # --steps S: timed steps for every run (default: each config's own, 20–100; char-small 40).
@@ -36,20 +38,28 @@ configs="tiny small medium mha char-small"
 steps=()
 from=""
 baseline=""
+baseline_backend=""
+baseline_env=()
 python="${PYTHON:-/usr/bin/python3}"
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
     --baseline) baseline="$2"; shift 2 ;;
+    --baseline-backend) baseline_backend="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --configs) configs="$2"; shift 2 ;;
     --steps) steps=(--steps "$2"); shift 2 ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [[ -n "$baseline_backend" ]]; then
+  baseline="$build"
+  baseline_env=(env "AG_GEMM_BACKEND=$baseline_backend")
+fi
 
 if [[ -z "$from" ]]; then
   bench_ag="$build/bench/ag-bench-train"
@@ -91,7 +101,7 @@ if [[ -z "$from" ]]; then
       run "ag    $config, $threads thread(s)" "${ag_cmd[@]}" --threads "$threads"
       if [[ -n "$baseline" ]]; then  # the same JSON line, marked as the baseline's
         echo "  ag    $config, $threads thread(s), baseline $baseline" >&2
-        "${baseline_cmd[@]}" --threads "$threads" --json |
+        "${baseline_env[@]}" "${baseline_cmd[@]}" --threads "$threads" --json |
           sed 's/"impl": *"ag"/"impl": "ag-baseline"/' | tee -a "$out" >/dev/null
       fi
       if [[ $threads == 1 ]]; then
@@ -123,11 +133,11 @@ best = {k: min(v, key=lambda r: r["ms_per_step"]) for k, v in torch_runs.items()
 
 order = ["tiny", "small", "medium", "mha", "char-small"]
 keys = sorted(ag, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
-# (config, threads) -> the goal of ag / torch; char-small's (the text issue's) is at 1 thread.
-ratio_goal = {(c, thr): g for c, g in {"tiny": 0.2, "small": 0.5, "medium": 0.6}.items()
-              for thr in (1, 2)}
-ratio_goal[("char-small", 1)] = 0.6
-rss_goal_configs = {"tiny", "small", "medium", "mha"}  # the peak-RSS goal is the Transformer's
+# The goals (docs/benchmarks.md, "Goals"): the speed issue's (second round) ratios of ag / torch,
+# (config, threads) -> goal, and the text issue's char-small goal.
+ratio_goals = {("tiny", 1): [0.2], ("tiny", 2): [0.2], ("small", 1): [0.7],
+               ("char-small", 1): [0.5, 0.6]}
+rss_goal_configs = {"tiny", "small", "medium", "mha", "char-small"}  # peak RSS <= 0.5x torch's
 
 print("ms/step: median of the timed steps; torch at 2 threads: the faster of OpenMP defaults (omp=def)")
 print("and OMP_WAIT_POLICY=PASSIVE (omp=pas); ratio = ag / torch (lower is better for ag); RSS = VmHWM")
@@ -147,14 +157,14 @@ for key in keys:
     omp = "-" if threads == 1 else ("pas" if t["omp_wait_policy"] == "PASSIVE" else "def")
     ratio = a["ms_per_step"] / t["ms_per_step"]
     rss = a["peak_rss_mb"] / t["peak_rss_mb"]
-    goal = ratio_goal.get(key)
+    goal = min(ratio_goals[key]) if key in ratio_goals else None
     print(f"{config:<10} {threads:>3} {a['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} {omp:>4} {ratio:>6.3f} "
           f"{'<=' + format(goal, 'g') if goal else '-':>5} {a['tokens_per_s']:>9.0f} {t['tokens_per_s']:>11.0f} "
           f"{a['peak_rss_mb']:>7.1f} {t['peak_rss_mb']:>8.1f} {rss:>6.3f} {a['gflops']:>8.2f} "
           f"{100 * a['mfu']:>6.1f}% {100 * t['mfu']:>8.1f}%")
-    if goal:
-        goals.append((f"ms/step ratio {config}, {threads} thread{'s' if threads > 1 else ''} <= {goal:g}",
-                      ratio <= goal, f"{ratio:.3f}"))
+    for g in ratio_goals.get(key, []):
+        goals.append((f"ms/step ratio {config}, {threads} thread{'s' if threads > 1 else ''} <= {g:g}",
+                      ratio <= g, f"{ratio:.3f}"))
     if config in rss_goal_configs:
         goals.append((f"peak RSS {config}, {threads} thread{'s' if threads > 1 else ''} <= 0.5x torch",
                       rss <= 0.5, f"{rss:.3f}x ({a['peak_rss_mb']:.0f} / {t['peak_rss_mb']:.0f} MB)"))
@@ -183,16 +193,27 @@ for r in rows:
 print("sgemm peak (2048^3, best of 5) measured by the runs, GFLOP/s: " + ", ".join(
     f"{impl} {thr} thr {min(v):.0f}-{max(v):.0f}" for (thr, impl), v in sorted(peaks.items())))
 
+backends = sorted({r.get("gemm_backend", "openblas") for r in rows if r["impl"] == "ag"})
+library_peaks = {}  # (threads, library) -> the sgemm peaks the ag runs measured on that library
+for r in rows:
+    for library in ("openblas", "onednn"):
+        if r.get(f"sgemm_peak_{library}_gflops", 0) > 0:
+            library_peaks.setdefault((r["threads"], library), []).append(
+                r[f"sgemm_peak_{library}_gflops"])
+print(f"ag's GEMM backend: {', '.join(backends)}; its runs' sgemm peak by library, GFLOP/s: " + ", ".join(
+    f"{library} {thr} thr {min(v):.0f}-{max(v):.0f}" for (thr, library), v in sorted(library_peaks.items())))
+
 if ("medium", 1) in ag and ("medium", 2) in ag:
     speedup = ag[("medium", 1)]["ms_per_step"] / ag[("medium", 2)]["ms_per_step"]
     print(f"ag medium: 2 threads are {speedup:.2f}x as fast as 1 thread")
-    goals.append(("ag medium 2-thread speedup >= 1.6x", speedup >= 1.6, f"{speedup:.2f}x"))
+    goals.append(("ag medium 2-thread speedup >= 1.9x", speedup >= 1.9, f"{speedup:.2f}x"))
 if ("medium", 1) in ag:
-    mfu = ag[("medium", 1)]["mfu"]
-    goals.append(("ag MFU on medium, 1 thread >= 60%", mfu >= 0.6, f"{100 * mfu:.1f}%"))
+    mfu = ag[("medium", 1)]["mfu"]  # of the best sgemm the run measured (OpenBLAS or oneDNN)
+    goals.append(("ag medium, 1 thread, at >= 80% of the best sgemm", mfu >= 0.8,
+                  f"{100 * mfu:.1f}%"))
 
 print()
 print("goals:")
 for name, met, value in goals:
-    print(f"  {name:<44} {value:<26} {'met' if met else 'MISSED'}")
+    print(f"  {name:<50} {value:<26} {'met' if met else 'MISSED'}")
 EOF

@@ -11,6 +11,7 @@ packages=(
   g++             # C++20 compiler (GCC 12)
   make            # CMake's default generator
   libopenblas-dev # BLAS for matmul (brings libopenblas-pthread-dev and OpenBLASConfig.cmake)
+  libdnnl-dev     # oneDNN: its sgemm makes the large float32 products (autograd/gemm_backend.h)
   catch2          # unit tests (Catch2 v2)
   libcereal-dev   # serialization (checkpoints)
   libcli11-dev    # command-line parsing

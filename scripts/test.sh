@@ -3,9 +3,9 @@
 # test. CI (.ci/run) runs this script, then this script with --sanitize.
 #
 #   scripts/test.sh              the format check (scripts/format.sh --check), then the Release
-#                                build in build/: ctest, the example (deterministic, and the
-#                                loss must fall), and an installed ag used from another CMake
-#                                project (tests/install/)
+#                                build in build/: ctest (once per GEMM backend the build has),
+#                                the example (deterministic, and the loss must fall), and an
+#                                installed ag used from another CMake project (tests/install/)
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
 #                                build in build-asan/: ctest and the example; any error is fatal
 set -euo pipefail
@@ -73,6 +73,16 @@ if ((sanitize == 0)); then
   phase_start "ctest ($build/)"
   ctest --test-dir "$build" --output-on-failure -j"$JOBS"
   phase_end
+
+  # The suite again on every other GEMM backend the build has (autograd/gemm_backend.h): the first
+  # run used the default (oneDNN where it was found), this one each of the others.
+  # ($build/gemm_backends.txt lists them, the default first.)
+  read -r -a backends < <(tr ';' ' ' <"$build/gemm_backends.txt")
+  for backend in "${backends[@]:1}"; do
+    phase_start "ctest ($build/) with AG_GEMM_BACKEND=$backend"
+    AG_GEMM_BACKEND=$backend ctest --test-dir "$build" --output-on-failure -j"$JOBS"
+    phase_end
+  done
 
   phase_start "example: loss falls, same seed gives the same output"
   check_example "$build/examples/ag-train-mlp" "$tmp/run1.txt"

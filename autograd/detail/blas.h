@@ -1,8 +1,11 @@
-// ag's calls into OpenBLAS: one product for the kernels, and its thread count (internal; only
-// sources of the autograd library include it, since only they see OpenBLAS's include directory).
+// ag's calls into OpenBLAS and oneDNN: one product for the kernels, and OpenBLAS's thread count
+// (internal; only sources of the autograd library include it, since only they see OpenBLAS's
+// include directory). Which library makes a product: autograd/gemm_backend.h.
 #pragma once
 
 #include <cblas.h>
+
+#include "autograd/gemm_backend.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -14,10 +17,18 @@ namespace ag::detail {
 // threaded BLAS inside a threaded loop would oversubscribe the cores.
 inline void keep_blas_on_one_thread() { openblas_set_num_threads(1); }
 
+#ifdef AG_HAVE_ONEDNN
+// C = op(A) · op(B) + beta · C with oneDNN's sgemm (row-major), on the calling thread alone
+// (autograd/gemm_backend.cpp). Throws RuntimeError if oneDNN reports a failure.
+void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+#endif
+
 // C (m × n, row stride ldc) = op(A) · op(B) for row-major A and B with leading dims lda and ldb,
 // or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm. k = 0 is an empty sum,
 // C = 0 or C unchanged (BLAS would leave C untouched in both cases). Sizes must fit BLAS's int
-// (the callers check).
+// (the callers check). Large float products go to oneDNN when that is the backend
+// (autograd/gemm_backend.h).
 template <class T>
 void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
     const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
@@ -28,12 +39,19 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
     return;
   }
   const T beta = accumulate ? T(1) : T(0);
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+#ifdef AG_HAVE_ONEDNN
+    if (m * n * k >= kOnednnMinMultiplyAdds && get_gemm_backend() == GemmBackend::onednn) {
+      onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b,
         int(ldb), beta, c, int(ldc));
-  else
+  } else {
     cblas_dgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0, a, int(lda), b,
         int(ldb), beta, c, int(ldc));
+  }
 }
 
 }  // namespace ag::detail

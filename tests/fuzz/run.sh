@@ -36,7 +36,8 @@ seeds=$build/seeds
 
 phase_start "configure + build (clang, libFuzzer, ASan+UBSan, $build/)"
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAG_FUZZ=ON \
-  -DAG_BUILD_TESTS=OFF -DAG_BUILD_EXAMPLES=OFF -DAG_BUILD_BENCH=OFF -DAG_WITH_MPI=OFF
+  -DAG_BUILD_TESTS=OFF -DAG_BUILD_EXAMPLES=OFF -DAG_BUILD_BENCH=OFF -DAG_WITH_MPI=OFF \
+  -DAG_WITH_ONEDNN=OFF
 cmake --build "$build" -j"$JOBS" --target "${targets[@]/#/ag-fuzz-}" ag-fuzz-seeds
 phase_end
 

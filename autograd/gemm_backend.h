@@ -1,0 +1,53 @@
+// Which library makes ag's matrix products: OpenBLAS, or oneDNN for the large float32 ones.
+//
+// Every product ag makes — matmul, the fused attention kernels, Linear layers — goes through one
+// function (autograd/detail/blas.h). It calls OpenBLAS's sgemm/dgemm, or, when this build found
+// oneDNN (Debian's libdnnl-dev; CMake option AG_WITH_ONEDNN) and the backend is onednn, oneDNN's
+// sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds. oneDNN's JIT
+// kernels make the products of d2l's and the language model's training steps 8–13 % faster on an
+// AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
+// (attention's per-head 10×10×8 at d2l's sizes) its fixed cost per call is 2–5× OpenBLAS's, and
+// float64 (gradcheck) has no oneDNN gemm, so those stay on OpenBLAS.
+//
+//   ag::set_gemm_backend(ag::GemmBackend::openblas);    // or AG_GEMM_BACKEND=openblas in the
+//                                                       // environment, read at the first product
+//
+// The default is onednn where it was built, openblas otherwise. Both give the same results to
+// float32 rounding (a different summation order), and each is deterministic: the same backend,
+// seed and thread count give bit-identical runs. Choose the backend before training, not while
+// products run on other threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/scoped_setting.h"
+
+namespace ag {
+
+enum class GemmBackend { openblas, onednn };
+
+// Float32 products with m·n·k below this go to OpenBLAS under either backend: 2^18, between the
+// per-head products where OpenBLAS is faster and the projections where oneDNN is.
+inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 18;
+
+// "openblas" / "onednn".
+std::string to_string(GemmBackend backend);
+
+// The backends this build can use: always openblas, and onednn when oneDNN was found.
+std::vector<GemmBackend> built_gemm_backends();
+
+// The backend of the products from now on. Throws ValueError naming it if this build lacks it.
+void set_gemm_backend(GemmBackend backend);
+
+// The backend in use. The first call reads AG_GEMM_BACKEND ("openblas" or "onednn") if it is set
+// and throws ValueError naming the variable, its value and the built backends if it is neither or
+// names one this build lacks.
+GemmBackend get_gemm_backend();
+
+// Sets the backend for a scope and restores the previous one on exit:
+//   { ag::GemmBackendGuard openblas(ag::GemmBackend::openblas); Tensor c = ag::matmul(a, b); }
+using GemmBackendGuard = ScopedSetting<GemmBackend, get_gemm_backend, set_gemm_backend>;
+
+}  // namespace ag
