@@ -1,9 +1,11 @@
 // Tensors: creation, dtypes, views that share storage, contiguous(), values and the generator.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/autograd.h"
+#include "autograd/detail/philox.h"
 #include "autograd/ops.h"
 
 using namespace ag;
@@ -185,6 +187,34 @@ TEST_CASE("fill_blocks gives block() words, 16 lanes at a time, across 2^32", "[
     for (int w = 0; w < 4; ++w) CHECK(words[4 * i + w] == expected[w]);
   }
   CHECK(words.back() == 0xdeadbeef);  // nothing written past the blocks asked for
+}
+
+TEST_CASE(
+    "the AVX-512 and the portable Philox loops give the same words as block()", "[generator]") {
+  // 1,000 blocks from just below 2^32 (the counter's high word changes inside a group of 16) and
+  // from a large counter: every full group, then a partial one of 8.
+  const uint64_t seed = 0xfedcba9876543210ULL;
+  const Generator g(seed);
+  for (const uint64_t first : {(uint64_t{1} << 32) - 7, uint64_t{0x0123456789abcdefULL}}) {
+    constexpr int64_t kBlocks = 1000;
+    std::vector<uint32_t> expected(4 * kBlocks);
+    for (int64_t i = 0; i < kBlocks; ++i) {
+      const auto block = g.block(first + static_cast<uint64_t>(i));
+      std::copy(block.begin(), block.end(), expected.begin() + 4 * i);
+    }
+    std::vector<uint32_t> portable(4 * kBlocks + 1, 0xdeadbeef);
+    detail::philox_fill_blocks_portable(seed, first, portable.data(), kBlocks);
+    CHECK(std::equal(expected.begin(), expected.end(), portable.begin()));
+    CHECK(portable.back() == 0xdeadbeef);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) {
+      std::vector<uint32_t> avx512(4 * kBlocks + 1, 0xdeadbeef);
+      detail::philox_fill_blocks_avx512(seed, first, avx512.data(), kBlocks);
+      CHECK(std::equal(expected.begin(), expected.end(), avx512.begin()));
+      CHECK(avx512.back() == 0xdeadbeef);  // nothing written past the blocks asked for
+    }
+#endif
+  }
 }
 
 TEST_CASE("bernoulli draws word by word as rand does: 1 where the uniform is < p", "[generator]") {
