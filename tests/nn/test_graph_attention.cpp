@@ -59,7 +59,7 @@ TEST_CASE(
   CHECK_THAT(dot, Contains("masked_fill\\n[10,4,6] float32"));
   CHECK_THAT(dot, Contains("softmax\\n[10,4,6] float32"));
   CHECK_THAT(dot, Contains("matmul\\n[10,4,20] float32"));                // weights · V
-  CHECK_THAT(dot, Contains("n0 [label=\"linear\\n[2,4,100] float32\""));  // W_o, the root
+  CHECK_THAT(dot, Contains("n0 [label=\"matmul\\n[2,4,100] float32\""));  // W_o, the root
   CHECK_THAT(dot, !Contains("scaled_dot_product_attention"));
   CHECK(count(dot, "no grad\\n[2,6,100]") == 2);  // keys and values, the same Y, projected twice
 }
@@ -92,7 +92,7 @@ TEST_CASE("the backward trace of MultiHeadAttention walks from W_o back to the p
   INFO(text);
   // Each of these must appear, in this order: backward visits the ops in reverse.
   const std::vector<std::string> expected = {
-      "linear                [2,4,100], [100,100], none -> [2,4,100]",  // W_o (no bias)
+      "matmul                [2,4,100], [100,100] -> [2,4,100]",  // W_o
       "-> W_o.weight",
       "reshape               [2,4,5,20] -> [2,4,100]",           // transpose_output
       "matmul                [10,4,6], [10,6,20] -> [10,4,20]",  // weights · V
