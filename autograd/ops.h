@@ -140,6 +140,11 @@ Tensor cross_entropy(
 // and the batch dims broadcast. Runs on OpenBLAS sgemm/dgemm; transposed operands are passed
 // as BLAS flags, not copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// As torch.nn.functional.linear: y = x · Wᵀ + b for x (..., in), weight (out, in) and bias (out)
+// or an undefined Tensor (no bias); y (..., out). One op and one pass over the output (the bias
+// is added to each row as its product is written), with the same bits as matmul(x, Wᵀ) + b; its
+// backward computes dx, dW and db together (nn::Linear's forward).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- shape and indexing ---------------------------------------------------------------------
 // A view when the strides allow it, else a copy; one dim may be -1 (inferred).

@@ -1,6 +1,7 @@
-// Matrix product on OpenBLAS, with its backward.
+// Matrix product on OpenBLAS, with its backward; and linear, the product with a bias (a layer).
 //
 //   C = A · B        A: (..., M, K)   B: (..., K, N)   C: (..., M, N), batch dims broadcast
+//   y = x · Wᵀ + b   x: (..., in)     W: (out, in)     b: (out)        y: (..., out)
 //
 // Its gradient is the docs/ops.md tag beside its backward, with the shapes of each product.
 //
@@ -12,6 +13,7 @@
 
 #include <array>
 #include <climits>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -63,17 +65,37 @@ bool batch_folds_into_rows(const BlasMatrix& t, const Shape& batch_strides, cons
   return true;
 }
 
-// out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast.
-void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch) {
+// rows [0, count) of c (row stride n) += bias (n), in place, while they are still in cache.
+template <class T>
+void add_bias_rows(T* c, int64_t count, int64_t n, const T* bias) {
+  for (int64_t i = 0; i < count; ++i) {
+    T* row = c + i * n;
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+  }
+}
+
+// out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast; then
+// + bias (N) on every row when bias is defined (contiguous, a's dtype). `op` names the caller in
+// errors.
+//
+// The bias is added by each thread to the rows its gemm has just written: fl(fl(A·B) + b), the
+// bits of matmul followed by add. Putting b in C first for a gemm with beta = 1 would not give
+// them: OpenBLAS splits a long K loop into blocks (from K = 324 on with 0.3.21's Cooperlake
+// kernels) and adds each block's partial sum p_i to C, fl(fl(b + p1) + p2) instead.
+void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch,
+    const Tensor& bias = Tensor(), const char* op = "matmul") {
   const int64_t m = a_in.shape()[a_in.dim() - 2], k = a_in.shape()[a_in.dim() - 1];
   const int64_t n = b_in.shape()[b_in.dim() - 1];
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    out.fill_(0.0);
+  if (k == 0) {  // an empty sum: 0, or the bias on every row
+    if (bias.defined())
+      out.copy_(bias);
+    else
+      out.fill_(0.0);
     return;
   }
   if (std::max({m, n, k}) > INT_MAX)
-    fail<ShapeError>("matmul: shapes ", shape_str(a_in.shape()), " and ", shape_str(b_in.shape()),
+    fail<ShapeError>(op, ": shapes ", shape_str(a_in.shape()), " and ", shape_str(b_in.shape()),
         " exceed BLAS's 32-bit sizes");
   BlasMatrix a = blas_matrix(a_in), b = blas_matrix(b_in);
   // Batch strides of each operand in the output's batch index space (0 where broadcast).
@@ -94,6 +116,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     const T* pa = a.tensor.data<T>();
     const T* pb = b.tensor.data<T>();
     T* pc = out.data<T>();
+    const T* pbias = bias.defined() ? bias.data<T>() : nullptr;
     // op(A) rows [begin, end) start at row begin of A as stored, or at its column begin when A is
     // read transposed.
     auto a_rows = [&](const T* a_matrix, int64_t begin) {
@@ -108,10 +131,11 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
       // of B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) ·
       // op(B).
       const int64_t rows = numel(batch) * m;
-      if (rows > INT_MAX) fail<ShapeError>("matmul: ", rows, " rows exceed BLAS's 32-bit sizes");
+      if (rows > INT_MAX) fail<ShapeError>(op, ": ", rows, " rows exceed BLAS's 32-bit sizes");
       parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
         detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k),
             a_rows(pa, begin), a.ld, pb, b.ld, pc + begin * n, int(n));
+        if (pbias) add_bias_rows(pc + begin * n, end - begin, n, pbias);
       });
       return;
     }
@@ -129,6 +153,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
             const auto& off = offsets[static_cast<std::size_t>(i)];
             detail::gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld,
                 pb + off[1], b.ld, pc + off[2], int(n));
+            if (pbias) add_bias_rows(pc + off[2], m, n, pbias);
           }
         });
   });
@@ -197,6 +222,77 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b_vector) out = squeeze(out, -1);
   if (a_vector) out = squeeze(out, b_vector ? -1 : -2);
   return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!x.defined() || !weight.defined())
+    fail<ValueError>(
+        "linear: the input and the weight must be defined tensors (bias may be "
+        "undefined: no bias)");
+  auto shapes = [&] {  // for the errors
+    return "input " + shape_str(x.shape()) + ", weight " + shape_str(weight.shape()) + ", bias " +
+           (bias.defined() ? shape_str(bias.shape()) : "none");
+  };
+  if (weight.dim() != 2)
+    fail<ShapeError>("linear: the weight must be (out_features, in_features), got ", shapes());
+  const int64_t out_features = weight.size(0), in_features = weight.size(1);
+  if (x.dim() == 0 || x.size(-1) != in_features)
+    fail<ShapeError>(
+        "linear: the input must end in in_features = ", in_features, ", got ", shapes());
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != out_features))
+    fail<ShapeError>(
+        "linear: the bias must be (out_features) = (", out_features, "), got ", shapes());
+  detail::check_same_dtype(x, weight, "linear");
+  if (bias.defined()) detail::check_same_dtype(x, bias, "linear");
+
+  // y = x · Wᵀ + b: (..., in)·(in, out) + (out) -> (..., out). The product is matmul's (Wᵀ is read
+  // with a BLAS flag, the batch dims of x folded into rows when its layout allows, else one gemm
+  // per matrix), and each thread adds the bias to the rows it has just written — no second pass
+  // over the output and one graph node instead of matmul's and add's.
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;                             // (..., out)
+  Tensor out = detail::empty(out_shape, x.dtype(), "linear");  // (..., out)
+  // A 1-D x is one row: (in) -> (1, in), its output (out) written as (1, out).
+  const Tensor x_matrix = x.dim() == 1 ? x.detach().reshape({1, in_features}) : x.detach();
+  const Tensor out_matrix = x.dim() == 1 ? out.detach().reshape({1, out_features}) : out;
+  const Shape batch(x_matrix.shape().begin(), x_matrix.shape().end() - 2);
+  matmul_into(x_matrix, transpose(weight.detach(), 0, 1), out_matrix, batch,
+      bias.defined() ? contiguous(bias.detach()) : Tensor(), "linear");
+  if (!detail::any_requires_grad({x, weight, bias})) return out;
+  // docs/ops.md, linear: dx = g · W, dW = gᵀ · x, db = Σ_rows g (rows: all dims of x but the last)
+  return detail::record(Op::linear, out, {x, weight, bias}, /*saved=*/{x, weight},
+      [x, weight, in_features, out_features](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        Tensor dx, dw, db;
+        // dx = g · W: (..., out)·(out, in) -> (..., in), the batch dims folded into rows
+        if (needs[0]) dx = matmul(g, weight);
+        const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+        const Tensor g_rows = reshape(g, Shape{rows, out_features});  // (rows, out)
+        // dW = gᵀ · x: (out, rows)·(rows, in) -> (out, in), one gemm over all rows; gᵀ is read
+        // with a BLAS flag
+        if (needs[1]) dw = matmul(transpose(g_rows, 0, 1), reshape(x, Shape{rows, in_features}));
+        if (needs[2]) {
+          // db = Σ_rows g: column sums in double, row after row (the order sum_to's reduction
+          // uses, so the bits are add's), one vectorisable pass over g
+          std::vector<double> sums(static_cast<std::size_t>(out_features), 0.0);
+          db = empty(Shape{out_features}, g.dtype());
+          dispatch(g.dtype(), [&]<typename T>() {
+            const T* pg = g_rows.data<T>();
+            const int64_t row_stride = g_rows.strides()[0], col_stride = g_rows.strides()[1];
+            double* acc = sums.data();
+            for (int64_t r = 0; r < rows; ++r) {
+              const T* row = pg + r * row_stride;
+              if (col_stride == 1) {
+                for (int64_t j = 0; j < out_features; ++j) acc[j] += double(row[j]);
+              } else {
+                for (int64_t j = 0; j < out_features; ++j) acc[j] += double(row[j * col_stride]);
+              }
+            }
+            T* pdb = db.data<T>();
+            for (int64_t j = 0; j < out_features; ++j) pdb[j] = static_cast<T>(acc[j]);
+          });
+        }
+        return {dx, dw, db};
+      });
 }
 
 }  // namespace ag

@@ -9,6 +9,7 @@
 // set_fused_kernels(false), or a FusedKernelsGuard, selects the composed path everywhere.
 //
 //   layer                              fused op (autograd/)                 composed path
+//   Linear                             linear                               matmul (of Wᵀ), add
 //   masked_softmax                     length_masked_softmax                masked_softmax_composed
 //   MultiHeadAttention (its heads)     attention (whole-row or tiled        transpose_qkv,
 //                                      kernel: ag::AttentionKernel)         DotProductAttention,

@@ -25,8 +25,10 @@ Tensor Linear::forward(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features)
     fail<ShapeError>("Linear: input of shape ", shape_str(x.shape()),
         " does not end in in_features = ", in_features);
-  Tensor y = matmul(x, weight.transpose(0, 1));  // (..., in)·(in, out) -> (..., out)
-  return bias.defined() ? y + bias : y;          // + (out), broadcast
+  // y = x · Wᵀ + b: (..., in)·(in, out) + (out) -> (..., out)
+  if (fused_kernels()) return linear(x, weight, bias);  // one op
+  Tensor y = matmul(x, weight.transpose(0, 1));         // (..., in)·(in, out) -> (..., out)
+  return bias.defined() ? y + bias : y;                 // + (out), broadcast
 }
 
 std::string Linear::extra_repr() const {

@@ -11,6 +11,7 @@ namespace ag::nn {
 // y = x Wᵀ + b.  W: (out_features, in_features), b: (out_features) — PyTorch's layout, so
 // checkpoints and PyTorch state dicts line up. Wᵀ is a strided view read by BLAS with a
 // transpose flag, never copied. Init as torch.nn.Linear: W and b uniform in ±1/sqrt(in_features).
+// One op, ag::linear, with fused kernels on (nn/fused.h); matmul then add on the composed path.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);

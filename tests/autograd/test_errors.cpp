@@ -127,6 +127,26 @@ TEST_CASE("matmul errors", "[errors]") {
   CHECK_THROWS_WITH(matmul(ones({3}), ones({4})), Contains("[3] and [4]") && Contains("(3 != 4)"));
 }
 
+TEST_CASE("linear errors", "[errors]") {
+  CHECK_THROWS_WITH(linear(ones({2, 3}), ones({5, 4}), ones({5})),
+      Equals("linear: the input must end in in_features = 4, got input [2,3], weight [5,4], "
+             "bias [5]"));
+  CHECK_THROWS_WITH(linear(ones({}), ones({5, 4})), Contains("input [], weight [5,4], bias none"));
+  CHECK_THROWS_WITH(linear(ones({2, 4}), ones({4})),
+      Equals("linear: the weight must be (out_features, in_features), got input [2,4], weight [4], "
+             "bias none"));
+  CHECK_THROWS_WITH(linear(ones({2, 4}), ones({5, 4}), ones({4})),
+      Equals("linear: the bias must be (out_features) = (5), got input [2,4], weight [5,4], bias "
+             "[4]"));
+  CHECK_THROWS_WITH(linear(ones({2, 4}), ones({5, 4}), ones({1, 5})),
+      Contains("linear: the bias must be") && Contains("bias [1,5]"));
+  CHECK_THROWS_AS(linear(ones({2, 4}), ones({5, 4}, float64)), DTypeError);
+  CHECK_THROWS_WITH(linear(ones({2, 4}), ones({5, 4}), ones({5}, float64)),
+      Contains("linear: dtypes float32 and float64"));
+  CHECK_THROWS_WITH(linear(Tensor(), ones({5, 4})), Contains("linear: the input and the weight"));
+  CHECK_THROWS_AS(linear(ones({2, 4}), Tensor()), ValueError);
+}
+
 TEST_CASE("broadcasting errors", "[errors]") {
   CHECK_THROWS_WITH(ones({2, 3}) + ones({4}),
       Equals("add: shapes [2,3] and [4] cannot be broadcast (dim 1: 3 vs 4)"));

@@ -276,6 +276,40 @@ AG_GRADCHECK_CASE(matmul_vectors, "matmul with 1-D operands") {
       {input({4}, 1), input({4, 3}, 2), input({3}, 3)});
 }
 
+// ---- linear (x · Wᵀ + b) --------------------------------------------------------------------------
+
+AG_GRADCHECK_CASE(linear_2d_bias, "linear (3,4) with weight (5,4) and bias (5)") {
+  return gradcheck([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+      {input({3, 4}, 1), input({5, 4}, 2), input({5}, 3)});
+}
+AG_GRADCHECK_CASE(linear_3d_no_bias, "linear (2,3,4) with weight (5,4), no bias") {
+  return gradcheck(
+      [](const Inputs& x) { return linear(x[0], x[1]); }, {input({2, 3, 4}, 1), input({5, 4}, 2)});
+}
+AG_GRADCHECK_CASE(linear_3d_bias, "linear (2,3,4) with weight (5,4) and bias (5)") {
+  return gradcheck([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+      {input({2, 3, 4}, 1), input({5, 4}, 2), input({5}, 3)});
+}
+AG_GRADCHECK_CASE(linear_permuted_input, "linear of a permuted (3,2,4) view: rows do not fold") {
+  // x = x0.transpose(0, 1): (2, 3, 4) whose batch dim does not fold into rows (one gemm each)
+  return gradcheck([](const Inputs& x) { return linear(x[0].transpose(0, 1), x[1], x[2]); },
+      {input({3, 2, 4}, 1), input({5, 4}, 2), input({5}, 3)});
+}
+AG_GRADCHECK_CASE(linear_transposed_2d, "linear of a transposed (4,3) view, a weight view") {
+  // x = x0ᵀ: (3, 4) read by BLAS with a transpose flag; W = w0[:, ::2]: (5, 4), a strided view
+  return gradcheck(
+      [](const Inputs& x) { return linear(x[0].transpose(0, 1), x[1].slice(1, 0, 8, 2), x[2]); },
+      {input({4, 3}, 1), input({5, 8}, 2), input({5}, 3)});
+}
+AG_GRADCHECK_CASE(linear_broadcast_input, "linear of an expanded (2,3,4) input and a 1-D input") {
+  // x = x0.expand(2, 3, 4): stride 0 along the batch; plus a (4) vector -> (5)
+  return gradcheck(
+      [](const Inputs& x) {
+        return linear(x[0].expand({2, 3, 4}), x[1], x[2]).sum() + linear(x[3], x[1], x[2]).sum();
+      },
+      {input({1, 3, 4}, 1), input({5, 4}, 2), input({5}, 3), input({4}, 4)});
+}
+
 // ---- shape and indexing -------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(reshape_view, "reshape as a view") {

@@ -113,3 +113,115 @@ TEST_CASE(
   Tensor b = ones({3, 2}, float64);
   CHECK(matmul(a, b).to_vector<double>() == std::vector<double>(8, 6.0));
 }
+
+// ---- linear -------------------------------------------------------------------------------------
+
+namespace {
+
+// Restores ag's thread count when it goes out of scope.
+struct ThreadCount {
+  explicit ThreadCount(int n) : previous(get_num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(previous); }
+  int previous;
+};
+
+struct LinearRun {
+  std::vector<float> out, dx, dw, db;
+};
+
+// y = linear(x, W, b) (fused) or matmul(x, Wᵀ) + b (composed), then backward with `upstream`;
+// x_of maps the leaf x0 to the input (a view of it, or itself).
+template <class XOf>
+LinearRun run_linear(bool fused, const Tensor& x_values, const Tensor& w_values,
+    const Tensor& b_values, const Tensor& upstream, XOf x_of) {
+  Tensor x0 = x_values.clone().requires_grad_();
+  Tensor w = w_values.clone().requires_grad_();
+  Tensor b = b_values.defined() ? b_values.clone().requires_grad_() : Tensor();
+  Tensor x = x_of(x0);
+  Tensor y;
+  if (fused) {
+    y = linear(x, w, b);
+  } else {
+    y = matmul(x, w.transpose(0, 1));
+    if (b.defined()) y = y + b;
+  }
+  y.backward(upstream);
+  return {y.to_vector<float>(), x0.grad().to_vector<float>(), w.grad().to_vector<float>(),
+      b.defined() ? b.grad().to_vector<float>() : std::vector<float>()};
+}
+
+}  // namespace
+
+TEST_CASE("linear gives the bits of matmul(x, Wᵀ) + b, forward and backward", "[matmul][linear]") {
+  // in = 400: past the K at which OpenBLAS splits a product's sum into blocks (a gemm with
+  // beta = 1 would round differently there); 2 × 33 rows of 400 · 70 are enough work for the
+  // product to be split over 2 threads.
+  Generator g(7);
+  const Tensor w = randn({70, 400}, g), b = randn({70}, g);
+  const Tensor x3 = randn({2, 33, 400}, g), x_permuted = randn({33, 2, 400}, g);
+  const Tensor x2 = randn({45, 400}, g), x1 = randn({400}, g);
+  const Tensor up3 = randn({2, 33, 70}, g), up2 = randn({45, 70}, g), up1 = randn({70}, g);
+  auto itself = [](const Tensor& x) { return x; };
+  auto swap_01 = [](const Tensor& x) { return x.transpose(0, 1); };  // rows do not fold
+  for (int threads : {1, 2}) {
+    ThreadCount count(threads);
+    INFO(threads << " thread(s)");
+    struct Case {
+      const char* name;
+      Tensor x, bias, upstream;
+      bool permuted;
+    };
+    for (const Case& c :
+        {Case{"3-D", x3, b, up3, false}, Case{"3-D, no bias", x3, Tensor(), up3, false},
+            Case{"permuted 3-D", x_permuted, b, up3, true}, Case{"2-D", x2, b, up2, false},
+            Case{"1-D", x1, b, up1, false}}) {
+      INFO(c.name);
+      LinearRun fused, composed;
+      if (c.permuted) {
+        fused = run_linear(true, c.x, w, c.bias, c.upstream, swap_01);
+        composed = run_linear(false, c.x, w, c.bias, c.upstream, swap_01);
+      } else {
+        fused = run_linear(true, c.x, w, c.bias, c.upstream, itself);
+        composed = run_linear(false, c.x, w, c.bias, c.upstream, itself);
+      }
+      CHECK(fused.out == composed.out);
+      CHECK(fused.dx == composed.dx);
+      CHECK(fused.dw == composed.dw);
+      CHECK(fused.db == composed.db);
+    }
+  }
+}
+
+TEST_CASE("linear records one node and skips the gradients nobody needs", "[matmul][linear]") {
+  Generator g(8);
+  Tensor x = randn({4, 3}, g), w = randn({5, 3}, g).requires_grad_(), b = randn({5}, g);
+  Tensor y = linear(x, w, b);
+  REQUIRE(y.grad_fn() != nullptr);
+  CHECK(y.grad_fn()->name() == std::string("linear"));
+  y.sum().backward();
+  // dW = gᵀ · x with g all ones: column sums of x on every row of dW
+  const std::vector<double> xs = x.to_vector<double>(), dw = w.grad().to_vector<double>();
+  for (int64_t o = 0; o < 5; ++o)
+    for (int64_t i = 0; i < 3; ++i)
+      CHECK(dw[o * 3 + i] == Approx(xs[i] + xs[3 + i] + xs[6 + i] + xs[9 + i]));
+  CHECK_FALSE(x.grad().defined());
+  CHECK_FALSE(b.grad().defined());
+  // Nothing requires grad: no node.
+  CHECK(linear(x, w.detach(), b).grad_fn() == nullptr);
+}
+
+TEST_CASE("linear with size-0 dims", "[matmul][linear]") {
+  Tensor b = tensor({1.0, 2.0}, float64);
+  // in = 0: an empty product, so every row is the bias
+  Tensor y = linear(ones({3, 0}, float64), ones({2, 0}, float64), b);
+  CHECK(y.shape() == Shape{3, 2});
+  CHECK(y.to_vector<double>() == std::vector<double>{1, 2, 1, 2, 1, 2});
+  CHECK(linear(ones({3, 0}, float64), ones({2, 0}, float64)).to_vector<double>() ==
+        std::vector<double>(6, 0.0));
+  // no rows
+  Tensor w = ones({2, 4}, float64).requires_grad_();
+  Tensor empty_rows = linear(ones({0, 4}, float64), w, b);
+  CHECK(empty_rows.shape() == Shape{0, 2});
+  empty_rows.sum().backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>(8, 0.0));
+}

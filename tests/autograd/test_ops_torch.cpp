@@ -251,6 +251,15 @@ const std::vector<Family>& families() {
               AG_CASE("matmul_transposed_b", ag::matmul(in["a"], in["b"].transpose(-1, -2))),
               AG_CASE("matmul_transposed_a", ag::matmul(in["a"].transpose(-1, -2), in["b"])),
           }},
+      {"linear",
+          {
+              AG_CASE("linear_2d", ag::linear(in["x"], in["w"], in["b"])),
+              AG_CASE("linear_3d", ag::linear(in["x"], in["w"], in["b"])),
+              AG_CASE("linear_3d_no_bias", ag::linear(in["x"], in["w"])),
+              AG_CASE("linear_1d", ag::linear(in["x"], in["w"], in["b"])),
+              AG_CASE("linear_of_permuted", ag::linear(in["x"].transpose(0, 1), in["w"], in["b"])),
+              AG_CASE("linear_of_transposed", ag::linear(in["x"].transpose(0, 1), in["w"])),
+          }},
       {"shape and indexing",
           {
               AG_CASE("reshape", in["x"].reshape({4, 6})),

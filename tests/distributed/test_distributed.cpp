@@ -266,18 +266,20 @@ TEST_CASE("buckets start their all-reduce while backward is still computing earl
   dist::DdpOptions tiny;
   tiny.bucket_cap_mb = 1e-9;  // one bucket per parameter
   dist::DistributedDataParallel ddp(*mlp, tiny);
-  // Backward completes second.bias, second.weight, first.bias, then first.weight. When first.bias
-  // is done (this hook runs after DDP's own, registered first), three buckets are on their way
-  // while the first layer's weight gradient does not exist yet.
+  // Buckets follow reverse registration: second.bias, second.weight, first.bias, first.weight.
+  // Backward completes the second layer's weight and bias (one linear node), then the first
+  // layer's. When second.bias is done (this hook runs after DDP's own, registered first), the
+  // second layer's two buckets are on their way while the first layer's weight gradient does not
+  // exist yet.
   std::size_t started = 0;
   bool weight_gradient_existed = true;
-  mlp->first->bias.register_post_accumulate_grad_hook([&](const Tensor&) {
+  mlp->second->bias.register_post_accumulate_grad_hook([&](const Tensor&) {
     started = ddp.buckets_started();
     weight_gradient_existed = mlp->first->weight.grad().defined();
   });
   Generator data(41);
   mse(*mlp, randn({4, 6}, data, float64), randn({4, 3}, data, float64)).backward();
-  CHECK(started == 3);
+  CHECK(started == 2);
   CHECK_FALSE(weight_gradient_existed);
   CHECK(ddp.buckets_started() == 0);  // the pass is over
   CHECK(ddp.last_stats().buckets == 4);
