@@ -73,15 +73,6 @@ namespace {
 constexpr int64_t kQueryBlock = 64;  // query rows per tile
 constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile is 32 KB, in L1
 
-// out[j] = e^(in[j] − shift) for j < n (in may be out): the fast float exp of the softmax
-// kernels, std::exp for float64.
-void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
-  detail::exp_shifted(in, shift, out, n);
-}
-void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = std::exp(in[j] - shift);
-}
-
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,

@@ -12,6 +12,7 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace ag {
 
@@ -39,32 +40,43 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     const T* px = x.data<T>();
     T* loss = losses.data<T>();
     T* prob = probabilities.data<T>();
-    for (int64_t n = 0; n < N; ++n) {
-      const T* row = px + n * V;
-      T m = row[0];
-      for (int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
-      double total = 0;
-      for (int64_t v = 0; v < V; ++v) total += std::exp(double(row[v] - m));
-      const double log_total = std::log(total);
-      loss[n] = static_cast<T>(double(m) + log_total - double(row[target_ids[n]]));
-      for (int64_t v = 0; v < V; ++v)
-        prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
-    }
+    // Row by row, rows split between the threads (each row is one thread's whole work, so the
+    // result does not depend on the thread count); two double exps per element, as the committed
+    // training fixtures were made (tests/io/test_v1_files.cpp resumes one bit for bit).
+    parallel_for(N, 8 * V, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const T* row = px + n * V;
+        T m = row[0];
+        for (int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
+        double total = 0;
+        for (int64_t v = 0; v < V; ++v) total += std::exp(double(row[v] - m));
+        const double log_total = std::log(total);
+        loss[n] = static_cast<T>(double(m) + log_total - double(row[target_ids[n]]));
+        for (int64_t v = 0; v < V; ++v)
+          prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
+      }
+    });
   });
   // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t))
   Tensor out = detail::record(Op::cross_entropy, losses, {logits},
       [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
-        // gx_nv = g_n · (softmax(x_n)_v − [v = t_n])
-        Tensor grad = clone(probabilities);
+        // gx_nv = g_n · (softmax(x_n)_v − [v = t_n]), rows split between the threads
+        Tensor grad = empty(probabilities.shape(), probabilities.dtype());
         Tensor gc = contiguous(g);
         dispatch(grad.dtype(), [&]<typename T>() {
-          T* pg = grad.data<T>();
+          const T* prob = probabilities.data<T>();
           const T* up = gc.data<T>();
-          for (std::size_t n = 0; n < target_ids.size(); ++n) {
-            T* row = pg + static_cast<int64_t>(n) * V;
-            row[target_ids[n]] -= T(1);
-            for (int64_t v = 0; v < V; ++v) row[v] *= up[n];
-          }
+          T* out = grad.data<T>();
+          const auto rows = static_cast<int64_t>(target_ids.size());
+          parallel_for(rows, 2 * V, [&](int64_t begin, int64_t end) {
+            for (int64_t n = begin; n < end; ++n) {
+              const T* p = prob + n * V;
+              T* row = out + n * V;
+              for (int64_t v = 0; v < V; ++v) row[v] = p[v] * up[n];
+              const int64_t t = target_ids[n];
+              row[t] = (p[t] - T(1)) * up[n];
+            }
+          });
         });
         return {grad};
       });

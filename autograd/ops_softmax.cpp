@@ -43,13 +43,7 @@ void for_each_lane(const Tensor& x, const Tensor& out, int64_t dim, LaneFn&& lan
 
 // ---- one contiguous row -------------------------------------------------------------------------
 
-// out[k] = e^(in[k] − shift) for k < n: the fast vectorised exp for float32, std::exp for float64.
-void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
-  detail::exp_shifted(in, shift, out, n);
-}
-void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
-  for (int64_t k = 0; k < n; ++k) out[k] = std::exp(in[k] - shift);
-}
+using detail::exp_shifted_row;
 
 // The largest of in[0, n), or 0 if all are −inf (so that x − m is −inf rather than NaN).
 template <class T>

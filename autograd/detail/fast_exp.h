@@ -23,6 +23,8 @@
 // correctly rounded result over the whole normal range (tests/autograd/test_fast_exp.cpp).
 #pragma once
 
+#include <cmath>
+
 #include <bit>
 #include <cstdint>
 #include <limits>
@@ -79,5 +81,14 @@ inline float exp_approx(float x) {
 // Vectorised, with a version per instruction set chosen at load time where the compiler supports
 // it.
 void exp_shifted(const float* in, float shift, float* out, int64_t n);
+
+// The same for a row of either dtype, as softmax and cross-entropy use it: the fast vectorised exp
+// for float32, std::exp for float64 (so that the float64 gradchecks see full precision).
+inline void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
+  exp_shifted(in, shift, out, n);
+}
+inline void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) out[k] = std::exp(in[k] - shift);
+}
 
 }  // namespace ag::detail
