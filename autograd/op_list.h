@@ -19,7 +19,7 @@
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \
-  X(matmul) X(linear)                                                                             \
+  X(matmul) X(linear) X(linear_relu)                                                              \
   /* shape and indexing (ops_shape.cpp) */                                                        \
   X(reshape) X(permute) X(squeeze) X(unsqueeze) X(expand) X(slice) X(concat) X(index_select)     \
   X(repeat_interleave) X(contiguous) X(clone)                                                     \

@@ -145,6 +145,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // is added to each row as its product is written), with the same bits as matmul(x, Wᵀ) + b; its
 // backward computes dx, dW and db together (nn::Linear's forward).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one op: relu applied to each row as its product is written,
+// and a backward that masks the gradient and sums db in one pass (it saves the output, not
+// x · Wᵀ + b). Same bits as the two ops (nn::PositionWiseFFN's dense1 and relu).
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- shape and indexing ---------------------------------------------------------------------
 // A view when the strides allow it, else a copy; one dim may be -1 (inferred).

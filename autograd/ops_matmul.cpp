@@ -1,4 +1,5 @@
-// Matrix product on OpenBLAS, with its backward; and linear, the product with a bias (a layer).
+// Matrix product on OpenBLAS, with its backward; and linear, the product with a bias (a layer),
+// and linear_relu, the same followed by relu (the first half of a Transformer's FFN).
 //
 //   C = A · B        A: (..., M, K)   B: (..., K, N)   C: (..., M, N), batch dims broadcast
 //   y = x · Wᵀ + b   x: (..., in)     W: (out, in)     b: (out)        y: (..., out)
@@ -19,6 +20,7 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/blas.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -65,31 +67,89 @@ bool batch_folds_into_rows(const BlasMatrix& t, const Shape& batch_strides, cons
   return true;
 }
 
-// rows [0, count) of c (row stride n) += bias (n), in place, while they are still in cache.
+}  // namespace
+
+// linear's kernels, one copy per instruction set (AG_TARGET_CLONES; not in an anonymous namespace,
+// which target clones do not support everywhere). Each thread runs them on rows or columns of its
+// own, and vectorising them keeps every element's arithmetic (and each column sum's order) as is.
+namespace detail {
+
+// The epilogue on rows [0, count) of c (row stride n), in place, while they are still in cache:
+// + bias (n) when bias is not null, then max(·, 0) (relu's rule: NaN stays NaN) with relu.
 template <class T>
-void add_bias_rows(T* c, int64_t count, int64_t n, const T* bias) {
+[[gnu::always_inline]] inline void linear_epilogue_impl(
+    T* __restrict c, int64_t count, int64_t n, const T* __restrict bias, bool relu) {
   for (int64_t i = 0; i < count; ++i) {
-    T* row = c + i * n;
-    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    T* __restrict row = c + i * n;
+    if (bias && relu) {
+      for (int64_t j = 0; j < n; ++j) {
+        const T v = row[j] + bias[j];
+        row[j] = v <= 0 ? T(0) : v;
+      }
+    } else if (bias) {
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    } else if (relu) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] <= 0 ? T(0) : row[j];
+    }
   }
 }
+AG_TARGET_CLONES void linear_epilogue(
+    float* c, int64_t count, int64_t n, const float* bias, bool relu) {
+  linear_epilogue_impl(c, count, n, bias, relu);
+}
+AG_TARGET_CLONES void linear_epilogue(
+    double* c, int64_t count, int64_t n, const double* bias, bool relu) {
+  linear_epilogue_impl(c, count, n, bias, relu);
+}
+
+// Over columns [begin, end) of g (rows × n, row stride ld, contiguous rows): with y (rows × n,
+// contiguous), masked = (y > 0 ? g : 0) (relu's backward, into rows × n); then, with sums,
+// sums[j] += each row's element j of masked (or of g without y), row after row.
+template <class T>
+[[gnu::always_inline]] inline void linear_backward_columns_impl(const T* __restrict g, int64_t ld,
+    const T* __restrict y, T* __restrict masked, double* __restrict sums, int64_t rows, int64_t n,
+    int64_t begin, int64_t end) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* __restrict g_row = g + r * ld;
+    if (y) {
+      const T* __restrict y_row = y + r * n;
+      T* __restrict m_row = masked + r * n;
+      for (int64_t j = begin; j < end; ++j) m_row[j] = y_row[j] > 0 ? g_row[j] : T(0);
+      g_row = m_row;
+    }
+    if (sums)
+      for (int64_t j = begin; j < end; ++j) sums[j] += double(g_row[j]);
+  }
+}
+AG_TARGET_CLONES void linear_backward_columns(const float* g, int64_t ld, const float* y,
+    float* masked, double* sums, int64_t rows, int64_t n, int64_t begin, int64_t end) {
+  linear_backward_columns_impl(g, ld, y, masked, sums, rows, n, begin, end);
+}
+AG_TARGET_CLONES void linear_backward_columns(const double* g, int64_t ld, const double* y,
+    double* masked, double* sums, int64_t rows, int64_t n, int64_t begin, int64_t end) {
+  linear_backward_columns_impl(g, ld, y, masked, sums, rows, n, begin, end);
+}
+
+}  // namespace detail
+
+namespace {
 
 // out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast; then
-// + bias (N) on every row when bias is defined (contiguous, a's dtype). `op` names the caller in
-// errors.
+// + bias (N) on every row when bias is defined (contiguous, a's dtype), then relu with relu.
+// `op` names the caller in errors.
 //
 // The bias is added by each thread to the rows its gemm has just written: fl(fl(A·B) + b), the
 // bits of matmul followed by add. Putting b in C first for a gemm with beta = 1 would not give
 // them: OpenBLAS splits a long K loop into blocks (from K = 324 on with 0.3.21's Cooperlake
 // kernels) and adds each block's partial sum p_i to C, fl(fl(b + p1) + p2) instead.
 void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch,
-    const Tensor& bias = Tensor(), const char* op = "matmul") {
+    const Tensor& bias = Tensor(), bool relu = false, const char* op = "matmul") {
   const int64_t m = a_in.shape()[a_in.dim() - 2], k = a_in.shape()[a_in.dim() - 1];
   const int64_t n = b_in.shape()[b_in.dim() - 1];
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: 0, or the bias on every row
+  if (k == 0) {  // an empty sum: 0, or the bias on every row (then relu)
     if (bias.defined())
-      out.copy_(bias);
+      out.copy_(relu ? ag::relu(bias.detach()) : bias);
     else
       out.fill_(0.0);
     return;
@@ -117,6 +177,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     const T* pb = b.tensor.data<T>();
     T* pc = out.data<T>();
     const T* pbias = bias.defined() ? bias.data<T>() : nullptr;
+    const bool epilogue = pbias || relu;
     // op(A) rows [begin, end) start at row begin of A as stored, or at its column begin when A is
     // read transposed.
     auto a_rows = [&](const T* a_matrix, int64_t begin) {
@@ -135,7 +196,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
       parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
         detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k),
             a_rows(pa, begin), a.ld, pb, b.ld, pc + begin * n, int(n));
-        if (pbias) add_bias_rows(pc + begin * n, end - begin, n, pbias);
+        if (epilogue) detail::linear_epilogue(pc + begin * n, end - begin, n, pbias, relu);
       });
       return;
     }
@@ -153,7 +214,7 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
             const auto& off = offsets[static_cast<std::size_t>(i)];
             detail::gemm<T>(a.trans, b.trans, int(m), int(n), int(k), pa + off[0], a.ld,
                 pb + off[1], b.ld, pc + off[2], int(n));
-            if (pbias) add_bias_rows(pc + off[2], m, n, pbias);
+            if (epilogue) detail::linear_epilogue(pc + off[2], m, n, pbias, relu);
           }
         });
   });
@@ -224,74 +285,114 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// Checks linear's (or linear_relu's) arguments and computes y = x · Wᵀ + b, then relu with relu:
+// (..., in)·(in, out) + (out) -> (..., out). The product is matmul's (Wᵀ is read with a BLAS flag,
+// the batch dims of x folded into rows when its layout allows, else one gemm per matrix), and each
+// thread applies the epilogue to the rows it has just written — no second pass over the output.
+Tensor linear_forward(
+    const Tensor& x, const Tensor& weight, const Tensor& bias, bool relu, const char* op) {
   if (!x.defined() || !weight.defined())
     fail<ValueError>(
-        "linear: the input and the weight must be defined tensors (bias may be "
-        "undefined: no bias)");
+        op, ": the input and the weight must be defined tensors (bias may be undefined: no bias)");
   auto shapes = [&] {  // for the errors
     return "input " + shape_str(x.shape()) + ", weight " + shape_str(weight.shape()) + ", bias " +
            (bias.defined() ? shape_str(bias.shape()) : "none");
   };
   if (weight.dim() != 2)
-    fail<ShapeError>("linear: the weight must be (out_features, in_features), got ", shapes());
+    fail<ShapeError>(op, ": the weight must be (out_features, in_features), got ", shapes());
   const int64_t out_features = weight.size(0), in_features = weight.size(1);
   if (x.dim() == 0 || x.size(-1) != in_features)
-    fail<ShapeError>(
-        "linear: the input must end in in_features = ", in_features, ", got ", shapes());
+    fail<ShapeError>(op, ": the input must end in in_features = ", in_features, ", got ", shapes());
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != out_features))
     fail<ShapeError>(
-        "linear: the bias must be (out_features) = (", out_features, "), got ", shapes());
-  detail::check_same_dtype(x, weight, "linear");
-  if (bias.defined()) detail::check_same_dtype(x, bias, "linear");
+        op, ": the bias must be (out_features) = (", out_features, "), got ", shapes());
+  detail::check_same_dtype(x, weight, op);
+  if (bias.defined()) detail::check_same_dtype(x, bias, op);
 
-  // y = x · Wᵀ + b: (..., in)·(in, out) + (out) -> (..., out). The product is matmul's (Wᵀ is read
-  // with a BLAS flag, the batch dims of x folded into rows when its layout allows, else one gemm
-  // per matrix), and each thread adds the bias to the rows it has just written — no second pass
-  // over the output and one graph node instead of matmul's and add's.
   Shape out_shape = x.shape();
-  out_shape.back() = out_features;                             // (..., out)
-  Tensor out = detail::empty(out_shape, x.dtype(), "linear");  // (..., out)
+  out_shape.back() = out_features;                       // (..., out)
+  Tensor out = detail::empty(out_shape, x.dtype(), op);  // (..., out)
   // A 1-D x is one row: (in) -> (1, in), its output (out) written as (1, out).
   const Tensor x_matrix = x.dim() == 1 ? x.detach().reshape({1, in_features}) : x.detach();
   const Tensor out_matrix = x.dim() == 1 ? out.detach().reshape({1, out_features}) : out;
   const Shape batch(x_matrix.shape().begin(), x_matrix.shape().end() - 2);
   matmul_into(x_matrix, transpose(weight.detach(), 0, 1), out_matrix, batch,
-      bias.defined() ? contiguous(bias.detach()) : Tensor(), "linear");
+      bias.defined() ? contiguous(bias.detach()) : Tensor(), relu, op);
+  return out;
+}
+
+// The gradients of y = x · Wᵀ + b from g, the gradient of y (..., out), seen as (rows, out) with
+// rows all dims of x but the last. With relu_out (linear_relu's output y = relu(x · Wᵀ + b)), g is
+// first masked to relu's gradient g · [y > 0] — [y > 0] = [x · Wᵀ + b > 0], relu's own mask —
+// in the same pass that sums db.
+Grads linear_grads(const Tensor& x, const Tensor& weight, const Tensor& g, const NeedsGrad& needs,
+    const Tensor& relu_out = Tensor()) {
+  const int64_t out_features = weight.size(0), in_features = weight.size(1);
+  const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Tensor g_rows = reshape(g, Shape{rows, out_features});  // (rows, out)
+  Tensor db;
+  std::vector<double> sums;  // db in double, column by column
+  if (needs[2]) {
+    sums.assign(static_cast<std::size_t>(out_features), 0.0);
+    db = empty(Shape{out_features}, g.dtype());  // (out)
+  }
+  if (relu_out.defined() || needs[2]) {
+    // One pass over g: masked[r, j] = y[r, j] > 0 ? g[r, j] : 0 (relu's backward) with relu, and
+    // db[j] = Σ_r g[r, j] in double, row after row — sum_to's order, so the bits are those of
+    // relu's backward and add's. Threads split the columns: each column is summed in row order
+    // by one thread, whatever the thread count.
+    const Tensor y_rows = relu_out.defined() ? reshape(relu_out.detach(), Shape{rows, out_features})
+                                             : Tensor();  // (rows, out), contiguous
+    const Tensor masked =
+        relu_out.defined() ? empty(Shape{rows, out_features}, g.dtype()) : Tensor();  // (rows, out)
+    if (g_rows.strides()[1] != 1) g_rows = contiguous(g_rows);  // rows of adjacent elements
+    dispatch(g.dtype(), [&]<typename T>() {
+      const T* pg = g_rows.data<T>();
+      const int64_t ld = g_rows.strides()[0];
+      const T* py = relu_out.defined() ? y_rows.data<T>() : nullptr;
+      T* pm = relu_out.defined() ? masked.data<T>() : nullptr;
+      double* acc = sums.empty() ? nullptr : sums.data();
+      parallel_for(out_features, std::max<int64_t>(rows, 1), [&](int64_t begin, int64_t end) {
+        detail::linear_backward_columns(pg, ld, py, pm, acc, rows, out_features, begin, end);
+      });
+      if (acc) {
+        T* pdb = db.data<T>();
+        for (int64_t j = 0; j < out_features; ++j) pdb[j] = static_cast<T>(acc[j]);
+      }
+    });
+    if (relu_out.defined()) g_rows = masked;
+  }
+  Tensor dx, dw;
+  // dx = g · W: (..., out)·(out, in) -> (..., in), the batch dims folded into rows
+  if (needs[0])
+    dx = relu_out.defined() ? reshape(matmul(g_rows, weight), x.shape()) : matmul(g, weight);
+  // dW = gᵀ · x: (out, rows)·(rows, in) -> (out, in), one gemm over all rows; gᵀ is read with a
+  // BLAS flag
+  if (needs[1]) dw = matmul(transpose(g_rows, 0, 1), reshape(x, Shape{rows, in_features}));
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out = linear_forward(x, weight, bias, /*relu=*/false, "linear");
   if (!detail::any_requires_grad({x, weight, bias})) return out;
   // docs/ops.md, linear: dx = g · W, dW = gᵀ · x, db = Σ_rows g (rows: all dims of x but the last)
   return detail::record(Op::linear, out, {x, weight, bias}, /*saved=*/{x, weight},
-      [x, weight, in_features, out_features](const Tensor& g, const NeedsGrad& needs) -> Grads {
-        Tensor dx, dw, db;
-        // dx = g · W: (..., out)·(out, in) -> (..., in), the batch dims folded into rows
-        if (needs[0]) dx = matmul(g, weight);
-        const int64_t rows = numel(Shape(x.shape().begin(), x.shape().end() - 1));
-        const Tensor g_rows = reshape(g, Shape{rows, out_features});  // (rows, out)
-        // dW = gᵀ · x: (out, rows)·(rows, in) -> (out, in), one gemm over all rows; gᵀ is read
-        // with a BLAS flag
-        if (needs[1]) dw = matmul(transpose(g_rows, 0, 1), reshape(x, Shape{rows, in_features}));
-        if (needs[2]) {
-          // db = Σ_rows g: column sums in double, row after row (the order sum_to's reduction
-          // uses, so the bits are add's), one vectorisable pass over g
-          std::vector<double> sums(static_cast<std::size_t>(out_features), 0.0);
-          db = empty(Shape{out_features}, g.dtype());
-          dispatch(g.dtype(), [&]<typename T>() {
-            const T* pg = g_rows.data<T>();
-            const int64_t row_stride = g_rows.strides()[0], col_stride = g_rows.strides()[1];
-            double* acc = sums.data();
-            for (int64_t r = 0; r < rows; ++r) {
-              const T* row = pg + r * row_stride;
-              if (col_stride == 1) {
-                for (int64_t j = 0; j < out_features; ++j) acc[j] += double(row[j]);
-              } else {
-                for (int64_t j = 0; j < out_features; ++j) acc[j] += double(row[j * col_stride]);
-              }
-            }
-            T* pdb = db.data<T>();
-            for (int64_t j = 0; j < out_features; ++j) pdb[j] = static_cast<T>(acc[j]);
-          });
-        }
-        return {dx, dw, db};
+      [x, weight](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        return linear_grads(x, weight, g, needs);
+      });
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out = linear_forward(x, weight, bias, /*relu=*/true, "linear_relu");
+  if (!detail::any_requires_grad({x, weight, bias})) return out;
+  // docs/ops.md, linear_relu: linear's, with g · [y > 0] in place of g
+  return detail::record(Op::linear_relu, out, {x, weight, bias}, /*saved=*/{x, weight, out},
+      [x, weight, y = out.detach()](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        return linear_grads(x, weight, g, needs, y);
       });
 }
 

@@ -10,6 +10,7 @@
 //
 //   layer                              fused op (autograd/)                 composed path
 //   Linear                             linear                               matmul (of Wᵀ), add
+//   PositionWiseFFN (dense1, relu)     linear_relu                          Linear, ReLU
 //   masked_softmax                     length_masked_softmax                masked_softmax_composed
 //   MultiHeadAttention (its heads)     attention (whole-row or tiled        transpose_qkv,
 //                                      kernel: ag::AttentionKernel)         DotProductAttention,

@@ -11,7 +11,8 @@
 
 namespace ag::nn {
 
-// Two Linear layers with a ReLU between them, applied at every position alike.
+// Two Linear layers with a ReLU between them, applied at every position alike. With fused kernels
+// on (nn/fused.h), dense1 and the ReLU are one op, ag::linear_relu.
 class PositionWiseFFN : public Module {
  public:
   PositionWiseFFN(int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs);

@@ -145,6 +145,9 @@ TEST_CASE("linear errors", "[errors]") {
       Contains("linear: dtypes float32 and float64"));
   CHECK_THROWS_WITH(linear(Tensor(), ones({5, 4})), Contains("linear: the input and the weight"));
   CHECK_THROWS_AS(linear(ones({2, 4}), Tensor()), ValueError);
+  CHECK_THROWS_WITH(linear_relu(ones({2, 3}), ones({5, 4})),
+      Equals("linear_relu: the input must end in in_features = 4, got input [2,3], weight [5,4], "
+             "bias none"));
 }
 
 TEST_CASE("broadcasting errors", "[errors]") {

@@ -310,6 +310,16 @@ AG_GRADCHECK_CASE(linear_broadcast_input, "linear of an expanded (2,3,4) input a
       {input({1, 3, 4}, 1), input({5, 4}, 2), input({5}, 3), input({4}, 4)});
 }
 
+AG_GRADCHECK_CASE(linear_relu_2d_bias, "linear_relu (4,3) with weight (6,3) and bias (6)") {
+  // Some of the 24 pre-activations are negative (relu's mask at work), none near the kink.
+  return gradcheck([](const Inputs& x) { return linear_relu(x[0], x[1], x[2]); },
+      {input({4, 3}, 5), input({6, 3}, 6), input({6}, 7)});
+}
+AG_GRADCHECK_CASE(linear_relu_3d_no_bias, "linear_relu of a permuted (3,2,4) view, no bias") {
+  return gradcheck([](const Inputs& x) { return linear_relu(x[0].transpose(0, 1), x[1]); },
+      {input({3, 2, 4}, 8), input({5, 4}, 9)});
+}
+
 // ---- shape and indexing -------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(reshape_view, "reshape as a view") {

@@ -129,21 +129,23 @@ struct LinearRun {
   std::vector<float> out, dx, dw, db;
 };
 
-// y = linear(x, W, b) (fused) or matmul(x, Wᵀ) + b (composed), then backward with `upstream`;
-// x_of maps the leaf x0 to the input (a view of it, or itself).
+// y = linear(x, W, b) (fused) or matmul(x, Wᵀ) + b (composed), or with relu: linear_relu or
+// relu(matmul(x, Wᵀ) + b); then backward with `upstream`. x_of maps the leaf x0 to the input (a
+// view of it, or itself).
 template <class XOf>
 LinearRun run_linear(bool fused, const Tensor& x_values, const Tensor& w_values,
-    const Tensor& b_values, const Tensor& upstream, XOf x_of) {
+    const Tensor& b_values, const Tensor& upstream, XOf x_of, bool with_relu = false) {
   Tensor x0 = x_values.clone().requires_grad_();
   Tensor w = w_values.clone().requires_grad_();
   Tensor b = b_values.defined() ? b_values.clone().requires_grad_() : Tensor();
   Tensor x = x_of(x0);
   Tensor y;
   if (fused) {
-    y = linear(x, w, b);
+    y = with_relu ? linear_relu(x, w, b) : linear(x, w, b);
   } else {
     y = matmul(x, w.transpose(0, 1));
     if (b.defined()) y = y + b;
+    if (with_relu) y = relu(y);
   }
   y.backward(upstream);
   return {y.to_vector<float>(), x0.grad().to_vector<float>(), w.grad().to_vector<float>(),
@@ -152,7 +154,10 @@ LinearRun run_linear(bool fused, const Tensor& x_values, const Tensor& w_values,
 
 }  // namespace
 
-TEST_CASE("linear gives the bits of matmul(x, Wᵀ) + b, forward and backward", "[matmul][linear]") {
+TEST_CASE(
+    "linear and linear_relu give the bits of matmul(x, Wᵀ) + b (and relu), forward and "
+    "backward",
+    "[matmul][linear]") {
   // in = 400: past the K at which OpenBLAS splits a product's sum into blocks (a gemm with
   // beta = 1 would round differently there); 2 × 33 rows of 400 · 70 are enough work for the
   // product to be split over 2 threads.
@@ -176,18 +181,21 @@ TEST_CASE("linear gives the bits of matmul(x, Wᵀ) + b, forward and backward", 
             Case{"permuted 3-D", x_permuted, b, up3, true}, Case{"2-D", x2, b, up2, false},
             Case{"1-D", x1, b, up1, false}}) {
       INFO(c.name);
-      LinearRun fused, composed;
-      if (c.permuted) {
-        fused = run_linear(true, c.x, w, c.bias, c.upstream, swap_01);
-        composed = run_linear(false, c.x, w, c.bias, c.upstream, swap_01);
-      } else {
-        fused = run_linear(true, c.x, w, c.bias, c.upstream, itself);
-        composed = run_linear(false, c.x, w, c.bias, c.upstream, itself);
+      for (bool with_relu : {false, true}) {
+        INFO((with_relu ? "linear_relu" : "linear"));
+        LinearRun fused, composed;
+        if (c.permuted) {
+          fused = run_linear(true, c.x, w, c.bias, c.upstream, swap_01, with_relu);
+          composed = run_linear(false, c.x, w, c.bias, c.upstream, swap_01, with_relu);
+        } else {
+          fused = run_linear(true, c.x, w, c.bias, c.upstream, itself, with_relu);
+          composed = run_linear(false, c.x, w, c.bias, c.upstream, itself, with_relu);
+        }
+        CHECK(fused.out == composed.out);
+        CHECK(fused.dx == composed.dx);
+        CHECK(fused.dw == composed.dw);
+        CHECK(fused.db == composed.db);
       }
-      CHECK(fused.out == composed.out);
-      CHECK(fused.dx == composed.dx);
-      CHECK(fused.dw == composed.dw);
-      CHECK(fused.db == composed.db);
     }
   }
 }

@@ -259,6 +259,8 @@ const std::vector<Family>& families() {
               AG_CASE("linear_1d", ag::linear(in["x"], in["w"], in["b"])),
               AG_CASE("linear_of_permuted", ag::linear(in["x"].transpose(0, 1), in["w"], in["b"])),
               AG_CASE("linear_of_transposed", ag::linear(in["x"].transpose(0, 1), in["w"])),
+              AG_CASE("linear_relu_3d", ag::linear_relu(in["x"], in["w"], in["b"])),
+              AG_CASE("linear_relu_no_bias", ag::linear_relu(in["x"], in["w"])),
           }},
       {"shape and indexing",
           {

@@ -1,5 +1,6 @@
 // The layers' forward values: each against its formula, computed by hand or from the layer's own
 // parts (the Transformer blocks are d2l's compositions of the smaller layers).
+#include "autograd/graph_tools.h"
 #include "nn_test_util.h"
 
 using namespace ag;
@@ -180,6 +181,48 @@ TEST_CASE("PositionWiseFFN is dense2(relu(dense1(X))) and AddNorm is LayerNorm(d
   Tensor trained = addnorm(X, Y);
   manual_seed(9);
   CHECK(max_abs_diff(trained, addnorm.ln->forward(dropout(Y, 0.5) + X)) == 0.0);
+}
+
+TEST_CASE(
+    "Linear and PositionWiseFFN: the fused ops give the composed path's bits, forward and "
+    "gradients",
+    "[nn][layers][fused]") {
+  // hidden 400: dense2's sum over 400 inputs is long enough for OpenBLAS to split it into blocks.
+  manual_seed(12);
+  nn::PositionWiseFFN ffn(16, 400, 8);
+  const Tensor X = nn_test::randn32({2, 5, 16}, 13), upstream = nn_test::randn32({2, 5, 8}, 14);
+  struct Run {
+    Tensor y, dx;
+    std::vector<Tensor> dparameters;
+    std::string root, dot;
+  };
+  auto run = [&](bool fused) {
+    nn::FusedKernelsGuard path(fused);
+    ffn.zero_grad();
+    Tensor x = X.clone().requires_grad_();
+    Run r;
+    r.y = ffn(x);
+    r.root = r.y.grad_fn()->name();
+    r.dot = to_dot(r.y);
+    r.y.backward(upstream);
+    r.dx = x.grad();
+    for (const Tensor& p : ffn.parameters()) r.dparameters.push_back(p.grad().clone());
+    return r;
+  };
+  const Run fused = run(true), composed = run(false);
+  // Different code: dense2 is one linear op and dense1 with relu one linear_relu op, against
+  // matmul, add and relu.
+  CHECK(fused.root == "linear");
+  CHECK_THAT(fused.dot, Catch::Contains("linear_relu"));
+  CHECK(composed.root == "add");
+  CHECK_THAT(composed.dot, Catch::Contains("relu") && !Catch::Contains("linear"));
+  CHECK(values(fused.y) == values(composed.y));
+  CHECK(values(fused.dx) == values(composed.dx));
+  REQUIRE(fused.dparameters.size() == 4);
+  for (std::size_t i = 0; i < fused.dparameters.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(values(fused.dparameters[i]) == values(composed.dparameters[i]));
+  }
 }
 
 TEST_CASE("DotProductAttention is softmax(Q·Kᵀ/√d)·V", "[nn][layers]") {
