@@ -28,9 +28,11 @@ namespace ag {
 
 enum class GemmBackend { openblas, onednn };
 
-// Float32 products with m·n·k below this go to OpenBLAS under either backend: 2^18, between the
-// per-head products where OpenBLAS is faster and the projections where oneDNN is.
-inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 18;
+// Float32 products with m·n·k below this go to OpenBLAS under either backend: 2^17, so that the
+// per-head products of d2l's small configurations (10×10×8, 32×32×32), where OpenBLAS's
+// small-matrix kernels are faster, stay there, and those of 64×64×32 (medium's and the language
+// model's heads) and everything larger go to oneDNN.
+inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 17;
 
 // "openblas" / "onednn".
 std::string to_string(GemmBackend backend);
