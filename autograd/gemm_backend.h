@@ -4,7 +4,7 @@
 // function (autograd/detail/blas.h). It calls OpenBLAS's sgemm/dgemm, or, when this build found
 // oneDNN (Debian's libdnnl-dev; CMake option AG_WITH_ONEDNN) and the backend is onednn, oneDNN's
 // sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds. oneDNN's JIT
-// kernels make the products of d2l's and the language model's training steps 8–13 % faster on an
+// kernels make the products of d2l's and the language model's training steps 8–15 % faster on an
 // AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
 // (attention's per-head 10×10×8 at d2l's sizes) its fixed cost per call is 2–5× OpenBLAS's, and
 // float64 (gradcheck) has no oneDNN gemm, so those stay on OpenBLAS.

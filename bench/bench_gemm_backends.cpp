@@ -330,12 +330,12 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < backends.size(); ++i) {
       const Backend& b = backends[i];
       const bool eligible = !b.batched || s.calls >= group;
+      const bool supported = b.supports(s);
+      const bool at_openblas_time = !eligible || !supported;  // printed with a *
+      fallbacks = fallbacks || !supported;
       double ms;
-      std::string mark;
-      if (!eligible || !b.supports(s)) {  // counted at OpenBLAS's time
+      if (at_openblas_time) {
         ms = openblas_ms;
-        mark = b.supports(s) ? "(single)" : "(openblas)";
-        fallbacks = fallbacks || !b.supports(s);
       } else {
         const double error = check_against_openblas(b, s, group);
         if (error > 1e-5) {
@@ -352,7 +352,7 @@ int main(int argc, char** argv) {
       if (ag_rule_picks) ag_rule_total += ms;
       totals[i] += ms;
       best = std::min(best, ms);
-      std::printf(" %9.3f%-6s", ms, mark.empty() ? "" : "*");
+      std::printf(" %9.3f%-6s", ms, at_openblas_time ? "*" : "");
     }
     best_total += best;
     std::printf("\n");

@@ -23,7 +23,9 @@ import re
 import sys
 
 BUCKETS = [  # (bucket, pattern); the first match wins
-    ("gemm (OpenBLAS sgemm: kernels, packing, beta)", r"libopenblas|cblas_sgemm|sgemm_"),
+    # oneDNN's products run in kernels it JIT-compiles: perf names their dso "[JIT] tid N".
+    ("gemm (OpenBLAS sgemm: kernels, packing, beta; oneDNN's JIT kernels)",
+     r"libopenblas|cblas_sgemm|sgemm_|libdnnl|\[JIT\]"),
     ("dropout (Philox words, the keep mask, applying it)",
      r"bernoulli|philox|Generator::block|fill_blocks|next_uniform|reserve_words|draw_keep_mask|ag::dropout"),
     ("exp in libm (scalar double exp, incl. its underflow path)",
@@ -53,7 +55,8 @@ OTHER = "bookkeeping (autograd engine, shape vectors, Tensor handles, std::funct
 def parse(mode, lines):
     for line in lines:
         if mode == "perf":
-            m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+(\[.\])\s+(.*)", line)
+            # dso (which may hold spaces: "[JIT] tid 2865"), [.] or [k], symbol
+            m = re.match(r"\s*([\d.]+)%\s+(.+?)\s+(\[.\])\s+(.*)", line)
             if m:
                 yield float(m.group(1)), f"{m.group(2)} {m.group(3)} {m.group(4)}"
         else:
