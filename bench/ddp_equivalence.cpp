@@ -5,6 +5,7 @@
 //
 //   mpirun -np 2 build/bench/ag-ddp-equivalence --config tiny --dtype float64 --steps 50
 //   mpirun -np 2 build/bench/ag-ddp-equivalence --config small --dtype float32 --optimizer sgd
+//   mpirun -np 4 --oversubscribe build/bench/ag-ddp-equivalence --config tiny --chunk-rows 8
 //
 // Every rank trains two models from the same seed on the same global batches: its replica under
 // DistributedDataParallel on its rows of each batch (dist::rows_of_rank, the loss weighted by its
@@ -14,6 +15,11 @@
 // of ‖a − b‖ / ‖b‖), and one JSON line with --json.
 // The step is ag-train's: masked cross-entropy per valid token, backward, clipping at 1, and Adam
 // (lr 0.005) or SGD (lr 0.1); float64 models are the float32 ones converted with Module::to.
+//
+// --chunk-rows C replaces DistributedDataParallel with dist::ChunkedGradientSum on both sides: the
+// batch is cut into chunks of C rows, each chunk's gradient computed alone and the chunks' added
+// in their global order — by the ranks together, and by the reference on its own. Both then add
+// the same numbers in the same order, so the two must agree bit for bit (0 difference).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -70,7 +76,7 @@ double tensor_difference(const Tensor& a, const Tensor& b) {
 int main(int argc, char** argv) {
   dist::Environment mpi(argc, argv);
   std::string config_name = "tiny", dtype_name_option = "float32", optimizer_name = "adam";
-  int64_t steps = 50, global_rows = 64, print_every = 10;
+  int64_t steps = 50, global_rows = 64, print_every = 10, chunk_rows = 0;
   bool json = false;
   CLI::App app{
       "ag-ddp-equivalence: N ranks x B/N rows against 1 process x B rows (run it under "
@@ -88,6 +94,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch", global_rows, "global batch B")->check(CLI::Range(1, 4096));
   app.add_option("--print-every", print_every, "print a line every this many steps (and steps 1-5)")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--chunk-rows", chunk_rows,
+         "0: DistributedDataParallel; C > 0: dist::ChunkedGradientSum over chunks of C rows "
+         "(each rank's rows must be whole chunks)")
+      ->check(CLI::Range(0, 4096));
   app.add_flag("--json", json, "one JSON line at the end");
   try {
     app.parse(argc, argv);
@@ -116,7 +126,15 @@ int main(int argc, char** argv) {
   auto reference = seq2seq::make_transformer(mc);
   replica->to(dtype);
   reference->to(dtype);
-  dist::DistributedDataParallel ddp(*replica);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  std::unique_ptr<dist::ChunkedGradientSum> replica_chunks, reference_chunks;
+  if (chunk_rows == 0) {
+    ddp = std::make_unique<dist::DistributedDataParallel>(*replica);
+  } else {
+    replica_chunks = std::make_unique<dist::ChunkedGradientSum>(*replica);
+    reference_chunks = std::make_unique<dist::ChunkedGradientSum>(
+        *reference, dist::ChunkedGradientSum::Scope::this_process);
+  }
   auto make_optimizer = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
     if (optimizer_name == "sgd") return std::make_unique<optim::SGD>(m.parameters(), 0.1);
     return std::make_unique<optim::Adam>(m.parameters(), 0.005);
@@ -129,6 +147,30 @@ int main(int argc, char** argv) {
   data::TrainingStream stream(*task, held_out, 1);
   Generator gen(1);
   const dist::RowRange mine = dist::rows_of_rank(global_rows, rank, world);
+  if (chunk_rows > 0 && mine.size() % chunk_rows != 0)
+    dist::abort("ag-ddp-equivalence",
+        std::to_string(mine.size()) + " rows on this rank are not whole chunks of --chunk-rows " +
+            std::to_string(chunk_rows),
+        2);
+  // One chunked step: rows [begin, end) of the batch in chunks of chunk_rows, each chunk's loss
+  // its share of the batch's mean loss per valid token; the sum's gradient clipped and applied.
+  auto chunked_step = [&](nn::EncoderDecoder& model, optim::Optimizer& optimizer,
+                          dist::ChunkedGradientSum& chunks, const data::Batch& batch, int64_t begin,
+                          int64_t end) {
+    const double all_tokens = sum(batch.label_valid_lens).item();
+    optimizer.zero_grad();
+    for (int64_t first = begin; first < end; first += chunk_rows) {
+      const data::Batch chunk = data::batch_rows(batch, first, first + chunk_rows);
+      const double chunk_tokens = sum(chunk.label_valid_lens).item();
+      Tensor loss = seq2seq::sequence_loss(model, chunk) * (chunk_tokens / all_tokens);
+      loss.backward();
+      chunks.add_chunk(loss.item());
+    }
+    const double loss = chunks.finish();
+    optim::clip_grad_norm(model.parameters(), 1.0);
+    optimizer.step();
+    return loss;
+  };
   double worst_loss = 0;
   if (rank == 0)
     std::printf("ag-ddp-equivalence: %s, %s, %s, %d ranks x ~%lld rows vs 1 process x %lld rows\n",
@@ -143,18 +185,26 @@ int main(int argc, char** argv) {
       batch.labels = batch.labels.to(float64);
       batch.label_valid_lens = batch.label_valid_lens.to(float64);
     }
-    const double reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
+    double reference_loss = 0, replica_loss = 0;
+    if (chunk_rows > 0) {
+      reference_loss =
+          chunked_step(*reference, *reference_optimizer, *reference_chunks, batch, 0, global_rows);
+      replica_loss =
+          chunked_step(*replica, *replica_optimizer, *replica_chunks, batch, mine.begin, mine.end);
+    } else {
+      reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
 
-    const data::Batch my_rows = data::batch_rows(batch, mine.begin, mine.end);
-    const double my_tokens = sum(my_rows.label_valid_lens).item();
-    const double all_tokens = sum(batch.label_valid_lens).item();
-    // Weighted so that the average over the ranks is the whole batch's loss per valid token.
-    Tensor loss = seq2seq::sequence_loss(*replica, my_rows) * (my_tokens * world / all_tokens);
-    replica_optimizer->zero_grad();
-    loss.backward();  // averages the gradients over the ranks
-    optim::clip_grad_norm(replica->parameters(), 1.0);
-    replica_optimizer->step();
-    const double replica_loss = dist::all_reduce_sum(loss.item()) / world;
+      const data::Batch my_rows = data::batch_rows(batch, mine.begin, mine.end);
+      const double my_tokens = sum(my_rows.label_valid_lens).item();
+      const double all_tokens = sum(batch.label_valid_lens).item();
+      // Weighted so that the average over the ranks is the whole batch's loss per valid token.
+      Tensor loss = seq2seq::sequence_loss(*replica, my_rows) * (my_tokens * world / all_tokens);
+      replica_optimizer->zero_grad();
+      loss.backward();  // averages the gradients over the ranks
+      optim::clip_grad_norm(replica->parameters(), 1.0);
+      replica_optimizer->step();
+      replica_loss = dist::all_reduce_sum(loss.item()) / world;
+    }
 
     worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
     if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
@@ -179,10 +229,11 @@ int main(int argc, char** argv) {
     if (json)
       std::printf(
           "{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
-          "\"steps\": %lld, \"batch\": %lld, \"loss_rel\": %.6g, \"param_rel\": %.6g}\n",
+          "\"steps\": %lld, \"batch\": %lld, \"chunk_rows\": %lld, \"loss_rel\": %.6g, "
+          "\"param_rel\": %.6g}\n",
           config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
-          static_cast<long long>(steps), static_cast<long long>(global_rows), worst_loss,
-          worst_parameter);
+          static_cast<long long>(steps), static_cast<long long>(global_rows),
+          static_cast<long long>(chunk_rows), worst_loss, worst_parameter);
   }
   return 0;
 }

@@ -210,6 +210,49 @@ RowRange rows_of_rank(int64_t global_rows, int rank, int world) {
   return range;
 }
 
+// ---- the same module on every rank --------------------------------------------------------------
+
+void broadcast_module(nn::Module& module, const char* who) {
+  require_mpi(who);
+  // Every rank must hold the same parameters: rank 0's list, one line per parameter, is
+  // broadcast and each rank compares its own with it.
+  std::ostringstream signature;
+  const auto named = module.named_parameters();
+  for (const auto& [name, parameter] : named)
+    signature << name << ' ' << shape_str(parameter.shape()) << ' ' << dtype_name(parameter.dtype())
+              << '\n';
+  std::string mine = signature.str();
+  int64_t length = static_cast<int64_t>(mine.size());
+  MPI_Bcast(&length, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  std::string rank0(static_cast<std::size_t>(length), '\0');
+  if (rank() == 0) rank0 = mine;
+  MPI_Bcast(rank0.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD);
+  const bool differs = rank0 != mine;
+  if (all_reduce_max(int64_t{differs})) {
+    if (!differs)
+      fail<DistributedError>(who,
+          ": another rank's module has different "
+          "parameters from rank 0's (that rank's error names the first)");
+    std::istringstream theirs(rank0), ours(mine);
+    std::string their_line, our_line;
+    while (std::getline(theirs, their_line) && std::getline(ours, our_line) &&
+           their_line == our_line) {
+    }
+    fail<DistributedError>(who, ": rank ", rank(), "'s module differs from rank 0's: rank 0 has '",
+        their_line, "' where rank ", rank(), " has '", our_line, "' (", named.size(),
+        " parameters here)");
+  }
+
+  // Rank 0's values everywhere: the parameters and the buffers (PositionalEncoding's table).
+  std::vector<std::pair<std::string, Tensor>> values = named;
+  for (auto& entry : module.named_buffers()) values.push_back(entry);
+  for (const auto& [name, tensor] : values)
+    if (!tensor.is_contiguous())
+      fail<DistributedError>(who, ": '", name, "' of shape ", shape_str(tensor.shape()),
+          " is not contiguous, so it cannot be broadcast in place");
+  for (const auto& [name, tensor] : values) broadcast(tensor, 0);
+}
+
 // ---- DistributedDataParallel --------------------------------------------------------------------
 
 struct DistributedDataParallel::Bucket {
@@ -229,43 +272,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DdpOptions 
     fail<ValueError>(
         "DistributedDataParallel: bucket_cap_mb must be > 0, got ", options.bucket_cap_mb);
 
-  // Every rank must hold the same parameters: rank 0's list, one line per parameter, is
-  // broadcast and each rank compares its own with it.
-  std::ostringstream signature;
+  broadcast_module(module, "DistributedDataParallel");
   const auto named = module.named_parameters();
-  for (const auto& [name, parameter] : named)
-    signature << name << ' ' << shape_str(parameter.shape()) << ' ' << dtype_name(parameter.dtype())
-              << '\n';
-  std::string mine = signature.str();
-  int64_t length = static_cast<int64_t>(mine.size());
-  MPI_Bcast(&length, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  std::string rank0(static_cast<std::size_t>(length), '\0');
-  if (rank() == 0) rank0 = mine;
-  MPI_Bcast(rank0.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD);
-  const bool differs = rank0 != mine;
-  if (all_reduce_max(int64_t{differs})) {
-    if (!differs)
-      fail<DistributedError>(
-          "DistributedDataParallel: another rank's module has different "
-          "parameters from rank 0's (that rank's error names the first)");
-    std::istringstream theirs(rank0), ours(mine);
-    std::string their_line, our_line;
-    while (std::getline(theirs, their_line) && std::getline(ours, our_line) &&
-           their_line == our_line) {
-    }
-    fail<DistributedError>("DistributedDataParallel: rank ", rank(),
-        "'s module differs from rank 0's: rank 0 has '", their_line, "' where rank ", rank(),
-        " has '", our_line, "' (", named.size(), " parameters here)");
-  }
-
-  // Rank 0's values everywhere: the parameters and the buffers (PositionalEncoding's table).
-  std::vector<std::pair<std::string, Tensor>> values = named;
-  for (auto& entry : module.named_buffers()) values.push_back(entry);
-  for (const auto& [name, tensor] : values)
-    if (!tensor.is_contiguous())
-      fail<DistributedError>("DistributedDataParallel: '", name, "' of shape ",
-          shape_str(tensor.shape()), " is not contiguous, so it cannot be broadcast in place");
-  for (const auto& [name, tensor] : values) broadcast(tensor, 0);
 
   std::set<const void*> seen;  // a tensor registered under two names is averaged once
   for (const auto& [name, parameter] : named) {
@@ -406,14 +414,26 @@ void DistributedDataParallel::finish_backward() {
         "), so their gradients cannot be averaged; freeze unused parameters with "
         "requires_grad_(false) before building DistributedDataParallel");
   }
-  // Average: the sum over the ranks divided by their number, written back into each .grad.
+  // Average: the sum over the ranks times 1/N, written back into each .grad in one pass over the
+  // bucket (as mul_ computes it: in the gradient's dtype).
   const double inverse_world = 1.0 / world_size();
   for (Bucket& bucket : buckets_) {
-    bucket.flat.mul_(inverse_world);
     for (std::size_t i = 0; i < bucket.parameters.size(); ++i) {
       const Tensor& parameter = parameters_[bucket.parameters[i]];
-      parameter.grad().copy_(
-          bucket.flat.narrow(0, bucket.offsets[i], parameter.numel()).view(parameter.shape()));
+      const Tensor summed =
+          bucket.flat.narrow(0, bucket.offsets[i], parameter.numel()).view(parameter.shape());
+      Tensor grad = parameter.grad();
+      if (!grad.is_contiguous()) {  // a .grad set by hand as a view: the general way
+        grad.copy_(summed).mul_(inverse_world);
+        continue;
+      }
+      grad.bump_version();
+      dispatch(bucket.dtype, [&]<typename T>() {
+        const T* sum = summed.data<T>();
+        T* average = grad.data<T>();
+        const T scale = static_cast<T>(inverse_world);
+        for (int64_t j = 0; j < parameter.numel(); ++j) average[j] = sum[j] * scale;
+      });
     }
   }
   stats_.buckets = static_cast<int64_t>(buckets_.size());
@@ -430,6 +450,118 @@ void DistributedDataParallel::reset_pass() {
   next_bucket_ = 0;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (Bucket& bucket : buckets_) bucket.ready = 0;
+}
+
+// ---- ChunkedGradientSum -------------------------------------------------------------------------
+
+ChunkedGradientSum::ChunkedGradientSum(nn::Module& module, Scope scope) : scope_(scope) {
+  if (scope_ == Scope::all_ranks && initialized()) broadcast_module(module, "ChunkedGradientSum");
+  std::set<const void*> seen;  // a tensor registered under two names is summed once
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    if (!parameter.requires_grad() || !seen.insert(parameter.raw_data()).second) continue;
+    if (!parameters_.empty() && parameter.dtype() != dtype_)
+      fail<ValueError>("ChunkedGradientSum: the parameters must share one dtype; '", names_[0],
+          "' is ", dtype_name(dtype_), " but '", name, "' is ", dtype_name(parameter.dtype()));
+    dtype_ = parameter.dtype();
+    names_.push_back(name);
+    parameters_.push_back(parameter);
+    numel_ += parameter.numel();
+  }
+  if (parameters_.empty())
+    fail<ValueError>("ChunkedGradientSum: the module has no parameter that requires grad");
+}
+
+void ChunkedGradientSum::add_chunk(double loss) {
+  std::string missing;
+  for (std::size_t k = 0; k < parameters_.size(); ++k)
+    if (!parameters_[k].grad().defined())
+      missing += (missing.empty() ? "'" : ", '") + names_[k] + "'";
+  if (!missing.empty())
+    fail<DistributedError>("ChunkedGradientSum::add_chunk: no gradient for ", missing,
+        " (call it after the chunk's backward; freeze unused parameters with "
+        "requires_grad_(false))");
+  Tensor flat = empty({numel_}, dtype_);  // [numel_]: the parameters' gradients, back to back
+  int64_t offset = 0;
+  for (const Tensor& parameter : parameters_) {
+    flat.narrow(0, offset, parameter.numel()).view(parameter.shape()).copy_(parameter.grad());
+    offset += parameter.numel();
+    parameter.zero_grad();  // the next chunk's backward starts afresh
+  }
+  gradients_.push_back(flat);
+  losses_.push_back(loss);
+}
+
+double ChunkedGradientSum::finish() {
+  const bool communicate = scope_ == Scope::all_ranks && initialized();
+  const int world = communicate ? world_size() : 1;
+  const int me = communicate ? rank() : 0;
+
+  // Rank 0 learns how many chunks each rank holds; ranks hold consecutive chunks in rank order.
+  const int64_t mine = chunks();
+  std::vector<int64_t> counts(static_cast<std::size_t>(world), mine);
+  if (communicate)
+    MPI_Gather(&mine, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  int64_t total = 0;
+  for (int64_t count : counts) total += count;
+  if (communicate) MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  if (total == 0) fail<DistributedError>("ChunkedGradientSum::finish: no rank added a chunk");
+  if (communicate && total * numel_ > std::numeric_limits<int>::max())
+    fail<DistributedError>("ChunkedGradientSum::finish: ", total, " chunks × ", numel_,
+        " gradient elements exceed MPI's count limit; use fewer, larger chunks");
+
+  // Every chunk's gradient and loss on rank 0, in global chunk order.
+  std::vector<Tensor> gradients = gradients_;
+  std::vector<double> losses = losses_;
+  if (communicate) {
+    Tensor mine_flat = empty({mine * numel_}, dtype_);  // [mine · numel_]: my chunks, in order
+    for (int64_t k = 0; k < mine; ++k) mine_flat.narrow(0, k * numel_, numel_).copy_(gradients_[k]);
+    Tensor all;  // [total · numel_] on rank 0
+    std::vector<int> element_counts, element_offsets, loss_counts, loss_offsets;
+    if (me == 0) {
+      all = empty({total * numel_}, dtype_);
+      losses.assign(static_cast<std::size_t>(total), 0.0);
+      int64_t chunk_offset = 0;
+      for (int64_t count : counts) {
+        element_counts.push_back(static_cast<int>(count * numel_));
+        element_offsets.push_back(static_cast<int>(chunk_offset * numel_));
+        loss_counts.push_back(static_cast<int>(count));
+        loss_offsets.push_back(static_cast<int>(chunk_offset));
+        chunk_offset += count;
+      }
+    }
+    MPI_Gatherv(mine_flat.raw_data(), static_cast<int>(mine * numel_), mpi_type(dtype_),
+        me == 0 ? all.raw_data() : nullptr, element_counts.data(), element_offsets.data(),
+        mpi_type(dtype_), 0, MPI_COMM_WORLD);
+    MPI_Gatherv(losses_.data(), static_cast<int>(mine), MPI_DOUBLE, losses.data(),
+        loss_counts.data(), loss_offsets.data(), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    gradients.clear();
+    if (me == 0)
+      for (int64_t k = 0; k < total; ++k) gradients.push_back(all.narrow(0, k * numel_, numel_));
+  }
+
+  // The sum in chunk order: g = ((g_0 + g_1) + g_2) + ..., the loss likewise.
+  Tensor sum = empty({numel_}, dtype_);  // [numel_]
+  double loss = 0;
+  if (me == 0) {
+    sum.copy_(gradients[0]);
+    loss = losses[0];
+    for (std::size_t k = 1; k < gradients.size(); ++k) {
+      sum.add_(gradients[k]);
+      loss += losses[k];
+    }
+  }
+  if (communicate) {
+    MPI_Bcast(sum.raw_data(), static_cast<int>(numel_), mpi_type(dtype_), 0, MPI_COMM_WORLD);
+    MPI_Bcast(&loss, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+  int64_t offset = 0;
+  for (const Tensor& parameter : parameters_) {
+    parameter.set_grad(sum.narrow(0, offset, parameter.numel()).view(parameter.shape()).clone());
+    offset += parameter.numel();
+  }
+  gradients_.clear();
+  losses_.clear();
+  return loss;
 }
 
 }  // namespace ag::dist

@@ -124,6 +124,11 @@ struct RowRange {
 };
 RowRange rows_of_rank(int64_t global_rows, int rank, int world);
 
+// Gives every rank rank 0's parameters and buffers, in place, after checking that every rank's
+// module has the same parameters (names, shapes and dtypes; DistributedError naming the first
+// difference otherwise). `who` names the caller in the errors. Needs an Environment.
+void broadcast_module(nn::Module& module, const char* who = "dist::broadcast_module");
+
 struct DdpOptions {
   // Gradients are averaged in buckets of about this many megabytes (2^20 bytes; PyTorch's
   // default is 25). A parameter larger than that gets a bucket of its own.
@@ -197,6 +202,72 @@ class DistributedDataParallel {
   std::size_t next_bucket_ = 0;   // the next bucket to start (they start in order)
   double pass_first_launch_ = 0;  // MPI_Wtime of the first all-reduce of the pass
   DdpStats stats_;
+};
+
+// World-size-invariant gradients: 1, 2, 4 ... ranks train bit-identical models.
+//
+// DistributedDataParallel's average is one process's gradient only up to the order of the
+// floating-point sums: each rank sums over its own rows first, and MPI then adds the ranks'
+// sums. The two differ in the last bits, and training amplifies that (ReLU's kinks, Adam's
+// division by √v) until after ~50 steps two such runs differ in the fourth digit
+// (docs/distributed.md, "Equivalence"). ChunkedGradientSum removes the difference by fixing the
+// order. The global batch is cut into chunks of a fixed number of rows; each chunk's gradient
+// g_k is computed on its own (its own forward and backward: the same bits on whichever rank runs
+// it), and the K chunks' gradients are added in their global order,
+//
+//   g = ((g_0 + g_1) + g_2) + ... + g_(K-1)
+//
+// on rank 0, which gathers the other ranks' chunk gradients and broadcasts the sum. A single
+// process adds the same chunks in the same order, so one process and N ranks give identical
+// gradients, losses and parameters whenever each rank's rows are whole chunks, the ranks hold
+// consecutive chunks in rank order (dist::rows_of_rank), and every rank runs the same thread
+// count. Dropout must be off (each rank draws its own masks).
+//
+// It costs what it buys: each chunk's gradient is kept until the end of the step, no
+// communication overlaps backward, the products shrink to a chunk's rows, and rank 0 receives
+// every chunk's gradient. For reproducibility and tests, not for speed.
+//
+//   dist::ChunkedGradientSum chunks(*model);       // rank 0's parameters everywhere
+//   for (int64_t begin = mine.begin; begin < mine.end; begin += chunk_rows) {
+//     data::Batch chunk = data::batch_rows(global, begin, begin + chunk_rows);
+//     // this chunk's share of the batch's mean loss per token
+//     Tensor loss = seq2seq::sequence_loss(*model, chunk) * (chunk_tokens / batch_tokens);
+//     loss.backward();
+//     chunks.add_chunk(loss.item());               // takes .grad, and clears it
+//   }
+//   double batch_loss = chunks.finish();           // every rank: the sum in .grad, the loss
+//   adam.step();
+class ChunkedGradientSum {
+ public:
+  enum class Scope {
+    all_ranks,     // every rank's chunks, in rank order (a world of one without an Environment)
+    this_process,  // this process's chunks only, without communicating (a reference run)
+  };
+  // The parameters of `module` that require grad (a tensor registered under two names once),
+  // all of one dtype (ValueError otherwise). With Scope::all_ranks under an Environment, rank 0's
+  // parameters and buffers are first broadcast (broadcast_module).
+  explicit ChunkedGradientSum(nn::Module& module, Scope scope = Scope::all_ranks);
+
+  // Takes the gradients now in the parameters' .grad as this process's next chunk, with the
+  // chunk's `loss` (its share of the batch's loss), and clears .grad for the next chunk's
+  // backward. DistributedError names the parameters that got no gradient.
+  void add_chunk(double loss);
+  // How many chunks this process has added since the last finish().
+  int64_t chunks() const { return static_cast<int64_t>(losses_.size()); }
+  // Adds every chunk of every rank (Scope::all_ranks) or of this process in the global chunk
+  // order, writes the sum into each parameter's .grad, forgets the chunks, and returns the sum
+  // of the chunks' losses, added in the same order. Every rank calls it once per step (it is a
+  // collective); DistributedError when no rank added a chunk.
+  double finish();
+
+ private:
+  Scope scope_;
+  std::vector<std::string> names_;  // of the parameters, in registration order
+  std::vector<Tensor> parameters_;  // that require grad
+  int64_t numel_ = 0;               // of all of them together
+  DType dtype_ = float32;
+  std::vector<Tensor> gradients_;  // one flat [numel_] tensor per chunk added
+  std::vector<double> losses_;     // one per chunk added
 };
 
 }  // namespace ag::dist

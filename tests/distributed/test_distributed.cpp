@@ -153,6 +153,82 @@ TEST_CASE("N ranks with B/N rows each compute one process's gradient and steps f
   }
 }
 
+TEST_CASE("ChunkedGradientSum: N ranks train one process's model bit for bit", "[distributed]") {
+  const int rank = dist::rank(), world = dist::world_size();
+  // Chunks of 2 rows; rank 0 holds three chunks and every other rank two (uneven on purpose,
+  // so that rank 0 gathers different counts), in rank order as rows_of_rank would give them.
+  const int64_t chunk_rows = 2;
+  const int64_t global_chunks = 2 * world + 1;
+  const int64_t global_rows = chunk_rows * global_chunks;
+  const int64_t my_first_chunk = rank == 0 ? 0 : 2 * rank + 1;
+  const int64_t my_chunks = rank == 0 ? 3 : 2;
+  for (DType dtype : {float32, float64}) {
+    INFO(dtype_name(dtype));
+    Generator data(17);
+    Tensor x = randn({global_rows, 6}, data, dtype);  // (B, 6), the same on every rank
+    Tensor y = randn({global_rows, 3}, data, dtype);  // (B, 3)
+    auto single = make_mlp(4), parallel = make_mlp(4);
+    single->to(dtype);
+    parallel->to(dtype);
+    dist::ChunkedGradientSum single_chunks(*single, dist::ChunkedGradientSum::Scope::this_process);
+    dist::ChunkedGradientSum parallel_chunks(*parallel);
+    optim::Adam single_adam(single->parameters(), 0.05);
+    optim::Adam parallel_adam(parallel->parameters(), 0.05);
+    // One step's chunks [first, first + count) of the batch: each chunk's mean × its share.
+    auto add_chunks = [&](Mlp& mlp, dist::ChunkedGradientSum& chunks, int64_t first,
+                          int64_t count) {
+      for (int64_t k = first; k < first + count; ++k) {
+        Tensor loss = mse(mlp, x.narrow(0, k * chunk_rows, chunk_rows),
+                          y.narrow(0, k * chunk_rows, chunk_rows)) *
+                      (1.0 / global_chunks);
+        loss.backward();
+        chunks.add_chunk(loss.item());
+      }
+    };
+    for (int step = 0; step < 5; ++step) {
+      add_chunks(*single, single_chunks, 0, global_chunks);
+      add_chunks(*parallel, parallel_chunks, my_first_chunk, my_chunks);
+      CHECK(parallel_chunks.chunks() == my_chunks);
+      const double single_loss = single_chunks.finish();
+      const double parallel_loss = parallel_chunks.finish();
+      CHECK(parallel_chunks.chunks() == 0);
+      CHECK(parallel_loss == single_loss);  // bit for bit, not approximately
+      const auto a = single->named_parameters(), b = parallel->named_parameters();
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        INFO("step " << step << ", gradient of " << a[i].first);
+        CHECK(values(b[i].second.grad()) == values(a[i].second.grad()));
+      }
+      single_adam.step();
+      parallel_adam.step();
+      single_adam.zero_grad();
+      parallel_adam.zero_grad();
+    }
+    const auto a = single->named_parameters(), b = parallel->named_parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].first);
+      CHECK(values(b[i].second) == values(a[i].second));
+    }
+    // The whole batch's gradient, up to rounding: the chunked sum is a sum of the batch's mean.
+    single->zero_grad();
+    mse(*single, x, y).backward();
+    add_chunks(*parallel, parallel_chunks, my_first_chunk, my_chunks);
+    parallel_chunks.finish();
+    const auto c = single->parameters(), d = parallel->parameters();
+    for (std::size_t i = 0; i < c.size(); ++i)
+      CHECK(max_relative_difference(d[i].grad(), c[i].grad()) < (dtype == float64 ? 1e-12 : 1e-4));
+  }
+}
+
+TEST_CASE("ChunkedGradientSum refuses a chunk without gradients and a step without chunks",
+    "[distributed]") {
+  auto mlp = make_mlp(2);
+  dist::ChunkedGradientSum chunks(*mlp);
+  CHECK_THROWS_MATCHES(chunks.add_chunk(0.0), dist::DistributedError,
+      WhatContains({"ChunkedGradientSum::add_chunk", "'first.weight'", "'second.bias'"}));
+  CHECK_THROWS_MATCHES(chunks.finish(), dist::DistributedError,  // every rank: none added one
+      WhatContains({"ChunkedGradientSum::finish", "no rank added a chunk"}));
+}
+
 TEST_CASE("one bucket or many: the same averages", "[distributed]") {
   Generator data(11 + dist::rank());  // each rank its own rows
   Tensor x = randn({5, 6}, data, float64);

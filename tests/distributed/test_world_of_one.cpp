@@ -28,6 +28,34 @@ TEST_CASE("without mpirun: a world of one, and collectives that change nothing",
       WhatContains({"DistributedDataParallel", "MPI is not initialised", "mpirun"}));
 }
 
+TEST_CASE("without mpirun: ChunkedGradientSum adds the chunks in their order", "[distributed]") {
+  nn::Linear linear(3, 2);
+  linear.to(float64);
+  dist::ChunkedGradientSum chunks(linear);                // Scope::all_ranks: a world of one
+  const std::vector<double> scales = {1.0, 1e16, -1e16};  // (a + b) + c = 0, a + (b + c) = 1
+  std::vector<std::vector<double>> gradients;
+  for (double scale : scales) {
+    Tensor x = full({1, 3}, scale, float64);  // (1, 3)
+    Tensor loss = linear.forward(x).sum();
+    loss.backward();
+    gradients.push_back(linear.weight.grad().to_vector<double>());
+    chunks.add_chunk(scale);
+    CHECK_FALSE(linear.weight.grad().defined());  // taken, for the next chunk
+  }
+  CHECK(chunks.finish() == (scales[0] + scales[1]) + scales[2]);
+  const std::vector<double> summed = linear.weight.grad().to_vector<double>();
+  REQUIRE(summed.size() == gradients[0].size());
+  for (std::size_t i = 0; i < summed.size(); ++i)
+    CHECK(summed[i] == (gradients[0][i] + gradients[1][i]) + gradients[2][i]);  // here 0, not 1
+  CHECK(linear.bias.grad().to_vector<double>() == std::vector<double>{3.0, 3.0});
+
+  nn::Linear mixed(2, 2);
+  mixed.bias.set_data(mixed.bias.detach().to(float64));
+  CHECK_THROWS_MATCHES(dist::ChunkedGradientSum(mixed), ValueError,
+      WhatContains(
+          {"ChunkedGradientSum", "one dtype", "'weight' is float32", "'bias' is float64"}));
+}
+
 TEST_CASE("rows_of_rank: disjoint slices that cover the batch", "[distributed]") {
   for (int world : {1, 2, 3, 4, 8})
     for (int64_t rows : {8, 9, 31, 64}) {
