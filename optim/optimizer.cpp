@@ -50,6 +50,44 @@ void for_each_param_with_grad(const std::vector<Optimizer::Group>& groups, Updat
     }
 }
 
+// Adam's update of `count` elements, each on its own: the loop has no calls and no branches (the
+// weight-decay rule is chosen outside it), so the compiler vectorises it; each element's arithmetic
+// is the same, in the same order, as one element at a time, so are the bits.
+template <class T>
+struct AdamConstants {
+  T b1, b2, one_minus_b1, one_minus_b2, weight_decay, eps, decay, c2, neg_step_size;
+};
+enum class AdamRule { plain, l2_penalty, decoupled_decay };
+
+template <class T, AdamRule rule>
+void adam_update_with(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+    int64_t count, const AdamConstants<T>& k) {
+  for (int64_t i = 0; i < count; ++i) {
+    T gradient = g[i];
+    if constexpr (rule == AdamRule::decoupled_decay) p[i] = p[i] * k.decay;  // AdamW: θ ← θ − γλθ
+    if constexpr (rule == AdamRule::l2_penalty)
+      gradient = gradient + k.weight_decay * p[i];              // g ← ∇ + λθ
+    m[i] = m[i] * k.b1 + k.one_minus_b1 * gradient;             // m ← β₁m + (1 − β₁)g
+    v[i] = v[i] * k.b2 + k.one_minus_b2 * gradient * gradient;  // v ← β₂v + (1 − β₂)g²
+    const T denom = std::sqrt(v[i]) / k.c2 + k.eps;
+    // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
+    p[i] = p[i] + k.neg_step_size * m[i] / denom;
+  }
+}
+
+template <class T>
+void adam_update(
+    T* p, const T* g, T* m, T* v, int64_t count, const AdamConstants<T>& k, AdamRule rule) {
+  switch (rule) {
+    case AdamRule::plain:
+      return adam_update_with<T, AdamRule::plain>(p, g, m, v, count, k);
+    case AdamRule::l2_penalty:
+      return adam_update_with<T, AdamRule::l2_penalty>(p, g, m, v, count, k);
+    case AdamRule::decoupled_decay:
+      return adam_update_with<T, AdamRule::decoupled_decay>(p, g, m, v, count, k);
+  }
+}
+
 }  // namespace
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
@@ -436,26 +474,26 @@ void Adam::step() {
     const double step_size = group.lr / bias_correction1;
     const double bias_correction2_sqrt = std::sqrt(bias_correction2);
     dispatch(param.dtype(), [&]<typename T>() {
-      const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1),
-              one_minus_b2 = T(1 - beta2);
-      const T wd = T(group.weight_decay), e = T(eps), decay = T(1 - group.lr * group.weight_decay);
-      const T c2 = T(bias_correction2_sqrt), neg_step_size = T(-step_size);
-      for_each_element<T>(
-          param, {grad, s.exp_avg, s.exp_avg_sq}, [&](T& p, const std::vector<T*>& st, int64_t i) {
-            T g = st[0][i];
-            if (decoupled_) {
-              p = p * decay;  // AdamW: θ ← θ − γλθ
-            } else if (wd != 0) {
-              g = g + wd * p;  // Adam: g ← ∇ + λθ
-            }
-            T& m = st[1][i];
-            T& v = st[2][i];
-            m = m * b1 + one_minus_b1 * g;      // m ← β₁m + (1 − β₁)g
-            v = v * b2 + one_minus_b2 * g * g;  // v ← β₂v + (1 − β₂)g²
-            const T denom = std::sqrt(v) / c2 + e;
-            // θ ← θ − γ/(1 − β₁ᵗ) · m / (√v/√(1 − β₂ᵗ) + ε), in addcdiv's order of operations
-            p = p + neg_step_size * m / denom;
-          });
+      const AdamConstants<T> k{.b1 = T(beta1),
+          .b2 = T(beta2),
+          .one_minus_b1 = T(1 - beta1),
+          .one_minus_b2 = T(1 - beta2),
+          .weight_decay = T(group.weight_decay),
+          .eps = T(eps),
+          .decay = T(1 - group.lr * group.weight_decay),
+          .c2 = T(bias_correction2_sqrt),
+          .neg_step_size = T(-step_size)};
+      const AdamRule rule = decoupled_               ? AdamRule::decoupled_decay
+                            : k.weight_decay != T(0) ? AdamRule::l2_penalty
+                                                     : AdamRule::plain;
+      param.bump_version();  // an in-place write: a graph that saved param can no longer backprop
+      T* p = param.data<T>();
+      const T* g = grad.data<T>();
+      T* m = s.exp_avg.data<T>();
+      T* v = s.exp_avg_sq.data<T>();
+      parallel_for(param.numel(), 16, [&](int64_t begin, int64_t end) {
+        adam_update(p + begin, g + begin, m + begin, v + begin, end - begin, k, rule);
+      });
     });
   });
 }

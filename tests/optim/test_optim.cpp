@@ -3,8 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <numbers>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "autograd/generator.h"
+#include "autograd/ops.h"
 
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -45,6 +51,54 @@ TEST_CASE(
     sum(x * w).backward();
     CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0, 3.0});
     optimizer->zero_grad();
+  }
+}
+
+// Adam's step, one element at a time, in the order of operations ag promises (PyTorch's addcdiv):
+// the reference the vectorised loop must reproduce bit for bit.
+template <class T>
+void adam_reference(std::vector<T>& p, const std::vector<T>& g, std::vector<T>& m,
+    std::vector<T>& v, int step, double lr, double beta1, double beta2, double eps, double wd,
+    bool decoupled) {
+  const T b1 = T(beta1), b2 = T(beta2), one_minus_b1 = T(1 - beta1), one_minus_b2 = T(1 - beta2);
+  const T c2 = T(std::sqrt(1 - std::pow(beta2, step)));
+  const T neg_step_size = T(-(lr / (1 - std::pow(beta1, step))));
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    T gradient = g[i];
+    if (decoupled)
+      p[i] = p[i] * T(1 - lr * wd);
+    else if (T(wd) != T(0))
+      gradient = gradient + T(wd) * p[i];
+    m[i] = m[i] * b1 + one_minus_b1 * gradient;
+    v[i] = v[i] * b2 + one_minus_b2 * gradient * gradient;
+    const T denom = std::sqrt(v[i]) / c2 + T(eps);
+    p[i] = p[i] + neg_step_size * m[i] / denom;
+  }
+}
+
+TEMPLATE_TEST_CASE(
+    "Adam and AdamW give the one-element-at-a-time formula's bits", "[optim]", float, double) {
+  const DType dtype = std::is_same_v<TestType, float> ? float32 : float64;
+  for (const auto& [decoupled, wd] : {std::pair{false, 0.0}, {false, 0.01}, {true, 0.1}}) {
+    INFO((decoupled ? "AdamW" : "Adam") << ", weight decay " << wd);
+    Generator gen(5);
+    const int64_t n = 1037;  // not a multiple of any vector width
+    Tensor w = randn({n}, gen, dtype).requires_grad_();
+    std::vector<TestType> p = w.to_vector<TestType>(), m(n, 0), v(n, 0);
+    std::unique_ptr<optim::Optimizer> adam;
+    if (decoupled)
+      adam = std::make_unique<optim::AdamW>(
+          std::vector<Tensor>{w}, 0.01, std::pair{0.9, 0.99}, 1e-8, wd);
+    else
+      adam = std::make_unique<optim::Adam>(
+          std::vector<Tensor>{w}, 0.01, std::pair{0.9, 0.99}, 1e-8, wd);
+    for (int step = 1; step <= 3; ++step) {
+      Tensor g = randn({n}, gen, dtype);
+      w.set_grad(g);
+      adam->step();
+      adam_reference(p, g.to_vector<TestType>(), m, v, step, 0.01, 0.9, 0.99, 1e-8, wd, decoupled);
+      CHECK(w.to_vector<TestType>() == p);
+    }
   }
 }
 
