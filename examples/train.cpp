@@ -32,7 +32,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -106,6 +108,9 @@ struct Options {
   std::string embedding_init = "normal";
   uint64_t seed = 0;
   int64_t eval_size = 500;
+  // 0: a step's gradient from this rank's rows at once; C > 0: chunk by chunk, the same bits on
+  // any world size whose ranks hold whole chunks (parallel::DataParallel).
+  int64_t chunk_rows = 0;
   // How this invocation runs and reports.
   int threads = 1;
   int64_t eval_every = 500;
@@ -307,6 +312,14 @@ void save_options(Checkpoint& c, const Options& o) {
   // Only a run that did not start as d2l's has it (add's default): the other runs' checkpoints,
   // translate's and lm's among them, stay as they were, and a file without it began "normal".
   if (o.embedding_init != "normal") c.strings["config.embedding_init"] = o.embedding_init;
+  if (o.chunk_rows > 0) c.integers["config.chunk_rows"] = static_cast<uint64_t>(o.chunk_rows);
+}
+
+// --chunk-rows of a saved run (0 when the file has none: the run did not chunk).
+int64_t saved_chunk_rows(const Checkpoint& c) {
+  return c.integers.count("config.chunk_rows")
+             ? static_cast<int64_t>(c.integer("config.chunk_rows"))
+             : 0;
 }
 
 // The run-defining options of a checkpoint, over this invocation's reporting options.
@@ -321,6 +334,7 @@ Options options_from(const Checkpoint& c, Options o) {
   o.warmup = static_cast<int64_t>(c.integer("config.warmup"));
   o.seed = c.integer("config.seed");
   o.eval_size = static_cast<int64_t>(c.integer("config.eval_size"));
+  o.chunk_rows = saved_chunk_rows(c);
   // Without the entry the run began as d2l's (as every run did before --embedding-init).
   o.embedding_init =
       c.strings.count("config.embedding_init") ? c.string("config.embedding_init") : "normal";
@@ -395,11 +409,6 @@ std::pair<int64_t, int64_t> rows_of_rank(int64_t rows) {
   const dist::RowRange range = dist::rows_of_rank(rows, rank(), world());
   return {range.begin, range.end};
 }
-// DistributedDataParallel for a world of more than one rank; nothing for a single process.
-std::shared_ptr<void> data_parallel(nn::Module& model) {
-  if (world() == 1) return nullptr;
-  return std::make_shared<dist::DistributedDataParallel>(model);
-}
 #else  // built without MPI: always a single process
 int rank() { return 0; }
 int world() { return 1; }
@@ -411,7 +420,6 @@ void barrier() {}
 std::string thread_budget_problem(int, bool) { return ""; }
 uint64_t rank_seed(uint64_t seed, int) { return seed; }
 std::pair<int64_t, int64_t> rows_of_rank(int64_t rows) { return {0, rows}; }
-std::shared_ptr<void> data_parallel(nn::Module&) { return nullptr; }
 #endif
 
 // The target tokens a batch of examples is scored on: each target and its <eos>.
@@ -422,12 +430,6 @@ double valid_tokens(const std::vector<data::Example>& examples) {
   return tokens;
 }
 
-// This rank's rows of a global batch of examples.
-std::vector<data::Example> my_rows(const std::vector<data::Example>& global) {
-  const auto [begin, end] = rows_of_rank(static_cast<int64_t>(global.size()));
-  return {global.begin() + begin, global.begin() + end};
-}
-
 // The loss of this rank's rows, weighted so that the average over the ranks of the weighted
 // losses is the loss of the whole global batch: a loss that is the mean over this rank's
 // `my_weight` (valid tokens) of the global batch's `global_weight` becomes
@@ -436,6 +438,82 @@ Tensor weighted_for_average(const Tensor& loss, double my_weight, double global_
   if (world() == 1) return loss;
   return loss * (my_weight * world() / global_weight);
 }
+
+// Why --chunk-rows cannot cut this world's share of a batch into whole chunks ("" if it can).
+std::string chunk_problem(int64_t batch_size, int64_t chunk_rows) {
+  if (chunk_rows == 0) return "";
+#ifdef AG_HAVE_DISTRIBUTED
+  for (int r = 0; r < world(); ++r) {
+    const int64_t rows = dist::rows_of_rank(batch_size, r, world()).size();
+    if (rows % chunk_rows != 0)
+      return "--chunk-rows " + std::to_string(chunk_rows) + " does not divide the " +
+             std::to_string(rows) + " rows of rank " + std::to_string(r) + " (--batch-size " +
+             std::to_string(batch_size) + " on " + std::to_string(world()) +
+             " rank(s)): every rank's rows must be whole chunks";
+  }
+  return "";
+#else
+  (void)batch_size;
+  return "--chunk-rows needs ag built with MPI (ag::distributed; scripts/install-deps.sh "
+         "installs OpenMPI)";
+#endif
+}
+
+// The mean loss of global rows [first, last) of the step's batch, and their weight in the batch
+// (valid tokens, or rows when every row weighs the same).
+using LossOfRows = std::function<std::pair<Tensor, double>(int64_t first, int64_t last)>;
+
+// How a step's gradient is made from this rank's rows of the global batch.
+//   By default, from all of them at once; under mpirun DistributedDataParallel averages the
+//   ranks' gradients while backward runs.
+//   With --chunk-rows C, chunk by chunk (dist::ChunkedGradientSum): each chunk of C rows has its
+//   own forward and backward, and the chunks' gradients are added in their global order. Every
+//   world size whose ranks hold whole chunks (one process included) then trains the same model,
+//   bit for bit, when dropout is 0 (docs/distributed.md, "Bit for bit").
+class DataParallel {
+ public:
+  DataParallel(nn::Module& model, int64_t batch_size, int64_t chunk_rows)
+      : chunk_rows_(chunk_rows) {
+    if (const std::string problem = chunk_problem(batch_size, chunk_rows); !problem.empty())
+      throw ValueError(problem);
+#ifdef AG_HAVE_DISTRIBUTED
+    if (chunk_rows > 0)
+      chunks_ = std::make_unique<dist::ChunkedGradientSum>(model);
+    else if (world() > 1)
+      ddp_ = std::make_unique<dist::DistributedDataParallel>(model);
+#else
+    (void)model;
+#endif
+  }
+
+  // The gradient of the global batch's loss into the parameters' .grad (on every rank), from
+  // this rank's rows [begin, end); global_weight is the whole batch's weight. Returns the batch's
+  // loss.
+  double backward(int64_t begin, int64_t end, double global_weight, const LossOfRows& loss_of) {
+#ifdef AG_HAVE_DISTRIBUTED
+    if (chunks_) {
+      for (int64_t first = begin; first < end; first += chunk_rows_) {
+        auto [loss, weight] = loss_of(first, first + chunk_rows_);
+        loss = loss * (weight / global_weight);  // the chunk's share of the batch's loss
+        loss.backward();
+        chunks_->add_chunk(loss.item());
+      }
+      return chunks_->finish();  // Σ in chunk order, the same on every rank
+    }
+#endif
+    auto [loss, weight] = loss_of(begin, end);
+    loss = weighted_for_average(loss, weight, global_weight);
+    loss.backward();  // frees the graph (under mpirun: and averages the gradients)
+    return sum(loss.item()) / world();
+  }
+
+ private:
+  int64_t chunk_rows_;
+#ifdef AG_HAVE_DISTRIBUTED
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<dist::ChunkedGradientSum> chunks_;
+#endif
+};
 
 // The dropout generator of this rank: rank 0 keeps the seed's stream; rank r > 0 switches to
 // its own seed (rank_seed) at the same offset, after the model is built (so that every rank
@@ -469,16 +547,24 @@ void put_rank_generators(Checkpoint& c) {
   }
 }
 
-// What the run's first lines say under mpirun.
-void print_data_parallel(int64_t global_batch, const char* unit) {
-  if (world() == 1) return;
-  const auto [begin, end] = rows_of_rank(global_batch);
-  std::printf(
-      "data-parallel on %d ranks (mpirun): each takes %lld of the %lld %s of every batch (rank "
-      "0: rows %lld-%lld) and the gradients are averaged over the ranks; rank 0 prints, "
-      "evaluates and saves\n",
-      world(), static_cast<long long>(end - begin), static_cast<long long>(global_batch), unit,
-      static_cast<long long>(begin), static_cast<long long>(end - 1));
+// What the run's first lines say under mpirun, and with --chunk-rows.
+void print_data_parallel(int64_t global_batch, int64_t chunk_rows, const char* unit) {
+  if (world() > 1) {
+    const auto [begin, end] = rows_of_rank(global_batch);
+    std::printf(
+        "data-parallel on %d ranks (mpirun): each takes %lld of the %lld %s of every batch (rank "
+        "0: rows %lld-%lld) and the gradients are averaged over the ranks; rank 0 prints, "
+        "evaluates and saves\n",
+        world(), static_cast<long long>(end - begin), static_cast<long long>(global_batch), unit,
+        static_cast<long long>(begin), static_cast<long long>(end - 1));
+  }
+  if (chunk_rows > 0)
+    std::printf(
+        "gradients chunk by chunk (--chunk-rows %lld): %lld chunks of %lld %s a batch, each with "
+        "its own forward and backward, added in their order — the same bits on any number of "
+        "ranks that hold whole chunks\n",
+        static_cast<long long>(chunk_rows), static_cast<long long>(global_batch / chunk_rows),
+        static_cast<long long>(chunk_rows), unit);
 }
 
 // A run that failed: exit code 1. Under mpirun the whole job ends at once, naming this rank,
@@ -876,8 +962,9 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
-  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
-  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward (or chunk by
+  // chunk with --chunk-rows).
+  parallel::DataParallel data_parallel(*model, o.batch_size, o.chunk_rows);
   parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
@@ -895,22 +982,29 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
       config.dropout, static_cast<long long>(o.steps), static_cast<long long>(o.batch_size), o.lr,
       o.schedule.c_str(), o.clip, static_cast<unsigned long long>(o.seed), o.threads,
       o.threads == 1 ? "" : "s");
-  parallel::print_data_parallel(o.batch_size, "pairs");
+  parallel::print_data_parallel(o.batch_size, o.chunk_rows, "pairs");
   Report report(o, first_step, last_step, resumed.has_value());
   seq2seq::TranslationEvaluation last;
   for (int64_t step = first_step; step <= last_step; ++step) {
     // The global batch of pairs (the same on every rank), of which this rank takes its rows.
     const std::vector<int64_t> indices = stream.next(o.batch_size);
     const auto [begin, end] = parallel::rows_of_rank(static_cast<int64_t>(indices.size()));
-    const data::Batch batch = seq2seq::translation_batch(
-        split.train, std::vector<int64_t>(indices.begin() + begin, indices.begin() + end), vocabs);
-    Tensor loss = seq2seq::sequence_loss(*model, batch);  // (): cross-entropy per valid token
-    if (parallel::world() > 1)  // weighted by this rank's share of the batch's valid tokens
-      loss = parallel::weighted_for_average(loss, sum(batch.label_valid_lens).item(),
-          sum(seq2seq::translation_batch(split.train, indices, vocabs).label_valid_lens).item());
+    auto batch_of_rows = [&](int64_t first, int64_t last) {  // pairs [first, last) of the batch
+      return seq2seq::translation_batch(split.train,
+          std::vector<int64_t>(indices.begin() + first, indices.begin() + last), vocabs);
+    };
+    const data::Batch batch = batch_of_rows(begin, end);
+    // Rows [first, last): their cross-entropy per valid token, and their valid tokens.
+    auto loss_of = [&](int64_t first, int64_t last) {
+      const data::Batch rows = first == begin && last == end ? batch : batch_of_rows(first, last);
+      return std::pair{seq2seq::sequence_loss(*model, rows), sum(rows.label_valid_lens).item()};
+    };
+    const double batch_tokens =
+        parallel::world() > 1 || o.chunk_rows > 0
+            ? sum(batch_of_rows(0, static_cast<int64_t>(indices.size())).label_valid_lens).item()
+            : 0;  // (one process: unused)
     optimizer.zero_grad();
-    loss.backward();  // under mpirun: and averages the gradients
-    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
+    const double batch_loss = data_parallel.backward(begin, end, batch_tokens, loss_of);
     if (const std::optional<int> exit_code =
             clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
@@ -966,28 +1060,34 @@ int train(Options o) {
   optim::Scheduler scheduler(optimizer, make_schedule(o, config));
   const int64_t first_step =
       resumed ? restore_run(*resumed, o, *model, optimizer, scheduler, stream) : 1;
-  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
-  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward (or chunk by
+  // chunk with --chunk-rows).
+  parallel::DataParallel data_parallel(*model, o.batch_size, o.chunk_rows);
   parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
   print_run(o, config, *task, *model);
-  parallel::print_data_parallel(o.batch_size, "examples");
+  parallel::print_data_parallel(o.batch_size, o.chunk_rows, "examples");
   Report report(o, first_step, last_step, resumed.has_value());
 
   for (int64_t step = first_step; step <= last_step; ++step) {
     // The global batch (the same on every rank), of which this rank trains on its rows.
     const std::vector<data::Example> examples = stream.next(o.batch_size);
-    const std::vector<data::Example> mine = parallel::my_rows(examples);
-    data::Batch batch = data::make_batch(mine, task->source_steps(), task->target_steps());
-    Tensor loss =
-        seq2seq::sequence_loss(*model, batch);  // (): masked cross-entropy per valid token
-    if (parallel::world() > 1)  // weighted by this rank's share of the batch's valid tokens
-      loss = parallel::weighted_for_average(
-          loss, parallel::valid_tokens(mine), parallel::valid_tokens(examples));
+    const auto [begin, end] = parallel::rows_of_rank(static_cast<int64_t>(examples.size()));
+    auto batch_of_rows = [&](int64_t first, int64_t last) {  // examples [first, last)
+      return data::make_batch({examples.begin() + first, examples.begin() + last},
+          task->source_steps(), task->target_steps());
+    };
+    const data::Batch batch = batch_of_rows(begin, end);
+    // Rows [first, last): their masked cross-entropy per valid token, and their valid tokens.
+    auto loss_of = [&](int64_t first, int64_t last) {
+      const data::Batch rows = first == begin && last == end ? batch : batch_of_rows(first, last);
+      return std::pair{seq2seq::sequence_loss(*model, rows),
+          parallel::valid_tokens({examples.begin() + first, examples.begin() + last})};
+    };
     optimizer.zero_grad();
-    loss.backward();  // frees the graph (under mpirun: and averages the gradients)
-    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
+    const double batch_loss =
+        data_parallel.backward(begin, end, parallel::valid_tokens(examples), loss_of);
     if (const std::optional<int> exit_code =
             clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
@@ -1168,6 +1268,7 @@ void load_lm_run(const Checkpoint& c, Options& o, LMOptions& lmo) {
   lmo.weight_decay = c.real("config.weight_decay");
   lmo.eval_windows = static_cast<int64_t>(c.integer("config.eval_windows"));
   lmo.sample_length = static_cast<int64_t>(c.integer("config.sample_length"));
+  o.chunk_rows = saved_chunk_rows(c);
   if (o.steps <= 0 || o.batch_size <= 0 || o.batch_size > kMaxBatchSize || o.warmup <= 0 ||
       lmo.eval_windows <= 0 || lmo.sample_length < 0 ||
       (o.schedule != "constant" && o.schedule != "cosine" && o.schedule != "noam"))
@@ -1262,8 +1363,9 @@ int train_lm(Options o, LMOptions lmo) {
     std::printf("resuming %s at step %lld of %lld\n", o.resume.c_str(),
         static_cast<long long>(first_step), static_cast<long long>(o.steps));
   }
-  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward.
-  const std::shared_ptr<void> data_parallel = parallel::data_parallel(*model);
+  // Under mpirun: rank 0's weights everywhere, gradients averaged during backward (or chunk by
+  // chunk with --chunk-rows).
+  parallel::DataParallel data_parallel(*model, o.batch_size, o.chunk_rows);
   parallel::use_rank_dropout_stream(resumed);
   const int64_t last_step = last_step_of(o, first_step);
   const int64_t checkpoint_every = o.checkpoint_every > 0 ? o.checkpoint_every : o.eval_every;
@@ -1283,7 +1385,7 @@ int train_lm(Options o, LMOptions lmo) {
       static_cast<long long>(config.block_size), config.dropout, static_cast<long long>(o.steps),
       static_cast<long long>(o.batch_size), o.lr, o.schedule.c_str(), lmo.weight_decay, o.clip,
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
-  parallel::print_data_parallel(o.batch_size, "windows");
+  parallel::print_data_parallel(o.batch_size, o.chunk_rows, "windows");
   std::ofstream loss_log;
   if (!o.loss_log.empty() && parallel::rank() == 0) {
     loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
@@ -1300,15 +1402,16 @@ int train_lm(Options o, LMOptions lmo) {
     const data::LMBatch batch =
         data::sample_lm_batch(d.train_ids, o.batch_size, config.block_size, data_generator);
     const auto [begin, end] = parallel::rows_of_rank(o.batch_size);
-    const Tensor inputs = batch.inputs.narrow(0, begin, end - begin);  // (B/N, T)
-    const Tensor labels = batch.labels.narrow(0, begin, end - begin);  // (B/N, T)
-    Tensor loss = lm::lm_loss(*model, inputs, labels);                 // (): mean CE per token
-    // Weighted by this rank's share of the windows, when they do not divide evenly.
-    loss = parallel::weighted_for_average(
-        loss, static_cast<double>(end - begin), static_cast<double>(o.batch_size));
+    // Windows [first, last): their mean cross-entropy per token, and their number (every window
+    // has block_size tokens).
+    auto loss_of = [&](int64_t first, int64_t last) {
+      const Tensor inputs = batch.inputs.narrow(0, first, last - first);  // (rows, T)
+      const Tensor labels = batch.labels.narrow(0, first, last - first);  // (rows, T)
+      return std::pair{lm::lm_loss(*model, inputs, labels), static_cast<double>(last - first)};
+    };
     optimizer.zero_grad();
-    loss.backward();  // frees the graph (under mpirun: and averages the gradients)
-    const double batch_loss = parallel::sum(loss.item()) / parallel::world();
+    const double batch_loss =
+        data_parallel.backward(begin, end, static_cast<double>(o.batch_size), loss_of);
     if (const std::optional<int> exit_code =
             clip_and_update(step, batch_loss, *model, optimizer, o))
       return *exit_code;
@@ -1542,6 +1645,12 @@ int main(int argc, char** argv) {
   app.add_option("--attention-png", o.attention_png,
       "at the end, draw the attention weights of every layer and head "
       "for one decoded held-out example into this PNG");
+  app.add_option("--chunk-rows", o.chunk_rows,
+         "0: each step's gradient from a rank's rows at once; C > 0: chunk by chunk, each chunk of "
+         "C rows with its own forward and backward, the chunks' gradients added in their order, so "
+         "that any number of ranks whose rows are whole chunks (and one process) trains the same "
+         "model bit for bit with --dropout 0 (slower; docs/distributed.md)")
+      ->capture_default_str();
   app.add_flag("--oversubscribe", o.oversubscribe,
       "under mpirun: allow more ranks x --threads on a machine than it has hardware threads "
       "(many times slower, the same numbers: to check 4 or 8 ranks on a small machine)");
@@ -1665,6 +1774,11 @@ int main(int argc, char** argv) {
               std::to_string(max_num_threads()) +
               " (at most 4 times this machine's hardware threads, and at least 16)";
   else if (const std::string why = parallel::thread_budget_problem(o.threads, o.oversubscribe);
+           !why.empty())
+    problem = why;
+  else if (o.chunk_rows < 0)
+    problem = "--chunk-rows must not be negative";
+  else if (const std::string why = parallel::chunk_problem(o.batch_size, o.chunk_rows);
            !why.empty())
     problem = why;
   else if (o.eval_every <= 0 || o.eval_size <= 0 || o.show < 0)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # ag-train under mpirun (docs/distributed.md): data-parallel on 2 ranks equals one process on the
-# whole batch (the toy tasks, --task lm and --task translate); a checkpoint resumes exactly under the same world size and runs under another; 4
-# ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank killed with
-# SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a checkpoint
-# that loads. Run by ctest (tests/examples/CMakeLists.txt) as: test_train_mpirun.sh AG_TRAIN MPIRUN
+# whole batch (the toy tasks, --task lm and --task translate), and with --chunk-rows to the last
+# bit at 1, 2 and 4 ranks; a checkpoint resumes exactly under the same world size and runs under
+# another; 4 ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank
+# killed with SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a
+# checkpoint that loads. Run by ctest (tests/examples/CMakeLists.txt) as:
+# test_train_mpirun.sh AG_TRAIN MPIRUN
 set -euo pipefail
 train=$1
 mpirun=$2
@@ -73,6 +75,47 @@ check_task lm "each takes 4 of the 8 windows" 8 4 --task lm --text text.txt --st
 check_task translate "each takes 8 of the 16 pairs" 8 4 --task translate --steps 8 \
   --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64 --batch-size 16 --generated-pairs 400 \
   --eval-size 20
+
+# 2b. --chunk-rows: one process, 2 ranks and 4 ranks train the same model, bit for bit (dropout
+#     0): the same losses and the same model file; a chunked run stopped on 2 ranks resumes in one
+#     process exactly; a chunk that does not divide a rank's rows is refused.
+no_dropout=(--steps 12 --eval-every 6 --show 0 --eval-size 50 --num-hiddens 32
+            --ffn-num-hiddens 64 --batch-size 16 --dropout 0)
+chunked=("${no_dropout[@]}" --chunk-rows 4)
+"$train" "${chunked[@]}" --loss-log c1.csv --save-model c1.agm > c1.txt
+"$mpirun" -np 2 "$train" "${chunked[@]}" --loss-log c2.csv --save-model c2.agm > c2.txt
+"$mpirun" -np 4 --oversubscribe "$train" "${chunked[@]}" --oversubscribe --loss-log c4.csv \
+  --save-model c4.agm > /dev/null
+grep -q "gradients chunk by chunk (--chunk-rows 4): 4 chunks of 4 examples" c2.txt ||
+  fail "no chunk line: $(head -4 c2.txt)"
+cmp c1.csv c2.csv || fail "--chunk-rows: 2 ranks' losses differ from 1 process's"
+cmp c1.csv c4.csv || fail "--chunk-rows: 4 ranks' losses differ from 1 process's"
+cmp c1.agm c2.agm || fail "--chunk-rows: 2 ranks' model differs from 1 process's"
+cmp c1.agm c4.agm || fail "--chunk-rows: 4 ranks' model differs from 1 process's"
+"$mpirun" -np 2 "$train" "${chunked[@]}" --checkpoint c.agc --stop-after 6 --loss-log cp.csv \
+  > /dev/null
+"$train" --resume c.agc --loss-log cp.csv --save-model cp.agm > /dev/null
+cmp c1.csv cp.csv || fail "--chunk-rows: a 2-rank run resumed in 1 process is not bit-identical"
+cmp c1.agm cp.agm || fail "--chunk-rows: the resumed run's model differs"
+if "$mpirun" -np 2 "$train" "${no_dropout[@]}" --chunk-rows 3 > bad.txt 2>&1; then
+  fail "--chunk-rows 3 of 8 rows per rank was accepted"
+fi
+grep -q "chunk-rows 3 does not divide the 8 rows of rank 0" bad.txt || fail "$(cat bad.txt)"
+# ... and for the language model and translation: 1 process against 2 ranks, bit for bit.
+"$train" --task lm --text text.txt --steps 4 --eval-every 4 --num-hiddens 32 \
+  --ffn-num-hiddens 64 --block-size 16 --batch-size 8 --eval-windows 4 --sample-length 0 \
+  --dropout 0 --chunk-rows 2 --loss-log lm_c1.csv > /dev/null
+"$mpirun" -np 2 "$train" --task lm --text text.txt --steps 4 --eval-every 4 --num-hiddens 32 \
+  --ffn-num-hiddens 64 --block-size 16 --batch-size 8 --eval-windows 4 --sample-length 0 \
+  --dropout 0 --chunk-rows 2 --loss-log lm_c2.csv > /dev/null
+cmp lm_c1.csv lm_c2.csv || fail "lm --chunk-rows: 2 ranks differ from 1 process"
+"$train" --task translate --steps 4 --eval-every 4 --num-hiddens 32 --ffn-num-hiddens 64 \
+  --batch-size 16 --generated-pairs 400 --eval-size 20 --dropout 0 --chunk-rows 4 \
+  --loss-log tr_c1.csv > /dev/null
+"$mpirun" -np 2 "$train" --task translate --steps 4 --eval-every 4 --num-hiddens 32 \
+  --ffn-num-hiddens 64 --batch-size 16 --generated-pairs 400 --eval-size 20 --dropout 0 \
+  --chunk-rows 4 --loss-log tr_c2.csv > /dev/null
+cmp tr_c1.csv tr_c2.csv || fail "translate --chunk-rows: 2 ranks differ from 1 process"
 
 # 3. Four ranks on this machine: slow (oversubscribed) but the same training.
 "$mpirun" -np 4 --oversubscribe "$train" "${small[@]}" --batch-size 16 --oversubscribe \
