@@ -41,6 +41,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"  // one copy of the row loops per instruction set
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -80,7 +81,7 @@ void check_layer_norm_args(const Tensor& x, const Shape& normalized_shape, const
 // each add then need not wait for the previous one to finish (the compiler may not reorder
 // floating-point adds itself), which makes these reductions several times faster.
 template <class Term>
-double row_sum(int64_t n, Term&& term) {
+[[gnu::always_inline]] inline double row_sum(int64_t n, Term&& term) {
   double partial[4] = {0.0, 0.0, 0.0, 0.0};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
@@ -88,6 +89,108 @@ double row_sum(int64_t n, Term&& term) {
   for (; i < n; ++i) partial[0] += term(i);
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
+
+}  // namespace
+
+// The loops over rows and columns, one copy per instruction set (AG_TARGET_CLONES): with AVX2, the
+// four partial sums of row_sum and the element loops run four doubles at a time. Every element's
+// arithmetic and every sum's order are the portable copy's, so the results are the same bits.
+// (Not in an anonymous namespace, which target clones do not support everywhere.)
+namespace detail {
+
+// Rows [begin, end) of x (N contiguous elements each): y = x̂ · w + b, and μ and rstd of each row.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_rows_impl(const T* __restrict px,
+    const T* __restrict pw, const T* __restrict pb, T* __restrict py, double* __restrict pmean,
+    double* __restrict prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x_row = px + r * N;
+    T* y_row = py + r * N;
+    // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
+    // and var() do — no cancellation as in Σx² − Nμ².
+    const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
+    const double variance = row_sum(N, [&](int64_t i) {
+      const double centered = double(x_row[i]) - mu;
+      return centered * centered;
+    }) / double(N);
+    const double s = 1.0 / std::sqrt(variance + eps);
+    pmean[r] = mu;
+    prstd[r] = s;
+    // y = x̂ · w + b
+    for (int64_t i = 0; i < N; ++i)
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+  }
+}
+AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
+    double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  layer_norm_rows_impl(px, pw, pb, py, pmean, prstd, begin, end, N, eps);
+}
+AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const double* pb,
+    double* py, double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  layer_norm_rows_impl(px, pw, pb, py, pmean, prstd, begin, end, N, eps);
+}
+
+// Rows [begin, end) of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from
+// the saved μ and rstd.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* __restrict px,
+    const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
+    const double* __restrict prstd, T* __restrict pdx, int64_t begin, int64_t end, int64_t N) {
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x_row = px + r * N;
+    const T* g_row = pg + r * N;
+    const double mu = pmean[r], s = prstd[r];
+    auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
+    auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
+    const double mean_g_hat = row_sum(N, g_hat) / double(N);
+    const double mean_g_hat_x_hat =
+        row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
+    T* dx_row = pdx + r * N;
+    for (int64_t i = 0; i < N; ++i)
+      dx_row[i] = static_cast<T>(s * (g_hat(i) - mean_g_hat - x_hat(i) * mean_g_hat_x_hat));
+  }
+}
+AG_TARGET_CLONES void layer_norm_dx_rows(const float* px, const float* pw, const float* pg,
+    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
+}
+AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, const double* pg,
+    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
+}
+
+// Columns [begin, end), summed over the R rows in order: dw += g · x̂ (when dw is not null),
+// db += g (when db is not null).
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_dw_db_columns_impl(const T* __restrict px,
+    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
+    double* __restrict pdw, double* __restrict pdb, int64_t begin, int64_t end, int64_t R,
+    int64_t N) {
+  for (int64_t r = 0; r < R; ++r) {
+    const T* x_row = px + r * N;
+    const T* g_row = pg + r * N;
+    const double mu = pmean[r], s = prstd[r];
+    if (pdw)
+      for (int64_t i = begin; i < end; ++i)
+        pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
+    if (pdb)
+      for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
+  }
+}
+AG_TARGET_CLONES void layer_norm_dw_db_columns(const float* px, const float* pg,
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t begin, int64_t end,
+    int64_t R, int64_t N) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, begin, end, R, N);
+}
+AG_TARGET_CLONES void layer_norm_dw_db_columns(const double* px, const double* pg,
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t begin, int64_t end,
+    int64_t R, int64_t N) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, begin, end, R, N);
+}
+
+}  // namespace detail
+
+namespace {
 
 // What the forward keeps for the backward: the rows it normalised, the scale, and per row μ and
 // rstd. x is (R, N) in memory — R rows (the leading dims) of N contiguous elements.
@@ -116,23 +219,7 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
     double* prstd = rows.rstd.data<double>();
     // Rows are independent: ag's threads split them.
     parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const T* x_row = px + r * N;
-        T* y_row = py + r * N;
-        // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as
-        // mean() and var() do — no cancellation as in Σx² − Nμ².
-        const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
-        const double variance = row_sum(N, [&](int64_t i) {
-          const double centered = double(x_row[i]) - mu;
-          return centered * centered;
-        }) / double(N);
-        const double s = 1.0 / std::sqrt(variance + eps);
-        pmean[r] = mu;
-        prstd[r] = s;
-        // y = x̂ · w + b
-        for (int64_t i = 0; i < N; ++i)
-          y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
-      }
+      detail::layer_norm_rows(px, pw, pb, py, pmean, prstd, begin, end, N, eps);
     });
   });
   return out;
@@ -157,36 +244,16 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     double* pdb = want_db ? db.data() : nullptr;
     const double* pmean = rows.mean.data<double>();
     const double* prstd = rows.rstd.data<double>();
-    // x̂_i = (x_i − μ) · rstd of row r, rebuilt from the saved μ and rstd.
-    auto x_hat = [&](int64_t r, int64_t i) {
-      return (double(px[r * N + i]) - pmean[r]) * prstd[r];
-    };
     // Pass 1, rows split across threads: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w.
     if (pdx)
       parallel_for(R, 6 * N, [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          const T* g_row = pg + r * N;
-          auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
-          const double mean_g_hat = row_sum(N, g_hat) / double(N);
-          const double mean_g_hat_x_hat =
-              row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(r, i); }) / double(N);
-          T* dx_row = pdx + r * N;
-          for (int64_t i = 0; i < N; ++i)
-            dx_row[i] =
-                static_cast<T>(prstd[r] * (g_hat(i) - mean_g_hat - x_hat(r, i) * mean_g_hat_x_hat));
-        }
+        detail::layer_norm_dx_rows(px, pw, pg, pmean, prstd, pdx, begin, end, N);
       });
     // Pass 2, columns split across threads (each sums its columns over the rows in order, so the
     // result is the same on any number of threads): dw = Σ_rows g · x̂, db = Σ_rows g.
     if (pdw || pdb)
       parallel_for(N, 2 * R, [&](int64_t begin, int64_t end) {
-        for (int64_t r = 0; r < R; ++r) {
-          const T* g_row = pg + r * N;
-          if (pdw)
-            for (int64_t i = begin; i < end; ++i) pdw[i] += double(g_row[i]) * x_hat(r, i);
-          if (pdb)
-            for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
-        }
+        detail::layer_norm_dw_db_columns(px, pg, pmean, prstd, pdw, pdb, begin, end, R, N);
       });
   });
   // dw and db: (*normalized_shape), in x's dtype.
