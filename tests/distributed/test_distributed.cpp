@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -73,6 +74,14 @@ TEST_CASE("the world: ranks, sizes and sums agree", "[distributed]") {
   CHECK(dist::local_rank() < dist::local_size());
   CHECK(dist::all_reduce_sum(int64_t{dist::local_size()}) == int64_t{world} * dist::local_size());
   CHECK_FALSE(dist::processor_name().empty());
+}
+
+TEST_CASE("the Environment picks Rabenseifner's algorithm for OpenMPI's non-blocking all-reduce",
+    "[distributed]") {
+  // Set before MPI_Init (ctest's environment has no choice of its own, which would be kept).
+  const char* algorithm = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  REQUIRE(algorithm != nullptr);
+  CHECK(std::string(algorithm) == "3");
 }
 
 TEST_CASE("broadcast and all_reduce_sum move tensors between ranks", "[distributed]") {
@@ -242,8 +251,17 @@ TEST_CASE("one bucket or many: the same averages", "[distributed]") {
   CHECK(many_buckets.bucket_names().size() == 4);
   mse(*one, x, y).backward();
   mse(*many, x, y).backward();
+  // On 2 ranks every element's sum is one addition, a + b, whatever the bucket: the same bits. On
+  // more, OpenMPI's all-reduce adds in an order that can depend on where the element sits in the
+  // bucket (Rabenseifner's algorithm falls back to a ring for a bucket of fewer elements than
+  // ranks, such as second.bias on 4): the same averages up to that order.
   const auto a = one->parameters(), b = many->parameters();
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(values(a[i].grad()) == values(b[i].grad()));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (dist::world_size() == 2)
+      CHECK(values(a[i].grad()) == values(b[i].grad()));
+    else
+      CHECK(max_relative_difference(b[i].grad(), a[i].grad()) < 1e-14);
+  }
   CHECK(one_bucket.last_stats().bytes == many_buckets.last_stats().bytes);
   CHECK(one_bucket.last_stats().bytes == one->num_parameters() * 8);
 }
