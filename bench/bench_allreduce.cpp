@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
   const bool report = ag::dist::rank() == 0;
   const char* algorithm = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
   if (report)
-    std::printf("%d ranks; OMPI_MCA_coll_libnbc_iallreduce_algorithm=%s\n",
-        ag::dist::world_size(), algorithm ? algorithm : "(unset)");
+    std::printf("%d ranks; OMPI_MCA_coll_libnbc_iallreduce_algorithm=%s\n", ag::dist::world_size(),
+        algorithm ? algorithm : "(unset)");
   for (double mb : sizes_mb) {
     const auto count = static_cast<int>(mb * 1024 * 1024 / sizeof(float));
     std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);

@@ -513,9 +513,12 @@ double ChunkedGradientSum::finish() {
   for (int64_t count : counts) total += count;
   if (communicate) MPI_Bcast(&total, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
   if (total == 0) fail<DistributedError>("ChunkedGradientSum::finish: no rank added a chunk");
-  if (communicate && total * numel_ > std::numeric_limits<int>::max())
+  if (communicate && total * numel_ > std::numeric_limits<int>::max()) {
+    gradients_.clear();  // the step is lost either way; the next one starts afresh
+    losses_.clear();
     fail<DistributedError>("ChunkedGradientSum::finish: ", total, " chunks × ", numel_,
         " gradient elements exceed MPI's count limit; use fewer, larger chunks");
+  }
 
   // Every chunk's gradient and loss on rank 0, in global chunk order.
   std::vector<Tensor> gradients = gradients_;
