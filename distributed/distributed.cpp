@@ -440,7 +440,10 @@ void DistributedDataParallel::finish_backward() {
         const T* sum = summed.data<T>();
         T* average = grad.data<T>();
         const T scale = static_cast<T>(inverse_world);
-        for (int64_t j = 0; j < parameter.numel(); ++j) average[j] = sum[j] * scale;
+        // The count in a local: numel() in the loop's condition is a call per element, and the
+        // stores through `average` would keep the compiler from hoisting it (nor vectorising).
+        const int64_t count = parameter.numel();
+        for (int64_t j = 0; j < count; ++j) average[j] = sum[j] * scale;
       });
     }
   }

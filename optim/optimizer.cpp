@@ -258,7 +258,8 @@ void Optimizer::check_state_tensor(const Tensor& tensor, const std::string& name
     const Tensor values = tensor.contiguous();
     dispatch(values.dtype(), [&]<typename T>() {
       const T* p = values.data<T>();
-      for (int64_t i = 0; i < values.numel(); ++i)
+      const int64_t count = values.numel();
+      for (int64_t i = 0; i < count; ++i)
         if (!std::isfinite(p[i]) || (non_negative && p[i] < 0)) {
           problems.push_back(
               name + " holds " + str(static_cast<double>(p[i])) + " at flat index " +
