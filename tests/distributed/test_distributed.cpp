@@ -78,7 +78,8 @@ TEST_CASE("the world: ranks, sizes and sums agree", "[distributed]") {
 
 TEST_CASE("the Environment picks Rabenseifner's algorithm for OpenMPI's non-blocking all-reduce",
     "[distributed]") {
-  // Set before MPI_Init (ctest's environment has no choice of its own, which would be kept).
+  // Set before MPI_Init (the ctest registration removes any choice of the user's own, which the
+  // Environment would keep).
   const char* algorithm = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
   REQUIRE(algorithm != nullptr);
   CHECK(std::string(algorithm) == "3");
