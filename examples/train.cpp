@@ -690,7 +690,10 @@ class Report {
   }
 
   void step(int64_t step, double loss, const data::Batch& batch, bool evaluate_now) {
-    if (loss_log_) loss_log_ << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n';
+    // Flushed row by row (one write a step): `tail -f` follows the run, and a run that is killed
+    // keeps every step it logged, so a resume from its last checkpoint continues the file.
+    if (loss_log_)
+      loss_log_ << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n' << std::flush;
     // Under mpirun, the tokens of every rank's rows (a collective: every rank calls step).
     tokens_ +=
         parallel::sum(sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
