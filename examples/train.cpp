@@ -1637,8 +1637,8 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")
       ->check(whole_number<int64_t>())
       ->capture_default_str();
-  app.add_option(
-      "--loss-log", o.loss_log, "write every step's loss to this CSV file (appended on --resume)");
+  app.add_option("--loss-log", o.loss_log,
+      "write every step's loss to this CSV file, a row as each step ends (appended on --resume)");
   app.add_option("--save-model", o.save_model,
       "at the end, save the model alone here (for ag-predict); a path ending in .safetensors gets "
       "PyTorch's format (docs/interop.md)");
