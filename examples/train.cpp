@@ -664,6 +664,20 @@ optim::Schedule make_schedule(const Options& o, const seq2seq::ModelConfig& conf
 
 // ---- reporting ----------------------------------------------------------------------------------
 
+// --loss-log: a CSV file of "step,loss" rows, the loss as a hexadecimal float (exact). A resumed
+// run appends to the file of the run it resumes.
+std::ofstream open_loss_log(const std::string& path, bool resumed) {
+  std::ofstream log(path, resumed ? std::ios::app : std::ios::trunc);
+  if (!log) throw IoError("cannot open --loss-log " + path);
+  if (!resumed) log << "step,loss\n";
+  return log;
+}
+// One row, flushed (one write a step): `tail -f` follows the run, and a run that is killed keeps
+// every step it logged, so a resume from its last checkpoint continues the file.
+void write_loss_row(std::ofstream& log, int64_t step, double loss) {
+  log << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n' << std::flush;
+}
+
 // What the run prints and logs: the progress line (rewritten in place on a terminal, every 100
 // steps otherwise), --loss-log's row per step, the evaluations with a few decoded examples,
 // --curves-dir's row per evaluation, and the final summary.
@@ -672,11 +686,7 @@ class Report {
   Report(const Options& o, int64_t first_step, int64_t last_step, bool resumed)
       : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO)) {
     if (parallel::rank() > 0) return;  // under mpirun, rank 0 alone writes the logs
-    if (!o.loss_log.empty()) {
-      loss_log_.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
-      if (!loss_log_) throw IoError("cannot open --loss-log " + o.loss_log);
-      if (!resumed) loss_log_ << "step,loss\n";
-    }
+    if (!o.loss_log.empty()) loss_log_ = open_loss_log(o.loss_log, resumed);
     if (!o.curves_dir.empty()) {
       namespace fs = std::filesystem;
       fs::create_directories(o.curves_dir);
@@ -690,10 +700,7 @@ class Report {
   }
 
   void step(int64_t step, double loss, const data::Batch& batch, bool evaluate_now) {
-    // Flushed row by row (one write a step): `tail -f` follows the run, and a run that is killed
-    // keeps every step it logged, so a resume from its last checkpoint continues the file.
-    if (loss_log_)
-      loss_log_ << step << ',' << std::hexfloat << loss << std::defaultfloat << '\n' << std::flush;
+    if (loss_log_.is_open()) write_loss_row(loss_log_, step, loss);
     // Under mpirun, the tokens of every rank's rows (a collective: every rank calls step).
     tokens_ +=
         parallel::sum(sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
@@ -1390,11 +1397,8 @@ int train_lm(Options o, LMOptions lmo) {
       static_cast<unsigned long long>(o.seed), o.threads, o.threads == 1 ? "" : "s");
   parallel::print_data_parallel(o.batch_size, o.chunk_rows, "windows");
   std::ofstream loss_log;
-  if (!o.loss_log.empty() && parallel::rank() == 0) {
-    loss_log.open(o.loss_log, resumed ? std::ios::app : std::ios::trunc);
-    if (!loss_log) throw IoError("cannot open --loss-log " + o.loss_log);
-    if (!resumed) loss_log << "step,loss\n";
-  }
+  if (!o.loss_log.empty() && parallel::rank() == 0)
+    loss_log = open_loss_log(o.loss_log, resumed.has_value());
 
   const Clock::time_point start = Clock::now();
   double loss_since_report = 0, loss_since_evaluation = 0;
@@ -1420,8 +1424,7 @@ int train_lm(Options o, LMOptions lmo) {
       return *exit_code;
     scheduler.step();  // the learning rate of the next step
 
-    if (loss_log)
-      loss_log << step << ',' << std::hexfloat << batch_loss << std::defaultfloat << '\n';
+    if (loss_log.is_open()) write_loss_row(loss_log, step, batch_loss);
     loss_since_report += batch_loss;
     loss_since_evaluation += batch_loss;
     ++steps_since_report;
