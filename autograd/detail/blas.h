@@ -24,8 +24,23 @@ void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, i
     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 #endif
 
+// ag's own kernel for the smallest float32 products (autograd/small_gemm.cpp): m ≤ 16 rows,
+// n ≤ 16 columns and k ≤ kSmallGemmMaxK, where OpenBLAS's fixed cost per call is most of the
+// time. It rounds exactly as OpenBLAS 0.3.21's AVX-512 kernels do at these sizes.
+inline constexpr int64_t kSmallGemmMaxK = 31;
+inline bool fits_small_sgemm(int64_t m, int64_t n, int64_t k) {
+  return m >= 1 && m <= 16 && n >= 1 && n <= 16 && k >= 1 && k <= kSmallGemmMaxK;
+}
+// C = op(A) · op(B), or C += op(A) · op(B) with accumulate, by that kernel; returns false (and
+// leaves C alone) when it does not apply: the sizes do not fit, both operands are transposed, or
+// the CPU lacks AVX-512.
+bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
+    const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+    bool accumulate);
+
 // C (m × n, row stride ldc) = op(A) · op(B) for row-major A and B with leading dims lda and ldb,
-// or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm. k = 0 is an empty sum,
+// or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm (ag's small kernel above
+// for the smallest float32 ones). k = 0 is an empty sum,
 // C = 0 or C unchanged (BLAS would leave C untouched in both cases). Sizes must fit BLAS's int
 // (the callers check). Large float products go to oneDNN when that is the backend
 // (autograd/gemm_backend.h).
@@ -46,6 +61,9 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
       return;
     }
 #endif
+    if (fits_small_sgemm(m, n, k) &&
+        small_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
+      return;
     cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b,
         int(ldb), beta, c, int(ldc));
   } else {

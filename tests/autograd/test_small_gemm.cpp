@@ -1,0 +1,148 @@
+// ag's kernel for the smallest float32 products (autograd/small_gemm.cpp): each element of C is
+// one fma per p, in order, from zero — the same bits as OpenBLAS's sgemm at these sizes, which is
+// what keeps the files of tests/io/test_v1_files.cpp resuming bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "autograd/detail/blas.h"
+
+using ag::detail::small_sgemm;
+
+namespace {
+
+// One product's operands, with leading dimensions a little larger than the rows they hold.
+struct Product {
+  bool a_transposed = false, b_transposed = false, accumulate = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  std::vector<float> a, b, c;  // C's initial values (read when accumulate)
+
+  CBLAS_TRANSPOSE trans_a() const { return a_transposed ? CblasTrans : CblasNoTrans; }
+  CBLAS_TRANSPOSE trans_b() const { return b_transposed ? CblasTrans : CblasNoTrans; }
+  float op_a(int64_t i, int64_t p) const { return a_transposed ? a[p * lda + i] : a[i * lda + p]; }
+  float op_b(int64_t p, int64_t j) const { return b_transposed ? b[j * ldb + p] : b[p * ldb + j]; }
+};
+
+Product random_product(std::mt19937& rng, bool a_transposed, bool b_transposed, bool accumulate) {
+  std::normal_distribution<float> normal;
+  Product x;
+  x.a_transposed = a_transposed, x.b_transposed = b_transposed, x.accumulate = accumulate;
+  x.m = 1 + int64_t(rng() % 16), x.n = 1 + int64_t(rng() % 16);
+  x.k = 1 + int64_t(rng() % ag::detail::kSmallGemmMaxK);
+  x.lda = (a_transposed ? x.m : x.k) + int64_t(rng() % 3);
+  x.ldb = (b_transposed ? x.k : x.n) + int64_t(rng() % 3);
+  x.ldc = x.n + int64_t(rng() % 3);
+  x.a.resize(std::size_t((a_transposed ? x.k : x.m) * x.lda));
+  x.b.resize(std::size_t((b_transposed ? x.n : x.k) * x.ldb));
+  x.c.resize(std::size_t(x.m * x.ldc));
+  for (auto* values : {&x.a, &x.b, &x.c})
+    for (float& v : *values) v = normal(rng);
+  return x;
+}
+
+// The definition: C[i, j] = fma(op(A)[i, p], op(B)[p, j], ·) for p = 0, 1, … from 0, then + C.
+std::vector<float> one_fma_per_p(const Product& x) {
+  std::vector<float> c = x.c;
+  for (int64_t i = 0; i < x.m; ++i)
+    for (int64_t j = 0; j < x.n; ++j) {
+      float sum = 0;
+      for (int64_t p = 0; p < x.k; ++p) sum = std::fma(x.op_a(i, p), x.op_b(p, j), sum);
+      c[i * x.ldc + j] = x.accumulate ? c[i * x.ldc + j] + sum : sum;
+    }
+  return c;
+}
+
+std::vector<float> openblas(const Product& x) {
+  std::vector<float> c = x.c;
+  cblas_sgemm(CblasRowMajor, x.trans_a(), x.trans_b(), int(x.m), int(x.n), int(x.k), 1.0f,
+      x.a.data(), int(x.lda), x.b.data(), int(x.ldb), x.accumulate ? 1.0f : 0.0f, c.data(),
+      int(x.ldc));
+  return c;
+}
+
+// The kernel's C, or nothing if it declined (a CPU without AVX-512).
+bool run_kernel(const Product& x, std::vector<float>& c) {
+  c = x.c;
+  return small_sgemm(x.trans_a(), x.trans_b(), x.m, x.n, x.k, x.a.data(), x.lda, x.b.data(), x.ldb,
+      c.data(), x.ldc, x.accumulate);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+bool kernel_runs_here() {
+  const float one = 1;
+  float c = 0;
+  return small_sgemm(CblasNoTrans, CblasNoTrans, 1, 1, 1, &one, 1, &one, 1, &c, 1, false);
+}
+
+}  // namespace
+
+TEST_CASE("the small float32 kernel is one fma per p in order, and OpenBLAS's bits", "[gemm]") {
+  if (!kernel_runs_here()) {
+    WARN("this CPU has no AVX-512: ag's products of these sizes are OpenBLAS's own");
+    return;
+  }
+  std::mt19937 rng(7);
+  int checked = 0;
+  for (int trial = 0; trial < 500; ++trial)
+    for (const auto& [a_transposed, b_transposed] :
+        {std::pair{false, false}, std::pair{false, true}, std::pair{true, false}})
+      for (bool accumulate : {false, true}) {
+        const Product x = random_product(rng, a_transposed, b_transposed, accumulate);
+        INFO("m " << x.m << " n " << x.n << " k " << x.k << " A" << (a_transposed ? "ᵀ" : "")
+                  << " B" << (b_transposed ? "ᵀ" : "") << (accumulate ? " accumulate" : ""));
+        std::vector<float> c;
+        REQUIRE(run_kernel(x, c));
+        REQUIRE(same_bits(c, one_fma_per_p(x)));  // C's padding between rows is untouched too
+        REQUIRE(same_bits(c, openblas(x)));
+        ++checked;
+      }
+  CHECK(checked == 3000);
+}
+
+TEST_CASE("the small float32 kernel carries inf and NaN as BLAS does", "[gemm]") {
+  if (!kernel_runs_here()) return;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(11);
+  Product x = random_product(rng, false, true, false);
+  x.a[0] = kInf;                                 // row 0 of C: ±inf, or NaN where inf·0 or inf − inf
+  x.b[0] = std::numeric_limits<float>::quiet_NaN();  // column 0 of C: NaN
+  x.c.assign(x.c.size(), std::numeric_limits<float>::quiet_NaN());  // beta = 0: never read
+  std::vector<float> c;
+  REQUIRE(run_kernel(x, c));
+  const std::vector<float> expected = openblas(x);
+  for (int64_t i = 0; i < x.m; ++i)
+    for (int64_t j = 0; j < x.n; ++j) {
+      const float got = c[i * x.ldc + j], want = expected[i * x.ldc + j];
+      INFO("C[" << i << ", " << j << "] = " << got << ", OpenBLAS " << want);
+      CHECK((std::isnan(got) ? std::isnan(want) : got == want));
+      if (i > 0 && j > 0) CHECK(std::isfinite(got));
+    }
+}
+
+TEST_CASE("the small float32 kernel declines what it does not make, and leaves C alone", "[gemm]") {
+  const std::vector<float> a(40 * 40, 1.0f), b(40 * 40, 1.0f);
+  std::vector<float> c(40 * 40, 5.0f);
+  const auto declines = [&](CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                            int64_t k) {
+    return !small_sgemm(ta, tb, m, n, k, a.data(), 40, b.data(), 40, c.data(), 40, false);
+  };
+  CHECK(declines(CblasTrans, CblasTrans, 4, 4, 4));  // Aᵀ·Bᵀ: OpenBLAS's
+  CHECK(declines(CblasNoTrans, CblasNoTrans, 17, 4, 4));
+  CHECK(declines(CblasNoTrans, CblasNoTrans, 4, 17, 4));
+  CHECK(declines(CblasNoTrans, CblasNoTrans, 4, 4, 32));  // OpenBLAS splits sums from k = 32 on
+  CHECK(declines(CblasNoTrans, CblasNoTrans, 0, 4, 4));
+  CHECK(declines(CblasNoTrans, CblasNoTrans, 4, 4, 0));
+  CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 5.0f; }));
+}
