@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -23,8 +24,43 @@ constexpr int64_t kMinWorkPerThread =
 
 thread_local bool t_inside_parallel_loop = false;
 
-// A fixed set of workers that sleep until the caller hands them a job: worker w runs chunk w + 1
-// of it, the caller chunk 0; the caller returns when every chunk is done.
+// How long a thread of the pool spins, waiting for the next loop (a worker) or for the other
+// chunks to finish (the caller), before it sleeps on a condition variable. Waking a sleeping
+// thread is a futex call and a trip through the scheduler, 10–50 µs on the benchmark VM; a
+// training step of d2l's tiny configuration runs ~200 parallel loops with 10–100 µs of serial work
+// between them, so sleeping after each loop made 2 threads slower than 1 (docs/benchmarks.md,
+// "The thread pool spins before it sleeps"). While it spins, a thread keeps its core busy; after
+// this long with nothing to do it sleeps and leaves the core to others.
+constexpr std::chrono::microseconds kSpinBeforeSleep{100};
+
+// One iteration of a spin-wait: tells the CPU that this thread is waiting (x86's pause), so that
+// it spends less power and leaves the core's resources to its sibling hyper-thread.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until done() or until kSpinBeforeSleep has passed; returns done().
+template <class Done>
+bool spin_until(const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) {
+      spin_pause();
+      if (done()) return true;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+  return true;
+}
+
+// A fixed set of workers that wait until the caller hands them a job: worker w runs chunk w + 1
+// of it, the caller chunk 0; the caller returns when every chunk is done. Waiting is spinning for
+// kSpinBeforeSleep, then sleeping on a condition variable: generation_ (a new job) and pending_
+// (chunks not yet done) are atomics, so that a spinning thread sees them change without the lock;
+// they are changed under the lock as well (or the lock is taken before notifying), so that a
+// thread about to sleep cannot miss the change.
 class ThreadPool {
  public:
   // Starts threads − 1 workers. If the system refuses one (std::system_error; std::bad_alloc for
@@ -48,17 +84,22 @@ class ThreadPool {
 
   // Runs chunk(0) .. chunk(chunks − 1), chunks ≤ size().
   void run(int chunks, const std::function<void(int)>& chunk) {
-    std::unique_lock lock(mutex_);
-    job_ = &chunk;
-    chunks_ = chunks;
-    pending_ = chunks - 1;
-    error_ = nullptr;
-    ++generation_;
-    lock.unlock();
-    start_.notify_all();
+    {
+      std::lock_guard lock(mutex_);
+      job_ = &chunk;
+      chunks_ = chunks;
+      pending_.store(chunks - 1, std::memory_order_relaxed);
+      error_ = nullptr;
+      generation_.fetch_add(1, std::memory_order_release);  // the job above is published with it
+    }
+    start_.notify_all();  // no system call when every worker is still spinning
     run_chunk(0);
-    lock.lock();
-    done_.wait(lock, [&] { return pending_ == 0; });
+    const auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(all_done)) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, all_done);
+    }
+    std::lock_guard lock(mutex_);
     job_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
@@ -66,23 +107,33 @@ class ThreadPool {
  private:
   void work(int index) {
     uint64_t seen = 0;
-    std::unique_lock lock(mutex_);
+    const auto new_job_or_stop = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
     while (true) {
-      start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (index >= chunks_) continue;
+      spin_until(new_job_or_stop);
+      std::unique_lock lock(mutex_);
+      start_.wait(lock, new_job_or_stop);
+      if (stop_.load(std::memory_order_relaxed)) return;
+      seen = generation_.load(std::memory_order_relaxed);
+      const bool has_chunk = index < chunks_;
       lock.unlock();
+      if (!has_chunk) continue;
       run_chunk(index);
-      lock.lock();
-      if (--pending_ == 0) done_.notify_one();
+      // The last chunk done wakes the caller if it sleeps; taking the lock first means the caller
+      // is either still before its check of pending_ or already waiting.
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard done_lock(mutex_);
+        done_.notify_one();
+      }
     }
   }
 
   void stop_workers() {
     {
       std::lock_guard lock(mutex_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_release);
     }
     start_.notify_all();
     for (auto& worker : workers_) worker.join();
@@ -104,9 +155,10 @@ class ThreadPool {
   std::mutex mutex_, error_mutex_;
   std::condition_variable start_, done_;
   const std::function<void(int)>* job_ = nullptr;
-  int chunks_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  int chunks_ = 0;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
 

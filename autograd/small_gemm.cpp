@@ -70,9 +70,9 @@ __attribute__((target("avx512f,fma"), always_inline)) inline void small_gemm_row
   }
 }
 
-__attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed,
-    bool b_transposed, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-    int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+__attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed, bool b_transposed,
+    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+    float* c, int64_t ldc, bool accumulate) {
   const __mmask16 columns = static_cast<__mmask16>((1u << n) - 1);  // the n lanes of a C row
   const float* b_rows = b;  // op(B)'s row p at b_rows + p·b_row_stride
   int64_t b_row_stride = ldb;
@@ -85,9 +85,11 @@ __attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed
   }
   int64_t i = 0;
   for (; i + 8 <= m; i += 8)
-    small_gemm_rows<8>(a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
+    small_gemm_rows<8>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
   if (m - i >= 4) {
-    small_gemm_rows<4>(a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
+    small_gemm_rows<4>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
     i += 4;
   }
   switch (m - i) {

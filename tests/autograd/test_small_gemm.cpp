@@ -116,8 +116,8 @@ TEST_CASE("the small float32 kernel carries inf and NaN as BLAS does", "[gemm]")
   constexpr float kInf = std::numeric_limits<float>::infinity();
   std::mt19937 rng(11);
   Product x = random_product(rng, false, true, false);
-  x.a[0] = kInf;                                 // row 0 of C: ±inf, or NaN where inf·0 or inf − inf
-  x.b[0] = std::numeric_limits<float>::quiet_NaN();  // column 0 of C: NaN
+  x.a[0] = kInf;  // row 0 of C: ±inf, or NaN where inf·0 or inf − inf
+  x.b[0] = std::numeric_limits<float>::quiet_NaN();                 // column 0 of C: NaN
   x.c.assign(x.c.size(), std::numeric_limits<float>::quiet_NaN());  // beta = 0: never read
   std::vector<float> c;
   REQUIRE(run_kernel(x, c));
