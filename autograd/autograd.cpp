@@ -367,8 +367,18 @@ namespace {
 
 // Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
 // flows through here, so this is where a gradient of the wrong shape or dtype is caught.
+// Ops whose backward reads its gradient in any layout without copying it: permute's backward is a
+// view again, and the attention kernels read each head through its row stride. Such a node keeps
+// a strided gradient as it is: the (B, H, T, C) head view of a (B, T, H, C) buffer that attention's
+// backward returns for a projection's heads (and that permute's backward hands to attention) goes
+// through permute and reshape back to the projection without a copy.
+bool reads_any_gradient_layout(Op op) {
+  return op == Op::permute || op == Op::scaled_dot_product_attention || op == Op::flash_attention;
+}
+
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& expected_shape,
-    DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver) {
+    DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver,
+    bool any_layout = false) {
   if (grad.shape() != expected_shape || grad.dtype() != expected_dtype)
     fail<AutogradError>("backward of '", producer, "' returned a gradient of shape ",
         shape_str(grad.shape()), " (", dtype_name(grad.dtype()), ") for its input ", input_index,
@@ -376,11 +386,12 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& exp
         ")");
   if (!slot) {
     // Keep the gradient itself when nothing else can see its memory and it is a plain
-    // contiguous buffer; otherwise copy it, so that accumulating into it in place later cannot
-    // write into another tensor (an identity backward hands one tensor to several inputs).
+    // contiguous buffer (or any layout, for a receiver that reads any); otherwise copy it, so
+    // that accumulating into it in place later cannot write into another tensor (an identity
+    // backward hands one tensor to several inputs).
     bool exclusive = grad.impl_ptr().use_count() == 1 &&
-                     grad.impl_ptr()->storage.use_count() == 1 && grad.is_contiguous() &&
-                     grad.offset() == 0;
+                     grad.impl_ptr()->storage.use_count() == 1 &&
+                     (any_layout || grad.is_contiguous()) && grad.offset() == 0;
     slot = exclusive ? grad.impl_ptr() : clone(grad).impl_ptr();
     return;
   }
@@ -534,7 +545,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
             std::shared_ptr<TensorImpl> slot =
                 edge.node->pending_grad_.defined() ? edge.node->pending_grad_.impl_ptr() : nullptr;
             accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
-                edge.node->output_dtype(), node->name(), i, edge.node->name());
+                edge.node->output_dtype(), node->name(), i, edge.node->name(),
+                reads_any_gradient_layout(edge.node->op()));
             edge.node->pending_grad_ = Tensor(slot);
           } else if (edge.leaf->grad_hooks.empty()) {
             accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,

@@ -141,6 +141,31 @@ Heads heads_of(const Tensor& t) {
   return {readable, readable.strides()[0], readable.strides()[1], row_stride};
 }
 
+Tensor gradient_like(const Tensor& t, bool zero) {
+  const Shape& sizes = t.shape();
+  const Shape& strides = t.strides();
+  // t's dims from the largest stride to the smallest (ties keep their order); t is dense when,
+  // read in that order, it is contiguous: each stride the product of the sizes after it.
+  std::vector<std::size_t> order(sizes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+      [&](std::size_t a, std::size_t b) { return strides[a] > strides[b]; });
+  Shape buffer_shape(sizes.size()), view_strides(sizes.size());
+  int64_t expected_stride = 1;
+  bool dense = true;
+  for (std::size_t i = order.size(); i-- > 0;) {
+    const std::size_t dim = order[i];
+    if (sizes[dim] != 1 && strides[dim] != expected_stride) dense = false;
+    buffer_shape[i] = sizes[dim];
+    view_strides[dim] = expected_stride;
+    expected_stride *= sizes[dim];
+  }
+  if (!dense || t.is_contiguous() || t.numel() == 0)
+    return zero ? zeros(sizes, t.dtype()) : empty(sizes, t.dtype());
+  const Tensor buffer = zero ? zeros(buffer_shape, t.dtype()) : empty(buffer_shape, t.dtype());
+  return detail::make_view(buffer, sizes, view_strides, 0);
+}
+
 ValidLengths::ValidLengths(
     const Tensor& valid_lens, const Tensor& q, const Tensor& k, const char* op)
     : queries_(q.size(2)), keys_(k.size(2)) {
@@ -261,11 +286,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
     Tensor dq, dk, dv_tensor;
-    // Contiguous gradients: the engine keeps a contiguous gradient as it is, and the permute
-    // backward of a head view then needs the one copy into the projection's (B, T, H·C) layout.
-    if (want_q) dq = empty(Q.tensor.shape(), P.dtype());         // (B, H, Tq, d)
-    if (want_k) dk = empty(K.tensor.shape(), P.dtype());         // (B, H, Tk, d)
-    if (want_v) dv_tensor = empty(V.tensor.shape(), P.dtype());  // (B, H, Tk, dv)
+    // Each gradient in its operand's layout: for the head views of a projection, a (B, T, H, C)
+    // buffer, which the permute and reshape backward above hand on without a copy.
+    if (want_q) dq = gradient_like(Q.tensor, false);         // (B, H, Tq, d)
+    if (want_k) dk = gradient_like(K.tensor, false);         // (B, H, Tk, d)
+    if (want_v) dv_tensor = gradient_like(V.tensor, false);  // (B, H, Tk, dv)
     const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
     const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
 

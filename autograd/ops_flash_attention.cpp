@@ -178,9 +178,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     const DType dtype = logsumexp.dtype();
     // Accumulated tile by tile, so they start at 0.
     Tensor dq, dk, dv_tensor;
-    if (want_q) dq = zeros(Q.tensor.shape(), dtype);         // (B, H, Tq, d)
-    if (want_k) dk = zeros(K.tensor.shape(), dtype);         // (B, H, Tk, d)
-    if (want_v) dv_tensor = zeros(V.tensor.shape(), dtype);  // (B, H, Tk, dv)
+    if (want_q) dq = gradient_like(Q.tensor, true);         // (B, H, Tq, d)
+    if (want_k) dk = gradient_like(K.tensor, true);         // (B, H, Tk, d)
+    if (want_v) dv_tensor = gradient_like(V.tensor, true);  // (B, H, Tk, dv)
     const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
     const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
 

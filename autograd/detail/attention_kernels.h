@@ -45,6 +45,13 @@ struct Heads {
 };
 Heads heads_of(const Tensor& t);
 
+// A buffer for the gradient of the operand t (B, H, T, C): laid out as t is when t is a dense
+// permuted view — W_q(x).reshape({B,T,H,d}).permute({0,2,1,3}) is one, (B, T, H, d) memory read as
+// (B, H, T, d) — and contiguous otherwise. Then the gradient that the permute's backward hands on
+// is (B, T, H, d) contiguous and the reshape's backward a free view: no copy between attention and
+// the projection's backward. Uninitialised, or zeros when `zero`.
+Tensor gradient_like(const Tensor& t, bool zero);
+
 // q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) of one dtype, sizes within BLAS's 32 bits, and
 // a dropout probability in [0, 1]; else a ShapeError, DTypeError or ValueError starting "op:".
 void check_attention_operands(

@@ -169,6 +169,49 @@ TEST_CASE(
   CHECK(max_abs_diff(v.grad(), v_reference.grad()) <= 1e-12);
 }
 
+TEST_CASE("attention's backward hands the projections' head views their gradients without a copy",
+    "[attention_op]") {
+  const int64_t B = 2, T = 5, H = 4, d = 3;
+  for (AttentionKernel kernel : {AttentionKernel::whole_rows, AttentionKernel::tiled}) {
+    INFO((kernel == AttentionKernel::tiled ? "tiled" : "whole rows"));
+    AttentionKernelGuard chosen(kernel);
+    Generator values(4), generator(0);
+    // MultiHeadAttention's layout: projections (B, T, H·d) split into (B, H, T, d) head views,
+    // the output's heads joined back into (B, T, H·d).
+    Tensor projected_q = randn({B, T, H * d}, values).requires_grad_();
+    Tensor projected_k = randn({B, T, H * d}, values).requires_grad_();
+    Tensor projected_v = randn({B, T, H * d}, values).requires_grad_();
+    auto split = [&](const Tensor& x) { return x.reshape({B, T, H, d}).permute({0, 2, 1, 3}); };
+    const Tensor q = split(projected_q), k = split(projected_k), v = split(projected_v);
+    const Tensor out = attention(q, k, v, tensor({5, 2}), 0.2, true, generator);  // (B, H, T, d)
+    const Tensor joined = out.permute({0, 2, 1, 3}).reshape({B, T, H * d});       // (B, T, H·d)
+    // What reaches the head views: each gradient in its view's layout (a dense (B, T, H, d)
+    // buffer), and the output's gradient as the permuted view of the upstream one.
+    Shape q_grad_strides, out_grad_strides;
+    q.register_hook([&](const Tensor& g) {
+      q_grad_strides = g.strides();
+      return Tensor();
+    });
+    out.register_hook([&](const Tensor& g) {
+      out_grad_strides = g.strides();
+      return Tensor();
+    });
+    const Tensor upstream = randn({B, T, H * d}, values);
+    const uint64_t before = detail::storage_allocation_count();
+    joined.backward(upstream);
+    CHECK(out_grad_strides == Shape{T * H * d, d, H * d, 1});
+    CHECK(q_grad_strides == Shape{T * H * d, d, H * d, 1});
+    // The engine's copy of `upstream` (the caller keeps it), then dq, dk and dv, which the
+    // projections' leaves keep as their .grad: no other buffer (a copy per head view and one of
+    // the output's gradient made it 8)
+    CHECK(detail::storage_allocation_count() == before + 4);
+    for (const Tensor* leaf : {&projected_q, &projected_k, &projected_v}) {
+      CHECK(leaf->grad().is_contiguous());
+      CHECK(leaf->grad().shape() == Shape{B, T, H * d});
+    }
+  }
+}
+
 TEST_CASE(
     "scaled_dot_product_attention reads permuted head views in place and returns a view of (B, Tq, "
     "H, dv)",
