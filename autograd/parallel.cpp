@@ -19,8 +19,11 @@ namespace ag {
 
 namespace {
 
-constexpr int64_t kMinWorkPerThread =
-    1 << 16;  // below this, waking a thread costs more than the work
+// Below this much work per thread (about one element of an elementwise loop each), handing work
+// to a thread costs more than the work. With the workers spinning between loops (below) a hand-off
+// costs ~1 µs; 2^14 made d2l's tiny step at 2 threads 30 % faster than 2^16, which was chosen when
+// every hand-off woke a sleeping thread (docs/benchmarks.md, "The thread pool").
+constexpr int64_t kMinWorkPerThread = 1 << 14;
 
 thread_local bool t_inside_parallel_loop = false;
 
@@ -29,7 +32,7 @@ thread_local bool t_inside_parallel_loop = false;
 // thread is a futex call and a trip through the scheduler, 10–50 µs on the benchmark VM; a
 // training step of d2l's tiny configuration runs ~200 parallel loops with 10–100 µs of serial work
 // between them, so sleeping after each loop made 2 threads slower than 1 (docs/benchmarks.md,
-// "The thread pool spins before it sleeps"). While it spins, a thread keeps its core busy; after
+// "The thread pool"). While it spins, a thread keeps its core busy; after
 // this long with nothing to do it sleeps and leaves the core to others.
 constexpr std::chrono::microseconds kSpinBeforeSleep{100};
 

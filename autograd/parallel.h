@@ -39,7 +39,7 @@ int max_num_threads();
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel on up to
 // get_num_threads() threads, and returns when all are done. cost_per_item is the work of one
 // index in units of about one element of an elementwise loop. Runs inline (one call, body(0, n))
-// when n·cost_per_item is below ~64k (waking a thread costs more than the work) or when called
+// when n·cost_per_item is below ~32k (handing work to a thread costs more than the work) or when called
 // from inside a parallel loop. An exception thrown by a chunk is rethrown here.
 //   ag::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
 //     for (int64_t i = begin; i < end; ++i) out[i] = 2 * in[i];  // each chunk writes its own range
