@@ -62,6 +62,7 @@
 #include "autograd/detail/attention_kernels.h"
 #include "autograd/detail/blas.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 
@@ -202,23 +203,90 @@ void check_attention_operands(
 
 namespace {
 
-// Turns one row of raw scores Q_i·K_jᵀ (length Tk) into attention weights in place:
+// Turns the raw scores Q_i·K_jᵀ of one head's Tq query rows (Tq × Tk, contiguous) into attention
+// weights in place: for row i with `len` valid keys
 //   s_j = score_j / √d, P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0
 //   for j ≥ len
 // and for a uniform row (len = 0: every score masked, all −1e6 in d2l) P_j = 1/Tk. The division
-// and the softmax are the composed path's (the div op, then softmax's row arithmetic,
-// softmax_row), so the fused and the composed path give the same bits.
+// and the softmax are the composed path's (the div op, then softmax's row arithmetic, softmax_rows
+// giving softmax_row's bits), so the fused and the composed path give the same bits. `rows` and
+// `lengths` are scratch space for Tq entries.
 template <class T>
-void masked_softmax_row(T* row, int64_t Tk, const RowKeys& keys, T sqrt_d) {
-  if (keys.uniform) {
-    std::fill(row, row + Tk, static_cast<T>(1.0 / static_cast<double>(Tk)));
-    return;
+void masked_softmax_head(T* P_head, int64_t Tq, int64_t Tk, const ValidLengths& valid_length,
+    int64_t b, T sqrt_d, std::vector<T*>& rows, std::vector<int64_t>& lengths) {
+  int64_t count = 0;  // rows with keys to take the softmax over
+  for (int64_t i = 0; i < Tq; ++i) {
+    T* row = P_head + i * Tk;
+    const RowKeys keys = valid_length.keys(b, i);
+    if (keys.uniform) {
+      std::fill(row, row + Tk, static_cast<T>(1.0 / static_cast<double>(Tk)));
+      continue;
+    }
+    scale_scores(row, keys, keys.length, Tk, sqrt_d);
+    rows[static_cast<std::size_t>(count)] = row;
+    lengths[static_cast<std::size_t>(count++)] = keys.length;
   }
-  scale_scores(row, keys, keys.length, Tk, sqrt_d);
-  softmax_row(row, row, keys.length);
+  softmax_rows(rows.data(), lengths.data(), count);
 }
 
 }  // namespace
+
+namespace {
+
+// Softmax's backward on R rows of one head, in place (the backward's step (4)): on entry
+// dS[r][0, len_r) holds dP, on exit
+//   dS_j = P_j (dP_j − Σ_j' dP_j' P_j') / √d   for j < len_r   (Σ in double, from j' = 0 up)
+// R rows side by side, so that the CPU overlaps their Σ loops (a chain of dependent adds each);
+// every row rounds as a loop over that row alone would.
+template <int R, class T>
+[[gnu::always_inline]] inline void softmax_backward_row_group(
+    T* const* dS, const T* const* P, const int64_t* lengths, T sqrt_d) {
+  int64_t common = lengths[0];  // every row has elements [0, common)
+  for (int r = 1; r < R; ++r) common = std::min(common, lengths[r]);
+  double row_dot[R];  // Σ_j dP_j P_j
+  for (int r = 0; r < R; ++r) row_dot[r] = 0;
+  for (int64_t j = 0; j < common; ++j)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) row_dot[r] += double(dS[r][j]) * double(P[r][j]);
+  for (int r = 0; r < R; ++r) {
+    for (int64_t j = common; j < lengths[r]; ++j) row_dot[r] += double(dS[r][j]) * double(P[r][j]);
+    const T dot = static_cast<T>(row_dot[r]);
+    for (int64_t j = 0; j < lengths[r]; ++j) dS[r][j] = P[r][j] * (dS[r][j] - dot) / sqrt_d;
+  }
+}
+
+// Step (4) on a head's Tq rows (detail/attention_kernels.h): the rule above, and dS_j = 0 at the
+// masked keys j ≥ len (their scores were the constant −1e6; a row with no valid key gets 0
+// throughout). For float32 one copy per instruction set: the product of two floats is exact in
+// double, so a fused multiply-add in Σ rounds as the separate multiply and add would. For float64
+// (gradchecks) it would not, so that copy stays portable and rounds as before.
+template <class T>
+[[gnu::always_inline]] inline void softmax_backward_head_impl(
+    T* dS, const T* P, const int64_t* lengths, int64_t Tq, int64_t Tk, T sqrt_d) {
+  int64_t i = 0;
+  for (; i + 4 <= Tq; i += 4) {
+    T* const dS_rows[4] = {dS + i * Tk, dS + (i + 1) * Tk, dS + (i + 2) * Tk, dS + (i + 3) * Tk};
+    const T* const P_rows[4] = {P + i * Tk, P + (i + 1) * Tk, P + (i + 2) * Tk, P + (i + 3) * Tk};
+    softmax_backward_row_group<4>(dS_rows, P_rows, lengths + i, sqrt_d);
+  }
+  for (; i < Tq; ++i) {
+    T* const dS_row = dS + i * Tk;
+    const T* const P_row = P + i * Tk;
+    softmax_backward_row_group<1>(&dS_row, &P_row, lengths + i, sqrt_d);
+  }
+  for (i = 0; i < Tq; ++i) std::fill(dS + i * Tk + lengths[i], dS + (i + 1) * Tk, T(0));
+}
+
+}  // namespace
+
+AG_TARGET_CLONES void softmax_backward_head(
+    float* dS, const float* P, const int64_t* lengths, int64_t Tq, int64_t Tk, float sqrt_d) {
+  softmax_backward_head_impl(dS, P, lengths, Tq, Tk, sqrt_d);
+}
+void softmax_backward_head(
+    double* dS, const double* P, const int64_t* lengths, int64_t Tq, int64_t Tk, double sqrt_d) {
+  softmax_backward_head_impl(dS, P, lengths, Tq, Tk, sqrt_d);
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
@@ -253,16 +321,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
     parallel_for(B * H, Tq * Tk * (d + dv), [&](int64_t begin, int64_t end) {
       std::vector<T> dropped(
-          drop ? static_cast<std::size_t>(Tq * Tk) : 0);  // (Tq, Tk) P̃ of one head
+          drop ? static_cast<std::size_t>(Tq * Tk) : 0);           // (Tq, Tk) P̃ of one head
+      std::vector<T*> softmax_rows(static_cast<std::size_t>(Tq));  // scratch for the softmax
+      std::vector<int64_t> softmax_lengths(static_cast<std::size_t>(Tq));
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
         T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
         // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
         detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride,
             K.head<T>(b, h), K.row_stride, P_head, Tk);
-        // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), row by row in place
-        for (int64_t i = 0; i < Tq; ++i)
-          masked_softmax_row(P_head + i * Tk, Tk, valid_length.keys(b, i), sqrt_d);
+        // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), in place
+        masked_softmax_head(P_head, Tq, Tk, valid_length, b, sqrt_d, softmax_rows, softmax_lengths);
         // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
         const T* weights = P_head;
         if (drop) {
@@ -300,6 +369,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         std::vector<T> dropped(
             drop ? static_cast<std::size_t>(Tq * Tk) : 0);     // (Tq, Tk) P̃ of one head
         std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));  // (Tq, Tk) dP̃, dP, then dS / √d
+        std::vector<int64_t> lengths(static_cast<std::size_t>(Tq));  // valid keys of each row
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
@@ -325,16 +395,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: P = softmax(S) over the valid keys, so
           // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
           //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
-          for (int64_t i = 0; i < Tq; ++i) {
-            T* dS_row = dS.data() + i * Tk;
-            const T* P_row = P_head + i * Tk;
-            const int64_t len = valid_length(b, i);
-            double row_dot = 0;  // Σ_j dP_j P_j (masked keys have P_j = 0 unless len = 0)
-            for (int64_t j = 0; j < len; ++j) row_dot += double(dS_row[j]) * double(P_row[j]);
-            const T dot = static_cast<T>(row_dot);
-            for (int64_t j = 0; j < len; ++j) dS_row[j] = P_row[j] * (dS_row[j] - dot) / sqrt_d;
-            std::fill(dS_row + len, dS_row + Tk, T(0));  // masked scores were the constant −1e6
-          }
+          for (int64_t i = 0; i < Tq; ++i)
+            lengths[static_cast<std::size_t>(i)] = valid_length(b, i);
+          softmax_backward_head(dS.data(), P_head, lengths.data(), Tq, Tk, sqrt_d);
           // in the forward pass this was: S = Q·Kᵀ / √d, so
           // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
           if (want_q)

@@ -45,6 +45,16 @@ struct Heads {
 };
 Heads heads_of(const Tensor& t);
 
+// Softmax's backward on one head's Tq rows in place (dS and P each Tq × Tk, contiguous; lengths[i]
+// the valid keys of row i): dS holds dP on entry, and on exit
+//   dS_j = P_j (dP_j − Σ_j' dP_j' P_j') / √d   for j < len,   0 for j ≥ len
+// with Σ in double from j' = 0 up, so that each row rounds as a loop over it alone. Several rows
+// at a time (for float32, one copy per instruction set; ops_attention.cpp).
+void softmax_backward_head(
+    float* dS, const float* P, const int64_t* lengths, int64_t Tq, int64_t Tk, float sqrt_d);
+void softmax_backward_head(
+    double* dS, const double* P, const int64_t* lengths, int64_t Tq, int64_t Tk, double sqrt_d);
+
 // A buffer for the gradient of the operand t (B, H, T, C): laid out as t is when t is a dense
 // permuted view — W_q(x).reshape({B,T,H,d}).permute({0,2,1,3}) is one, (B, T, H, d) memory read as
 // (B, H, T, d) — and contiguous otherwise. Then the gradient that the permute's backward hands on
