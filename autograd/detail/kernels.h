@@ -173,13 +173,10 @@ void draw_dropout_keep(
     const DropoutMask& mask, DType dtype, int64_t first_element, int64_t n, uint8_t* keep);
 
 // out[i] = in[i] · m_i with m_i = scale where keep[i] else 0, for i in [0, n); in may be out.
-template <class T>
+// One copy per instruction set (ops_random.cpp).
+void apply_dropout_keep(const float* in, float* out, const uint8_t* keep, int64_t n, double scale);
 void apply_dropout_keep(
-    const T* in, T* out, const uint8_t* __restrict keep, int64_t n, double scale) {
-  const T kept = static_cast<T>(scale);
-  // keep is 0 or 1: a multiply instead of a select, so that the loop vectorises.
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (static_cast<T>(keep[i]) * kept);
-}
+    const double* in, double* out, const uint8_t* keep, int64_t n, double scale);
 
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);

@@ -72,8 +72,8 @@ TEMPLATE_TEST_CASE(
   }
 }
 
-TEMPLATE_TEST_CASE("softmax_backward_head gives the one-row loop's bits", "[softmax_rows]", float,
-    double) {
+TEMPLATE_TEST_CASE(
+    "softmax_backward_head gives the one-row loop's bits", "[softmax_rows]", float, double) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t Tq = 1 + int64_t(rng() % 11), Tk = 1 + int64_t(rng() % 70);
