@@ -203,6 +203,9 @@ void check_attention_operands(
 
 namespace {
 
+// The forward draws the dropout mask of at least this many weights per call (whole heads).
+constexpr int64_t kMaskDrawElements = 4096;
+
 // Turns the raw scores Q_i·K_jᵀ of one head's Tq query rows (Tq × Tk, contiguous) into attention
 // weights in place: for row i with `len` valid keys
 //   s_j = score_j / √d, P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0
@@ -324,19 +327,28 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           drop ? static_cast<std::size_t>(Tq * Tk) : 0);           // (Tq, Tk) P̃ of one head
       std::vector<T*> softmax_rows(static_cast<std::size_t>(Tq));  // scratch for the softmax
       std::vector<int64_t> softmax_lengths(static_cast<std::size_t>(Tq));
+      // The mask is drawn for several heads at once when heads are small (d2l's 10 × 10), so
+      // that each call fills whole vectors of Philox blocks: the same bits, element for element.
+      const int64_t heads_per_draw = std::max<int64_t>(1, kMaskDrawElements / (Tq * Tk));
+      int64_t drawn_until = begin;  // heads whose mask is drawn: [begin, drawn_until)
       for (int64_t head = begin; head < end; ++head) {
         const int64_t b = head / H, h = head % H;
+        if (drop && head == drawn_until) {
+          const int64_t heads = std::min(heads_per_draw, end - head);
+          detail::draw_dropout_keep(
+              mask, P.dtype(), head * Tq * Tk, heads * Tq * Tk, keep.get() + head * Tq * Tk);
+          drawn_until = head + heads;
+        }
         T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
         // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
         detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride,
             K.head<T>(b, h), K.row_stride, P_head, Tk);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), in place
         masked_softmax_head(P_head, Tq, Tk, valid_length, b, sqrt_d, softmax_rows, softmax_lengths);
-        // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask
+        // (3) P̃ = P ⊙ D: this head's elements of the (B·H, Tq, Tk) mask, drawn above
         const T* weights = P_head;
         if (drop) {
-          uint8_t* keep_head = keep.get() + head * Tq * Tk;
-          detail::draw_dropout_keep(mask, P.dtype(), head * Tq * Tk, Tq * Tk, keep_head);
+          const uint8_t* keep_head = keep.get() + head * Tq * Tk;
           detail::apply_dropout_keep(P_head, dropped.data(), keep_head, Tq * Tk, mask.scale);
           weights = dropped.data();
         }
