@@ -365,8 +365,6 @@ Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>
 
 namespace {
 
-// Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
-// flows through here, so this is where a gradient of the wrong shape or dtype is caught.
 // Ops whose backward reads its gradient in any layout without copying it: permute's backward is a
 // view again, and the attention kernels read each head through its row stride. Such a node keeps
 // a strided gradient as it is: the (B, H, T, C) head view of a (B, T, H, C) buffer that attention's
@@ -376,6 +374,9 @@ bool reads_any_gradient_layout(Op op) {
   return op == Op::permute || op == Op::scaled_dot_product_attention || op == Op::flash_attention;
 }
 
+// Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
+// flows through here, so this is where a gradient of the wrong shape or dtype is caught.
+// any_layout: the receiver reads any layout (above), so a strided gradient is kept uncopied.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& expected_shape,
     DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver,
     bool any_layout = false) {

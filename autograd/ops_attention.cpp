@@ -232,10 +232,6 @@ void masked_softmax_head(T* P_head, int64_t Tq, int64_t Tk, const ValidLengths& 
   softmax_rows(rows.data(), lengths.data(), count);
 }
 
-}  // namespace
-
-namespace {
-
 // Softmax's backward on R rows of one head, in place (the backward's step (4)): on entry
 // dS[r][0, len_r) holds dP, on exit
 //   dS_j = P_j (dP_j − Σ_j' dP_j' P_j') / √d   for j < len_r   (Σ in double, from j' = 0 up)

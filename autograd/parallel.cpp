@@ -30,10 +30,10 @@ thread_local bool t_inside_parallel_loop = false;
 // How long a thread of the pool spins, waiting for the next loop (a worker) or for the other
 // chunks to finish (the caller), before it sleeps on a condition variable. Waking a sleeping
 // thread is a futex call and a trip through the scheduler, 10–50 µs on the benchmark VM; a
-// training step of d2l's tiny configuration runs ~200 parallel loops with 10–100 µs of serial work
-// between them, so sleeping after each loop made 2 threads slower than 1 (docs/benchmarks.md,
-// "The thread pool"). While it spins, a thread keeps its core busy; after
-// this long with nothing to do it sleeps and leaves the core to others.
+// training step of d2l's tiny configuration runs ~200 parallel loops with 10–100 µs of serial
+// work between them, so sleeping after each loop made 2 threads slower than 1 (docs/benchmarks.md,
+// "The thread pool"). While it spins, a thread keeps its core busy; after this long with nothing
+// to do it sleeps and leaves the core to others.
 constexpr std::chrono::microseconds kSpinBeforeSleep{100};
 
 // One iteration of a spin-wait: tells the CPU that this thread is waiting (x86's pause), so that

@@ -39,11 +39,10 @@ bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, in
     bool accumulate);
 
 // C (m × n, row stride ldc) = op(A) · op(B) for row-major A and B with leading dims lda and ldb,
-// or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm (ag's small kernel above
-// for the smallest float32 ones). k = 0 is an empty sum,
-// C = 0 or C unchanged (BLAS would leave C untouched in both cases). Sizes must fit BLAS's int
-// (the callers check). Large float products go to oneDNN when that is the backend
-// (autograd/gemm_backend.h).
+// or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm, or ag's small kernel
+// above for the smallest float32 ones. k = 0 is an empty sum, C = 0 or C unchanged (BLAS would
+// leave C untouched in both cases). Sizes must fit BLAS's int (the callers check). Large float
+// products go to oneDNN when that is the backend (autograd/gemm_backend.h).
 template <class T>
 void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
     const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
