@@ -52,61 +52,105 @@ namespace detail {
 // GCC 12's avx512fintrin.h warns about its own _mm512_undefined values (-Wmaybe-uninitialized).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// philox4x32_10 on 16 counters at once in AVX-512 registers, one register per word of the state:
-// the same words as the portable loop below, 2.7× as fast (0.5 against 1.36 ns a word on the
-// benchmark machine's Zen 4; GCC vectorises that loop's 32 × 32 → 64-bit products poorly).
+// philox4x32_10 on 16 counters at once in AVX-512 registers, one register per word of the state,
+// two such groups side by side: the same words as the portable loop below, 2.7× as fast with one
+// group (0.5 against 1.36 ns a word on the benchmark machine's Zen 4; GCC vectorises that loop's
+// 32 × 32 → 64-bit products poorly), and faster again with two and with the words transposed in
+// registers instead of one at a time through memory (docs/benchmarks.md, "what changed").
 // (hi, lo) of m · c in each of 16 lanes: vpmuludq multiplies the even lanes into 64-bit products,
-// so the odd lanes are shifted down and multiplied too, and the halves are blended back in order.
+// so the odd lanes are shifted down and multiplied too. Each 64-bit product's halves sit in lanes
+// 2i (low) and 2i + 1 (high); one masked shuffle each moves them back in order: hi takes the high
+// halves of the even products down a lane and keeps those of the odd ones in place, lo the reverse.
 __attribute__((target("avx512f"))) inline void mulhilo16(
     __m512i m, __m512i c, __m512i& hi, __m512i& lo) {
   const __m512i even = _mm512_mul_epu32(c, m);                        // lanes 0, 2, ...: 64 bits
   const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m);  // lanes 1, 3, ...
-  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);  // odd lanes from odd
-  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  // _MM_PERM_DDBB: lane 2i takes lane 2i + 1; _MM_PERM_CCAA: lane 2i + 1 takes lane 2i.
+  hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_DDBB);
+  lo = _mm512_mask_shuffle_epi32(even, 0xAAAA, odd, _MM_PERM_CCAA);
+}
+
+// The counters start, start + 1, ..., start + 15 as Philox's four state words, one register each:
+// (counter low, counter high, 0, 0).
+__attribute__((target("avx512f"), always_inline)) inline void philox_counters16(
+    uint64_t start, __m512i (&c)[4]) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i low = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(start)), lane);
+  // The high word is one more in the lanes whose low word wrapped past 2^32.
+  const __mmask16 carried = _mm512_cmplt_epu32_mask(low, lane);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(start >> 32));
+  c[0] = low;
+  c[1] = _mm512_mask_add_epi32(high, carried, high, _mm512_set1_epi32(1));
+  c[2] = _mm512_setzero_si512();
+  c[3] = _mm512_setzero_si512();
+}
+
+// The ten rounds of philox4x32_10 on G groups of 16 counters. The rounds of one group are a chain
+// of dependent multiplies; G groups side by side let the CPU overlap G chains.
+template <int G>
+__attribute__((target("avx512f"), always_inline)) inline void philox_rounds16(
+    uint64_t seed, __m512i (&c)[G][4]) {
+  const __m512i mul0 = _mm512_set1_epi32(static_cast<int>(kMul0));
+  const __m512i mul1 = _mm512_set1_epi32(static_cast<int>(kMul1));
+  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key0 += kWeyl0;
+      key1 += kWeyl1;
+    }
+    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(key0));
+    const __m512i k1 = _mm512_set1_epi32(static_cast<int>(key1));
+    for (int g = 0; g < G; ++g) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo16(mul0, c[g][0], hi0, lo0);
+      mulhilo16(mul1, c[g][2], hi1, lo1);
+      const __m512i next0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c[g][1]), k0);
+      const __m512i next2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c[g][3]), k1);
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+      c[g][0] = next0;
+      c[g][2] = next2;
+    }
+  }
+}
+
+// Stores the first `count` (≤ 16) of the 16 blocks in c (c[w] holds word w of each block) with
+// each block's four words together: a 4 × 16 transpose in registers. Within each 128-bit lane
+// the unpacks put block 4L + k's words together in register k; the lane shuffles then gather
+// blocks 4r .. 4r + 3 into register r.
+__attribute__((target("avx512f"), always_inline)) inline void philox_store16(
+    const __m512i (&c)[4], uint32_t* words, int64_t count) {
+  const __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  const __m512i blocks[4] = {_mm512_shuffle_i32x4(v0, v1, 0x88), _mm512_shuffle_i32x4(v0, v1, 0xDD),
+      _mm512_shuffle_i32x4(v2, v3, 0x88), _mm512_shuffle_i32x4(v2, v3, 0xDD)};
+  for (int r = 0; r < 4 && 4 * r < count; ++r) {
+    const int64_t in_register = std::min<int64_t>(4, count - 4 * r);  // blocks 4r, 4r + 1, ...
+    const __mmask16 lanes = static_cast<__mmask16>((1u << (4 * in_register)) - 1);
+    _mm512_mask_storeu_epi32(words + 16 * r, lanes, blocks[r]);
+  }
 }
 
 __attribute__((target("avx512f"))) void philox_fill_blocks_avx512(
     uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
-  constexpr int64_t kLanes = 16;
-  const __m512i mul0 = _mm512_set1_epi32(static_cast<int>(kMul0));
-  const __m512i mul1 = _mm512_set1_epi32(static_cast<int>(kMul1));
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  alignas(64) uint32_t out[4][kLanes];
-  for (int64_t base = 0; base < num_blocks; base += kLanes) {
-    // Counter = (counter low, counter high, 0, 0) for the counters first + base + lane.
-    const uint64_t start = first + static_cast<uint64_t>(base);
-    const __m512i low = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(start)), lane);
-    // The high word is one more in the lanes whose low word wrapped past 2^32.
-    const __mmask16 carried = _mm512_cmplt_epu32_mask(low, lane);
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(start >> 32));
-    __m512i c0 = low;
-    __m512i c1 = _mm512_mask_add_epi32(high, carried, high, _mm512_set1_epi32(1));
-    __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
-    uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      if (round > 0) {
-        key0 += kWeyl0;
-        key1 += kWeyl1;
-      }
-      __m512i hi0, lo0, hi1, lo1;
-      mulhilo16(mul0, c0, hi0, lo0);
-      mulhilo16(mul1, c2, hi1, lo1);
-      const __m512i next0 =
-          _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(static_cast<int>(key0)));
-      const __m512i next2 =
-          _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(static_cast<int>(key1)));
-      c1 = lo1;
-      c3 = lo0;
-      c0 = next0;
-      c2 = next2;
-    }
-    _mm512_store_si512(out[0], c0);
-    _mm512_store_si512(out[1], c1);
-    _mm512_store_si512(out[2], c2);
-    _mm512_store_si512(out[3], c3);
-    const int64_t lanes = std::min(kLanes, num_blocks - base);
-    for (int64_t i = 0; i < lanes; ++i)  // interleave: block i's four words together
-      for (int w = 0; w < 4; ++w) words[4 * (base + i) + w] = out[w][i];
+  int64_t base = 0;
+  for (; base + 32 <= num_blocks; base += 32) {  // two groups of 16 side by side
+    __m512i c[2][4];
+    philox_counters16(first + static_cast<uint64_t>(base), c[0]);
+    philox_counters16(first + static_cast<uint64_t>(base + 16), c[1]);
+    philox_rounds16<2>(seed, c);
+    philox_store16(c[0], words + 4 * base, 16);
+    philox_store16(c[1], words + 4 * (base + 16), 16);
+  }
+  for (; base < num_blocks; base += 16) {
+    __m512i c[1][4];
+    philox_counters16(first + static_cast<uint64_t>(base), c[0]);
+    philox_rounds16<1>(seed, c);
+    philox_store16(c[0], words + 4 * base, std::min<int64_t>(16, num_blocks - base));
   }
 }
 #pragma GCC diagnostic pop

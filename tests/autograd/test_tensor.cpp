@@ -190,6 +190,31 @@ TEST_CASE("fill_blocks gives block() words, 16 lanes at a time, across 2^32", "[
 }
 
 TEST_CASE(
+    "the AVX-512 Philox loop writes exactly the blocks asked for, at every count", "[generator]") {
+  // It makes 32 blocks a step (two groups of 16), then 16, then a partial group: every count from
+  // 1 to 70 covers each way a count can end, also across the counter's 2^32 boundary.
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512f")) return;
+  const uint64_t seed = 0x0badc0ffee123457ULL;
+  const Generator g(seed);
+  for (const uint64_t first : {uint64_t{5}, (uint64_t{1} << 32) - 33}) {
+    for (int64_t blocks = 1; blocks <= 70; ++blocks) {
+      std::vector<uint32_t> words(static_cast<std::size_t>(4 * blocks + 16), 0xdeadbeef);
+      detail::philox_fill_blocks_avx512(seed, first, words.data(), blocks);
+      INFO("first " << first << ", blocks " << blocks);
+      for (int64_t i = 0; i < blocks; ++i) {
+        const auto expected = g.block(first + static_cast<uint64_t>(i));
+        for (int w = 0; w < 4; ++w)
+          REQUIRE(words[static_cast<std::size_t>(4 * i + w)] == expected[w]);
+      }
+      for (std::size_t i = static_cast<std::size_t>(4 * blocks); i < words.size(); ++i)
+        REQUIRE(words[i] == 0xdeadbeef);  // nothing past the blocks asked for
+    }
+  }
+#endif
+}
+
+TEST_CASE(
     "the AVX-512 and the portable Philox loops give the same words as block()", "[generator]") {
   // 1,000 blocks from just below 2^32 (the counter's high word changes inside a group of 16) and
   // from a large counter: every full group, then a partial one of 8.
