@@ -23,11 +23,11 @@
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j --target ag-bench-train
 # --steps S: timed steps for every run (default: each config's own, 20–100; char-small 40).
 # --repeat N: run the whole sequence N times (default 1), so that the repeats of one run are spread
-#   over the session; each figure in the table is then the median run's (the faster of the middle
-#   two for an even N; ag's, the baseline's and
-#   PyTorch's best of the two OpenMP settings each repeat, taken separately; peak RSS the largest of
-#   the runs), and every run's ms/step is listed below the table. This VM moves single runs by up
-#   to ±15 % (docs/benchmarks.md), so the goals are steadier on --repeat 3.
+#   over the session. Each figure in the table is then the median run's (the faster of the middle
+#   two for an even N), taken separately for ag, the baseline and PyTorch (whose run of a repeat is
+#   the faster of its two OpenMP settings); peak RSS is the largest of the runs; every run's ms/step
+#   is listed below the table. This VM moves single runs by up to ±15 % (docs/benchmarks.md), so the
+#   goals are steadier on --repeat 3.
 # char-small is the character language model on the fortunes corpus (docs/benchmarks.md, "The
 # language model (char-small)"): its runs train 10 untimed + S timed steps of the 2000-step
 # schedule and skip the evaluation; bench/compare_lm.sh compares the validation losses.
@@ -59,7 +59,7 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=(--steps "$2"); shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
