@@ -3,9 +3,9 @@
 //
 // d2l's tiny configuration makes about 9,000 such products a training step: each head's
 // S = Q·Kᵀ and O = P̃·V, and four more in the backward. Their arithmetic is ~800 multiply-adds, so
-// what a call costs is its fixed part: OpenBLAS 0.3.21 spends 50 ns on the NN case but 110–170 ns
-// on the TN and NT ones (they leave its small-matrix kernels for its general path, which packs
-// both operands). Here (ns a call, on the benchmark machine's Zen 4):
+// what a call costs is its fixed part: OpenBLAS 0.3.21 spends 50 ns on the NN case but 130 ns on
+// TN (which leaves its small-matrix kernels for its general path, packing both operands) and
+// 164 ns on NT. Here (ns a call, on the benchmark machine's Zen 4):
 //
 //   10×10×8 product     OpenBLAS   this kernel
 //   A·B   (NN)            50          45
