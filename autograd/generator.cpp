@@ -53,10 +53,10 @@ namespace detail {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // philox4x32_10 on 16 counters at once in AVX-512 registers, one register per word of the state,
-// two such groups side by side: the same words as the portable loop below, 2.7× as fast with one
-// group (0.5 against 1.36 ns a word on the benchmark machine's Zen 4; GCC vectorises that loop's
-// 32 × 32 → 64-bit products poorly), and faster again with two and with the words transposed in
-// registers instead of one at a time through memory (docs/benchmarks.md, "what changed").
+// two such groups side by side: the same words as the portable loop below, 3.5× as fast (0.38
+// against 1.36 ns a word on the benchmark machine's Zen 4; GCC vectorises that loop's 32 × 32 →
+// 64-bit products poorly). One group alone takes 0.49 ns a word: with the masked shuffles below
+// a round has few enough instructions that the chain of its dependent multiplies sets the pace.
 // (hi, lo) of m · c in each of 16 lanes: vpmuludq multiplies the even lanes into 64-bit products,
 // so the odd lanes are shifted down and multiplied too. Each 64-bit product's halves sit in lanes
 // 2i (low) and 2i + 1 (high); one masked shuffle each moves them back in order: hi takes the high
