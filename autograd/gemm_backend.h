@@ -6,8 +6,9 @@
 // sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds. oneDNN's JIT
 // kernels make the products of d2l's and the language model's training steps 8–15 % faster on an
 // AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
-// (attention's per-head 10×10×8 at d2l's sizes) its fixed cost per call is 2–5× OpenBLAS's, and
-// float64 (gradcheck) has no oneDNN gemm, so those stay on OpenBLAS.
+// its fixed cost per call is 2–5× OpenBLAS's, and float64 (gradcheck) has no oneDNN gemm, so those
+// stay on OpenBLAS. Attention's per-head products (at most 64 × 64, k ≤ 64) are ag's own kernel's
+// on AVX-512 CPUs, whichever the backend (autograd/small_gemm.cpp).
 //
 //   ag::set_gemm_backend(ag::GemmBackend::openblas);    // or AG_GEMM_BACKEND=openblas in the
 //                                                       // environment, read at the first product
@@ -28,10 +29,11 @@ namespace ag {
 
 enum class GemmBackend { openblas, onednn };
 
-// Float32 products with m·n·k below this go to OpenBLAS under either backend: 2^17, so that the
-// per-head products of d2l's small configurations (10×10×8, 32×32×32), where OpenBLAS's
-// small-matrix kernels are faster, stay there, and those of 64×64×32 (medium's and the language
-// model's heads) and everything larger go to oneDNN.
+// Float32 products with m·n·k below this go to OpenBLAS under either backend: 2^17, so that small
+// products, where oneDNN's fixed cost per call is 2–5× OpenBLAS's, stay there, and the
+// projections and everything larger go to oneDNN. Attention's per-head products (m, n, k ≤ 64:
+// d2l's 10×10×8 up to the language model's 64×64×32) are ag's own under either backend, on
+// AVX-512 CPUs (autograd/small_gemm.cpp).
 inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 17;
 
 // "openblas" / "onednn".

@@ -1,31 +1,42 @@
-// The small float32 products of attention's heads at d2l's sizes (10 × 10 × 8 and the like), made
-// by ag itself on AVX-512 CPUs instead of by OpenBLAS (declared in detail/blas.h).
+// The small float32 products of attention's heads — d2l's 10 × 10 × 8 up to the language model's
+// 64 × 64 × 32 — made by ag itself on AVX-512 CPUs instead of by OpenBLAS or oneDNN (declared in
+// detail/blas.h; every product with m, n, k ≤ 64).
 //
 // d2l's tiny configuration makes about 9,000 such products a training step: each head's
 // S = Q·Kᵀ and O = P̃·V, and four more in the backward. Their arithmetic is ~800 multiply-adds, so
 // what a call costs is its fixed part: OpenBLAS 0.3.21 spends 50 ns on the NN case but 130 ns on
 // TN (which leaves its small-matrix kernels for its general path, packing both operands) and
-// 164 ns on NT. Here (ns a call, on the benchmark machine's Zen 4):
+// 164 ns on NT. At 64 × 64 × 32 the libraries pack Bᵀ for NT and lose a quarter of the machine's
+// speed. Here (a hot loop, on the benchmark machine's Zen 4):
 //
-//   10×10×8 product     OpenBLAS   this kernel
-//   A·B   (NN)            50          45
-//   A·Bᵀ  (NT)           164          81
-//   Aᵀ·B  (TN)           131          38
+//   product             OpenBLAS   oneDNN   this kernel
+//   10×10×8   A·B  (NN)    50 ns       —       45 ns
+//             A·Bᵀ (NT)   164 ns       —       81 ns
+//             Aᵀ·B (TN)   131 ns       —       38 ns
+//   32×32×32  A·Bᵀ (NT)   1.21 µs  1.29 µs    0.80 µs
+//   64×64×32  A·Bᵀ (NT)   3.34 µs  4.18 µs    2.89 µs
+//   64×32×64  A·B, Aᵀ·B   2.35–2.46 µs  2.60–2.64 µs  2.49–2.50 µs
 //
-// The scheme: op(B)'s columns fit one 16-lane register (n ≤ 16), and each row of C is one
-// register that accumulates, for p = 0, 1, …, k − 1 in order,
+// The scheme: a row of C is V = ⌈n / 16⌉ 16-lane registers (the last one masked), and each
+// element accumulates, for p = 0, 1, …, k − 1 in order,
 //
-//   C[i, :] = fma(op(A)[i, p], op(B)[p, :], C[i, :])        starting from C[i, :] = 0
+//   C[i, j] = fma(op(A)[i, p], op(B)[p, j], C[i, j])        starting from C[i, j] = 0
 //
-// eight rows at a time, so that eight independent fma chains hide each other's latency. NT reads
-// Bᵀ's rows from a small transposed copy of B; NN reads B's rows in place.
+// R rows at a time (R·V ≤ 24 sums in registers, so that many independent fma chains hide each
+// other's latency), op(A)[i, p] broadcast from memory and op(B)'s row p loaded as V registers. NN
+// and TN read B's rows in place; NT reads Bᵀ's rows from a copy transposed 16 × 16 at a time in
+// registers.
 //
 // The bits: one fma per p, in order, from zero, is exactly what OpenBLAS 0.3.21's AVX-512 kernels
-// compute for k < 32 (from k = 32 on they split the sum), so these products round exactly as
-// OpenBLAS's did — the files written before this kernel existed still resume bit for bit
-// (tests/io/test_v1_files.cpp). tests/autograd/test_small_gemm.cpp holds the kernel to the
-// one-fma-per-p loop and to OpenBLAS's results.
+// compute up to 16 × 16 with k < 32 (from k = 32 on they split the sum), so d2l's heads round
+// exactly as OpenBLAS's did — the files written before this kernel existed still resume bit for
+// bit (tests/io/test_v1_files.cpp). Larger heads have the kernel's own bits, which differ from
+// OpenBLAS's and oneDNN's in float32 rounding only, and are the same on every run and thread
+// count. tests/autograd/test_small_gemm.cpp holds the kernel to the one-fma-per-p loop at every
+// size, and to OpenBLAS's results where they must agree.
 #include "autograd/detail/blas.h"
+
+#include <algorithm>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define AG_SMALL_GEMM_AVX512 1
@@ -42,70 +53,153 @@ namespace {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// Rows i .. i + R − 1 of C (the lanes of `columns`), each the k-step fma chain above.
-// op(A)[i, p] is a[i·lda + p], or a[p·lda + i] when A is read transposed; op(B)'s row p is
-// b_rows + p·b_row_stride.
-template <int R>
+// Rows i .. i + R − 1 of C, each V registers of 16 columns (the last one's lanes `last_columns`),
+// each element the k-step fma chain above: R·V independent chains. op(A)[i, p] is a[i·lda + p], or
+// a[p·lda + i] when A is read transposed; op(B)'s row p is b_rows + p·b_row_stride.
+template <int R, int V>
 __attribute__((target("avx512f,fma"), always_inline)) inline void small_gemm_rows(bool a_transposed,
     const float* a, int64_t lda, int64_t i, int64_t k, const float* b_rows, int64_t b_row_stride,
-    __mmask16 columns, float* c, int64_t ldc, bool accumulate) {
-  __m512 row[R];  // C[i + r, :], one register each
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) row[r] = _mm512_setzero_ps();
+    __mmask16 last_columns, float* c, int64_t ldc, bool accumulate) {
+  __m512 sum[R][V];  // C[i + r, 16v .. 16v + 15] in sum[r][v]
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) sum[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
-    const __m512 b_row = _mm512_maskz_loadu_ps(columns, b_rows + p * b_row_stride);  // op(B)[p, :]
-#pragma GCC unroll 8
+    const float* b_row = b_rows + p * b_row_stride;  // op(B)[p, :]
+    __m512 b_part[V];
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < V; ++v) b_part[v] = _mm512_loadu_ps(b_row + 16 * v);
+    b_part[V - 1] = _mm512_maskz_loadu_ps(last_columns, b_row + 16 * (V - 1));
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float a_ip = a_transposed ? a[p * lda + i + r] : a[(i + r) * lda + p];  // op(A)[i+r, p]
-      row[r] = _mm512_fmadd_ps(_mm512_set1_ps(a_ip), b_row, row[r]);
+      const __m512 a_broadcast = _mm512_set1_ps(a_ip);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) sum[r][v] = _mm512_fmadd_ps(a_broadcast, b_part[v], sum[r][v]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float* c_row = c + (i + r) * ldc;
-    // C += op(A)·op(B) adds the finished sum to C, as BLAS does with beta = 1
-    const __m512 value =
-        accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(columns, c_row), row[r]) : row[r];
-    _mm512_mask_storeu_ps(c_row, columns, value);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 lanes = v + 1 < V ? __mmask16(0xFFFF) : last_columns;
+      // C += op(A)·op(B) adds the finished sum to C, as BLAS does with beta = 1
+      const __m512 value =
+          accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, c_row + 16 * v), sum[r][v])
+                     : sum[r][v];
+      _mm512_mask_storeu_ps(c_row + 16 * v, lanes, value);
+    }
   }
+}
+
+// All m rows of C for n ≤ 16·V columns: blocks of R rows (R·V ≤ 24 sums, which with V loads of B
+// and a broadcast fit AVX-512's 32 registers), then 4, 2 and 1 rows for the rest.
+template <int V>
+__attribute__((target("avx512f,fma"))) void small_gemm_columns(bool a_transposed, int64_t m,
+    int64_t n, int64_t k, const float* a, int64_t lda, const float* b_rows, int64_t b_row_stride,
+    float* c, int64_t ldc, bool accumulate) {
+  constexpr int R = V == 1 ? 8 : V == 2 ? 12 : V == 3 ? 8 : 6;
+  const int64_t last_width = n - 16 * (V - 1);  // 1 .. 16 columns in the last register
+  const __mmask16 last_columns = static_cast<__mmask16>((1u << last_width) - 1);
+  int64_t i = 0;
+  for (; i + R <= m; i += R)
+    small_gemm_rows<R, V>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+  for (; i + 4 <= m; i += 4)
+    small_gemm_rows<4, V>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+  if (i + 2 <= m) {
+    small_gemm_rows<2, V>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+    i += 2;
+  }
+  if (i < m)
+    small_gemm_rows<1, V>(
+        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+}
+
+// Bᵀ for the NT case: B is (n, k) with row stride ldb; out is (k, out_stride) with
+// out[p, j] = B[j, p], made 16 × 16 at a time in registers (columns n .. out_stride − 1 of out are
+// zero within the last block of 16, and never read).
+__attribute__((target("avx512f"))) void transpose_into(
+    const float* b, int64_t ldb, int64_t n, int64_t k, float* out, int64_t out_stride) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16)
+    for (int64_t p0 = 0; p0 < k; p0 += 16) {
+      const int64_t rows = std::min<int64_t>(16, n - j0), cols = std::min<int64_t>(16, k - p0);
+      const __mmask16 col_lanes = static_cast<__mmask16>((1u << cols) - 1);
+      __m512 r[16];  // r[q] = B[j0 + q, p0 .. p0 + 15]
+#pragma GCC unroll 16
+      for (int q = 0; q < 16; ++q)
+        r[q] = q < rows ? _mm512_maskz_loadu_ps(col_lanes, b + (j0 + q) * ldb + p0)
+                        : _mm512_setzero_ps();
+      // Within each 128-bit lane L: t pairs rows (2g, 2g + 1); u[4g + c] then holds rows
+      // 4g .. 4g + 3 of column 4L + c; two rounds of 128-bit lane shuffles gather each column.
+      __m512 t[16], u[16];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        t[2 * g] = _mm512_unpacklo_ps(r[2 * g], r[2 * g + 1]);
+        t[2 * g + 1] = _mm512_unpackhi_ps(r[2 * g], r[2 * g + 1]);
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m512d lo_a = _mm512_castps_pd(t[4 * g]), hi_a = _mm512_castps_pd(t[4 * g + 1]);
+        const __m512d lo_b = _mm512_castps_pd(t[4 * g + 2]), hi_b = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo_a, lo_b));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo_a, lo_b));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi_a, hi_b));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi_a, hi_b));
+      }
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        // lanes 0, 2 (0x88) or 1, 3 (0xdd) of rows 0–3 and 4–7, then of rows 8–11 and 12–15
+        const __m512 even_low = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        const __m512 odd_low = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+        const __m512 even_high = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        const __m512 odd_high = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+        const __m512 column[4] = {
+            _mm512_shuffle_f32x4(even_low, even_high, 0x88),  // column c
+            _mm512_shuffle_f32x4(odd_low, odd_high, 0x88),    // column 4 + c
+            _mm512_shuffle_f32x4(even_low, even_high, 0xdd),  // column 8 + c
+            _mm512_shuffle_f32x4(odd_low, odd_high, 0xdd),    // column 12 + c
+        };
+#pragma GCC unroll 4
+        for (int L = 0; L < 4; ++L)
+          if (4 * L + c < cols)
+            _mm512_storeu_ps(out + (p0 + 4 * L + c) * out_stride + j0, column[L]);
+      }
+    }
 }
 
 __attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed, bool b_transposed,
     int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
     float* c, int64_t ldc, bool accumulate) {
-  const __mmask16 columns = static_cast<__mmask16>((1u << n) - 1);  // the n lanes of a C row
-  const float* b_rows = b;  // op(B)'s row p at b_rows + p·b_row_stride
+  const int V = int((n + 15) / 16);  // registers a row of C takes, 1 .. 4
+  const float* b_rows = b;           // op(B)'s row p at b_rows + p·b_row_stride
   int64_t b_row_stride = ldb;
-  alignas(64) float b_transposed_copy[kSmallGemmMaxK * 16];  // (k, 16): Bᵀ, when B is (n, k)
+  alignas(64) float b_transposed_copy[kSmallGemmMaxK * kSmallGemmMaxN];  // (k, 16·V): Bᵀ
   if (b_transposed) {
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t p = 0; p < k; ++p) b_transposed_copy[p * 16 + j] = b[j * ldb + p];
+    transpose_into(b, ldb, n, k, b_transposed_copy, 16 * V);
     b_rows = b_transposed_copy;
-    b_row_stride = 16;
+    b_row_stride = 16 * V;
   }
-  int64_t i = 0;
-  for (; i + 8 <= m; i += 8)
-    small_gemm_rows<8>(
-        a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
-  if (m - i >= 4) {
-    small_gemm_rows<4>(
-        a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
-    i += 4;
-  }
-  switch (m - i) {
-    case 3:
-      small_gemm_rows<3>(
-          a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
+  switch (V) {
+    case 1:
+      small_gemm_columns<1>(
+          a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
       break;
     case 2:
-      small_gemm_rows<2>(
-          a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
+      small_gemm_columns<2>(
+          a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
       break;
-    case 1:
-      small_gemm_rows<1>(
-          a_transposed, a, lda, i, k, b_rows, b_row_stride, columns, c, ldc, accumulate);
+    case 3:
+      small_gemm_columns<3>(
+          a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
       break;
     default:
+      small_gemm_columns<4>(
+          a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
       break;
   }
 }

@@ -24,12 +24,14 @@ void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, i
     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 #endif
 
-// ag's own kernel for the smallest float32 products (autograd/small_gemm.cpp): m ≤ 16 rows,
-// n ≤ 16 columns and k ≤ kSmallGemmMaxK, where OpenBLAS's fixed cost per call is most of the
-// time. It rounds exactly as OpenBLAS 0.3.21's AVX-512 kernels do at these sizes.
-inline constexpr int64_t kSmallGemmMaxK = 31;
+// ag's own kernel for small float32 products (autograd/small_gemm.cpp): at most 64 rows, 64
+// columns and k ≤ 64 — attention's per-head products — where a library's fixed cost per call, or
+// its packing of Bᵀ, is a large part of the time. Up to 16 × 16 with k < 32 it rounds exactly as
+// OpenBLAS 0.3.21's AVX-512 kernels do; it is used with either backend.
+inline constexpr int64_t kSmallGemmMaxM = 64, kSmallGemmMaxN = 64, kSmallGemmMaxK = 64;
 inline bool fits_small_sgemm(int64_t m, int64_t n, int64_t k) {
-  return m >= 1 && m <= 16 && n >= 1 && n <= 16 && k >= 1 && k <= kSmallGemmMaxK;
+  return m >= 1 && m <= kSmallGemmMaxM && n >= 1 && n <= kSmallGemmMaxN && k >= 1 &&
+         k <= kSmallGemmMaxK;
 }
 // C = op(A) · op(B), or C += op(A) · op(B) with accumulate, by that kernel; returns false (and
 // leaves C alone) when it does not apply: the sizes do not fit, both operands are transposed, or
@@ -40,7 +42,7 @@ bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, in
 
 // C (m × n, row stride ldc) = op(A) · op(B) for row-major A and B with leading dims lda and ldb,
 // or C += op(A) · op(B) with accumulate: one cblas_sgemm / cblas_dgemm, or ag's small kernel
-// above for the smallest float32 ones. k = 0 is an empty sum, C = 0 or C unchanged (BLAS would
+// above for the small float32 ones. k = 0 is an empty sum, C = 0 or C unchanged (BLAS would
 // leave C untouched in both cases). Sizes must fit BLAS's int (the callers check). Large float
 // products go to oneDNN when that is the backend (autograd/gemm_backend.h).
 template <class T>
@@ -54,15 +56,15 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
   }
   const T beta = accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>) {
+    if (fits_small_sgemm(m, n, k) &&
+        small_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
+      return;
 #ifdef AG_HAVE_ONEDNN
     if (m * n * k >= kOnednnMinMultiplyAdds && get_gemm_backend() == GemmBackend::onednn) {
       onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
       return;
     }
 #endif
-    if (fits_small_sgemm(m, n, k) &&
-        small_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
-      return;
     cblas_sgemm(CblasRowMajor, trans_a, trans_b, int(m), int(n), int(k), 1.0f, a, int(lda), b,
         int(ldb), beta, c, int(ldc));
   } else {
