@@ -97,6 +97,32 @@ TEST_CASE("elementwise ops, copies and batched matmul give the same bits on 1 an
     CHECK(one[i].to_vector<float>() == two[i].to_vector<float>());
 }
 
+TEST_CASE("squared_norm_partials: each block of 4096 is summed in order, on 1 and 2 threads",
+    "[parallel]") {
+  // clip_grad_norm adds these partial sums; each must be the in-order loop over its block alone
+  // (the kernel runs eight blocks side by side), whatever the thread count.
+  constexpr int64_t kBlock = 4096;
+  Generator gen(9);
+  for (const int64_t n : {int64_t(1), kBlock - 1, 8 * kBlock, 8 * kBlock + 5, 21 * kBlock + 100}) {
+    for (const DType dtype : {float32, float64}) {
+      const Tensor x = mul(randn({n}, gen), full({1}, 3.0)).to(dtype);
+      const std::vector<double> values = x.to(float64).to_vector<double>();
+      std::vector<double> expected;
+      for (int64_t start = 0; start < n; start += kBlock) {
+        double sum = 0;
+        for (int64_t i = start; i < std::min(n, start + kBlock); ++i)
+          sum += values[std::size_t(i)] * values[std::size_t(i)];
+        expected.push_back(sum);
+      }
+      INFO("n " << n << (dtype == float32 ? " float32" : " float64"));
+      for (const int threads : {1, 2}) {
+        Threads t(threads);
+        CHECK(squared_norm_partials(x) == expected);
+      }
+    }
+  }
+}
+
 TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
   Threads keep(get_num_threads());
   set_num_threads(3);
