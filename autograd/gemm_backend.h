@@ -8,7 +8,8 @@
 // AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
 // its fixed cost per call is 2–5× OpenBLAS's, and float64 (gradcheck) has no oneDNN gemm, so those
 // stay on OpenBLAS. Attention's per-head products (at most 64 × 64, k ≤ 64) are ag's own kernel's
-// on AVX-512 CPUs, whichever the backend (autograd/small_gemm.cpp).
+// on AVX-512 CPUs, whichever the backend (autograd/small_gemm.cpp; AG_SMALL_GEMM=off in the
+// environment sends them to the backend's library too).
 //
 //   ag::set_gemm_backend(ag::GemmBackend::openblas);    // or AG_GEMM_BACKEND=openblas in the
 //                                                       // environment, read at the first product

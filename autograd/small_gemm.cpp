@@ -37,6 +37,10 @@
 #include "autograd/detail/blas.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+#include "autograd/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define AG_SMALL_GEMM_AVX512 1
@@ -210,13 +214,32 @@ __attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed
 
 #endif  // AG_SMALL_GEMM_AVX512
 
+#ifdef AG_SMALL_GEMM_AVX512
+namespace {
+
+// AG_SMALL_GEMM=off in the environment (read at the first product) sends these products to the
+// backend's library instead: how bench/compare_gemm_backends.sh sees them (its trace intercepts
+// OpenBLAS's cblas_sgemm), and how the kernel is A/B'd inside a training step.
+bool small_gemm_enabled_by_environment() {
+  const char* value = std::getenv("AG_SMALL_GEMM");
+  if (value == nullptr) return true;
+  const std::string_view setting(value);
+  if (setting.empty() || setting == "on") return true;
+  if (setting == "off") return false;
+  fail<ValueError>("AG_SMALL_GEMM=", setting, ": expected on or off");
+}
+
+}  // namespace
+#endif
+
 bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
     const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
     bool accumulate) {
 #ifdef AG_SMALL_GEMM_AVX512
-  static const bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  static const bool runs_here = small_gemm_enabled_by_environment() &&
+                                __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   const bool a_transposed = trans_a == CblasTrans, b_transposed = trans_b == CblasTrans;
-  if (!has_avx512 || !fits_small_sgemm(m, n, k) || (a_transposed && b_transposed)) return false;
+  if (!runs_here || !fits_small_sgemm(m, n, k) || (a_transposed && b_transposed)) return false;
   small_sgemm_avx512(a_transposed, b_transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
   return true;
 #else

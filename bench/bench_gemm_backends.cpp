@@ -10,6 +10,8 @@
 // For each shape and each library the build found, the program times the step's calls of that
 // shape and prints ms per step, per shape and in total:
 //   openblas   cblas_sgemm (ag's default backend)
+//   ag         ag's own kernel for products up to 64 × 64 with k ≤ 64 (autograd/small_gemm.cpp, on
+//              AVX-512 CPUs; OpenBLAS's time for the shapes it does not make)
 //   blis       bli_sgemm (BLIS's typed API, one thread)
 //   onednn     dnnl_sgemm (oneDNN's row-major sgemm, one thread)
 //   libxsmm    a kernel JIT-compiled for the shape by libxsmm_smmdispatch, looked up per call
@@ -39,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/detail/blas.h"
 #include "autograd/gemm_backend.h"
 
 #ifdef AG_BENCH_HAVE_BLIS
@@ -152,6 +155,24 @@ void openblas_run(const Shape& s, Operands& o, long first, long count) {
     cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
         s.trans_b ? CblasTrans : CblasNoTrans, int(s.m), int(s.n), int(s.k), 1.0f, o.a_of(s, i),
         int(s.lda), o.b_of(s, i), int(s.ldb), s.accumulate ? 1.0f : 0.0f, o.c_of(s, i), int(s.ldc));
+}
+
+// ag's own kernel, where it makes the shape (ag_kernel_makes).
+bool ag_kernel_makes(const Shape& s) {
+  static const bool kernel_runs_here = [] {
+    const float one = 1;
+    float c = 0;
+    return ag::detail::small_sgemm(
+        CblasNoTrans, CblasNoTrans, 1, 1, 1, &one, 1, &one, 1, &c, 1, false);
+  }();
+  return kernel_runs_here && ag::detail::fits_small_sgemm(s.m, s.n, s.k) &&
+         !(s.trans_a && s.trans_b);
+}
+void ag_kernel_run(const Shape& s, Operands& o, long first, long count) {
+  for (long i = first; i < first + count; ++i)
+    ag::detail::small_sgemm(s.trans_a ? CblasTrans : CblasNoTrans,
+        s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, o.a_of(s, i), s.lda, o.b_of(s, i),
+        s.ldb, o.c_of(s, i), s.ldc, s.accumulate);
 }
 
 #ifdef AG_BENCH_HAVE_BLIS
@@ -285,6 +306,7 @@ int main(int argc, char** argv) {
   std::vector<Backend> backends;
   auto always = [](const Shape&) { return true; };
   backends.push_back({"openblas", always, openblas_run});
+  backends.push_back({"ag", ag_kernel_makes, ag_kernel_run});
 #ifdef AG_BENCH_HAVE_BLIS
   bli_thread_set_num_threads(1);
   backends.push_back({"blis", always, blis_run});
@@ -319,7 +341,9 @@ int main(int argc, char** argv) {
   std::printf("\n");
   std::vector<double> totals(backends.size(), 0.0);
   double best_total = 0, total_flops = 0;
-  double ag_rule_total = 0;  // oneDNN from kOnednnMinMultiplyAdds on, OpenBLAS below (ag's choice)
+  // ag's choice (autograd/detail/blas.h): its own kernel where it makes the shape, else oneDNN
+  // from kOnednnMinMultiplyAdds on, else OpenBLAS
+  double ag_rule_total = 0;
   bool fallbacks = false;
   for (const Shape& s : shapes) {
     Operands operands(s);
@@ -346,9 +370,10 @@ int main(int argc, char** argv) {
         ms = time_shape(b, s, operands, group, repeats);
       }
       if (i == 0) openblas_ms = ms;
-      const bool ag_rule_picks =
-          b.name == "onednn" ? s.m * s.n * s.k >= ag::kOnednnMinMultiplyAdds
-                             : b.name == "openblas" && s.m * s.n * s.k < ag::kOnednnMinMultiplyAdds;
+      const bool large = s.m * s.n * s.k >= ag::kOnednnMinMultiplyAdds;
+      const bool ag_rule_picks = ag_kernel_makes(s)   ? b.name == "ag"
+                                 : b.name == "onednn" ? large
+                                                      : b.name == "openblas" && !large;
       if (ag_rule_picks) ag_rule_total += ms;
       totals[i] += ms;
       best = std::min(best, ms);
@@ -365,7 +390,8 @@ int main(int argc, char** argv) {
       best_total, total_flops / (best_total * 1e6), 100 * best_total / totals[0]);
 #ifdef AG_BENCH_HAVE_ONEDNN
   std::printf(
-      "ag's rule (oneDNN from %lld multiply-adds a product on, OpenBLAS below): %.2f ms per "
+      "ag's rule (its own kernel up to 64 x 64 x 64, else oneDNN from %lld multiply-adds a "
+      "product on, OpenBLAS below): %.2f ms per "
       "step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
       static_cast<long long>(ag::kOnednnMinMultiplyAdds), ag_rule_total,
       total_flops / (ag_rule_total * 1e6), 100 * ag_rule_total / totals[0]);

@@ -7,12 +7,13 @@
 #
 # For each configuration it
 #   1. runs one training step of ag-bench-train (char-small: ag-bench-lm) under the LD_PRELOAD
-#      shim libag-gemm-trace.so with AG_GEMM_BACKEND=openblas, which writes every product of the
+#      shim libag-gemm-trace.so with AG_GEMM_BACKEND=openblas and AG_SMALL_GEMM=off (every product
+#      through OpenBLAS's cblas_sgemm, attention's heads too), which writes every product of the
 #      step, counted by shape, to DIR/<config>.shapes (bench/gemm_trace.cpp);
-#   2. replays those products on each library the build found — OpenBLAS, oneDNN (libdnnl-dev),
-#      BLIS (libblis-dev), libxsmm (libxsmm-dev) — one call each and, for attention's per-head
-#      products, in groups of batch × heads (ag-bench-gemm-backends), and prints ms per step per
-#      shape and in total, one thread.
+#   2. replays those products on each library the build found — OpenBLAS, ag's own kernel for
+#      attention's heads, oneDNN (libdnnl-dev), BLIS (libblis-dev), libxsmm (libxsmm-dev) — one
+#      call each and, for attention's per-head products, in groups of batch × heads
+#      (ag-bench-gemm-backends), and prints ms per step per shape and in total, one thread.
 # BLIS and libxsmm are optional: install them (apt-get install libblis-dev libxsmm-dev) and
 # re-run cmake to measure them too. Takes about a minute; run it on a quiet machine.
 set -euo pipefail
@@ -60,7 +61,7 @@ for config in $configs; do
   else
     step=("$build/bench/ag-bench-train" --config "$config" --steps 1 --warmup 0 --no-sgemm-peak)
   fi
-  AG_GEMM_TRACE="$out/$config.shapes" AG_GEMM_BACKEND=openblas \
+  AG_GEMM_TRACE="$out/$config.shapes" AG_GEMM_BACKEND=openblas AG_SMALL_GEMM=off \
     LD_PRELOAD="$build/bench/libag-gemm-trace.so" "${step[@]}" --threads 1 >/dev/null
   echo
   "$build/bench/ag-bench-gemm-backends" "$out/$config.shapes" --group "$group" --repeats "$repeats"

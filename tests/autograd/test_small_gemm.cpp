@@ -9,13 +9,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "autograd/detail/blas.h"
+#include "autograd/error.h"
 
 using ag::detail::small_sgemm;
 
@@ -188,4 +191,28 @@ TEST_CASE("the small float32 kernel declines what it does not make, and leaves C
   CHECK(declines(CblasNoTrans, CblasNoTrans, 0, 4, 4));
   CHECK(declines(CblasNoTrans, CblasNoTrans, 4, 4, 0));
   CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 5.0f; }));
+}
+
+// Run by ctest with AG_SMALL_GEMM set (tests/autograd/CMakeLists.txt): "off" sends every product
+// to the libraries, and any value but on or off is a ValueError naming the variable at the first
+// product. Hidden: the normal runs leave it out. (x86-64 only: elsewhere there is no kernel.)
+TEST_CASE("the small float32 kernel: AG_SMALL_GEMM=off declines, a bad value is an error",
+    "[.small_gemm_env]") {
+#if defined(__x86_64__)
+  const char* value = std::getenv("AG_SMALL_GEMM");
+  REQUIRE(value != nullptr);
+  const float one = 1;
+  float c = 0;
+  const auto product = [&] {
+    return small_sgemm(CblasNoTrans, CblasNoTrans, 1, 1, 1, &one, 1, &one, 1, &c, 1, false);
+  };
+  if (std::string(value) == "off") {
+    CHECK_FALSE(product());
+    CHECK(c == 0);
+  } else {
+    CHECK_THROWS_AS(product(), ag::ValueError);
+    CHECK_THROWS_WITH(product(), Catch::Contains(std::string("AG_SMALL_GEMM=") + value) &&
+                                     Catch::Contains("expected on or off"));
+  }
+#endif
 }
