@@ -176,19 +176,11 @@ __attribute__((target("avx512f"))) void transpose_into(
     }
 }
 
-__attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed, bool b_transposed,
-    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+// C = op(A)·op(B) for op(B)'s rows at b_rows + p·b_row_stride: the loops for n's register count.
+__attribute__((target("avx512f,fma"))) void small_gemm_any_columns(bool a_transposed, int64_t m,
+    int64_t n, int64_t k, const float* a, int64_t lda, const float* b_rows, int64_t b_row_stride,
     float* c, int64_t ldc, bool accumulate) {
-  const int V = int((n + 15) / 16);  // registers a row of C takes, 1 .. 4
-  const float* b_rows = b;           // op(B)'s row p at b_rows + p·b_row_stride
-  int64_t b_row_stride = ldb;
-  alignas(64) float b_transposed_copy[kSmallGemmMaxK * kSmallGemmMaxN];  // (k, 16·V): Bᵀ
-  if (b_transposed) {
-    transpose_into(b, ldb, n, k, b_transposed_copy, 16 * V);
-    b_rows = b_transposed_copy;
-    b_row_stride = 16 * V;
-  }
-  switch (V) {
+  switch ((n + 15) / 16) {  // registers a row of C takes, 1 .. 4
     case 1:
       small_gemm_columns<1>(
           a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
@@ -206,6 +198,18 @@ __attribute__((target("avx512f,fma"))) void small_sgemm_avx512(bool a_transposed
           a_transposed, m, n, k, a, lda, b_rows, b_row_stride, c, ldc, accumulate);
       break;
   }
+}
+
+// The NT case reads Bᵀ's rows from a transposed copy of B (n, k): (k, 16·V), V = ⌈n / 16⌉. Its own
+// function, so that only NT products pay for the 16 KB buffer's stack frame.
+__attribute__((target("avx512f,fma"), noinline)) void small_gemm_b_transposed(bool a_transposed,
+    int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+    float* c, int64_t ldc, bool accumulate) {
+  alignas(64) float b_transposed_copy[kSmallGemmMaxK * kSmallGemmMaxN];
+  const int64_t copy_stride = 16 * ((n + 15) / 16);
+  transpose_into(b, ldb, n, k, b_transposed_copy, copy_stride);
+  small_gemm_any_columns(
+      a_transposed, m, n, k, a, lda, b_transposed_copy, copy_stride, c, ldc, accumulate);
 }
 
 #pragma GCC diagnostic pop
@@ -240,7 +244,10 @@ bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, in
                                 __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   const bool a_transposed = trans_a == CblasTrans, b_transposed = trans_b == CblasTrans;
   if (!runs_here || !fits_small_sgemm(m, n, k) || (a_transposed && b_transposed)) return false;
-  small_sgemm_avx512(a_transposed, b_transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  if (b_transposed)
+    small_gemm_b_transposed(a_transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  else
+    small_gemm_any_columns(a_transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
   return true;
 #else
   (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb;
