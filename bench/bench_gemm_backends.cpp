@@ -399,6 +399,8 @@ int main(int argc, char** argv) {
   std::printf(
       "* counted at OpenBLAS's time: a batched column's shape made fewer than --group "
       "times a step%s\n",
-      fallbacks ? ", or a shape libxsmm has no kernel for" : "");
+      fallbacks ? ", or a shape that column's library does not make (ag's kernel beyond "
+                  "64 x 64 x 64, libxsmm's NT shapes)"
+                : "");
   return 0;
 }
