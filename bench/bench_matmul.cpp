@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -263,7 +264,7 @@ void bench_elementwise(const Settings& s, ag::Generator& gen) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_program(int argc, char** argv) {
   Settings settings = kFull;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
@@ -316,4 +317,15 @@ int main(int argc, char** argv) {
   std::printf("  batched small:  lowest ratio %.3f (%s) -> %s\n", batched.min_ratio,
       batched.worst.c_str(), batched.min_ratio >= 0.80 ? "met" : "MISSED");
   return 0;
+}
+
+// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
+// "ag-bench-matmul: <message>" and exit code 1, not an uncaught exception.
+int main(int argc, char** argv) {
+  try {
+    return run_program(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ag-bench-matmul: %s\n", e.what());
+    return 1;
+  }
 }

@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -154,7 +155,7 @@ void print_row(const std::string& name, std::size_t bytes, const Result& r) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_program(int argc, char** argv) {
   CLI::App app{"ag-bench-text: tokenizing and building vocabularies, MB/s"};
   std::vector<int> sizes = {10, 30, 100};
   int repeats = 3;
@@ -182,7 +183,7 @@ int main(int argc, char** argv) {
   if (!corpus.empty()) print_row("fortunes", corpus.size(), measure(corpus, repeats));
   const std::vector<std::string> words = word_pool(corpus);
   for (const int size : sizes) {
-    if (size < 1) fail<ValueError>("ag-bench-text: --sizes must be >= 1 MB, got ", size);
+    if (size < 1) fail<ValueError>("--sizes must be >= 1 MB, got ", size);
     const std::string text = generate(words, static_cast<std::size_t>(size) * 1000000);
     print_row("generated", text.size(), measure(text, repeats));
   }
@@ -203,4 +204,15 @@ int main(int argc, char** argv) {
         mb / chars, mb / word_lists);
   }
   return 0;
+}
+
+// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
+// "ag-bench-text: <message>" and exit code 1, not an uncaught exception.
+int main(int argc, char** argv) {
+  try {
+    return run_program(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ag-bench-text: %s\n", e.what());
+    return 1;
+  }
 }

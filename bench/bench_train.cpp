@@ -72,6 +72,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -438,7 +439,7 @@ int main_distributed(const Config& c, const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_program(int argc, char** argv) {
 #ifdef AG_BENCH_DISTRIBUTED
   std::optional<dist::Environment> mpi;  // MPI_Init ... MPI_Finalize, only under mpirun
   if (launched_by_mpirun()) mpi.emplace(argc, argv);
@@ -578,4 +579,15 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   return 0;
+}
+
+// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
+// "ag-bench-train: <message>" and exit code 1, not an uncaught exception.
+int main(int argc, char** argv) {
+  try {
+    return run_program(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ag-bench-train: %s\n", e.what());
+    return 1;
+  }
 }
