@@ -206,7 +206,7 @@ namespace {
 // The forward draws the dropout mask of at least this many weights per call (whole heads).
 constexpr int64_t kMaskDrawElements = 4096;
 
-// Prefetching the next head. A head's operands are a few rows of Q, K, V and dO, 64 to 1024 bytes
+// Prefetching the next head. A head's operands are a few rows of Q, K, V and dO, 128 to 1024 bytes
 // apart in the projections' (B, T, H·d) outputs, and its P: too short and too scattered for the
 // CPU's own prefetchers to catch, and at medium's sizes (6 MB of Q, K and V a call, 4 MB of P)
 // mostly out of the caches. So while one head computes, the loops ask for the next head's rows,
