@@ -4,18 +4,26 @@
 //
 // d2l's tiny configuration makes about 9,000 such products a training step: each head's
 // S = Q·Kᵀ and O = P̃·V, and four more in the backward. Their arithmetic is ~800 multiply-adds, so
-// what a call costs is its fixed part: OpenBLAS 0.3.21 spends 50 ns on the NN case but 130 ns on
-// TN (which leaves its small-matrix kernels for its general path, packing both operands) and
-// 164 ns on NT. At 64 × 64 × 32 the libraries pack Bᵀ for NT and lose a quarter of the machine's
-// speed. Here (a hot loop, on the benchmark machine's Zen 4):
+// what a call costs is its fixed part, and OpenBLAS 0.3.21 pays more of it for TN (which leaves
+// its small-matrix kernels for its general path, packing both operands) and NT. At 64 × 64 × 32
+// the libraries pack Bᵀ for NT and lose a quarter of the machine's speed. A call, in a hot loop
+// (the best of four runs on the benchmark machine's Zen 4; the operands read in place, their rows
+// 256 floats apart):
 //
-//   product             OpenBLAS   oneDNN   this kernel
-//   10×10×8   A·B  (NN)    50 ns       —       45 ns
-//             A·Bᵀ (NT)   164 ns       —       81 ns
-//             Aᵀ·B (TN)   131 ns       —       38 ns
-//   32×32×32  A·Bᵀ (NT)   1.21 µs  1.29 µs    0.80 µs
-//   64×64×32  A·Bᵀ (NT)   3.34 µs  4.18 µs    2.89 µs
-//   64×32×64  A·B, Aᵀ·B   2.35–2.46 µs  2.60–2.64 µs  2.49–2.50 µs
+//   product          OpenBLAS   oneDNN   this kernel
+//   NN 10×8×10        52 ns     285 ns      42 ns
+//   NT 10×10×8       139 ns     330 ns      53 ns
+//   TN 10×8×10       105 ns     285 ns      41 ns
+//   NN 32×32×32      0.66 µs    0.85 µs     0.66 µs
+//   NT 32×32×32      1.22 µs    1.30 µs     0.77 µs
+//   TN 32×32×32      0.64 µs    0.86 µs     0.66 µs
+//   NN 64×32×64      2.46 µs    2.60 µs     2.46 µs
+//   NT 64×64×32      3.33 µs    4.18 µs     2.63 µs
+//   TN 64×32×64      2.38 µs    2.60 µs     2.45 µs
+//
+// In a training step the heads' operands come from L3 or memory, and attention prefetches them
+// (ops_attention.cpp); there, with medium's heads, this kernel made attention 7–12 % faster than
+// oneDNN's (docs/benchmarks.md).
 //
 // The scheme: a row of C is V = ⌈n / 16⌉ 16-lane registers (the last one masked), and each
 // element accumulates, for p = 0, 1, …, k − 1 in order,
