@@ -25,12 +25,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "autograd/tensor.h"
+#include "main_catching.h"
 
 namespace {
 
@@ -319,13 +319,6 @@ static int run_program(int argc, char** argv) {
   return 0;
 }
 
-// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
-// "ag-bench-matmul: <message>" and exit code 1, not an uncaught exception.
 int main(int argc, char** argv) {
-  try {
-    return run_program(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ag-bench-matmul: %s\n", e.what());
-    return 1;
-  }
+  return bench::main_catching("ag-bench-matmul", run_program, argc, argv);
 }

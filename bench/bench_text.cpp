@@ -25,7 +25,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +32,7 @@
 #include "autograd/error.h"
 #include "autograd/generator.h"
 #include "data/text.h"
+#include "main_catching.h"
 
 namespace {
 
@@ -206,13 +206,6 @@ static int run_program(int argc, char** argv) {
   return 0;
 }
 
-// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
-// "ag-bench-text: <message>" and exit code 1, not an uncaught exception.
 int main(int argc, char** argv) {
-  try {
-    return run_program(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ag-bench-text: %s\n", e.what());
-    return 1;
-  }
+  return bench::main_catching("ag-bench-text", run_program, argc, argv);
 }

@@ -72,7 +72,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -81,6 +80,7 @@
 #include "autograd/allocator.h"
 #include "autograd/gemm_backend.h"
 #include "autograd/ops.h"
+#include "main_catching.h"
 #include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
@@ -581,13 +581,6 @@ static int run_program(int argc, char** argv) {
   return 0;
 }
 
-// Bad input or a bad environment (AG_GEMM_BACKEND, AG_SMALL_GEMM, ...) ends the program with
-// "ag-bench-train: <message>" and exit code 1, not an uncaught exception.
 int main(int argc, char** argv) {
-  try {
-    return run_program(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ag-bench-train: %s\n", e.what());
-    return 1;
-  }
+  return bench::main_catching("ag-bench-train", run_program, argc, argv);
 }
