@@ -1,6 +1,6 @@
 // The small float32 products of attention's heads — d2l's 10 × 10 × 8 up to the language model's
 // 64 × 64 × 32 — made by ag itself on AVX-512 CPUs instead of by OpenBLAS or oneDNN (declared in
-// detail/blas.h; every product with m, n, k ≤ 64).
+// detail/blas.h; every product with m, n, k ≤ 64 but Aᵀ·Bᵀ).
 //
 // d2l's tiny configuration makes about 9,000 such products a training step: each head's
 // S = Q·Kᵀ and O = P̃·V, and four more in the backward. Their arithmetic is ~800 multiply-adds, so
@@ -244,14 +244,25 @@ bool small_gemm_enabled_by_environment() {
 }  // namespace
 #endif
 
+bool small_sgemm_makes(
+    CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k) {
+#ifdef AG_SMALL_GEMM_AVX512
+  static const bool runs_here = small_gemm_enabled_by_environment() &&
+                                __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  return runs_here && fits_small_sgemm(m, n, k) &&
+         !(trans_a == CblasTrans && trans_b == CblasTrans);
+#else
+  (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k;
+  return false;
+#endif
+}
+
 bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
     const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
     bool accumulate) {
 #ifdef AG_SMALL_GEMM_AVX512
-  static const bool runs_here = small_gemm_enabled_by_environment() &&
-                                __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  if (!small_sgemm_makes(trans_a, trans_b, m, n, k)) return false;
   const bool a_transposed = trans_a == CblasTrans, b_transposed = trans_b == CblasTrans;
-  if (!runs_here || !fits_small_sgemm(m, n, k) || (a_transposed && b_transposed)) return false;
   if (b_transposed)
     small_gemm_b_transposed(a_transposed, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
   else

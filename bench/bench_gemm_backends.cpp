@@ -157,16 +157,10 @@ void openblas_run(const Shape& s, Operands& o, long first, long count) {
         int(s.lda), o.b_of(s, i), int(s.ldb), s.accumulate ? 1.0f : 0.0f, o.c_of(s, i), int(s.ldc));
 }
 
-// ag's own kernel, where it makes the shape (ag_kernel_makes).
+// ag's own kernel, where it makes the shape.
 bool ag_kernel_makes(const Shape& s) {
-  static const bool kernel_runs_here = [] {
-    const float one = 1;
-    float c = 0;
-    return ag::detail::small_sgemm(
-        CblasNoTrans, CblasNoTrans, 1, 1, 1, &one, 1, &one, 1, &c, 1, false);
-  }();
-  return kernel_runs_here && ag::detail::fits_small_sgemm(s.m, s.n, s.k) &&
-         !(s.trans_a && s.trans_b);
+  return ag::detail::small_sgemm_makes(
+      s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k);
 }
 void ag_kernel_run(const Shape& s, Operands& o, long first, long count) {
   for (long i = first; i < first + count; ++i)

@@ -33,9 +33,13 @@ inline bool fits_small_sgemm(int64_t m, int64_t n, int64_t k) {
   return m >= 1 && m <= kSmallGemmMaxM && n >= 1 && n <= kSmallGemmMaxN && k >= 1 &&
          k <= kSmallGemmMaxK;
 }
+// Whether that kernel makes this product: the sizes fit, not both operands are transposed, the CPU
+// has AVX-512, and AG_SMALL_GEMM is not off (read at the first call; another value than on or off
+// throws ValueError naming it).
+bool small_sgemm_makes(
+    CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k);
 // C = op(A) · op(B), or C += op(A) · op(B) with accumulate, by that kernel; returns false (and
-// leaves C alone) when it does not apply: the sizes do not fit, both operands are transposed, or
-// the CPU lacks AVX-512.
+// leaves C alone) when it does not make the product (small_sgemm_makes).
 bool small_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k,
     const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
     bool accumulate);
