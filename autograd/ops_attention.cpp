@@ -234,6 +234,88 @@ void prefetch_rows(const T* first, int64_t rows, int64_t row_stride, int64_t wid
   }
 }
 
+// ---- the masked keys ----
+// Query row i gives the keys past its valid length len_i weight exactly 0, and softmax's backward
+// gives them dS = 0 too. So every product over a head's (Tq × Tk) weights needs only the keys
+// below each row's length — for a decoder's causal mask (len_i = i + 1) about half of them. The
+// products below run in blocks of kMaskedKeysBlock query rows (or keys), each block over what its
+// rows need:
+//   scores            S[rows, 0:e] = A[rows]·B[0:e]ᵀ       e: the block's longest row; the scores
+//                                                          past a row's length are never read
+//   weights · B       C[rows] = W[rows, 0:e]·B[0:e]        the terms j ≥ e are 0·B_j
+//   weightsᵀ · B      C[keys] = W[i0:Tq, keys]ᵀ·B[i0:Tq]   i0: the first row whose length reaches
+//                                                          the block's keys; the rows above it
+//                                                          weigh them 0
+// Each element of C is a sum over k. ag's kernel makes it one fused multiply-add at a time, in
+// order, from 0 (test_small_gemm), and a term 0·x (x finite) at either end of that chain changes
+// no bit of it: the shorter products give the whole products' bits, and so the same losses.
+// Products that ag's kernel does not make (float64, heads past 64, AG_SMALL_GEMM=off) may round
+// differently in blocks, within float tolerance. Where no row is masked, one whole product runs.
+constexpr int64_t kMaskedKeysBlock = 16;
+std::atomic<bool> g_skips_masked_keys{true};
+
+// True when some row of `lengths` (Tq of them) stops short of Tk keys, and skipping is on.
+inline bool masks_keys(const int64_t* lengths, int64_t Tq, int64_t Tk) {
+  if (!g_skips_masked_keys.load(std::memory_order_relaxed)) return false;
+  for (int64_t i = 0; i < Tq; ++i)
+    if (lengths[i] < Tk) return true;
+  return false;
+}
+
+// The longest of lengths[i0, i1).
+inline int64_t longest(const int64_t* lengths, int64_t i0, int64_t i1) {
+  return *std::max_element(lengths + i0, lengths + i1);
+}
+
+// S (Tq × Tk, row stride ldc) = A (Tq × k)·Bᵀ (B: Tk × k) on the keys [0, lengths[i]) of each row
+// i (the entries past them are left as they were).
+template <class T>
+void masked_scores(int64_t Tq, int64_t Tk, int64_t k, const T* A, int64_t lda, const T* B,
+    int64_t ldb, T* S, int64_t ldc, const int64_t* lengths) {
+  if (!masks_keys(lengths, Tq, Tk)) {
+    gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, k, A, lda, B, ldb, S, ldc);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < Tq; i0 += kMaskedKeysBlock) {
+    const int64_t rows = std::min(kMaskedKeysBlock, Tq - i0);
+    const int64_t keys = longest(lengths, i0, i0 + rows);  // (rows, keys) of S
+    gemm<T>(CblasNoTrans, CblasTrans, rows, keys, k, A + i0 * lda, lda, B, ldb, S + i0 * ldc, ldc);
+  }
+}
+
+// C (Tq × n) = W (Tq × Tk, row stride Tk)·B (Tk × n), where W[i, j] = 0 for j ≥ lengths[i].
+template <class T>
+void masked_weights_times(int64_t Tq, int64_t Tk, int64_t n, const T* W, const T* B, int64_t ldb,
+    T* C, int64_t ldc, const int64_t* lengths) {
+  if (!masks_keys(lengths, Tq, Tk)) {
+    gemm<T>(CblasNoTrans, CblasNoTrans, Tq, n, Tk, W, Tk, B, ldb, C, ldc);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < Tq; i0 += kMaskedKeysBlock) {
+    const int64_t rows = std::min(kMaskedKeysBlock, Tq - i0);
+    const int64_t keys = longest(lengths, i0, i0 + rows);  // (rows, keys)·(keys, n)
+    gemm<T>(CblasNoTrans, CblasNoTrans, rows, n, keys, W + i0 * Tk, Tk, B, ldb, C + i0 * ldc, ldc);
+  }
+}
+
+// C (Tk × n) = Wᵀ (W: Tq × Tk, row stride Tk)·B (Tq × n), where W[i, j] = 0 for j ≥ lengths[i].
+template <class T>
+void masked_weights_transposed_times(int64_t Tq, int64_t Tk, int64_t n, const T* W, const T* B,
+    int64_t ldb, T* C, int64_t ldc, const int64_t* lengths) {
+  if (!masks_keys(lengths, Tq, Tk)) {
+    gemm<T>(CblasTrans, CblasNoTrans, Tk, n, Tq, W, Tk, B, ldb, C, ldc);
+    return;
+  }
+  for (int64_t j0 = 0; j0 < Tk; j0 += kMaskedKeysBlock) {
+    const int64_t keys = std::min(kMaskedKeysBlock, Tk - j0);
+    int64_t first_row = 0;  // rows above it have lengths ≤ j0: weight 0 on keys [j0, j0 + keys)
+    while (first_row < Tq && lengths[first_row] <= j0) ++first_row;
+    // (keys, Tq − first_row)·(Tq − first_row, n); with no rows, C's rows are 0
+    gemm<T>(CblasTrans, CblasNoTrans, keys, n, Tq - first_row, W + first_row * Tk + j0, Tk,
+        B + first_row * ldb, ldb, C + j0 * ldc, ldc);
+  }
+}
+
 // Turns the raw scores Q_i·K_jᵀ of one head's Tq query rows (Tq × Tk, contiguous) into attention
 // weights in place: for row i with `len` valid keys
 //   s_j = score_j / √d, P_j = exp(s_j − max) / Σ_{j' < len} exp(s_j' − max) for j < len, P_j = 0
@@ -315,6 +397,11 @@ void softmax_backward_head(
   softmax_backward_head_impl(dS, P, lengths, Tq, Tk, sqrt_d);
 }
 
+bool skips_masked_keys() { return g_skips_masked_keys.load(std::memory_order_relaxed); }
+void set_skips_masked_keys(bool skip) {
+  g_skips_masked_keys.store(skip, std::memory_order_relaxed);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
     Tensor* weights_out) {
@@ -352,6 +439,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           drop ? static_cast<std::size_t>(Tq * Tk) : 0);           // (Tq, Tk) P̃ of one head
       std::vector<T*> softmax_rows(static_cast<std::size_t>(Tq));  // scratch for the softmax
       std::vector<int64_t> softmax_lengths(static_cast<std::size_t>(Tq));
+      // the keys of each row that (1) must score, and that (4) weighs (a uniform row weighs all)
+      std::vector<int64_t> score_lengths(static_cast<std::size_t>(Tq)),
+          weight_lengths(static_cast<std::size_t>(Tq));
       // The mask is drawn for several heads at once when heads are small (d2l's 10 × 10), so
       // that each call fills whole vectors of Philox blocks: the same bits, element for element.
       const int64_t heads_per_draw = std::max<int64_t>(1, kMaskDrawElements / (Tq * Tk));
@@ -372,9 +462,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           prefetch_rows(Q.head<T>(nb, nh), Tq, Q.row_stride, d, Access::read);
           prefetch_rows(K.head<T>(nb, nh), Tk, K.row_stride, d, Access::read);
         }
-        // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory
-        detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, d, Q.head<T>(b, h), Q.row_stride,
-            K.head<T>(b, h), K.row_stride, P_head, Tk);
+        for (int64_t i = 0; i < Tq; ++i) {
+          const RowKeys keys = valid_length.keys(b, i);
+          score_lengths[static_cast<std::size_t>(i)] = keys.uniform ? 0 : keys.length;
+          weight_lengths[static_cast<std::size_t>(i)] = keys.length;
+        }
+        // (1) Q·Kᵀ: (Tq, d)·(d, Tk) -> (Tq, Tk), into P's memory, on the keys each row scores
+        masked_scores<T>(Tq, Tk, d, Q.head<T>(b, h), Q.row_stride, K.head<T>(b, h), K.row_stride,
+            P_head, Tk, score_lengths.data());
         if (fetch_next) prefetch_rows(P_head + Tq * Tk, Tq, Tk, Tk, Access::write);
         // (2) S = Q·Kᵀ / √d and P = masked_softmax(S), in place
         masked_softmax_head(P_head, Tq, Tk, valid_length, b, sqrt_d, softmax_rows, softmax_lengths);
@@ -390,8 +485,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           prefetch_rows(O.head<T>(nb, nh), Tq, O.row_stride, dv, Access::write);
         }
         // (4) O = P̃·V: (Tq, Tk)·(Tk, dv) -> (Tq, dv), written into O's interleaved rows
-        detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, dv, Tk, weights, Tk, V.head<T>(b, h),
-            V.row_stride, O.head<T>(b, h), O.row_stride);
+        masked_weights_times<T>(Tq, Tk, dv, weights, V.head<T>(b, h), V.row_stride, O.head<T>(b, h),
+            O.row_stride, weight_lengths.data());
       }
     });
   });
@@ -419,7 +514,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         std::vector<T> dropped(
             drop ? static_cast<std::size_t>(Tq * Tk) : 0);     // (Tq, Tk) P̃ of one head
         std::vector<T> dS(static_cast<std::size_t>(Tq * Tk));  // (Tq, Tk) dP̃, dP, then dS / √d
-        std::vector<int64_t> lengths(static_cast<std::size_t>(Tq));  // valid keys of each row
+        // the valid keys of each row, and the keys each row of P̃ weighs (a uniform row: all Tk)
+        std::vector<int64_t> lengths(static_cast<std::size_t>(Tq)),
+            weight_lengths(static_cast<std::size_t>(Tq));
         for (int64_t head = begin; head < end; ++head) {
           const int64_t b = head / H, h = head % H;
           const T* P_head = P.data<T>() + head * Tq * Tk;  // (Tq, Tk)
@@ -431,6 +528,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
             prefetch_rows(dO.head<T>(nb, nh), Tq, dO.row_stride, dv, Access::read);
             if (want_v) prefetch_rows(dV.head<T>(nb, nh), Tk, dV.row_stride, dv, Access::write);
           }
+          for (int64_t i = 0; i < Tq; ++i) {
+            const RowKeys keys = valid_length.keys(b, i);
+            lengths[static_cast<std::size_t>(i)] = keys.uniform ? 0 : keys.length;
+            weight_lengths[static_cast<std::size_t>(i)] = keys.length;
+          }
           const uint8_t* keep_head = drop ? keep.get() + head * Tq * Tk : nullptr;
           const T* weights = P_head;  // P̃ = P ⊙ D, from the forward's mask
           if (drop) {
@@ -440,13 +542,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: O = P̃·V, so
           // (1) dV = P̃ᵀ·dO: (Tk, Tq)·(Tq, dv) -> (Tk, dv)
           if (want_v)
-            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, dv, Tq, weights, Tk, dO.head<T>(b, h),
-                dO.row_stride, dV.head<T>(b, h), dV.row_stride);
+            masked_weights_transposed_times<T>(Tq, Tk, dv, weights, dO.head<T>(b, h), dO.row_stride,
+                dV.head<T>(b, h), dV.row_stride, weight_lengths.data());
           if (!want_q && !want_k) continue;
           if (fetch_next) prefetch_rows(V.head<T>(nb, nh), Tk, V.row_stride, dv, Access::read);
-          // (2) dP̃ = dO·Vᵀ: (Tq, dv)·(dv, Tk) -> (Tq, Tk)
-          detail::gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride,
-              V.head<T>(b, h), V.row_stride, dS.data(), Tk);
+          // (2) dP̃ = dO·Vᵀ: (Tq, dv)·(dv, Tk) -> (Tq, Tk), on the valid keys of each row (step
+          //     (4) reads no other)
+          masked_scores<T>(Tq, Tk, dv, dO.head<T>(b, h), dO.row_stride, V.head<T>(b, h),
+              V.row_stride, dS.data(), Tk, lengths.data());
           // in the forward pass this was: P̃ = P ⊙ D, so
           // (3) dP = dP̃ ⊙ D (in place)
           if (drop)
@@ -454,8 +557,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: P = softmax(S) over the valid keys, so
           // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
           //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
-          for (int64_t i = 0; i < Tq; ++i)
-            lengths[static_cast<std::size_t>(i)] = valid_length(b, i);
           softmax_backward_head(dS.data(), P_head, lengths.data(), Tq, Tk, sqrt_d);
           if (fetch_next) {
             prefetch_rows(K.head<T>(nb, nh), Tk, K.row_stride, d, Access::read);
@@ -464,16 +565,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // in the forward pass this was: S = Q·Kᵀ / √d, so
           // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
           if (want_q)
-            detail::gemm<T>(CblasNoTrans, CblasNoTrans, Tq, d, Tk, dS.data(), Tk, K.head<T>(b, h),
-                K.row_stride, dQ.head<T>(b, h), dQ.row_stride);
+            masked_weights_times<T>(Tq, Tk, d, dS.data(), K.head<T>(b, h), K.row_stride,
+                dQ.head<T>(b, h), dQ.row_stride, lengths.data());
           if (fetch_next) {
             prefetch_rows(Q.head<T>(nb, nh), Tq, Q.row_stride, d, Access::read);
             if (want_k) prefetch_rows(dK.head<T>(nb, nh), Tk, dK.row_stride, d, Access::write);
           }
           // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
           if (want_k)
-            detail::gemm<T>(CblasTrans, CblasNoTrans, Tk, d, Tq, dS.data(), Tk, Q.head<T>(b, h),
-                Q.row_stride, dK.head<T>(b, h), dK.row_stride);
+            masked_weights_transposed_times<T>(Tq, Tk, d, dS.data(), Q.head<T>(b, h), Q.row_stride,
+                dK.head<T>(b, h), dK.row_stride, lengths.data());
         }
       });
     });

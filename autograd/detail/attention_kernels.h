@@ -31,6 +31,12 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 // ---- what they share (ops_attention.cpp) ----------------------------------------------------
 
+// Whether the whole-row kernel leaves the masked keys out of its products (see ops_attention.cpp,
+// "the masked keys"). On unless turned off; tests turn it off to hold the shorter products to the
+// whole ones, bit for bit.
+bool skips_masked_keys();
+void set_skips_masked_keys(bool skip);
+
 // A (B, H, T, C) operand as the kernels read it: head (b, h) is the row-major (T, C) matrix at
 // element b·batch_stride + h·head_stride of the data, its rows row_stride apart (BLAS's leading
 // dimension: H·C for a head view of a (B, T, H·C) projection).

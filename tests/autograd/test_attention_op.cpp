@@ -10,6 +10,8 @@
 #include <string>
 
 #include "autograd/autograd.h"
+#include "autograd/detail/attention_kernels.h"
+#include "autograd/detail/blas.h"
 #include "autograd/ops.h"
 
 using namespace ag;
@@ -130,6 +132,81 @@ TEST_CASE(
           CHECK(fused.generator_after == composed.generator_after);
         }
   }
+}
+
+namespace {
+
+// The whole-row kernel making whole products, masked keys and all, for its scope.
+struct WholeProducts {
+  WholeProducts() { detail::set_skips_masked_keys(false); }
+  ~WholeProducts() { detail::set_skips_masked_keys(true); }
+  WholeProducts(const WholeProducts&) = delete;
+  WholeProducts& operator=(const WholeProducts&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "scaled_dot_product_attention leaves the masked keys out of its products: the whole products' "
+    "bits",
+    "[attention_op]") {
+  // Blocks of 16 query rows (or keys): Tq 40 makes blocks of 16, 16 and 8.
+  const int64_t B = 2, H = 3, Tq = 40, d = 8, dv = 12;
+  REQUIRE(detail::skips_masked_keys());
+  std::vector<double> causal(B * Tq), ragged(B * Tq);  // (B, Tq) lengths
+  for (int64_t i = 0; i < B * Tq; ++i) {
+    causal[static_cast<std::size_t>(i)] = static_cast<double>(i % Tq + 1);
+    ragged[static_cast<std::size_t>(i)] = static_cast<double>((i * 17) % (Tq + 1));  // 0 to Tq
+  }
+  struct Lens {
+    std::string name;
+    Tensor lens;
+  };
+  const std::vector<Lens> cases = {
+      {"causal (B,Tq) valid_lens", tensor(causal, {B, Tq})},
+      {"(B,Tq) valid_lens 0 to Tq, out of order", tensor(ragged, {B, Tq})},
+      {"(B,) valid_lens 23 and 0", tensor({23, 0})},
+  };
+  // ag's kernel makes every product here when it makes the largest (float32, AVX-512, on): then it
+  // sums each element in order, and the terms left out are 0·x at either end of the sum.
+  const bool kernel_makes_them =
+      detail::small_sgemm_makes(CblasNoTrans, CblasTrans, Tq, Tq, d) &&
+      detail::small_sgemm_makes(CblasNoTrans, CblasNoTrans, Tq, dv, Tq) &&
+      detail::small_sgemm_makes(CblasTrans, CblasNoTrans, Tq, d, Tq);
+  for (DType dtype : {float32, float64})
+    for (const Lens& c : cases)
+      for (double p : {0.0, 0.3}) {
+        INFO(dtype_name(dtype) << ", " << c.name << ", dropout " << p);
+        Generator values(21);
+        const Tensor q = randn({B, Tq, H, d}, values, dtype),
+                     k = randn({B, Tq, H, d}, values, dtype);
+        const Tensor v = randn({B, Tq, H, dv}, values, dtype),
+                     upstream = randn({B, H, Tq, dv}, values, dtype);
+        const Run skipped = run(true, q, k, v, c.lens, p, true, upstream);
+        Run whole;
+        {
+          WholeProducts whole_products;
+          whole = run(true, q, k, v, c.lens, p, true, upstream);
+        }
+        const std::vector<std::pair<const Tensor*, const Tensor*>> pairs = {
+            {&skipped.out, &whole.out}, {&skipped.weights, &whole.weights},
+            {&skipped.grad_q, &whole.grad_q}, {&skipped.grad_k, &whole.grad_k},
+            {&skipped.grad_v, &whole.grad_v}};
+        for (const auto& [shorter, full] : pairs) {
+          if (dtype == float32 && kernel_makes_them)
+            CHECK(shorter->to_vector<float>() == full->to_vector<float>());
+          else
+            CHECK(max_abs_diff(*shorter, *full) <= (dtype == float64 ? 1e-12 : 2e-6));
+        }
+        // and both are d2l's attention (to float64's rounding)
+        if (dtype == float64) {
+          const Run composed = run(false, q, k, v, c.lens, p, true, upstream);
+          CHECK(max_abs_diff(skipped.out, composed.out) <= 1e-12);
+          CHECK(max_abs_diff(skipped.grad_q, composed.grad_q) <= 1e-12);
+          CHECK(max_abs_diff(skipped.grad_k, composed.grad_k) <= 1e-12);
+          CHECK(max_abs_diff(skipped.grad_v, composed.grad_v) <= 1e-12);
+        }
+      }
 }
 
 TEST_CASE(

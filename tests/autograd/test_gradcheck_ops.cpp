@@ -515,6 +515,26 @@ AG_GRADCHECK_CASE(sdpa_copied_operand,
       {input({1, 2, 3, 3}, 13, -2, 2), input({1, 2, 3, 4}, 14, -2, 2), input({1, 2, 4, 2}, 15)});
 }
 
+// The whole-row kernel leaves the masked keys out of its products in blocks of 16 query rows (or
+// keys): Tq 37 and Tk 35 make three blocks each way, with a causal mask in batch row 0 and ragged
+// lengths (0, short, Tk, not in order) in batch row 1.
+AG_GRADCHECK_CASE(sdpa_masked_key_blocks,
+    "scaled_dot_product_attention, Tq 37 and Tk 35 across blocks of 16, causal and ragged "
+    "lengths") {
+  return gradcheck(
+      [](const Inputs& x) {
+        Generator unused(0);
+        std::vector<double> lens(2 * 37);
+        for (int64_t i = 0; i < 37; ++i) {
+          lens[static_cast<std::size_t>(i)] = static_cast<double>(std::min<int64_t>(i + 1, 35));
+          lens[static_cast<std::size_t>(37 + i)] = static_cast<double>((i * 13) % 36);
+        }
+        return whole_row_attention(heads(x[0]), heads(x[1]), heads(x[2]),
+            tensor(lens, {2, 37}, float64), 0.0, true, unused);
+      },
+      {input({2, 37, 1, 3}, 16, -2, 2), input({2, 35, 1, 3}, 17, -2, 2), input({2, 35, 1, 2}, 18)});
+}
+
 // flash_attention, across its tiles (64 queries × 128 keys): Tq 70 and Tk 131 make two query
 // blocks and two key blocks, so the online softmax rescales the running sums when the second key
 // block arrives. The keys are scaled up with their position so that later blocks hold the larger
