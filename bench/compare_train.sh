@@ -32,6 +32,9 @@
 # language model (char-small)"): its runs train 10 untimed + S timed steps of the 2000-step
 # schedule and skip the evaluation; bench/compare_lm.sh compares the validation losses.
 # PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides it).
+# Both run on the same OpenBLAS, set to its AVX-512 kernels where the CPU has them
+# (OPENBLAS_CORETYPE from scripts/openblas-coretype.sh, replacing a value set outside, such as
+# Haswell's AVX2 kernels): PyTorch makes every product with OpenBLAS, and gets its fastest.
 # A full run takes about 8 minutes on 2 cores (char-small about 2 of them). Run it on a quiet
 # machine: 2-thread runs need both cores.
 set -euo pipefail
@@ -69,6 +72,11 @@ if ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
+openblas_core="$("$root/scripts/openblas-coretype.sh")"
+if [[ -n "$openblas_core" ]]; then
+  export OPENBLAS_CORETYPE="$openblas_core"
+fi
+
 if [[ -n "$baseline_backend" ]]; then
   baseline="$build"
   baseline_env=(env "AG_GEMM_BACKEND=$baseline_backend")
@@ -91,7 +99,7 @@ if [[ -z "$from" ]]; then
     exit 1
   fi
   : > "$out"
-  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS's own choice)}" >&2
   echo "# results -> $out" >&2
   mark_repeat() { sed "s/^{/{\"repeat\": $rep, /"; }  # which repeat a JSON line is from
   run() {  # label, command...: one process, its JSON line appended to $out
