@@ -99,7 +99,7 @@ if [[ -z "$from" ]]; then
     exit 1
   fi
   : > "$out"
-  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(OpenBLAS's own choice)}" >&2
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}" >&2
   echo "# results -> $out" >&2
   mark_repeat() { sed "s/^{/{\"repeat\": $rep, /"; }  # which repeat a JSON line is from
   run() {  # label, command...: one process, its JSON line appended to $out
