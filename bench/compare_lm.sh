@@ -20,6 +20,8 @@
 #   the losses are then those of an unfinished schedule). One seed's pair takes about 8–10
 #   minutes on a quiet machine (PyTorch's run is the longer); the whole run about 30.
 # PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides it).
+# Both run OpenBLAS on its AVX-512 kernels where the CPU has them, as bench/compare_train.sh does
+# (OPENBLAS_CORETYPE from scripts/openblas-coretype.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,10 +44,15 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --no-generation) generation=0; shift ;;
     --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_lm.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+openblas_core="$("$root/scripts/openblas-coretype.sh")"
+if [[ -n "$openblas_core" ]]; then
+  export OPENBLAS_CORETYPE="$openblas_core"
+fi
 
 if [[ -z "$from" ]]; then
   bench_ag="$build/bench/ag-bench-lm"
@@ -55,7 +62,7 @@ if [[ -z "$from" ]]; then
     exit 1
   fi
   : > "$out"
-  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}" >&2
   echo "# results -> $out" >&2
   for seed in $seeds; do
     echo "  seed $seed: ag and torch, $steps steps, $threads thread(s) each, side by side" >&2
