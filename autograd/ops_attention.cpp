@@ -16,7 +16,7 @@
 // (llm.c-style numbered passes). The same function as d2l's composed DotProductAttention on
 // transpose_qkv'd inputs (nn/attention.cpp), in one op:
 //
-//   S  = Q·Kᵀ / √d                 (B, H, Tq, Tk)   one gemm per head, Kᵀ read with a BLAS flag
+//   S  = Q·Kᵀ / √d                 (B, H, Tq, Tk)   a gemm per head, Kᵀ read with a BLAS flag
 //   P  = masked_softmax(S)         (B, H, Tq, Tk)   key positions ≥ valid_len get weight exactly 0;
 //                                                   a row with valid_len 0 is uniform 1/Tk (d2l's
 //                                                   −1e6 fill makes every score equal)
@@ -47,7 +47,8 @@
 //                                                score was replaced by −1e6)
 //   (5) dQ = dS·K / √d                           (Tq, Tk)·(Tk, d) -> (Tq, d)
 //   (6) dK = dSᵀ·Q / √d                          (Tk, Tq)·(Tq, d) -> (Tk, d)
-// The B·H heads run in parallel on ag's threads (one single-threaded gemm each).
+// The B·H heads run in parallel on ag's threads (single-threaded gemms each). Where rows are masked,
+// each product runs in blocks of rows over the keys that carry weight ("the masked keys", below).
 #include <cblas.h>
 
 #include <algorithm>
