@@ -3,7 +3,8 @@
 // Every product ag makes — matmul, the fused attention kernels, Linear layers — goes through one
 // function (autograd/detail/blas.h). It calls OpenBLAS's sgemm/dgemm, or, when this build found
 // oneDNN (Debian's libdnnl-dev; CMake option AG_WITH_ONEDNN) and the backend is onednn, oneDNN's
-// sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds. oneDNN's JIT
+// sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds (onednn_makes has
+// the one exception: tall Aᵀ · B). oneDNN's JIT
 // kernels make the products of d2l's and the language model's training steps 8–15 % faster on an
 // AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
 // its fixed cost per call is 2–5× OpenBLAS's, and float64 (gradcheck) has no oneDNN gemm, so those
@@ -36,6 +37,23 @@ enum class GemmBackend { openblas, onednn };
 // d2l's 10×10×8 up to the language model's 64×64×32) are ag's own under either backend, on
 // AVX-512 CPUs (autograd/small_gemm.cpp).
 inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 17;
+
+// Aᵀ · B with m ≥ 512 rows and m · n ≥ 2^17 outputs — a weight's gradient gᵀ · x whose layer has
+// 512 outputs or more and 256 inputs or more, e.g. the FFN's second weight, 1024 × 256 from 2048
+// rows — stays on OpenBLAS too: there oneDNN 2.6 is 4–25 % slower than OpenBLAS 0.3.21. With
+// fewer rows or outputs (512 × 128, 256 × 1024, ...) oneDNN is as fast or faster. Measured on the
+// Zen 5 machine, docs/benchmarks.md, "GEMM backends".
+inline constexpr int64_t kOpenblasMinTransposedARows = 512;
+inline constexpr int64_t kOpenblasMinTransposedAOutputs = int64_t(1) << 17;
+
+// Whether oneDNN makes the float32 product op(A) · op(B) (m × k by k × n) when it is the backend.
+inline bool onednn_makes(bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k) {
+  if (m * n * k < kOnednnMinMultiplyAdds) return false;
+  const bool tall_transposed_a = a_transposed && !b_transposed &&
+                                 m >= kOpenblasMinTransposedARows &&
+                                 m * n >= kOpenblasMinTransposedAOutputs;
+  return !tall_transposed_a;
+}
 
 // "openblas" / "onednn".
 std::string to_string(GemmBackend backend);

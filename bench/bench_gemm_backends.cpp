@@ -336,7 +336,8 @@ int main(int argc, char** argv) {
   std::vector<double> totals(backends.size(), 0.0);
   double best_total = 0, total_flops = 0;
   // ag's choice (autograd/detail/blas.h): its own kernel where it makes the shape, else oneDNN
-  // from kOnednnMinMultiplyAdds on, else OpenBLAS
+  // where ag::onednn_makes says so (from kOnednnMinMultiplyAdds on, but for tall Aᵀ · B), else
+  // OpenBLAS
   double ag_rule_total = 0;
   bool fallbacks = false;
   for (const Shape& s : shapes) {
@@ -364,10 +365,10 @@ int main(int argc, char** argv) {
         ms = time_shape(b, s, operands, group, repeats);
       }
       if (i == 0) openblas_ms = ms;
-      const bool large = s.m * s.n * s.k >= ag::kOnednnMinMultiplyAdds;
+      const bool to_onednn = ag::onednn_makes(s.trans_a, s.trans_b, s.m, s.n, s.k);
       const bool ag_rule_picks = ag_kernel_makes(s)   ? b.name == "ag"
-                                 : b.name == "onednn" ? large
-                                                      : b.name == "openblas" && !large;
+                                 : b.name == "onednn" ? to_onednn
+                                                      : b.name == "openblas" && !to_onednn;
       if (ag_rule_picks) ag_rule_total += ms;
       totals[i] += ms;
       best = std::min(best, ms);
@@ -385,9 +386,12 @@ int main(int argc, char** argv) {
 #ifdef AG_BENCH_HAVE_ONEDNN
   std::printf(
       "ag's rule (its own kernel up to 64 x 64 x 64, else oneDNN from %lld multiply-adds a "
-      "product on, OpenBLAS below): %.2f ms per "
+      "product on but for A^T B with m >= %lld and m n >= %lld, OpenBLAS for the rest): %.2f ms "
+      "per "
       "step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
-      static_cast<long long>(ag::kOnednnMinMultiplyAdds), ag_rule_total,
+      static_cast<long long>(ag::kOnednnMinMultiplyAdds),
+      static_cast<long long>(ag::kOpenblasMinTransposedARows),
+      static_cast<long long>(ag::kOpenblasMinTransposedAOutputs), ag_rule_total,
       total_flops / (ag_rule_total * 1e6), 100 * ag_rule_total / totals[0]);
 #endif
   std::printf(

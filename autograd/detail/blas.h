@@ -64,7 +64,8 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
         small_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
       return;
 #ifdef AG_HAVE_ONEDNN
-    if (m * n * k >= kOnednnMinMultiplyAdds && get_gemm_backend() == GemmBackend::onednn) {
+    if (onednn_makes(trans_a == CblasTrans, trans_b == CblasTrans, m, n, k) &&
+        get_gemm_backend() == GemmBackend::onednn) {
       onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
       return;
     }

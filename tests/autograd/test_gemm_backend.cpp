@@ -139,6 +139,33 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("gemm backends: a tall Aᵀ · B is OpenBLAS's under either backend (onednn_makes)",
+    "[gemm_backend]") {
+  // Aᵀ · B with m ≥ kOpenblasMinTransposedARows and m · n ≥ kOpenblasMinTransposedAOutputs stays
+  // on OpenBLAS, where oneDNN is slower: every backend gives OpenBLAS's bits for it.
+  // k = 1000: long enough that oneDNN's blocking of the sum would give other bits than OpenBLAS's.
+  // One thread, so that the product is one call of m rows (threads split a product's rows).
+  Threads one(1);
+  const int64_t m = kOpenblasMinTransposedARows, n = kOpenblasMinTransposedAOutputs / m, k = 1000;
+  CHECK_FALSE(onednn_makes(true, false, m, n, k));
+  // Each bound on its own, and the other layouts of the same sizes, go to oneDNN.
+  CHECK(onednn_makes(true, false, m - 1, 2 * n, k));
+  CHECK(onednn_makes(true, false, m, n - 1, k));
+  CHECK(onednn_makes(false, false, m, n, k));
+  CHECK(onednn_makes(false, true, m, n, k));
+  CHECK_FALSE(onednn_makes(false, false, 16, 16, 16));  // below kOnednnMinMultiplyAdds
+
+  Generator g(7);
+  Tensor a_storage = randn({k, m}, g), b = randn({k, n}, g);
+  Tensor a = a_storage.transpose(0, 1);  // (m, k), read through BLAS's transpose flag
+  std::vector<std::vector<float>> per_backend;
+  for (GemmBackend backend : built_gemm_backends()) {
+    GemmBackendGuard guard(backend);
+    per_backend.push_back(matmul(a, b).to_vector<float>());  // (m, n)
+  }
+  for (const std::vector<float>& product : per_backend) CHECK(product == per_backend.front());
+}
+
 // Run by ctest with AG_GEMM_BACKEND set to a bad value and AG_GEMM_BACKEND_EXPECT naming a piece
 // of the message (tests/autograd/CMakeLists.txt): the first look at the backend throws
 // ValueError naming the variable and its value. Hidden: the normal runs leave it out.
