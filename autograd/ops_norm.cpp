@@ -93,9 +93,11 @@ template <class Term>
 }  // namespace
 
 // The loops over rows and columns, one copy per instruction set (AG_TARGET_CLONES): with AVX2, the
-// four partial sums of row_sum and the element loops run four doubles at a time. Every element's
-// arithmetic and every sum's order are the portable copy's, so the results are the same bits.
-// (Not in an anonymous namespace, which target clones do not support everywhere.)
+// four partial sums of row_sum and the element loops run four doubles at a time. Every sum's order
+// is the portable copy's, and so is every element's arithmetic in the AVX2 copy: the same bits.
+// The AVX-512 copy fuses the double multiply-adds ((x − μ)² into Σ, x̂ · w + b; target_clones.h),
+// which can move a double's last bit and, rarely, a float32 result's. (Not in an anonymous
+// namespace, which target clones do not support everywhere.)
 namespace detail {
 
 // Rows [begin, end) of x (N contiguous elements each): y = x̂ · w + b, and μ and rstd of each row.

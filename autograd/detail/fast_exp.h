@@ -79,7 +79,8 @@ inline float exp_approx(float x) {
 
 // out[i] = e^(in[i] − shift) for i in [0, n), by exp_approx. in and out may be the same array.
 // Vectorised, with a version per instruction set chosen at load time where the compiler supports
-// it.
+// it. The AVX-512 version fuses its multiply-adds (detail/target_clones.h), so its results can
+// differ in the last bit from the AVX2 and portable versions'.
 void exp_shifted(const float* in, float shift, float* out, int64_t n);
 
 // The same for a row of either dtype, as softmax and cross-entropy use it: the fast vectorised exp
