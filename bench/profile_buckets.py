@@ -24,12 +24,13 @@ import sys
 
 BUCKETS = [  # (bucket, pattern); the first match wins
     # oneDNN's products run in kernels it JIT-compiles: perf names their dso "[JIT] tid N".
-    ("gemm (OpenBLAS sgemm: kernels, packing, beta; oneDNN's JIT kernels)",
-     r"libopenblas|cblas_sgemm|sgemm_|libdnnl|\[JIT\]"),
+    ("gemm (OpenBLAS sgemm: kernels, packing, beta; oneDNN's JIT kernels; ag's kernel for the heads)",
+     r"libopenblas|cblas_sgemm|sgemm_|libdnnl|\[JIT\]|small_gemm|small_sgemm|masked_scores|"
+     r"masked_weights|transpose_into"),
     ("dropout (Philox words, the keep mask, applying it)",
      r"bernoulli|philox|Generator::block|fill_blocks|next_uniform|reserve_words|draw_keep_mask|ag::dropout"),
     ("exp in libm (scalar double exp, incl. its underflow path)",
-     r"libm\.so|exp@plt|__exp|xflow|__math_check|with_errno|__ieee754|e_exp\.c|w_exp"),
+     r"libm\.so|exp@plt|exp@@GLIBC|__exp|xflow|__math_check|with_errno|__ieee754|e_exp\.c|w_exp"),
     ("softmax / masked softmax rows, incl. the fast float exp (ag's own code)",
      r"softmax_forward|row_softmax|row_log_softmax|length_masked_softmax|exp_shifted|exp_approx"),
     ("layer norm (fused kernel)", r"layer_norm"),
@@ -39,7 +40,11 @@ BUCKETS = [  # (bucket, pattern); the first match wins
      r"ag::numel|Tensor::numel|Tensor::impl"),
     ("copies (copy_into/contiguous, clone, memcpy)", r"copy_into|contiguous|clone|memmove|memcpy"),
     ("zero fill (memset, fill_, zeros)", r"memset|fill_|ag::zeros"),
-    ("optimizer + clipping (Adam::step, clip_grad_norm, to_vector)", r"Adam::step|clip_grad_norm|to_vector"),
+    ("optimizer + clipping (Adam::step, clip_grad_norm, to_vector)",
+     r"Adam::step|adam_update|clip_grad_norm|squared_norm_partials|to_vector"),
+    ("linear's epilogue and bias-gradient column sums", r"linear_epilogue|linear_backward_columns"),
+    ("attention's own loops (scaling, masking, the fused kernel's row loops)",
+     r"scaled_dot_product_attention|flash_attention"),
     ("heap (malloc/free/new/delete)",
      r"malloc|_int_free|cfree|free@|\bfree\b|operator new|operator delete|unlink_chunk|aligned_alloc|"
      r"memalign|tcache|sysmalloc|systrim|mmap|munmap"),
