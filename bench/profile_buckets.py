@@ -28,11 +28,13 @@ BUCKETS = [  # (bucket, pattern); the first match wins
      r"libopenblas|cblas_sgemm|sgemm_|libdnnl|\[JIT\]|small_gemm|small_sgemm|masked_scores|"
      r"masked_weights|transpose_into"),
     ("dropout (Philox words, the keep mask, applying it)",
-     r"bernoulli|philox|Generator::block|fill_blocks|next_uniform|reserve_words|draw_keep_mask|ag::dropout"),
+     r"bernoulli|philox|Generator::block|fill_blocks|next_uniform|reserve_words|draw_keep|"
+     r"keep_from_words|apply_dropout|uniform_for|ag::dropout"),
     ("exp in libm (scalar double exp, incl. its underflow path)",
      r"libm\.so|exp@plt|exp@@GLIBC|__exp|xflow|__math_check|with_errno|__ieee754|e_exp\.c|w_exp"),
     ("softmax / masked softmax rows, incl. the fast float exp (ag's own code)",
-     r"softmax_forward|row_softmax|row_log_softmax|length_masked_softmax|exp_shifted|exp_approx"),
+     r"softmax_forward|softmax_rows|softmax_backward|row_softmax|row_log_softmax|length_masked_softmax|"
+     r"exp_shifted|exp_approx"),
     ("layer norm (fused kernel)", r"layer_norm"),
     ("reductions (sum, mean, var: LayerNorm, softmax backward, sum_to)",
      r"group_sums|var_impl|sum_impl|mean_impl|max_impl|sum_to"),
@@ -49,6 +51,8 @@ BUCKETS = [  # (bucket, pattern); the first match wins
      r"malloc|_int_free|cfree|free@|\bfree\b|operator new|operator delete|unlink_chunk|aligned_alloc|"
      r"memalign|tcache|sysmalloc|systrim|mmap|munmap"),
     ("kernel (page faults: zeroing fresh pages; syscalls)", r"\[kernel|kallsyms|\[k\]"),
+    ("thread pool (a thread spinning while the other finishes its share; the hand-off)",
+     r"ThreadPool|ag::parallel_for$|sched_yield"),
     ("elementwise kernels (add, mul, sub, div, where, relu, masked_fill, ...)",
      r"ag::(mul|add|sub|div|where|neg|relu|sqrt|masked_fill|ge|gt|lt|le|eq|pow|exp|log|abs)\b|map_binary|"
      r"map_unary|Tensor::(add_|mul_|sub_|div_|addcmul_|addcdiv_|copy_)"),
