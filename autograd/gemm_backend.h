@@ -3,10 +3,9 @@
 // Every product ag makes — matmul, the fused attention kernels, Linear layers — goes through one
 // function (autograd/detail/blas.h). It calls OpenBLAS's sgemm/dgemm, or, when this build found
 // oneDNN (Debian's libdnnl-dev; CMake option AG_WITH_ONEDNN) and the backend is onednn, oneDNN's
-// sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds (onednn_makes has
-// the one exception: tall Aᵀ · B). oneDNN's JIT
-// kernels make the products of d2l's and the language model's training steps 8–15 % faster on an
-// AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
+// sgemm for float32 products of at least kOnednnMinMultiplyAdds multiply-adds but tall Aᵀ · B
+// (onednn_makes). oneDNN's JIT kernels make the products of d2l's and the language model's
+// training steps 8–15 % faster on an AVX-512 CPU than OpenBLAS 0.3.21 (docs/benchmarks.md, "GEMM backends"); for small products
 // its fixed cost per call is 2–5× OpenBLAS's, and float64 (gradcheck) has no oneDNN gemm, so those
 // stay on OpenBLAS. Attention's per-head products (at most 64 × 64, k ≤ 64) are ag's own kernel's
 // on AVX-512 CPUs, whichever the backend (autograd/small_gemm.cpp; AG_SMALL_GEMM=off in the
@@ -38,11 +37,12 @@ enum class GemmBackend { openblas, onednn };
 // AVX-512 CPUs (autograd/small_gemm.cpp).
 inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 17;
 
-// Aᵀ · B with m ≥ 512 rows and m · n ≥ 2^17 outputs — a weight's gradient gᵀ · x whose layer has
-// 512 outputs or more and 256 inputs or more, e.g. the FFN's second weight, 1024 × 256 from 2048
-// rows — stays on OpenBLAS too: there oneDNN 2.6 is 4–25 % slower than OpenBLAS 0.3.21. With
-// fewer rows or outputs (512 × 128, 256 × 1024, ...) oneDNN is as fast or faster. Measured on the
-// Zen 5 machine, docs/benchmarks.md, "GEMM backends".
+// Aᵀ · B with m ≥ 512 rows and m · n ≥ 2^17 outputs — a weight's gradient gᵀ · x with at least 512
+// outputs and 2^17 weights, e.g. the FFN's second weight, 1024 × 256 from 2048 rows — stays on
+// OpenBLAS too: there oneDNN 2.6 is 4–25 % slower than OpenBLAS 0.3.21. With fewer rows or
+// outputs (512 × 128, 256 × 1024, ...) oneDNN is about as fast or faster. The rule is per call:
+// threads split a product's rows. Measured on the Zen 5 machine: docs/benchmarks.md, "GEMM
+// backends", "Tall Aᵀ · B".
 inline constexpr int64_t kOpenblasMinTransposedARows = 512;
 inline constexpr int64_t kOpenblasMinTransposedAOutputs = int64_t(1) << 17;
 

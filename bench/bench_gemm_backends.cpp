@@ -386,9 +386,8 @@ int main(int argc, char** argv) {
 #ifdef AG_BENCH_HAVE_ONEDNN
   std::printf(
       "ag's rule (its own kernel up to 64 x 64 x 64, else oneDNN from %lld multiply-adds a "
-      "product on but for A^T B with m >= %lld and m n >= %lld, OpenBLAS for the rest): %.2f ms "
-      "per "
-      "step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
+      "product on but for A^T B with m >= %lld and m n >= %lld, OpenBLAS for the rest): "
+      "%.2f ms per step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
       static_cast<long long>(ag::kOnednnMinMultiplyAdds),
       static_cast<long long>(ag::kOpenblasMinTransposedARows),
       static_cast<long long>(ag::kOpenblasMinTransposedAOutputs), ag_rule_total,
