@@ -123,6 +123,50 @@ TEST_CASE("squared_norm_partials: each block of 4096 is summed in order, on 1 an
   }
 }
 
+TEST_CASE(
+    "layer_norm's backward gives the same bits on 1 and 2 threads, db adding blocks of 64 rows in "
+    "order",
+    "[parallel]") {
+  // The backward sums dw and db over blocks of 64 rows (the blocks split across threads), then
+  // adds the blocks' sums in block order: the bits cannot depend on the thread count.
+  constexpr int64_t kBlockRows = 64;
+  for (const DType dtype : {float32, float64}) {
+    for (const int64_t rows : {int64_t(5), kBlockRows, 3 * kBlockRows + 7}) {
+      const int64_t n = 37;
+      Generator gen(12);
+      // upstream / 3: full-width mantissas in float64, so that the order of the sums shows
+      const Tensor third = full({1}, 1.0 / 3).to(dtype);
+      const Tensor x = randn({rows, n}, gen).to(dtype),
+                   upstream = mul(randn({rows, n}, gen).to(dtype), third);
+      const Tensor w0 = randn({n}, gen).to(dtype), b0 = randn({n}, gen).to(dtype);
+      auto gradients = [&](int threads) {
+        Threads t(threads);
+        Tensor xg = x.detach().requires_grad_(), w = w0.detach().requires_grad_(),
+               b = b0.detach().requires_grad_();
+        sum(mul(layer_norm(xg, {n}, w, b, 1e-5), upstream)).backward();  // ∂L/∂y = upstream
+        return std::vector<Tensor>{xg.grad(), w.grad(), b.grad()};
+      };
+      const std::vector<Tensor> one = gradients(1), two = gradients(2);
+      INFO(rows << " rows, " << (dtype == float32 ? "float32" : "float64"));
+      for (std::size_t i = 0; i < one.size(); ++i)
+        CHECK(one[i].to_vector<double>() == two[i].to_vector<double>());
+      if (dtype == float64) {
+        // db[i] = Σ_blocks (Σ_{rows of the block} upstream[r, i]), each sum in order
+        const std::vector<double> g = upstream.to_vector<double>();
+        std::vector<double> expected(static_cast<std::size_t>(n), 0.0);
+        for (int64_t start = 0; start < rows; start += kBlockRows)
+          for (int64_t i = 0; i < n; ++i) {
+            double block = 0;
+            for (int64_t r = start; r < std::min(rows, start + kBlockRows); ++r)
+              block += g[static_cast<std::size_t>(r * n + i)];
+            expected[static_cast<std::size_t>(i)] += block;
+          }
+        CHECK(one[2].to_vector<double>() == expected);
+      }
+    }
+  }
+}
+
 TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
   Threads keep(get_num_threads());
   set_num_threads(3);
