@@ -162,33 +162,29 @@ AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, con
   layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
 }
 
-// Columns [begin, end), summed over the R rows in order: dw += g · x̂ (when dw is not null),
-// db += g (when db is not null).
+// Every column of R rows (N elements each), summed over the rows in order: dw += g · x̂ (when dw
+// is not null), db += g (when db is not null).
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_dw_db_columns_impl(const T* __restrict px,
     const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
-    double* __restrict pdw, double* __restrict pdb, int64_t begin, int64_t end, int64_t R,
-    int64_t N) {
+    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N) {
   for (int64_t r = 0; r < R; ++r) {
     const T* x_row = px + r * N;
     const T* g_row = pg + r * N;
     const double mu = pmean[r], s = prstd[r];
     if (pdw)
-      for (int64_t i = begin; i < end; ++i)
-        pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
+      for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
     if (pdb)
-      for (int64_t i = begin; i < end; ++i) pdb[i] += double(g_row[i]);
+      for (int64_t i = 0; i < N; ++i) pdb[i] += double(g_row[i]);
   }
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const float* px, const float* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t begin, int64_t end,
-    int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, begin, end, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const double* px, const double* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t begin, int64_t end,
-    int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, begin, end, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
 }
 
 }  // namespace detail
@@ -267,7 +263,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
         if (pdw || pdb)
           detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * N, pmean + r0, prstd + r0,
               pdw ? block_dw.data() + block * N : nullptr,
-              pdb ? block_db.data() + block * N : nullptr, 0, N, rows_here, N);
+              pdb ? block_db.data() + block * N : nullptr, rows_here, N);
       }
     });
     // dw[i] = Σ_blocks block_dw[block, i], db likewise, block after block
