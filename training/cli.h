@@ -1,0 +1,59 @@
+// The command line every program shares: the options of a training run, strict whole numbers,
+// and main's parse-and-catch block with the exit codes of docs/training.md ("Exit codes"):
+//   0 success · 1 a runtime error (the run failed) · 2 a bad option or input · 130 interrupted.
+//
+//   int main(int argc, char** argv) {
+//     CLI::App app{"my-program: what it does"};
+//     int64_t width = 32;
+//     app.add_option("--width", width, "hidden width")->check(training::whole_number<int64_t>());
+//     return training::run_main("my-program", app, argc, argv, [&] { ...; return 0; });
+//   }
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "autograd/error.h"
+#include "training/run.h"
+
+namespace ag::training {
+
+// A bad option or input found after parsing: run_main prints "<program>: <message>" and exits 2.
+class UsageError : public ValueError {
+ public:
+  using ValueError::ValueError;
+};
+
+// CLI11 2.1 reads an integer option with strtoll or strtoull: 10^30 becomes 2^63 − 1 without a
+// word, -1 for an unsigned option becomes 2^64 − 1, and "010" is read as octal 8. This check sees
+// the text first: a decimal whole number that T holds, or the option is refused (exit 2) — no
+// leading zero, no "+", no "0x".
+template <class T>
+CLI::Validator whole_number();
+
+// What the shared options' help says where programs differ.
+struct RunHelp {
+  std::string batch_size = "examples per step";
+  std::string lr = "the optimizer's learning rate";
+};
+
+// --steps --batch-size --lr --clip --schedule --warmup --seed --threads --eval-every --checkpoint
+// --checkpoint-every --checkpoint-format --keep --resume --stop-after --loss-log --chunk-rows
+// --oversubscribe --skip-nonfinite-steps --max-memory, into `o` (its values are the defaults).
+void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
+
+// Why the shared options cannot run ("" if they can), checked in a fixed order: the schedule,
+// the sizes, the numbers, the threads (under mpirun: ranks × threads against the cores), the
+// chunks, the checkpoint options, --max-memory (which sets o.memory_limit) and the output paths
+// (--checkpoint, --loss-log). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
+std::string run_options_problem(RunOptions& o);
+
+// Parses the command line, then runs `body` and returns its exit code. --help prints the usage
+// (0); a bad option prints "<program>: <message> (see --help)" (2); a UsageError from `body`
+// "<program>: <message>" (2); any other exception "<program>: <message>" (1). Under mpirun a rank
+// that fails ends the whole job (dist::abort), and rank 0 alone reports a bad option.
+int run_main(const std::string& program, CLI::App& app, int argc, char** argv,
+    const std::function<int()>& body);
+
+}  // namespace ag::training

@@ -1,0 +1,109 @@
+#include "training/report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "distributed/distributed.h"
+
+namespace ag::training {
+
+LogFile::LogFile(
+    const std::string& path, const std::string& what, const std::string& header, bool append)
+    : path_(path), what_(what) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const bool has_rows = append && fs::exists(path, error) && fs::file_size(path, error) > 0;
+  file_.open(path, has_rows ? std::ios::app : std::ios::trunc);
+  if (!file_) throw IoError("cannot open " + what_ + " " + path_);
+  if (!has_rows && !header.empty()) row(header);
+}
+
+void LogFile::row(const std::string& text) {
+  file_ << text << '\n' << std::flush;
+  if (!file_) throw IoError("writing " + what_ + " " + path_ + " failed (is the disk full?)");
+}
+
+void LogFile::close() {
+  if (!file_.is_open()) return;
+  file_.close();
+  if (!file_) throw IoError("closing " + what_ + " " + path_ + " failed (is the disk full?)");
+}
+
+std::string format_duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%lld:%02lld", static_cast<long long>(s / 60),
+      static_cast<long long>(s % 60));
+  return buffer;
+}
+
+Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step, bool resumed)
+    : o_(o),
+      first_step_(first_step),
+      last_step_(last_step),
+      terminal_(isatty(STDOUT_FILENO) == 1) {
+  // --loss-log: "step,loss" rows, the loss as a hexadecimal float (exact).
+  if (dist::rank() == 0 && !o.loss_log.empty())
+    loss_log_ = LogFile(o.loss_log, "--loss-log", "step,loss", resumed);
+}
+
+void Report::step(int64_t step, double loss, double tokens) {
+  if (loss_log_.is_open()) {
+    std::ostringstream row;
+    row << step << ',' << std::hexfloat << loss;
+    loss_log_.row(row.str());
+  }
+  tokens_ += dist::world_size() > 1 ? dist::all_reduce_sum(tokens) : tokens;
+  loss_since_report_ += loss;
+  ++steps_since_report_;
+  loss_since_evaluation_ += loss;
+  ++steps_since_evaluation_;
+  recent_losses_.push_back(loss);
+  if (recent_losses_.size() > 100) recent_losses_.pop_front();
+  const bool evaluate_now = evaluation_due(step);
+  const double elapsed = seconds();
+  const double eta =
+      elapsed / static_cast<double>(step - first_step_ + 1) * static_cast<double>(last_step_ - step);
+  if (terminal_) {  // one live line, rewritten in place
+    std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ",
+        static_cast<long long>(step), static_cast<long long>(o_.steps), loss, tokens_ / elapsed,
+        format_duration(eta).c_str());
+    if (evaluate_now) std::printf("\n");
+    std::fflush(stdout);
+  } else if (step % 100 == 0 || evaluate_now) {
+    std::printf("step %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s\n", static_cast<long long>(step),
+        static_cast<long long>(o_.steps),
+        loss_since_report_ / static_cast<double>(steps_since_report_), tokens_ / elapsed,
+        format_duration(eta).c_str());
+    loss_since_report_ = 0;
+    steps_since_report_ = 0;
+    std::fflush(stdout);
+  }
+}
+
+bool Report::evaluation_due(int64_t step) const {
+  return step % o_.eval_every == 0 || step == o_.steps;
+}
+
+double Report::take_train_loss() {
+  const double mean =
+      steps_since_evaluation_ > 0 ? loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_) : 0;
+  loss_since_evaluation_ = 0;
+  steps_since_evaluation_ = 0;
+  return mean;
+}
+
+double Report::recent_loss() const {
+  double recent = 0;
+  for (double l : recent_losses_) recent += l;
+  return recent_losses_.empty() ? 0 : recent / static_cast<double>(recent_losses_.size());
+}
+
+double Report::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+}  // namespace ag::training

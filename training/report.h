@@ -1,0 +1,68 @@
+// What a run prints and logs as it trains: the progress line (step, loss, tokens/s, ETA) —
+// rewritten in place on a terminal, every 100 steps otherwise —, --loss-log's row per step, and
+// the means a program's evaluation reports (the training loss since the previous evaluation, the
+// last 100 steps'). Under mpirun, rank 0 alone prints and writes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <fstream>
+#include <string>
+
+#include "training/run.h"
+
+namespace ag::training {
+
+// A text file written a row at a time — each row flushed and checked, so that `tail -f` follows
+// the run, a killed run keeps every row it wrote, and a full disk or a failing device ends the
+// run with an IoError naming the file instead of a log that silently stops. A resumed run appends
+// to the file of the run it resumes (the header only in a new or empty file).
+class LogFile {
+ public:
+  LogFile() = default;
+  LogFile(const std::string& path, const std::string& what, const std::string& header,
+      bool append);
+  bool is_open() const { return file_.is_open(); }
+  void row(const std::string& text);  // text without its '\n'
+  void close();
+
+ private:
+  std::ofstream file_;
+  std::string path_, what_;
+};
+
+class Report {
+ public:
+  // `first_step` and `last_step`: this invocation's (Run); `resumed`: the logs are appended to.
+  Report(const RunOptions& o, int64_t first_step, int64_t last_step, bool resumed);
+
+  // After each step, on every rank: `tokens`, the tokens this rank trained on in the step (summed
+  // over the ranks here: a collective).
+  void step(int64_t step, double loss, double tokens);
+
+  // Whether to evaluate after `step`: every --eval-every steps and after the run's last step.
+  bool evaluation_due(int64_t step) const;
+  // The mean training loss since the previous call (or the start), for an evaluation's report.
+  double take_train_loss();
+  // The mean loss of the last (up to) 100 steps, and how many that is.
+  double recent_loss() const;
+  std::size_t recent_steps() const { return recent_losses_.size(); }
+  // Seconds since the report was made (the run's start).
+  double seconds() const;
+
+ private:
+  const RunOptions& o_;
+  int64_t first_step_, last_step_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  LogFile loss_log_;
+  double tokens_ = 0, loss_since_report_ = 0, loss_since_evaluation_ = 0;
+  int64_t steps_since_report_ = 0, steps_since_evaluation_ = 0;
+  std::deque<double> recent_losses_;
+};
+
+// "m:ss": 95.4 s -> "1:35".
+std::string format_duration(double seconds);
+
+}  // namespace ag::training
