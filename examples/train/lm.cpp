@@ -12,10 +12,10 @@
 #include "models/language_model_file.h"
 #include "models/memory.h"
 #include "optim/optimizer.h"
+#include "train.h"
 #include "training/cli.h"
 #include "training/report.h"
 #include "training/step.h"
-#include "train.h"
 
 namespace ag_train {
 
@@ -64,8 +64,7 @@ void describe_lm(training::Layout& file, Options& o, const LMData* d = nullptr) 
   uint32_t crc = d ? d->crc : 0;
   file.integer("text.crc32", crc);
   if (!file.reading())
-    return lm::save_model_config(
-        file.out(), lm_config(o, d->vocab.size()), d->tokenizer, d->vocab);
+    return lm::save_model_config(file.out(), lm_config(o, d->vocab.size()), d->tokenizer, d->vocab);
   const lm::ModelDescription m = lm::load_model_config(file.in(), file.path());
   o.model.num_hiddens = m.config.num_hiddens;
   o.model.num_heads = m.config.num_heads;
@@ -125,8 +124,8 @@ LMData lm_data(const Options& o, const std::optional<Checkpoint>& resumed) {
         "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +
             std::to_string(config.num_layers) + ", --block-size " +
             std::to_string(config.block_size) + ", --batch-size " +
-            std::to_string(o.run.batch_size) + ", vocabulary " +
-            std::to_string(config.vocab_size) + ")",
+            std::to_string(o.run.batch_size) + ", vocabulary " + std::to_string(config.vocab_size) +
+            ")",
         o.run.memory_limit_source);
   } catch (const std::exception& e) {
     throw training::UsageError(e.what());
@@ -224,7 +223,8 @@ int train_lm(Options o) {
   training::Run run(o.run, *model, optimizer, scheduler, [&](auto& f) { describe_lm(f, o, &d); });
   run.track([&](training::Layout& f) { f.generator("generator.data", data_generator); });
   run.start(resumed);
-  training::Step step(*model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
+  training::Step step(
+      *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, d, config, *model);
   training::print_data_parallel(o.run, "windows");
   training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());

@@ -29,9 +29,9 @@
 #include "io/output_path.h"
 #include "models/memory.h"
 #include "models/translation.h"
+#include "train.h"
 #include "training/cli.h"
 #include "training/interrupt.h"
-#include "train.h"
 
 namespace ag_train {
 
@@ -247,8 +247,7 @@ std::string options_problem(const CLI::App& app, Options& o) {
     return "--sample-length " + std::to_string(l.sample_length) + " is above 100000";
   if (const std::string problem = training::run_options_problem(o.run); !problem.empty())
     return problem;
-  if (o.eval_size <= 0 || o.show < 0)
-    return "--eval-size must be positive, --show not negative";
+  if (o.eval_size <= 0 || o.show < 0) return "--eval-size must be positive, --show not negative";
   if (o.attention_example < -1 || o.attention_example >= o.eval_size)
     return "--attention-example " + std::to_string(o.attention_example) + " must be -1 or in 0-" +
            std::to_string(o.eval_size - 1) + " (an index into the --eval-size held-out examples)";
@@ -260,8 +259,7 @@ std::string options_problem(const CLI::App& app, Options& o) {
     return e.what();
   }
   if (o.run.resume.empty() && !translate && !lm)
-    if (const std::string problem = ag_train::toy_size_problem(o); !problem.empty())
-      return problem;
+    if (const std::string problem = ag_train::toy_size_problem(o); !problem.empty()) return problem;
   for (const auto& [option, path, kind] :
       {std::tuple{"--save-model", o.save_model, OutputKind::renamed_file},
           std::tuple{"--attention-png", o.attention_png, OutputKind::file}})
@@ -285,10 +283,10 @@ int write_pairs(const Options& o) {
       !why.empty())
     throw training::UsageError("--write-pairs " + o.write_pairs + ": " + why);
   try {
-    training::report_removed("ag-train",
-        write_file_atomically(
-            o.write_pairs, data::synthetic_pairs_text(o.generated_pairs, 0), "--write-pairs")
-            .removed_temp_files);
+    training::report_removed(
+        "ag-train", write_file_atomically(o.write_pairs,
+                        data::synthetic_pairs_text(o.generated_pairs, 0), "--write-pairs")
+                        .removed_temp_files);
   } catch (const std::exception& e) {
     throw training::UsageError(e.what());
   }

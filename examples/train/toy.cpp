@@ -14,9 +14,9 @@
 #include "models/model_file.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
+#include "train.h"
 #include "training/report.h"
 #include "training/step.h"
-#include "train.h"
 #include "viz/viz.h"
 
 namespace ag_train {
@@ -197,9 +197,9 @@ int finish(const Options& o, const training::Run& run, training::Report& report,
   const double seconds = report.seconds();
   if (dist::rank() > 0) return 0;
   if (!o.save_model.empty()) {
-    training::report_removed("ag-train",
-        seq2seq::save_model(o.save_model, model, o.task, o.model, training::checkpoint_format(o.run))
-            .removed_temp_files);
+    training::report_removed("ag-train", seq2seq::save_model(o.save_model, model, o.task, o.model,
+                                             training::checkpoint_format(o.run))
+                                             .removed_temp_files);
     std::printf("saved the model to %s\n", o.save_model.c_str());
   }
   if (curves.is_open()) {  // the curves' PNG, drawn once the CSV is complete
@@ -239,8 +239,7 @@ std::string toy_size_problem(const Options& o) {
         "this run (--num-hiddens " + std::to_string(o.model.num_hiddens) + ", --ffn-num-hiddens " +
             std::to_string(o.model.ffn_num_hiddens) + ", --layers " +
             std::to_string(o.model.num_layers) + ", --batch-size " +
-            std::to_string(o.run.batch_size) + ", --eval-size " + std::to_string(o.eval_size) +
-            ")",
+            std::to_string(o.run.batch_size) + ", --eval-size " + std::to_string(o.eval_size) + ")",
         o.run.memory_limit_source);
   } catch (const ValueError& e) {
     return e.what();
@@ -269,7 +268,8 @@ int train_toy(Options o) {
   training::Run run(o.run, *model, optimizer, scheduler, [&](auto& f) { describe_toy(f, o); });
   run.track([&](training::Layout& f) { f.generator("generator.data", stream.generator()); });
   run.start(resumed);
-  training::Step step(*model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
+  training::Step step(
+      *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, *task, *model);
   training::print_data_parallel(o.run, "examples");
   training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());
@@ -287,13 +287,15 @@ int train_toy(Options o) {
     const data::Batch batch = batch_of(mine.begin, mine.end);
     // Rows [first, last): their masked cross-entropy per valid token, and their valid tokens.
     auto loss_of = [&](int64_t first, int64_t last) {
-      const data::Batch rows = first == mine.begin && last == mine.end ? batch : batch_of(first, last);
+      const data::Batch rows =
+          first == mine.begin && last == mine.end ? batch : batch_of(first, last);
       return std::pair{seq2seq::sequence_loss(*model, rows), valid_tokens(examples, first, last)};
     };
     const double batch_tokens = valid_tokens(examples, 0, static_cast<int64_t>(examples.size()));
     const training::StepResult result = step.take(t, batch_tokens, loss_of);
     if (result.diverged) return 1;
-    report.step(t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
+    report.step(
+        t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
     if (report.evaluation_due(t) && dist::rank() == 0) {
       last = seq2seq::evaluate(*model, *task, held_out);
       print_evaluation(t, last, *task, held_out, o.show);

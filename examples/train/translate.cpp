@@ -9,10 +9,10 @@
 #include "models/model_file.h"
 #include "models/translation.h"
 #include "optim/optimizer.h"
+#include "train.h"
 #include "training/cli.h"
 #include "training/report.h"
 #include "training/step.h"
-#include "train.h"
 
 namespace ag_train {
 
@@ -178,7 +178,8 @@ int train_translate(Options o) {
     if (f.reading()) stream.set_position(epoch, position);
   });
   run.start(resumed);
-  training::Step step(*model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
+  training::Step step(
+      *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, d, *model);
   training::print_data_parallel(o.run, "pairs");
   training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());
@@ -195,7 +196,8 @@ int train_translate(Options o) {
     const data::Batch batch = batch_of(mine.begin, mine.end);
     // Rows [first, last): their cross-entropy per valid token, and their valid tokens.
     auto loss_of = [&](int64_t first, int64_t last) {
-      const data::Batch rows = first == mine.begin && last == mine.end ? batch : batch_of(first, last);
+      const data::Batch rows =
+          first == mine.begin && last == mine.end ? batch : batch_of(first, last);
       return std::pair{seq2seq::sequence_loss(*model, rows), sum(rows.label_valid_lens).item()};
     };
     const double batch_tokens =  // (one process: unused)
@@ -204,7 +206,8 @@ int train_translate(Options o) {
             : 0;
     const training::StepResult result = step.take(t, batch_tokens, loss_of);
     if (result.diverged) return 1;
-    report.step(t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
+    report.step(
+        t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
     if (report.evaluation_due(t) && dist::rank() == 0) {
       last = seq2seq::evaluate_translation(*model, d.split.held_out, d.vocabs, o.beam);
       print_evaluation(t, last, d.split.held_out, o);
