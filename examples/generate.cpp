@@ -25,7 +25,7 @@
 #include "autograd/parallel.h"
 #include "models/language_model.h"
 #include "models/language_model_file.h"
-#include "models/memory.h"
+#include "models/memory_budget.h"
 
 // The most tokens one call generates: every token is kept until the text is printed, so an
 // unbounded --max-new would be an unbounded allocation (and hours of work).
@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
   else if (const std::string bad = ag::data::utf8_problem(prompt, "--prompt"); !bad.empty())
     problem = bad;
   try {
-    if (problem.empty() && !max_memory.empty())
-      memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+    if (problem.empty() && !max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
   } catch (const ag::ValueError& e) {
     problem = std::string("--max-memory: ") + e.what();
   }

@@ -27,7 +27,7 @@
 
 #include "autograd/error.h"
 #include "io/output_path.h"
-#include "models/memory.h"
+#include "models/memory_budget.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "models/translation.h"
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
 
   std::optional<uint64_t> memory_limit;
   try {
-    if (!max_memory.empty()) memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+    if (!max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
   } catch (const ag::ValueError& e) {
     std::cerr << "ag-predict: --max-memory: " << e.what() << "\n";
     return 2;

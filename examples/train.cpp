@@ -48,6 +48,7 @@
 #include "models/language_model.h"
 #include "models/language_model_file.h"
 #include "models/memory.h"
+#include "models/memory_budget.h"
 #include "models/model_file.h"
 #include "models/seq2seq.h"
 #include "models/translation.h"
@@ -273,10 +274,10 @@ std::string size_problem(const Options& o) {
            ") are held out, so that training has sources left";
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = task->vocab().size();
-  const seq2seq::MemoryEstimate need = seq2seq::estimate_training_bytes(config, o.batch_size,
+  const MemoryEstimate need = seq2seq::estimate_training_bytes(config, o.batch_size,
       task->source_steps(), task->target_steps(), o.eval_size, !o.checkpoint.empty());
   try {
-    seq2seq::check_memory(need, o.memory_limit,
+    check_memory(need, o.memory_limit,
         "this run (--num-hiddens " + std::to_string(o.model.num_hiddens) + ", --ffn-num-hiddens " +
             std::to_string(o.model.ffn_num_hiddens) + ", --layers " +
             std::to_string(o.model.num_layers) + ", --batch-size " + std::to_string(o.batch_size) +
@@ -939,8 +940,8 @@ int train_translate(Options o, std::optional<Checkpoint> resumed) {
   config.vocab_size = vocabs.source.size();
   config.target_vocab_size = vocabs.target.size();
   try {  // as size_problem does for the toy tasks, once the vocabularies' sizes are known
-    seq2seq::check_memory(seq2seq::estimate_training_bytes(config, o.batch_size, o.num_steps,
-                              o.num_steps, o.eval_size, !o.checkpoint.empty()),
+    check_memory(seq2seq::estimate_training_bytes(config, o.batch_size, o.num_steps, o.num_steps,
+                     o.eval_size, !o.checkpoint.empty()),
         o.memory_limit,
         "this run (vocabularies " + std::to_string(config.vocab_size) + " and " +
             std::to_string(config.target_vocab_size) + ", --batch-size " +
@@ -1231,8 +1232,7 @@ std::string lm_size_problem(const Options& o, const nn::LanguageModelConfig& con
            std::to_string(kMaxBatchSize);
   try {
     lm::check_config(config, /*options=*/true);
-    seq2seq::check_memory(
-        lm::estimate_training_bytes(config, o.batch_size, 32, !o.checkpoint.empty()),
+    check_memory(lm::estimate_training_bytes(config, o.batch_size, 32, !o.checkpoint.empty()),
         o.memory_limit,
         "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +
             std::to_string(config.num_layers) + ", --block-size " +
@@ -1803,8 +1803,8 @@ int main(int argc, char** argv) {
   // allocate and the memory of the whole run, against --max-memory or what is available.
   try {
     if (problem.empty()) seq2seq::check_model_config(o.model, seq2seq::SettingNames::options);
-    o.memory_limit = o.max_memory.empty() ? seq2seq::available_memory_bytes()
-                                          : seq2seq::parse_byte_size(o.max_memory);
+    o.memory_limit =
+        o.max_memory.empty() ? available_memory_bytes() : parse_byte_size(o.max_memory);
     o.memory_limit_source = o.max_memory.empty() ? "available (--max-memory sets another limit)"
                                                  : "allowed by --max-memory";
   } catch (const ValueError& e) {

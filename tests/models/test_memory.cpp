@@ -12,6 +12,7 @@
 
 #include "autograd/allocator.h"
 #include "models/memory.h"
+#include "models/memory_budget.h"
 #include "models/seq2seq.h"
 
 using namespace ag;

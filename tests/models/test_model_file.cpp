@@ -9,6 +9,7 @@
 
 #include "io/safetensors.h"
 #include "models/memory.h"
+#include "models/memory_budget.h"
 #include "models/model_file.h"
 #include "tests/temp_folder.h"
 
