@@ -6,8 +6,8 @@
 //
 // The model file carries the configuration, the tokenizer (char or word) and the vocabulary, so
 // the prompt is tokenized as the training text was; a prompt token the vocabulary lacks becomes
-// <unk>, with a warning on stderr. Generation runs with the key/value cache (models/
-// language_model.h: each new token computes only its own query, key and value); --no-cache
+// <unk>, with a warning on stderr. Generation runs with the key/value cache (models/lm.h: each
+// new token computes only its own query, key and value); --no-cache
 // recomputes the whole context at every step instead, for comparison — the same tokens.
 // The text goes to stdout, the speed (tokens/s) to stderr.
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "autograd/parallel.h"
-#include "models/language_model.h"
-#include "models/language_model_file.h"
+#include "models/lm.h"
+#include "models/lm_file.h"
 #include "models/memory_budget.h"
 
 // The most tokens one call generates: every token is kept until the text is printed, so an

@@ -28,9 +28,9 @@
 #include "autograd/error.h"
 #include "io/output_path.h"
 #include "models/memory_budget.h"
-#include "models/model_file.h"
 #include "models/seq2seq.h"
-#include "models/translation.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_translation.h"
 #include "viz/heatmap.h"
 
 namespace {
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   }
   ag::seq2seq::LoadedModel loaded;
   try {
-    // The model's configuration and memory are checked before it is built (model_file.h).
+    // The model's configuration and memory are checked before it is built (models/seq2seq_file.h).
     loaded =
         ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
   } catch (const std::exception& e) {

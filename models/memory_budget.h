@@ -1,7 +1,7 @@
 // The memory a run may take: an estimate's parts, the memory the machine can give, a size the user
 // types ("4G"), and the check that refuses a run above its limit with the estimate in the message.
-// Nothing here knows a model: models/memory.h estimates the seq2seq model's memory and
-// models/language_model_file.h the language model's, both as a MemoryEstimate.
+// Nothing here knows a model: models/seq2seq_memory.h estimates the seq2seq model's memory and
+// models/lm_file.h the language model's, both as a MemoryEstimate.
 #pragma once
 
 #include <cstdint>

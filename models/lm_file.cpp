@@ -1,4 +1,4 @@
-#include "models/language_model_file.h"
+#include "models/lm_file.h"
 
 #include <set>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "models/memory.h"
+#include "models/seq2seq_memory.h"
 
 #include <algorithm>
 #include <sstream>
@@ -59,7 +59,7 @@ uint64_t state_dict_numbers(const ModelConfig& c) {
 
 namespace {
 
-// A(B) of memory.h: the numbers one forward keeps for backward.
+// A(B) of seq2seq_memory.h: the numbers one forward keeps for backward.
 double saved_numbers(const ModelConfig& c, double B, double S, double T) {
   const double D = static_cast<double>(c.num_hiddens), F = static_cast<double>(c.ffn_num_hiddens),
                H = static_cast<double>(c.num_heads), L = static_cast<double>(c.num_layers),

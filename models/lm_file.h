@@ -1,6 +1,6 @@
 // Language-model files: a trained nn::LanguageModel with its configuration, vocabulary and
 // tokenizer, so that ag-generate rebuilds it and decodes without the corpus. As the seq2seq model
-// files (models/model_file.h), two formats chosen by the extension:
+// files (models/seq2seq_file.h), two formats chosen by the extension:
 //   PATH.safetensors  the weights under their dotted names (no sinusoid table: a non-persistent
 //                     buffer), and __metadata__ strings: "config.task": "lm",
 //                     "config.vocab_size": "65", "config.num_hiddens", "config.num_heads",
@@ -21,7 +21,7 @@
 
 #include "data/vocab.h"
 #include "io/checkpoint.h"
-#include "models/language_model.h"
+#include "models/lm.h"
 #include "models/memory_budget.h"
 
 namespace ag::lm {
