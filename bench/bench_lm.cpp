@@ -69,7 +69,7 @@
 #include "autograd/gemm_backend.h"
 #include "autograd/ops.h"
 #include "data/text.h"
-#include "models/language_model.h"
+#include "models/lm.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "sgemm_peak.h"

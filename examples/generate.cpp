@@ -6,8 +6,8 @@
 //
 // The model file carries the configuration, the tokenizer (char or word) and the vocabulary, so
 // the prompt is tokenized as the training text was; a prompt token the vocabulary lacks becomes
-// <unk>, with a warning on stderr. Generation runs with the key/value cache (models/
-// language_model.h: each new token computes only its own query, key and value); --no-cache
+// <unk>, with a warning on stderr. Generation runs with the key/value cache (models/lm.h: each
+// new token computes only its own query, key and value); --no-cache
 // recomputes the whole context at every step instead, for comparison — the same tokens.
 // The text goes to stdout, the speed (tokens/s) to stderr.
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "autograd/parallel.h"
-#include "models/language_model.h"
-#include "models/language_model_file.h"
-#include "models/memory.h"
+#include "models/lm.h"
+#include "models/lm_file.h"
+#include "models/memory_budget.h"
 
 // The most tokens one call generates: every token is kept until the text is printed, so an
 // unbounded --max-new would be an unbounded allocation (and hours of work).
@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
   else if (const std::string bad = ag::data::utf8_problem(prompt, "--prompt"); !bad.empty())
     problem = bad;
   try {
-    if (problem.empty() && !max_memory.empty())
-      memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+    if (problem.empty() && !max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
   } catch (const ag::ValueError& e) {
     problem = std::string("--max-memory: ") + e.what();
   }

@@ -27,10 +27,10 @@
 
 #include "autograd/error.h"
 #include "io/output_path.h"
-#include "models/memory.h"
-#include "models/model_file.h"
+#include "models/memory_budget.h"
 #include "models/seq2seq.h"
-#include "models/translation.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_translation.h"
 #include "viz/heatmap.h"
 
 namespace {
@@ -210,14 +210,14 @@ int main(int argc, char** argv) {
 
   std::optional<uint64_t> memory_limit;
   try {
-    if (!max_memory.empty()) memory_limit = ag::seq2seq::parse_byte_size(max_memory);
+    if (!max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
   } catch (const ag::ValueError& e) {
     std::cerr << "ag-predict: --max-memory: " << e.what() << "\n";
     return 2;
   }
   ag::seq2seq::LoadedModel loaded;
   try {
-    // The model's configuration and memory are checked before it is built (model_file.h).
+    // The model's configuration and memory are checked before it is built (models/seq2seq_file.h).
     loaded =
         ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
   } catch (const std::exception& e) {

@@ -46,9 +46,10 @@ void describe(training::Layout& file, training::RunOptions& run, ModelSize& size
 class SortedClassifier : public nn::Module {
  public:
   explicit SortedClassifier(const ModelSize& s) {
-    encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(kDigits, s.width,
-        s.width, s.width, s.width, std::vector<int64_t>{s.width}, s.width, 2 * s.width, s.heads,
-        s.layers, /*dropout=*/0.0));
+    encoder =
+        register_module("encoder", std::make_shared<nn::TransformerEncoder>(kDigits, s.width,
+                                       s.width, s.width, s.width, std::vector<int64_t>{s.width},
+                                       s.width, 2 * s.width, s.heads, s.layers, /*dropout=*/0.0));
     head = register_module("head", std::make_shared<nn::Linear>(s.width, 2));
   }
   Tensor forward(const Tensor& tokens) {
@@ -95,15 +96,16 @@ int train(training::RunOptions& o, ModelSize& size) {
   optim::Scheduler scheduler(optimizer, training::make_schedule(o, size.width));
   Generator data(o.seed + 1), held_out_data(o.seed + 2);
   const Batch held_out = make_batch(1000, held_out_data);
-  training::Run run(o, model, optimizer, scheduler, [&](auto& f) { describe(f, o, size); },
-      program, program);
+  training::Run run(
+      o, model, optimizer, scheduler, [&](auto& f) { describe(f, o, size); }, program, program);
   run.track([&](training::Layout& f) { f.generator("generator.data", data); });
   run.start(resumed);  // restores weights, optimizer, schedule, generators: exactly
-  training::Step step(model, optimizer, scheduler, o.batch_size, training::StepOptions::of(o, program));
+  training::Step step(
+      model, optimizer, scheduler, o.batch_size, training::StepOptions::of(o, program));
   training::Report report(o, run.first_step(), run.last_step(), resumed.has_value());
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
     const Batch batch = make_batch(o.batch_size, data);  // the global batch, on every rank
-    auto loss_of = [&](int64_t first, int64_t last) {  // rows [first, last): mean CE, weight rows
+    auto loss_of = [&](int64_t first, int64_t last) {    // rows [first, last): mean CE, weight rows
       const Tensor logits = model.forward(batch.tokens.narrow(0, first, last - first));
       return std::pair{cross_entropy(logits, batch.labels.narrow(0, first, last - first)),
           static_cast<double>(last - first)};
@@ -139,8 +141,10 @@ int main(int argc, char** argv) {
   CLI::App app{"ag-train-classifier: a Transformer encoder learns whether digits are sorted"};
   training::add_run_options(app, o, {"sequences per step", "AdamW learning rate"});
   app.add_option("--width", size.width, "model width D")->check(training::whole_number<int64_t>());
-  app.add_option("--heads", size.heads, "attention heads")->check(training::whole_number<int64_t>());
-  app.add_option("--layers", size.layers, "encoder blocks")->check(training::whole_number<int64_t>());
+  app.add_option("--heads", size.heads, "attention heads")
+      ->check(training::whole_number<int64_t>());
+  app.add_option("--layers", size.layers, "encoder blocks")
+      ->check(training::whole_number<int64_t>());
   return training::run_main("ag-train-classifier", app, argc, argv, [&] {
     if (const std::string problem = training::run_options_problem(o); !problem.empty())
       throw training::UsageError(problem);

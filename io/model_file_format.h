@@ -1,6 +1,6 @@
 // A model file in either of ag's two formats, as the checkpoint entries a model's loader reads —
-// what the seq2seq models (models/model_file.h) and the language model (models/
-// language_model_file.h) share, so each says only which settings it writes and reads:
+// what the seq2seq models (models/seq2seq_file.h) and the language model (models/lm_file.h)
+// share, so each says only which settings it writes and reads:
 //   PATH.safetensors  the weights under their names (io/safetensors.h) and every setting as a
 //                     __metadata__ string ("config.num_hiddens": "32"), with "format": "pt"
 //   anything else     ag's checkpoint format (io/checkpoint.h), kind "model", the weights under

@@ -90,45 +90,44 @@ class Optimizer {
   const std::vector<Group>& param_groups() const { return groups_; }
 
  protected:
+  // option_names: the optimizer's own hyper-parameters, beyond lr and weight_decay, as its state
+  // dict names them (one value for all groups).
   Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
-      const char* name);
+      const char* name, std::vector<std::string> option_names);
 
   // What every optimizer's state dict shares: the type, and per group lr, weight_decay, the
   // optimizer's own hyper-parameters `options` (ag keeps one value for all groups) and the
   // numbers of its parameters. The per-parameter state is the optimizer's to add.
   StateDict common_state_dict(const std::map<std::string, double>& options) const;
-
-  // ---- what each optimizer adds to load_state_dict --------------------------------------------
-  // The names of its own hyper-parameters, beyond lr and weight_decay (one value for all groups).
-  virtual std::vector<std::string> option_names() const = 0;
-  // What is wrong with their values (group 0's `options`), in the constructor's words.
-  virtual std::vector<std::string> option_problems(
-      const std::map<std::string, double>& options) const = 0;
-  // Appends what does not fit in the per-parameter state (once the shared part fits).
-  virtual void check_param_states(
-      const StateDict& saved, std::vector<std::string>& problems) const = 0;
-  // Takes group 0's `options` and the per-parameter state, once everything has been checked.
-  virtual void load_own(const std::map<std::string, double>& options, const StateDict& saved) = 0;
-
-  // Appends to `problems` what does not fit in the shared part: the type, the group count and
-  // sizes, the numbering, each group having exactly lr, weight_decay and option_names(), lr and
-  // weight_decay not negative, the options the same in every group, state only for numbered
-  // parameters. The shared options are then those of group 0, and last option_problems says what
-  // is wrong with their values.
-  void check_common(const StateDict& saved, std::vector<std::string>& problems) const;
-  // Appends a problem unless `tensor` has the shape and dtype of parameter `number` and finite
-  // values (with non_negative, none below 0: a second moment, a sum of squares).
-  void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
-      std::vector<std::string>& problems, bool non_negative = false) const;
-  // Throws one StateDictError listing `problems`, if there are any.
-  void throw_if_any(const std::vector<std::string>& problems) const;
-  // Takes every group's lr and weight_decay (after everything has been checked).
-  void load_common(const StateDict& saved);
   // The number of parameter i of group g in a state dict.
   std::size_t param_number(std::size_t group, std::size_t index) const;
+  // For check_param_states: appends a problem unless `tensor` has the shape and dtype of
+  // parameter `number` and finite values (with non_negative, none below 0: a second moment, a sum
+  // of squares).
+  void check_state_tensor(const Tensor& tensor, const std::string& name, std::size_t number,
+      std::vector<std::string>& problems, bool non_negative = false) const;
 
   std::string name_;
   std::vector<Group> groups_;
+
+ private:
+  // ---- what each optimizer adds to load_state_dict (optim/state_dict_checks.cpp) -------------
+  // load_state_dict first checks the shared part: the type, the group count and sizes, the
+  // numbering, each group having exactly lr, weight_decay and option_names, lr and weight_decay
+  // not negative, the options the same in every group, state only for numbered parameters. Then,
+  // each only while nothing is wrong yet, it calls:
+  //   option_problems     what is wrong with the values of group 0's options, in the
+  //                       constructor's words (when there are groups)
+  //   check_param_states  appends what does not fit in the per-parameter state
+  //   load_own            takes group 0's options (none without groups) and the per-parameter
+  //                       state, once everything has been checked and lr and weight_decay taken
+  virtual std::vector<std::string> option_problems(
+      const std::map<std::string, double>& options) const = 0;
+  virtual void check_param_states(
+      const StateDict& saved, std::vector<std::string>& problems) const = 0;
+  virtual void load_own(const std::map<std::string, double>& options, const StateDict& saved) = 0;
+
+  std::vector<std::string> option_names_;
 };
 
 class SGD : public Optimizer {
@@ -151,9 +150,8 @@ class SGD : public Optimizer {
 
   StateDict state_dict() const override;
 
- protected:
-  // load_state_dict's part for SGD.
-  std::vector<std::string> option_names() const override;  // momentum, dampening, nesterov
+ private:
+  // load_state_dict's part for SGD (options: momentum, dampening, nesterov).
   std::vector<std::string> option_problems(  // momentum < 0, nesterov without momentum, ...
       const std::map<std::string, double>& options) const override;
   void check_param_states(  // a momentum_buffer per parameter, or none before its first step
@@ -185,18 +183,17 @@ class Adam : public Optimizer {
   StateDict state_dict() const override;
 
  protected:
-  // load_state_dict's part for Adam and AdamW.
-  std::vector<std::string> option_names() const override;  // beta1, beta2, eps
-  std::vector<std::string> option_problems(                // a beta outside [0, 1), eps < 0
+  Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+      double weight_decay, bool decoupled, const char* name);
+
+ private:
+  // load_state_dict's part for Adam and AdamW (options: beta1, beta2, eps).
+  std::vector<std::string> option_problems(  // a beta outside [0, 1), eps < 0
       const std::map<std::string, double>& options) const override;
   void check_param_states(  // every parameter's step, and exp_avg, exp_avg_sq once it is above 0
       const StateDict& saved, std::vector<std::string>& problems) const override;
   void load_own(const std::map<std::string, double>& options, const StateDict& saved) override;
 
-  Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
-      double weight_decay, bool decoupled, const char* name);
-
- private:
   bool decoupled_;  // AdamW: decay θ directly instead of adding λ·θ to the gradient
 };
 

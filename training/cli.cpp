@@ -11,7 +11,8 @@
 #include "autograd/parallel.h"
 #include "distributed/distributed.h"
 #include "io/output_path.h"
-#include "models/memory.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_memory.h"
 #include "training/step.h"
 
 namespace ag::training {
@@ -153,8 +154,8 @@ std::string run_options_problem(RunOptions& o) {
     problem = "--keep needs --checkpoint";
   if (!problem.empty()) return problem;
   try {
-    o.memory_limit = o.max_memory.empty() ? seq2seq::available_memory_bytes()
-                                          : seq2seq::parse_byte_size(o.max_memory);
+    o.memory_limit =
+        o.max_memory.empty() ? available_memory_bytes() : parse_byte_size(o.max_memory);
     o.memory_limit_source = o.max_memory.empty() ? "available (--max-memory sets another limit)"
                                                  : "allowed by --max-memory";
   } catch (const ValueError& e) {
@@ -199,7 +200,8 @@ int run_main(const std::string& program, CLI::App& app, int argc, char** argv,
     // "MODEL is required". An unknown option is the first thing to tell.
     const std::vector<std::string> unknown = app.remaining();
     if (dist::rank() == 0)
-      std::cerr << program << ": " << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
+      std::cerr << program << ": "
+                << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
                 << " (see --help)\n";
     return 2;
   }

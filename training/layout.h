@@ -43,8 +43,8 @@ class Layout {
   void integer(const std::string& key, uint64_t& value);
   void integer(const std::string& key, uint32_t& value);
   // A real number (a learning rate); read back finite and >= min.
-  void real(const std::string& key, double& value,
-      double min = -std::numeric_limits<double>::infinity());
+  void real(
+      const std::string& key, double& value, double min = -std::numeric_limits<double>::infinity());
   void text(const std::string& key, std::string& value);
   // A text that must be one of `choices` ("constant|cosine|noam").
   void choice(const std::string& key, std::string& value, const std::string& choices);
@@ -60,7 +60,7 @@ class Layout {
   void generator(const std::string& name, Generator& generator);  // its state, saved or restored
 
   // The underlying file, for the entries that models/ describes itself (a model's configuration
-  // and vocabularies: models/model_file.h, models/language_model_file.h).
+  // and vocabularies: models/seq2seq_file.h, models/lm_file.h).
   Checkpoint& out() { return *out_; }
   const Checkpoint& in() const { return *in_; }
 

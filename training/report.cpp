@@ -41,10 +41,7 @@ std::string format_duration(double seconds) {
 }
 
 Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step, bool resumed)
-    : o_(o),
-      first_step_(first_step),
-      last_step_(last_step),
-      terminal_(isatty(STDOUT_FILENO) == 1) {
+    : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO) == 1) {
   // --loss-log: "step,loss" rows, the loss as a hexadecimal float (exact).
   if (dist::rank() == 0 && !o.loss_log.empty())
     loss_log_ = LogFile(o.loss_log, "--loss-log", "step,loss", resumed);
@@ -65,8 +62,8 @@ void Report::step(int64_t step, double loss, double tokens) {
   if (recent_losses_.size() > 100) recent_losses_.pop_front();
   const bool evaluate_now = evaluation_due(step);
   const double elapsed = seconds();
-  const double eta =
-      elapsed / static_cast<double>(step - first_step_ + 1) * static_cast<double>(last_step_ - step);
+  const double eta = elapsed / static_cast<double>(step - first_step_ + 1) *
+                     static_cast<double>(last_step_ - step);
   if (terminal_) {  // one live line, rewritten in place
     std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ",
         static_cast<long long>(step), static_cast<long long>(o_.steps), loss, tokens_ / elapsed,
@@ -89,8 +86,9 @@ bool Report::evaluation_due(int64_t step) const {
 }
 
 double Report::take_train_loss() {
-  const double mean =
-      steps_since_evaluation_ > 0 ? loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_) : 0;
+  const double mean = steps_since_evaluation_ > 0
+                          ? loss_since_evaluation_ / static_cast<double>(steps_since_evaluation_)
+                          : 0;
   loss_since_evaluation_ = 0;
   steps_since_evaluation_ = 0;
   return mean;

@@ -21,8 +21,7 @@ namespace ag::training {
 class LogFile {
  public:
   LogFile() = default;
-  LogFile(const std::string& path, const std::string& what, const std::string& header,
-      bool append);
+  LogFile(const std::string& path, const std::string& what, const std::string& header, bool append);
   bool is_open() const { return file_.is_open(); }
   void row(const std::string& text);  // text without its '\n'
   void close();

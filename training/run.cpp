@@ -48,9 +48,8 @@ CheckpointFormat checkpoint_format(const RunOptions& o) {
 optim::Schedule make_schedule(const RunOptions& o, int64_t d_model, double min_factor) {
   if (o.schedule == "cosine") return optim::cosine_with_warmup(o.warmup, o.steps, min_factor);
   if (o.schedule == "noam")
-    return [base = optim::transformer_schedule(d_model, o.warmup), w = o.warmup](int64_t t) {
-      return base(t) / base(w);
-    };
+    return [base = optim::transformer_schedule(d_model, o.warmup), w = o.warmup](
+               int64_t t) { return base(t) / base(w); };
   return [](int64_t) { return 1.0; };
 }
 

@@ -43,9 +43,9 @@ Step::Step(nn::Module& model, optim::Optimizer& optimizer, optim::Scheduler& sch
         !problem.empty())
       throw ValueError(problem);
   if (options_.chunk_rows > 0)
-    chunks_ = std::make_unique<dist::ChunkedGradientSum>(model,
-        options_.this_process_only ? dist::ChunkedGradientSum::Scope::this_process
-                                   : dist::ChunkedGradientSum::Scope::all_ranks);
+    chunks_ = std::make_unique<dist::ChunkedGradientSum>(
+        model, options_.this_process_only ? dist::ChunkedGradientSum::Scope::this_process
+                                          : dist::ChunkedGradientSum::Scope::all_ranks);
   else if (world() > 1)
     ddp_ = std::make_unique<dist::DistributedDataParallel>(model);
 }

@@ -38,9 +38,9 @@ namespace ag::training {
 using LossOfRows = std::function<std::pair<Tensor, double>(int64_t first, int64_t last)>;
 
 struct StepOptions {
-  double clip = 1.0;             // the gradients' global norm is clipped to this
-  bool skip_nonfinite = false;   // skip a step whose loss or gradient norm is not finite
-  int64_t chunk_rows = 0;        // 0: this rank's rows at once; C: chunk by chunk
+  double clip = 1.0;            // the gradients' global norm is clipped to this
+  bool skip_nonfinite = false;  // skip a step whose loss or gradient norm is not finite
+  int64_t chunk_rows = 0;       // 0: this rank's rows at once; C: chunk by chunk
   // The whole batch in this process, without communicating even under mpirun: the reference run
   // an equivalence check compares the ranks with (bench/ddp_equivalence.cpp).
   bool this_process_only = false;
@@ -52,10 +52,10 @@ struct StepOptions {
 };
 
 struct StepResult {
-  double loss = 0;         // the global batch's loss (the same on every rank)
-  double grad_norm = 0;    // before clipping
-  bool applied = true;     // false: skipped (--skip-nonfinite-steps)
-  bool diverged = false;   // the loss or the norm was not finite: the run must stop (exit 1)
+  double loss = 0;        // the global batch's loss (the same on every rank)
+  double grad_norm = 0;   // before clipping
+  bool applied = true;    // false: skipped (--skip-nonfinite-steps)
+  bool diverged = false;  // the loss or the norm was not finite: the run must stop (exit 1)
 };
 
 // Why --chunk-rows cannot cut every rank's share of a batch into whole chunks ("" if it can).

@@ -8,9 +8,10 @@
 #include <sstream>
 
 #include "data/text_corpus.h"
-#include "models/language_model.h"
-#include "models/language_model_file.h"
-#include "models/memory.h"
+#include "models/lm.h"
+#include "models/lm_file.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_memory.h"
 #include "optim/optimizer.h"
 #include "train.h"
 #include "training/cli.h"
@@ -53,7 +54,7 @@ nn::LanguageModelConfig lm_config(const Options& o, int64_t vocab_size) {
 
 // A --task lm run's checkpoint entries: the shared ones, its own options, the text it reads (its
 // files and their CRC-32), and the model's configuration, tokenizer and vocabulary
-// (models/language_model_file.h, as in a model file: a checkpoint loads as a model).
+// (models/lm_file.h, as in a model file: a checkpoint loads as a model).
 void describe_lm(training::Layout& file, Options& o, const LMData* d = nullptr) {
   describe_common(file, o);
   file.real("config.weight_decay", o.lm.weight_decay, 0.0);
@@ -118,7 +119,7 @@ LMData lm_data(const Options& o, const std::optional<Checkpoint>& resumed) {
     d = read_lm_data(o.lm);
     const nn::LanguageModelConfig config = lm_config(o, d.vocab.size());
     lm::check_config(config, /*options=*/true);
-    seq2seq::check_memory(
+    check_memory(
         lm::estimate_training_bytes(config, o.run.batch_size, 32, !o.run.checkpoint.empty()),
         o.run.memory_limit,
         "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +

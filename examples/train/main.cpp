@@ -27,8 +27,9 @@
 #include "distributed/distributed.h"
 #include "io/file.h"
 #include "io/output_path.h"
-#include "models/memory.h"
-#include "models/translation.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_memory.h"
+#include "models/seq2seq_translation.h"
 #include "train.h"
 #include "training/cli.h"
 #include "training/interrupt.h"
@@ -251,7 +252,7 @@ std::string options_problem(const CLI::App& app, Options& o) {
   if (o.attention_example < -1 || o.attention_example >= o.eval_size)
     return "--attention-example " + std::to_string(o.attention_example) + " must be -1 or in 0-" +
            std::to_string(o.eval_size - 1) + " (an index into the --eval-size held-out examples)";
-  // The model's sizes, as a checkpoint's are checked (models/memory.h); then the memory of the
+  // The model's sizes, as a checkpoint's are checked (models/seq2seq_memory.h); then the memory of the
   // whole run, against --max-memory or what is available.
   try {
     seq2seq::check_model_config(o.model, seq2seq::SettingNames::options);

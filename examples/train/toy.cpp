@@ -10,8 +10,9 @@
 #include <memory>
 
 #include "data/toy_tasks.h"
-#include "models/memory.h"
-#include "models/model_file.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_memory.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train.h"
@@ -26,7 +27,7 @@ using namespace ag;
 namespace {
 
 // The toy tasks' checkpoint entries: the shared ones, then the task and the model's sizes
-// (models/model_file.h, as in a model file).
+// (models/seq2seq_file.h, as in a model file).
 void describe_toy(training::Layout& file, Options& o) {
   describe_common(file, o);
   if (!file.reading()) return seq2seq::save_model_config(file.out(), o.task, o.model);
@@ -219,7 +220,7 @@ int finish(const Options& o, const training::Run& run, training::Report& report,
 
 }  // namespace
 
-// The held-out size, then the memory of the whole run (models/memory.h), against the limit of
+// The held-out size, then the memory of the whole run (models/seq2seq_memory.h), against the limit of
 // --max-memory or the memory available. "" if the run fits.
 std::string toy_size_problem(const Options& o) {
   const std::unique_ptr<data::Task> task = data::make_task(o.task);
@@ -232,9 +233,8 @@ std::string toy_size_problem(const Options& o) {
   seq2seq::ModelConfig config = o.model;
   config.vocab_size = task->vocab().size();
   try {
-    seq2seq::check_memory(
-        seq2seq::estimate_training_bytes(config, o.run.batch_size, task->source_steps(),
-            task->target_steps(), o.eval_size, !o.run.checkpoint.empty()),
+    check_memory(seq2seq::estimate_training_bytes(config, o.run.batch_size, task->source_steps(),
+                     task->target_steps(), o.eval_size, !o.run.checkpoint.empty()),
         o.run.memory_limit,
         "this run (--num-hiddens " + std::to_string(o.model.num_hiddens) + ", --ffn-num-hiddens " +
             std::to_string(o.model.ffn_num_hiddens) + ", --layers " +

@@ -5,9 +5,10 @@
 
 #include "data/synthetic_pairs.h"
 #include "data/text_corpus.h"
-#include "models/memory.h"
-#include "models/model_file.h"
-#include "models/translation.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_memory.h"
+#include "models/seq2seq_translation.h"
 #include "optim/optimizer.h"
 #include "train.h"
 #include "training/cli.h"
@@ -21,7 +22,7 @@ using namespace ag;
 namespace {
 
 // A translate run's checkpoint entries: the shared ones, the model's sizes and both vocabularies
-// (models/model_file.h, as in a model file), the pairs it reads. (The vocabularies are read back
+// (models/seq2seq_file.h, as in a model file), the pairs it reads. (The vocabularies are read back
 // by checking them against those made again from the pairs: translate_data.)
 void describe_translate(
     training::Layout& file, Options& o, const seq2seq::TranslationVocabs* vocabs = nullptr) {
@@ -78,8 +79,8 @@ TranslateData translate_data(Options& o, const std::optional<Checkpoint>& resume
   o.model.vocab_size = d.vocabs.source.size();
   o.model.target_vocab_size = d.vocabs.target.size();
   try {
-    seq2seq::check_memory(seq2seq::estimate_training_bytes(o.model, o.run.batch_size, o.num_steps,
-                              o.num_steps, o.eval_size, !o.run.checkpoint.empty()),
+    check_memory(seq2seq::estimate_training_bytes(o.model, o.run.batch_size, o.num_steps,
+                     o.num_steps, o.eval_size, !o.run.checkpoint.empty()),
         o.run.memory_limit,
         "this run (vocabularies " + std::to_string(o.model.vocab_size) + " and " +
             std::to_string(o.model.target_vocab_size) + ", --batch-size " +

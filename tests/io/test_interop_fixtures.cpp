@@ -11,7 +11,7 @@
 #include "autograd/ops.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
-#include "models/model_file.h"
+#include "models/seq2seq_file.h"
 #include "nn/transformer.h"
 
 using namespace ag;

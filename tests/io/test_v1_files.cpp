@@ -15,7 +15,7 @@
 
 #include "io/checkpoint.h"
 #include "io/optimizer_state.h"
-#include "models/model_file.h"
+#include "models/seq2seq_file.h"
 
 using namespace ag;
 namespace fs = std::filesystem;

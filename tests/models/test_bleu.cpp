@@ -1,11 +1,11 @@
-// BLEU (models/bleu.h) against d2l's own Python bleu() on fixed sentence pairs
+// BLEU (models/seq2seq_bleu.h) against d2l's own Python bleu() on fixed sentence pairs
 // (fixtures/make_bleu_fixtures.py), and what ag does where d2l's Python cannot go.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
 #include "autograd/error.h"
-#include "models/bleu.h"
+#include "models/seq2seq_bleu.h"
 
 using namespace ag;
 using namespace ag::seq2seq;

@@ -1,6 +1,7 @@
-// The memory a seq2seq configuration needs (models/memory.h): the parameter count is exact, the
-// estimate lies above what a real training step, evaluation and decoding allocate and within a
-// small factor of it, sizes are bounded before they are multiplied, and memory sizes parse.
+// The memory a seq2seq configuration needs (models/seq2seq_memory.h): the parameter count is
+// exact, the estimate lies above what a real training step, evaluation and decoding allocate and
+// within a small factor of it, sizes are bounded before they are multiplied; and memory sizes
+// parse (models/memory_budget.h).
 //
 // Its own test program: the allocator's peak counts from the start of the process, so the first
 // test case below must be the first thing that allocates tensors (ctest runs each case in its own
@@ -11,8 +12,9 @@
 #include <string>
 
 #include "autograd/allocator.h"
-#include "models/memory.h"
+#include "models/memory_budget.h"
 #include "models/seq2seq.h"
+#include "models/seq2seq_memory.h"
 
 using namespace ag;
 using namespace ag::seq2seq;

@@ -1,5 +1,5 @@
-// d2l's translation pipeline (models/translation.h): pairs to tokens, the held-out slice, the
-// vocabularies, the shuffled stream of pairs, the evaluation with BLEU, a typed sentence, the
+// d2l's translation pipeline (models/seq2seq_translation.h): pairs to tokens, the held-out slice,
+// the vocabularies, the shuffled stream of pairs, the evaluation with BLEU, a typed sentence, the
 // attention of a translation, and translation model files with both vocabularies.
 #include <catch2/catch.hpp>
 
@@ -7,9 +7,9 @@
 #include <set>
 
 #include "data/synthetic_pairs.h"
-#include "models/bleu.h"
-#include "models/model_file.h"
-#include "models/translation.h"
+#include "models/seq2seq_bleu.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_translation.h"
 #include "tests/temp_folder.h"
 
 using namespace ag;

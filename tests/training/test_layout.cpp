@@ -114,8 +114,8 @@ TEST_CASE("a Layout refuses a value out of its range, naming the file and the ke
   refused("s.choice");  // missing
 }
 
-TEST_CASE("a run saved with every piece of state resumes with each piece restored",
-    "[training][run]") {
+TEST_CASE(
+    "a run saved with every piece of state resumes with each piece restored", "[training][run]") {
   ag::testing::TempFolder folder;
   training::RunOptions o;
   o.steps = 10;
@@ -203,9 +203,8 @@ TEST_CASE("a run that already finished, or a step counter beyond the run, is ref
   nn::Linear model(2, 2);
   optim::SGD optimizer(model.parameters(), 0.1);
   optim::Scheduler scheduler(optimizer, training::make_schedule(o, 2));
-  training::Run run(o, model, optimizer, scheduler, [&](training::Layout& f) {
-    training::describe(f, o);
-  });
+  training::Run run(
+      o, model, optimizer, scheduler, [&](training::Layout& f) { training::describe(f, o); });
   run.start(std::nullopt);
   run.save(4);
   training::RunOptions resume = o;

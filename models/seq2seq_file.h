@@ -22,8 +22,8 @@
 namespace ag::seq2seq {
 
 // The task and model configuration as checkpoint entries "config.task", "config.num_hiddens", …
-// Loading runs check_model_config (models/memory.h), the checks of ag-train's options, before
-// anything is built: a CheckpointError names `source` (the file) and the setting.
+// Loading runs check_model_config (models/seq2seq_memory.h), the checks of ag-train's options,
+// before anything is built: a CheckpointError names `source` (the file) and the setting.
 // positional_tables: whether the file holds the encoder's and decoder's positional-encoding tables
 // (ag's checkpoints do; safetensors files, like PyTorch's state dicts, do not), for the check that
 // the weights number what the configuration describes.

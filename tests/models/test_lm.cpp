@@ -1,14 +1,14 @@
-// The language model's helpers (models/language_model.h, models/language_model_file.h): tokens
-// and characters, the split, the loss and training step, the deterministic evaluation, sampling,
-// the cache invariant of generation, and model files.
+// The language model's helpers (models/lm.h, models/lm_file.h): tokens and characters, the split,
+// the loss and training step, the deterministic evaluation, sampling, the cache invariant of
+// generation, and model files.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <map>
 
-#include "models/language_model.h"
-#include "models/language_model_file.h"
-#include "models/model_file.h"
+#include "models/lm.h"
+#include "models/lm_file.h"
+#include "models/seq2seq_file.h"
 #include "tests/temp_folder.h"
 
 using namespace ag;

@@ -1,4 +1,4 @@
-#include "models/language_model_file.h"
+#include "models/lm_file.h"
 
 #include <set>
 #include <utility>
@@ -103,8 +103,8 @@ LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_byte
   LoadedModel loaded;
   loaded.description = load_model_config(c, path, /*positional_tables=*/!file.safetensors);
   try {
-    seq2seq::check_memory(estimate_inference_bytes(loaded.description.config),
-        max_bytes ? *max_bytes : seq2seq::available_memory_bytes(),
+    check_memory(estimate_inference_bytes(loaded.description.config),
+        max_bytes ? *max_bytes : available_memory_bytes(),
         "its model (config.num_hiddens = " + std::to_string(loaded.description.config.num_hiddens) +
             ", config.num_layers = " + std::to_string(loaded.description.config.num_layers) + ")",
         max_bytes ? "allowed (--max-memory)" : "available (--max-memory sets another limit)");
@@ -129,10 +129,10 @@ double activation_numbers(const nn::LanguageModelConfig& c, double B) {
 }
 }  // namespace
 
-seq2seq::MemoryEstimate estimate_training_bytes(
+MemoryEstimate estimate_training_bytes(
     const nn::LanguageModelConfig& c, int64_t batch_size, int64_t eval_batch, bool checkpoints) {
   const double P = static_cast<double>(parameter_count(c));
-  seq2seq::MemoryEstimate e;
+  MemoryEstimate e;
   e.weights = 4 * static_cast<double>(state_dict_numbers(c));
   e.gradients = 4 * P;
   e.optimizer = 8 * P;
@@ -142,8 +142,8 @@ seq2seq::MemoryEstimate estimate_training_bytes(
   return e;
 }
 
-seq2seq::MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& c) {
-  seq2seq::MemoryEstimate e;
+MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& c) {
+  MemoryEstimate e;
   e.weights = 4 * static_cast<double>(state_dict_numbers(c));
   e.activations = 4 * activation_numbers(c, 1);
   return e;

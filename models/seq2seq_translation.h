@@ -12,8 +12,8 @@
 #include "data/batch.h"
 #include "data/text.h"
 #include "data/text_corpus.h"
-#include "models/model_file.h"
 #include "models/seq2seq.h"
+#include "models/seq2seq_file.h"
 
 namespace ag::seq2seq {
 

@@ -1,4 +1,4 @@
-#include "models/language_model.h"
+#include "models/lm.h"
 
 #include <algorithm>
 #include <cmath>

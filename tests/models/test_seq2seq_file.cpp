@@ -1,4 +1,4 @@
-// Model files (models/model_file.h): a file's configuration is checked as ag-train's options are,
+// Model files (models/seq2seq_file.h): a file's configuration is checked as ag-train's options are,
 // and the model's memory estimated, before anything is built — a small file with a valid CRC
 // cannot make the loader build a model of gigabytes.
 #include <catch2/catch.hpp>
@@ -8,8 +8,9 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
-#include "models/memory.h"
-#include "models/model_file.h"
+#include "models/memory_budget.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_memory.h"
 #include "tests/temp_folder.h"
 
 using namespace ag;

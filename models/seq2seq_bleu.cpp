@@ -1,4 +1,4 @@
-#include "models/bleu.h"
+#include "models/seq2seq_bleu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,7 +25,7 @@ double bleu(const std::vector<std::string>& pred_tokens,
   if (k < 1) fail<ValueError>("bleu: k = ", k, " (the longest n-gram must be at least 1)");
   const int64_t len_pred = static_cast<int64_t>(pred_tokens.size());
   const int64_t len_label = static_cast<int64_t>(label_tokens.size());
-  if (len_pred == 0) return 0.0;  // see bleu.h: d2l would divide by zero
+  if (len_pred == 0) return 0.0;  // see seq2seq_bleu.h: d2l would divide by zero
   // d2l: score = math.exp(min(0, 1 - len_label / len_pred))
   double score = std::exp(std::min(0.0, 1.0 - static_cast<double>(len_label) / len_pred));
   using NGram = std::vector<std::string>;

@@ -1,9 +1,9 @@
-#include "models/model_file.h"
+#include "models/seq2seq_file.h"
 
 #include <utility>
 
 #include "io/model_file_format.h"
-#include "models/memory.h"
+#include "models/seq2seq_memory.h"
 
 namespace ag::seq2seq {
 

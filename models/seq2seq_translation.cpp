@@ -1,9 +1,9 @@
-#include "models/translation.h"
+#include "models/seq2seq_translation.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "models/bleu.h"
+#include "models/seq2seq_bleu.h"
 
 namespace ag::seq2seq {
 

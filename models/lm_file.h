@@ -1,6 +1,6 @@
 // Language-model files: a trained nn::LanguageModel with its configuration, vocabulary and
 // tokenizer, so that ag-generate rebuilds it and decodes without the corpus. As the seq2seq model
-// files (models/model_file.h), two formats chosen by the extension:
+// files (models/seq2seq_file.h), two formats chosen by the extension:
 //   PATH.safetensors  the weights under their dotted names (no sinusoid table: a non-persistent
 //                     buffer), and __metadata__ strings: "config.task": "lm",
 //                     "config.vocab_size": "65", "config.num_hiddens", "config.num_heads",
@@ -21,8 +21,8 @@
 
 #include "data/vocab.h"
 #include "io/checkpoint.h"
-#include "models/language_model.h"
-#include "models/memory.h"
+#include "models/lm.h"
+#include "models/memory_budget.h"
 
 namespace ag::lm {
 
@@ -55,15 +55,15 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes = std::nullopt);
 
 // The memory of a training run (batches of batch_size × block_size, evaluations in batches of
-// eval_batch) and of generation, in the parts of seq2seq::MemoryEstimate (models/memory.h), with
+// eval_batch) and of generation, in the parts of MemoryEstimate (models/memory_budget.h), with
 // the same rounding up: P = parameter_count, N = B·T positions,
 //   weights 4·state_dict_numbers, gradients 4P, AdamW moments 8P,
 //   activations 4·N·[L·(12D + 2F + 3H·T) + 3V]  (per position and block 12 vectors of D, 2 of F,
 //                                                the attention weights 3 times; the logits, their
 //                                                softmax and gradient)
 //   evaluation  2 · activations at eval_batch, saving 3·12P with checkpoints.
-seq2seq::MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config,
-    int64_t batch_size, int64_t eval_batch, bool checkpoints);
-seq2seq::MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& config);
+MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config, int64_t batch_size,
+    int64_t eval_batch, bool checkpoints);
+MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& config);
 
 }  // namespace ag::lm

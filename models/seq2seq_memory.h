@@ -3,8 +3,9 @@
 // Sizes come from the command line (ag-train's options) and from files (a checkpoint's
 // "config.num_hiddens", …). Both go through the same checks before a tensor is allocated: each
 // size is bounded first (check_model_config), then the memory the run would take is estimated
-// and compared with what the machine has (check_memory). A width of 20000 or a batch of 10^8
-// is refused with the estimate in the message, instead of dying in std::bad_alloc or swapping.
+// and compared with what the machine has (check_memory, models/memory_budget.h). A width of 20000
+// or a batch of 10^8 is refused with the estimate in the message, instead of dying in
+// std::bad_alloc or swapping.
 //
 // The estimate, in bytes (float32, 4 bytes a number; B batch, S source steps, T target steps,
 // D width, F FFN width, H heads, L layers, V vocabulary):
@@ -37,9 +38,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string>
 
+#include "models/memory_budget.h"
 #include "models/seq2seq.h"
 
 namespace ag::seq2seq {
@@ -61,39 +61,11 @@ void check_model_config(const ModelConfig& config, SettingNames names);
 uint64_t parameter_count(const ModelConfig& config);
 uint64_t state_dict_numbers(const ModelConfig& config);
 
-// The estimate above, part by part, in bytes.
-struct MemoryEstimate {
-  double weights = 0, gradients = 0, optimizer = 0, activations = 0, evaluation = 0, saving = 0;
-  double total() const {
-    return weights + gradients + optimizer + activations + evaluation + saving;
-  }
-  // "2.7 GiB (weights 12 MiB, gradients …, Adam moments …, activations …, …)": the parts above 0.
-  std::string describe() const;
-};
-
 // A training run of ag-train: batches of batch_size, a held-out set of eval_size, checkpoints.
 MemoryEstimate estimate_training_bytes(const ModelConfig& config, int64_t batch_size,
     int64_t source_steps, int64_t target_steps, int64_t eval_size, bool checkpoints);
 // Decoding batch_size sequences with a loaded model (ag-predict): the weights and a forward.
 MemoryEstimate estimate_inference_bytes(
     const ModelConfig& config, int64_t batch_size, int64_t source_steps, int64_t target_steps);
-
-// The memory the machine can give this process: MemAvailable of /proc/meminfo (the kernel's
-// estimate of what can be allocated without swapping), or where there is none, the free
-// physical pages (sysconf) — and no more than the control group's memory limit less its usage
-// (a container's limit; cgroup v2 memory.max, or v1 memory.limit_in_bytes).
-uint64_t available_memory_bytes();
-
-// "512M", "4G", "1.5GiB", "100000": bytes, with K, M, G, T for powers of 1024 (an optional
-// "B" or "iB" after them). Throws ValueError naming the text for anything else, for 0, and for
-// more than 2^62 bytes.
-uint64_t parse_byte_size(const std::string& text);
-// 1536 -> "1.5 KiB".
-std::string format_bytes(double bytes);
-
-// Throws ValueError "<what> needs about <estimate>, more than <limit> (<limit_source>)" when
-// the estimate exceeds the limit.
-void check_memory(const MemoryEstimate& estimate, uint64_t limit, const std::string& what,
-    const std::string& limit_source);
 
 }  // namespace ag::seq2seq
