@@ -85,19 +85,15 @@ double accuracy(SortedClassifier& model, const Batch& batch) {
 
 int train(training::RunOptions& o, ModelSize& size) {
   const std::string program = "ag-train-classifier";
-  const std::optional<Checkpoint> resumed = training::open_run(o, program);
-  if (resumed) {  // the run's settings are the file's
-    training::Layout file = training::Layout::reader(*resumed, o.resume);
-    describe(file, o, size);
-  }
+  auto settings = [&](training::Layout& file) { describe(file, o, size); };
+  const std::optional<Checkpoint> resumed = training::open_run(o, program, settings);  // --resume
   manual_seed(o.seed);  // the initial weights
   SortedClassifier model(size);
   optim::AdamW optimizer(model.parameters(), o.lr);
   optim::Scheduler scheduler(optimizer, training::make_schedule(o, size.width));
   Generator data(o.seed + 1), held_out_data(o.seed + 2);
   const Batch held_out = make_batch(1000, held_out_data);
-  training::Run run(
-      o, model, optimizer, scheduler, [&](auto& f) { describe(f, o, size); }, program, program);
+  training::Run run(o, model, optimizer, scheduler, settings, program, program);
   run.track([&](training::Layout& f) { f.generator("generator.data", data); });
   run.start(resumed);  // restores weights, optimizer, schedule, generators: exactly
   training::Step step(
@@ -140,11 +136,9 @@ int main(int argc, char** argv) {
   ModelSize size;
   CLI::App app{"ag-train-classifier: a Transformer encoder learns whether digits are sorted"};
   training::add_run_options(app, o, {"sequences per step", "AdamW learning rate"});
-  app.add_option("--width", size.width, "model width D")->check(training::whole_number<int64_t>());
-  app.add_option("--heads", size.heads, "attention heads")
-      ->check(training::whole_number<int64_t>());
-  app.add_option("--layers", size.layers, "encoder blocks")
-      ->check(training::whole_number<int64_t>());
+  training::add_whole_number(app, "--width", size.width, "model width D");
+  training::add_whole_number(app, "--heads", size.heads, "attention heads");
+  training::add_whole_number(app, "--layers", size.layers, "encoder blocks");
   return training::run_main("ag-train-classifier", app, argc, argv, [&] {
     if (const std::string problem = training::run_options_problem(o); !problem.empty())
       throw training::UsageError(problem);

@@ -43,48 +43,32 @@ template CLI::Validator whole_number<int64_t>();
 template CLI::Validator whole_number<uint64_t>();
 
 void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
-  app.add_option("--steps", o.steps, "training steps")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, help.batch_size)
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  add_whole_number(app, "--steps", o.steps, "training steps");
+  add_whole_number(app, "--batch-size", o.batch_size, help.batch_size);
   app.add_option("--lr", o.lr, help.lr)->capture_default_str();
   app.add_option("--clip", o.clip, "clip the global gradient norm to this")->capture_default_str();
   app.add_option("--schedule", o.schedule,
          "learning-rate schedule: constant | cosine (warm-up, then cosine to 0) | noam")
       ->capture_default_str();
-  app.add_option("--warmup", o.warmup,
-         "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--seed", o.seed, "seeds initialisation, dropout and the training data")
-      ->check(whole_number<uint64_t>())
-      ->capture_default_str();
-  app.add_option("--threads", o.threads,
-         "threads of ag's pool, which runs the matrix products and the larger loops "
-         "(OpenBLAS itself stays on one)")
-      ->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "evaluate every this many steps")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  add_whole_number(app, "--warmup", o.warmup,
+      "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))");
+  add_whole_number(app, "--seed", o.seed, "seeds initialisation, dropout and the training data");
+  add_whole_number(app, "--threads", o.threads,
+      "threads of ag's pool, which runs the matrix products and the larger loops "
+      "(OpenBLAS itself stays on one)");
+  add_whole_number(app, "--eval-every", o.eval_every, "evaluate every this many steps");
   app.add_option("--checkpoint", o.checkpoint,
       "save the run here (atomically) every --checkpoint-every steps and at the end");
-  app.add_option("--checkpoint-every", o.checkpoint_every,
-         "steps between checkpoints (0: at each evaluation)")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  add_whole_number(app, "--checkpoint-every", o.checkpoint_every,
+      "steps between checkpoints (0: at each evaluation)");
   app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")
       ->capture_default_str();
-  app.add_option("--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  add_whole_number(app, "--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN");
   app.add_option("--resume", o.resume,
       "continue the run saved in this checkpoint (its settings replace the options "
       "that define a run)");
-  app.add_option("--stop-after", o.stop_after, "stop (and save) after this step, to --resume later")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  add_whole_number(
+      app, "--stop-after", o.stop_after, "stop (and save) after this step, to --resume later");
   app.add_option("--loss-log", o.loss_log,
       "write every step's loss to this CSV file, a row as each step ends (appended on --resume)");
   app.add_option("--chunk-rows", o.chunk_rows,

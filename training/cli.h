@@ -32,6 +32,14 @@ class UsageError : public ValueError {
 template <class T>
 CLI::Validator whole_number();
 
+// app.add_option(name, value, help) for a whole number, checked by whole_number<T>, with its
+// default shown in --help.
+template <class T>
+CLI::Option* add_whole_number(
+    CLI::App& app, const std::string& name, T& value, const std::string& help) {
+  return app.add_option(name, value, help)->check(whole_number<T>())->capture_default_str();
+}
+
 // What the shared options' help says where programs differ.
 struct RunHelp {
   std::string batch_size = "examples per step";

@@ -73,12 +73,18 @@ void print_data_parallel(const RunOptions& o, const char* unit) {
         static_cast<long long>(o.chunk_rows), unit);
 }
 
-std::optional<Checkpoint> open_run(const RunOptions& o, const std::string& kind) {
+std::optional<Checkpoint> open_run(
+    const RunOptions& o, const std::string& kind, const std::function<void(Layout&)>& settings) {
   if (o.resume.empty()) return std::nullopt;
-  Checkpoint c = load_checkpoint(o.resume);  // the whole file is checked before anything is used
+  const std::string path = o.resume;     // (settings may write into o)
+  Checkpoint c = load_checkpoint(path);  // the whole file is checked before anything is used
   if (c.kind != kind)
-    throw CheckpointError("checkpoint " + o.resume + ": holds a '" + c.kind + "', not an " + kind +
+    throw CheckpointError("checkpoint " + path + ": holds a '" + c.kind + "', not an " + kind +
                           " run (a model file cannot be resumed)");
+  if (settings) {
+    Layout file = Layout::reader(c, path);
+    settings(file);
+  }
   return c;
 }
 

@@ -3,10 +3,10 @@
 // examples/train_classifier.cpp for a model of your own).
 //
 //   training::RunOptions o;                              // --steps, --lr, --checkpoint, --resume, …
-//   std::optional<Checkpoint> resumed = training::open_run(o, "my-program");
-//   if (resumed) describe(training::Layout::reader(*resumed, o.resume), settings);
+//   auto describe = [&](training::Layout& file) { ... };   // what defines the run, each entry once
+//   std::optional<Checkpoint> resumed = training::open_run(o, "my-program", describe);
 //   ... build the model, the optimizer and its schedule from the settings ...
-//   training::Run run(o, model, optimizer, scheduler, [&](training::Layout& f) { describe(f, settings); });
+//   training::Run run(o, model, optimizer, scheduler, describe, "my-program", "my-program");
 //   run.track([&](training::Layout& f) { f.generator("generator.data", data_state); });
 //   run.start(resumed);                                  // restores everything, exactly
 //   for (int64_t step = run.first_step(); step <= run.last_step(); ++step) {
@@ -93,8 +93,10 @@ optim::Schedule make_schedule(const RunOptions& o, int64_t d_model, double min_f
 void print_data_parallel(const RunOptions& o, const char* unit);
 
 // --resume: the checked file (CheckpointError for one that is not a training run of `kind`), or
-// nothing without --resume.
-std::optional<Checkpoint> open_run(const RunOptions& o, const std::string& kind = "ag-train");
+// nothing without --resume. With `settings`, the file's settings are read into the program's
+// options through it (Layout::reader) — the same function Run saves them with.
+std::optional<Checkpoint> open_run(const RunOptions& o, const std::string& kind = "ag-train",
+    const std::function<void(Layout&)>& settings = {});
 
 // Reports the temporary files that a save removed, left by earlier saves that were killed.
 void report_removed(const std::string& program, const std::vector<std::string>& removed);

@@ -205,4 +205,19 @@ void show_heatmaps(
   write_png(path, render_show_heatmaps(matrices, options));
 }
 
+HeatmapPanel attention_panel(const Tensor& weights, const std::string& title,
+    const std::string& xlabel, const std::string& ylabel, std::vector<std::string> row_labels,
+    std::vector<std::string> col_labels) {
+  return {weights, {.title = title,
+                       .xlabel = xlabel,
+                       .ylabel = ylabel,
+                       .row_labels = std::move(row_labels),
+                       .col_labels = std::move(col_labels),
+                       .cell = 20,
+                       .font_scale = 1,
+                       .vmin = 0.0,
+                       .vmax = 1.0,
+                       .colorbar = true}};
+}
+
 }  // namespace ag::viz

@@ -44,6 +44,12 @@ struct HeatmapPanel {
   Tensor matrix;  // (rows, cols)
   HeatmapOptions options;
 };
+// One panel of attention weights, queries down and keys across: the weights on the scale 0 to 1
+// (so that panels compare), 20-pixel cells, a colour bar.
+HeatmapPanel attention_panel(const Tensor& weights, const std::string& title,
+    const std::string& xlabel, const std::string& ylabel, std::vector<std::string> row_labels,
+    std::vector<std::string> col_labels);
+
 // Several heatmaps in one picture, `columns` panels per row in the given order, each panel in a
 // cell as large as the largest panel, under an optional overall title.
 Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns,

@@ -209,11 +209,9 @@ int finish(const Options& o, const training::Run& run, const training::Report& r
 }  // namespace
 
 int train_lm(Options o) {
-  const std::optional<Checkpoint> resumed = training::open_run(o.run);
-  if (resumed) {  // its settings replace those that define a run
-    training::Layout file = training::Layout::reader(*resumed, o.run.resume);
-    describe_lm(file, o);
-  }
+  // --resume: the file's settings replace those that define a run.
+  const std::optional<Checkpoint> resumed =
+      training::open_run(o.run, "ag-train", [&](auto& file) { describe_lm(file, o); });
   const LMData d = lm_data(o, resumed);
   const nn::LanguageModelConfig config = lm_config(o, d.vocab.size());
   manual_seed(o.run.seed);  // model initialisation and dropout masks

@@ -128,48 +128,31 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--pairs", o.pairs,
       "translate: sentence pairs in d2l's fra.txt format (source<TAB>target a line); without it, "
       "a corpus ag generates (English to an invented language)");
-  app.add_option("--generated-pairs", o.generated_pairs, "translate: pairs of the generated corpus")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(
+      app, "--generated-pairs", o.generated_pairs, "translate: pairs of the generated corpus");
   app.add_option("--write-pairs", o.write_pairs,
       "write the generated corpus (--generated-pairs pairs) to this file in fra.txt format, and "
       "stop");
-  app.add_option("--num-steps", o.num_steps,
-         "translate: tokens of a sentence with <eos> (longer ones are cut, as d2l's truncate_pad)")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--min-freq", o.min_freq, "translate: rarer words become <unk>")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--beam", o.beam,
-         "translate: the beam width of each evaluation's beam search (0: greedy only)")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(app, "--num-steps", o.num_steps,
+      "translate: tokens of a sentence with <eos> (longer ones are cut, as d2l's truncate_pad)");
+  training::add_whole_number(app, "--min-freq", o.min_freq, "translate: rarer words become <unk>");
+  training::add_whole_number(app, "--beam", o.beam,
+      "translate: the beam width of each evaluation's beam search (0: greedy only)");
   training::add_run_options(app, o.run, {"sequences per step", "Adam learning rate"});
-  app.add_option("--num-hiddens", o.model.num_hiddens, "model width D")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--ffn-num-hiddens", o.model.ffn_num_hiddens, "width of the position-wise FFN")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--heads", o.model.num_heads, "attention heads (must divide --num-hiddens)")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--layers", o.model.num_layers, "encoder and decoder blocks")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(app, "--num-hiddens", o.model.num_hiddens, "model width D");
+  training::add_whole_number(
+      app, "--ffn-num-hiddens", o.model.ffn_num_hiddens, "width of the position-wise FFN");
+  training::add_whole_number(
+      app, "--heads", o.model.num_heads, "attention heads (must divide --num-hiddens)");
+  training::add_whole_number(app, "--layers", o.model.num_layers, "encoder and decoder blocks");
   app.add_option("--dropout", o.model.dropout, "dropout probability")->capture_default_str();
   app.add_option("--embedding-init", o.embedding_init,
          "toy tasks: how token embeddings start: normal (N(0, 1), d2l's) | scaled (N(0, 1/D): "
          "times √D, the size of the positional encoding); add's default: scaled "
          "(docs/training.md)")
       ->capture_default_str();
-  app.add_option("--eval-size", o.eval_size, "held-out sequences")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option("--show", o.show, "decoded examples printed at each evaluation")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(app, "--eval-size", o.eval_size, "held-out sequences");
+  training::add_whole_number(app, "--show", o.show, "decoded examples printed at each evaluation");
   app.add_option("--save-model", o.save_model,
       "at the end, save the model alone here (for ag-predict); a path ending in .safetensors gets "
       "PyTorch's format (docs/interop.md)");
@@ -179,18 +162,15 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--attention-png", o.attention_png,
       "at the end, draw the attention weights of every layer and head "
       "for one decoded held-out example into this PNG");
-  app.add_option("--attention-example", o.attention_example,
-         "the held-out example drawn by --attention-png (-1: the first with the longest source)")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(app, "--attention-example", o.attention_example,
+      "the held-out example drawn by --attention-png (-1: the first with the longest source)");
   // --task lm only (docs/training.md, "--task lm").
   ag_train::LMOptions& lm = o.lm;
   app.add_option("--text", lm.text,
       "--task lm: UTF-8 text files or folders to train on (default: Debian's fortunes)");
   app.add_option("--tokenizer", lm.tokenizer, "--task lm: char | word")->capture_default_str();
-  app.add_option("--block-size", lm.block_size, "--task lm: context length in tokens")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(
+      app, "--block-size", lm.block_size, "--task lm: context length in tokens");
   app.add_flag("--pre-norm", lm.pre_norm, "--task lm: GPT-2's pre-norm blocks (default: d2l's)");
   app.add_flag("--learned-positions", lm.learned_positions,
       "--task lm: learned positions (default: d2l's sinusoids)");
@@ -199,14 +179,10 @@ void add_options(CLI::App& app, Options& o) {
       "separate Linear)");
   app.add_option("--weight-decay", lm.weight_decay, "--task lm: AdamW's weight decay")
       ->capture_default_str();
-  app.add_option("--eval-windows", lm.eval_windows,
-         "--task lm: validation windows of --block-size + 1 tokens per evaluation")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
-  app.add_option(
-         "--sample-length", lm.sample_length, "--task lm: tokens sampled at each evaluation")
-      ->check(whole_number<int64_t>())
-      ->capture_default_str();
+  training::add_whole_number(app, "--eval-windows", lm.eval_windows,
+      "--task lm: validation windows of --block-size + 1 tokens per evaluation");
+  training::add_whole_number(
+      app, "--sample-length", lm.sample_length, "--task lm: tokens sampled at each evaluation");
 }
 
 // Option values CLI11 cannot check by type alone, task by task; then the shared ones

@@ -167,17 +167,9 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
                  const std::string& ylabel, const std::string& xlabel) {
     for (std::size_t l = 0; l < per_layer.size(); ++l)
       for (int64_t h = 0; h < per_layer[l].size(0); ++h)
-        panels.push_back({per_layer[l].select(0, h),  // (queries, keys) of head h
-            {.title = name + " layer " + std::to_string(l) + " head " + std::to_string(h),
-                .xlabel = xlabel,
-                .ylabel = ylabel,
-                .row_labels = rows,
-                .col_labels = cols,
-                .cell = 20,
-                .font_scale = 1,
-                .vmin = 0.0,
-                .vmax = 1.0,
-                .colorbar = true}});
+        panels.push_back(viz::attention_panel(per_layer[l].select(0, h),  // (queries, keys)
+            name + " layer " + std::to_string(l) + " head " + std::to_string(h), xlabel, ylabel,
+            rows, cols));
   };
   add(a.encoder, "enc", source, source, "source", "source");  // (H, Ts, Ts) per layer
   add(a.decoder_self, "dec self", decoder, decoder, "decoder in",
@@ -248,13 +240,11 @@ std::string toy_size_problem(const Options& o) {
 }
 
 int train_toy(Options o) {
-  const std::optional<Checkpoint> resumed = training::open_run(o.run);
-  if (resumed) {  // its settings replace those that define a run
-    training::Layout file = training::Layout::reader(*resumed, o.run.resume);
-    describe_toy(file, o);
-    if (const std::string problem = toy_size_problem(o); !problem.empty())
-      throw CheckpointError("checkpoint " + o.run.resume + ": its run is refused: " + problem);
-  }
+  // --resume: the file's settings replace those that define a run.
+  const std::optional<Checkpoint> resumed =
+      training::open_run(o.run, "ag-train", [&](auto& file) { describe_toy(file, o); });
+  if (const std::string problem = resumed ? toy_size_problem(o) : ""; !problem.empty())
+    throw CheckpointError("checkpoint " + o.run.resume + ": its run is refused: " + problem);
   // The task, the model and the optimizer, as d2l's train_seq2seq sets them up.
   manual_seed(o.run.seed);  // model initialisation and dropout masks
   const std::unique_ptr<data::Task> task = data::make_task(o.task);

@@ -158,11 +158,9 @@ int finish(const Options& o, const training::Run& run, const training::Report& r
 }  // namespace
 
 int train_translate(Options o) {
-  const std::optional<Checkpoint> resumed = training::open_run(o.run);
-  if (resumed) {  // its settings replace those that define a run
-    training::Layout file = training::Layout::reader(*resumed, o.run.resume);
-    describe_translate(file, o);
-  }
+  // --resume: the file's settings replace those that define a run.
+  const std::optional<Checkpoint> resumed =
+      training::open_run(o.run, "ag-train", [&](auto& file) { describe_translate(file, o); });
   const TranslateData d = translate_data(o, resumed);
   const seq2seq::TokenizedPairs& train_pairs = d.split.train;
   manual_seed(o.run.seed);  // model initialisation and dropout masks
