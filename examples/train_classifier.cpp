@@ -98,7 +98,7 @@ int train(training::RunOptions& o, ModelSize& size) {
   run.start(resumed);  // restores weights, optimizer, schedule, generators: exactly
   training::Step step(
       model, optimizer, scheduler, o.batch_size, training::StepOptions::of(o, program));
-  training::Report report(o, run.first_step(), run.last_step(), resumed.has_value());
+  training::Report report(o, run.first_step(), run.last_step());
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
     const Batch batch = make_batch(o.batch_size, data);  // the global batch, on every rank
     auto loss_of = [&](int64_t first, int64_t last) {    // rows [first, last): mean CE, weight rows

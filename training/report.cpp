@@ -2,23 +2,34 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "distributed/distributed.h"
+#include "io/file.h"
 
 namespace ag::training {
 
 LogFile::LogFile(
-    const std::string& path, const std::string& what, const std::string& header, bool append)
+    const std::string& path, const std::string& what, const std::string& header, int64_t first_step)
     : path_(path), what_(what) {
   namespace fs = std::filesystem;
   std::error_code error;
-  const bool has_rows = append && fs::exists(path, error) && fs::file_size(path, error) > 0;
-  file_.open(path, has_rows ? std::ios::app : std::ios::trunc);
+  std::string kept;  // the header and the rows of steps before first_step
+  if (first_step > 1 && fs::is_regular_file(path, error) && fs::file_size(path, error) > 0) {
+    std::istringstream rows(read_whole_file(path, what));
+    for (std::string line; std::getline(rows, line);) {
+      int64_t step = 0;
+      const auto [end, parse_error] = std::from_chars(line.data(), line.data() + line.size(), step);
+      if (parse_error != std::errc() || step < first_step) kept += line + '\n';
+    }
+    write_file_atomically(path, kept, what);
+  }
+  file_.open(path, kept.empty() ? std::ios::trunc : std::ios::app);
   if (!file_) throw IoError("cannot open " + what_ + " " + path_);
-  if (!has_rows && !header.empty()) row(header);
+  if (kept.empty() && !header.empty()) row(header);
 }
 
 void LogFile::row(const std::string& text) {
@@ -40,11 +51,11 @@ std::string format_duration(double seconds) {
   return buffer;
 }
 
-Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step, bool resumed)
+Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step)
     : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO) == 1) {
   // --loss-log: "step,loss" rows, the loss as a hexadecimal float (exact).
   if (dist::rank() == 0 && !o.loss_log.empty())
-    loss_log_ = LogFile(o.loss_log, "--loss-log", "step,loss", resumed);
+    loss_log_ = LogFile(o.loss_log, "--loss-log", "step,loss", first_step);
 }
 
 void Report::step(int64_t step, double loss, double tokens) {

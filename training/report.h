@@ -14,14 +14,18 @@
 
 namespace ag::training {
 
-// A text file written a row at a time — each row flushed and checked, so that `tail -f` follows
-// the run, a killed run keeps every row it wrote, and a full disk or a failing device ends the
-// run with an IoError naming the file instead of a log that silently stops. A resumed run appends
-// to the file of the run it resumes (the header only in a new or empty file).
+// A text file written a row at a time, each row starting with its step — each row flushed and
+// checked, so that `tail -f` follows the run, a killed run keeps every row it wrote, and a full
+// disk or a failing device ends the run with an IoError naming the file instead of a log that
+// silently stops. A resumed run (first_step > 1) continues the file of the run it resumes: the
+// rows of steps from first_step on — written by the run after its last checkpoint, before it was
+// killed, and about to be taken again — are dropped first, so that every step has one row. A new
+// or empty file gets the header.
 class LogFile {
  public:
   LogFile() = default;
-  LogFile(const std::string& path, const std::string& what, const std::string& header, bool append);
+  LogFile(const std::string& path, const std::string& what, const std::string& header,
+      int64_t first_step);
   bool is_open() const { return file_.is_open(); }
   void row(const std::string& text);  // text without its '\n'
   void close();
@@ -33,8 +37,8 @@ class LogFile {
 
 class Report {
  public:
-  // `first_step` and `last_step`: this invocation's (Run); `resumed`: the logs are appended to.
-  Report(const RunOptions& o, int64_t first_step, int64_t last_step, bool resumed);
+  // `first_step` and `last_step`: this invocation's (Run): a resumed run continues --loss-log.
+  Report(const RunOptions& o, int64_t first_step, int64_t last_step);
 
   // After each step, on every rank: `tokens`, the tokens this rank trained on in the step (summed
   // over the ranks here: a collective).

@@ -210,8 +210,7 @@ int finish(const Options& o, const training::Run& run, const training::Report& r
 
 int train_lm(Options o) {
   // --resume: the file's settings replace those that define a run.
-  const std::optional<Checkpoint> resumed =
-      training::open_run(o.run, "ag-train", [&](auto& file) { describe_lm(file, o); });
+  const std::optional<Checkpoint> resumed = resume(o, [&](auto& file) { describe_lm(file, o); });
   const LMData d = lm_data(o, resumed);
   const nn::LanguageModelConfig config = lm_config(o, d.vocab.size());
   manual_seed(o.run.seed);  // model initialisation and dropout masks
@@ -226,7 +225,7 @@ int train_lm(Options o) {
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, d, config, *model);
   training::print_data_parallel(o.run, "windows");
-  training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());
+  training::Report report(o.run, run.first_step(), run.last_step());
   lm::Evaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {

@@ -46,6 +46,78 @@ void describe_common(training::Layout& file, Options& o) {
   file.choice_unless("config.embedding_init", o.embedding_init, "normal|scaled", "normal");
 }
 
+namespace {
+
+// The options that define a run, each as its value reads (to compare the command line's with a
+// resumed checkpoint's).
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+std::string flag(bool on) { return on ? "on" : "off"; }
+using Setting = std::pair<const char*, std::function<std::string(const Options&)>>;
+const std::vector<Setting>& run_defining_options() {
+  static const std::vector<Setting> settings = {
+      {"--steps", [](const Options& o) { return std::to_string(o.run.steps); }},
+      {"--batch-size", [](const Options& o) { return std::to_string(o.run.batch_size); }},
+      {"--lr", [](const Options& o) { return number(o.run.lr); }},
+      {"--clip", [](const Options& o) { return number(o.run.clip); }},
+      {"--schedule", [](const Options& o) { return o.run.schedule; }},
+      {"--warmup", [](const Options& o) { return std::to_string(o.run.warmup); }},
+      {"--seed", [](const Options& o) { return std::to_string(o.run.seed); }},
+      {"--chunk-rows", [](const Options& o) { return std::to_string(o.run.chunk_rows); }},
+      {"--eval-size", [](const Options& o) { return std::to_string(o.eval_size); }},
+      {"--embedding-init", [](const Options& o) { return o.embedding_init; }},
+      {"--num-hiddens", [](const Options& o) { return std::to_string(o.model.num_hiddens); }},
+      {"--ffn-num-hiddens",
+          [](const Options& o) { return std::to_string(o.model.ffn_num_hiddens); }},
+      {"--heads", [](const Options& o) { return std::to_string(o.model.num_heads); }},
+      {"--layers", [](const Options& o) { return std::to_string(o.model.num_layers); }},
+      {"--dropout", [](const Options& o) { return number(o.model.dropout); }},
+      {"--pairs", [](const Options& o) { return o.pairs; }},
+      {"--generated-pairs", [](const Options& o) { return std::to_string(o.generated_pairs); }},
+      {"--min-freq", [](const Options& o) { return std::to_string(o.min_freq); }},
+      {"--num-steps", [](const Options& o) { return std::to_string(o.num_steps); }},
+      {"--text",
+          [](const Options& o) {
+            std::string files;  // the first two, and how many
+            for (std::size_t i = 0; i < o.lm.text.size() && i < 2; ++i)
+              files += (i == 0 ? "" : " ") + o.lm.text[i];
+            if (o.lm.text.size() > 2)
+              files += " … (" + std::to_string(o.lm.text.size()) + " files)";
+            return files;
+          }},
+      {"--tokenizer", [](const Options& o) { return o.lm.tokenizer; }},
+      {"--block-size", [](const Options& o) { return std::to_string(o.lm.block_size); }},
+      {"--pre-norm", [](const Options& o) { return flag(o.lm.pre_norm); }},
+      {"--learned-positions", [](const Options& o) { return flag(o.lm.learned_positions); }},
+      {"--tie-weights", [](const Options& o) { return flag(o.lm.tie_weights); }},
+      {"--weight-decay", [](const Options& o) { return number(o.lm.weight_decay); }},
+      {"--eval-windows", [](const Options& o) { return std::to_string(o.lm.eval_windows); }},
+      {"--sample-length", [](const Options& o) { return std::to_string(o.lm.sample_length); }},
+  };
+  return settings;
+}
+
+}  // namespace
+
+std::optional<Checkpoint> resume(
+    Options& o, const std::function<void(training::Layout&)>& describe) {
+  const Options given = o;
+  std::optional<Checkpoint> resumed = training::open_run(o.run, "ag-train", describe);
+  if (!resumed) return resumed;
+  std::string conflicts;
+  for (const auto& [option, value] : run_defining_options())
+    if (o.given.count(option) && value(given) != value(o))
+      conflicts += (conflicts.empty() ? "" : ", ") + std::string(option) + " " + value(given) +
+                   " (the run's: " + value(o) + ")";
+  if (!conflicts.empty())
+    throw training::UsageError("--resume " + o.run.resume +
+                               ": a resumed run keeps the settings it started with: " + conflicts);
+  return resumed;
+}
+
 }  // namespace ag_train
 
 namespace {
@@ -286,6 +358,8 @@ int main(int argc, char** argv) {
       "sentence pairs (translate), or a language model on text (lm)"};
   add_options(app, o);
   return training::run_main("ag-train", app, argc, argv, [&] {
+    for (const CLI::Option* option : app.get_options())
+      if (option->count() > 0) o.given.insert(option->get_name());
     if (!o.run.resume.empty()) {  // the run's task is the file's
       const std::string task = resumed_task(o.run.resume);
       if (app.count("--task") && !task.empty() && task != o.task)

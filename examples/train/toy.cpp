@@ -95,11 +95,11 @@ void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Ta
 const char* const curves_header = "step,train_loss,heldout_loss,token_accuracy,sequence_accuracy";
 
 // --curves-dir: training_curves.csv, a row per evaluation (a resumed run continues the file).
-training::LogFile open_curves(const Options& o, bool resumed) {
+training::LogFile open_curves(const Options& o, int64_t first_step) {
   if (o.curves_dir.empty() || dist::rank() > 0) return {};
   std::filesystem::create_directories(o.curves_dir);
   return training::LogFile((std::filesystem::path(o.curves_dir) / "training_curves.csv").string(),
-      "--curves-dir", curves_header, resumed);
+      "--curves-dir", curves_header, first_step);
 }
 
 void write_curves_row(
@@ -241,8 +241,7 @@ std::string toy_size_problem(const Options& o) {
 
 int train_toy(Options o) {
   // --resume: the file's settings replace those that define a run.
-  const std::optional<Checkpoint> resumed =
-      training::open_run(o.run, "ag-train", [&](auto& file) { describe_toy(file, o); });
+  const std::optional<Checkpoint> resumed = resume(o, [&](auto& file) { describe_toy(file, o); });
   if (const std::string problem = resumed ? toy_size_problem(o) : ""; !problem.empty())
     throw CheckpointError("checkpoint " + o.run.resume + ": its run is refused: " + problem);
   // The task, the model and the optimizer, as d2l's train_seq2seq sets them up.
@@ -262,8 +261,8 @@ int train_toy(Options o) {
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, *task, *model);
   training::print_data_parallel(o.run, "examples");
-  training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());
-  training::LogFile curves = open_curves(o, resumed.has_value());
+  training::Report report(o.run, run.first_step(), run.last_step());
+  training::LogFile curves = open_curves(o, run.first_step());
   seq2seq::Evaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {

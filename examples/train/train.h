@@ -6,9 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "models/seq2seq.h"
 #include "training/layout.h"
 #include "training/run.h"
@@ -49,7 +53,15 @@ struct Options {
   int64_t num_steps = 10, min_freq = 2;
   int64_t beam = 4;  // the beam width of the evaluation (0: greedy only)
   LMOptions lm;
+  std::set<std::string> given;  // the options the command line gave (main.cpp)
 };
+
+// --resume: the checkpoint, its settings read into `o` by `describe` (the task's); an option given
+// on the command line that defines the run must agree with the file's, or the run is refused
+// (UsageError naming both values): a resumed run is the run it was, and an option that would not
+// take effect is not silently dropped. Nothing without --resume.
+std::optional<ag::Checkpoint> resume(
+    Options& o, const std::function<void(ag::training::Layout&)>& describe);
 
 // The entries every ag-train run's checkpoint has besides the shared ones (training::describe):
 // config.eval_size, and config.embedding_init when it is not d2l's "normal".

@@ -160,7 +160,7 @@ int finish(const Options& o, const training::Run& run, const training::Report& r
 int train_translate(Options o) {
   // --resume: the file's settings replace those that define a run.
   const std::optional<Checkpoint> resumed =
-      training::open_run(o.run, "ag-train", [&](auto& file) { describe_translate(file, o); });
+      resume(o, [&](auto& file) { describe_translate(file, o); });
   const TranslateData d = translate_data(o, resumed);
   const seq2seq::TokenizedPairs& train_pairs = d.split.train;
   manual_seed(o.run.seed);  // model initialisation and dropout masks
@@ -181,7 +181,7 @@ int train_translate(Options o) {
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
   print_run(o, d, *model);
   training::print_data_parallel(o.run, "pairs");
-  training::Report report(o.run, run.first_step(), run.last_step(), resumed.has_value());
+  training::Report report(o.run, run.first_step(), run.last_step());
   seq2seq::TranslationEvaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {

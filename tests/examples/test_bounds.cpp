@@ -248,3 +248,22 @@ TEST_CASE("ag-train's next save removes the temporary files of killed saves, and
   CHECK(fs::exists(live));
   CHECK(ag::load_checkpoint(path).integer("step") == 20);
 }
+
+TEST_CASE("ag-train --resume refuses an option that would change the run it resumes",
+    "[examples][bounds]") {
+  TempFolder folder;
+  const std::string path = (folder.path / "run.agc").string();
+  REQUIRE(run(train + small_run + " --stop-after 10 --checkpoint " + path).exit_code == 0);
+  check_refused(run(train + " --resume " + path + " --steps 40"), 2,
+      "ag-train: --resume " + path +
+          ": a resumed run keeps the settings it started with: --steps 40 (the run's: 20)");
+  check_refused(run(train + " --resume " + path + " --num-hiddens 32 --lr 0.5"), 2,
+      "it started with: --lr 0.5 (the run's: 0.002), --num-hiddens 32 (the run's: 16)");
+  check_refused(run(train + " --resume " + path + " --task sort"), 2,
+      "--task sort, but " + path + " holds a reverse run");
+  // The same values, and the options that only say how this invocation runs, are fine.
+  const auto same =
+      run(train + " --resume " + path + " --steps 20 --num-hiddens 16 --eval-every 5");
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+}

@@ -28,6 +28,13 @@ grep -q "stopped after step 30 of 60; continue with --resume part.agc" stopped.t
 grep -q "resuming part.agc at step 31 of 60" resumed.txt || fail "$(head -3 resumed.txt)"
 cmp full.csv part.csv || fail "the resumed run's losses differ"
 cmp full.agc part.agc || fail "the resumed run's final checkpoint differs"
+# A run killed after its checkpoint of step 20 had logged steps 21-60 too: resumed from that
+# checkpoint, the log's rows of steps 21 on are dropped before they are taken again — one row a
+# step, the same bits as the run that was not killed.
+"$classifier" "${run[@]}" --loss-log kept.csv --checkpoint kept.agc --checkpoint-every 10 \
+  --keep 6 > /dev/null
+"$classifier" --resume kept.agc.step-00000020 --loss-log kept.csv > /dev/null
+cmp full.csv kept.csv || fail "a resume from step 20 of a log with 60 rows: $(wc -l < kept.csv) rows"
 "$classifier" --resume full.agc > done.txt 2>&1 && fail "a finished run resumed"
 grep -q "the run already finished (step 60)" done.txt || fail "$(cat done.txt)"
 
