@@ -146,6 +146,16 @@ PairsFile parse_pairs(std::string_view text, const std::string& source) {
   if (file.pairs.empty())
     fail<IoError>("read_pairs: ", source, " has no usable line: none of its ", lines,
         " lines holds a tab (\"source<TAB>target\", as d2l's fra.txt)");
+  // A side that is blank in every pair leaves nothing to translate from, or to.
+  auto blank = [](const std::string& text) {
+    return text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+  };
+  for (const auto& [side, of] :
+      {std::pair{"source", &SentencePair::source}, std::pair{"target", &SentencePair::target}})
+    if (std::all_of(file.pairs.begin(), file.pairs.end(),
+            [&, of = of](const SentencePair& pair) { return blank(pair.*of); }))
+      fail<IoError>("read_pairs: ", source, ": the ", side, " of every one of its ",
+          file.pairs.size(), " pairs is empty: nothing to learn to translate");
   return file;
 }
 

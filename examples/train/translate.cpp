@@ -21,18 +21,33 @@ using namespace ag;
 
 namespace {
 
+struct TranslateData {
+  std::string path;
+  seq2seq::TranslationSplit split;
+  seq2seq::TranslationVocabs vocabs;
+  uint32_t crc = 0;  // of the pairs, in their order: a resumed run must read the same
+};
+
+// CRC-32 of the pairs as "source<TAB>target\n" lines, in the file's order.
+uint32_t pairs_crc(const std::vector<data::SentencePair>& pairs) {
+  std::string lines;
+  for (const data::SentencePair& pair : pairs) lines += pair.source + '\t' + pair.target + '\n';
+  return crc32(lines);
+}
+
 // A translate run's checkpoint entries: the shared ones, the model's sizes and both vocabularies
-// (models/seq2seq_file.h, as in a model file), the pairs it reads. (The vocabularies are read back
-// by checking them against those made again from the pairs: translate_data.)
-void describe_translate(
-    training::Layout& file, Options& o, const seq2seq::TranslationVocabs* vocabs = nullptr) {
+// (models/seq2seq_file.h, as in a model file), the pairs it reads and their CRC. (A resume checks
+// the CRC against the pairs read again: translate_data.)
+void describe_translate(training::Layout& file, Options& o, const TranslateData* d = nullptr) {
   describe_common(file, o);
   file.text("config.pairs", o.pairs);
   file.count("config.generated_pairs", o.generated_pairs, 1, 1000000);
   file.count("config.min_freq", o.min_freq);
   if (!file.reading()) {
     seq2seq::save_model_config(file.out(), o.task, o.model);
-    seq2seq::save_translation_vocabs(file.out(), *vocabs);
+    seq2seq::save_translation_vocabs(file.out(), d->vocabs);
+    uint32_t crc = d->crc;
+    file.integer("pairs.crc32", crc);  // (read back by translate_data, which checks it)
     return;
   }
   o.model = seq2seq::load_model_config(file.in(), file.path());
@@ -51,12 +66,6 @@ data::PairsFile translation_pairs(const Options& o) {
   return file;
 }
 
-struct TranslateData {
-  std::string path;
-  seq2seq::TranslationSplit split;
-  seq2seq::TranslationVocabs vocabs;
-};
-
 // The pairs, split into training and held-out pairs, and the vocabularies of the training pairs;
 // for a resumed run, the vocabularies it was trained with. Then the memory of the run, as
 // toy_size_problem does for the toy tasks, once the vocabularies' sizes are known.
@@ -71,11 +80,18 @@ TranslateData translate_data(Options& o, const std::optional<Checkpoint>& resume
   }
   seq2seq::TranslationVocabs vocabs =
       seq2seq::make_translation_vocabs(split.train, o.min_freq, o.num_steps);
-  TranslateData d{file.path, std::move(split), std::move(vocabs)};
-  if (resumed && (resumed->string("vocab.source") != d.vocabs.source.serialize() ||
-                     resumed->string("vocab.target") != d.vocabs.target.serialize()))
-    throw CheckpointError("checkpoint " + o.run.resume + ": the vocabularies of " + file.path +
-                          " are not those the run was trained with (has the file changed?)");
+  TranslateData d{file.path, std::move(split), std::move(vocabs), pairs_crc(file.pairs)};
+  // A resumed run reads the pairs it was trained on, in the same order (a file saved before the
+  // pairs' CRC was: the same vocabularies, at least).
+  if (resumed) {
+    const bool same = resumed->integers.count("pairs.crc32")
+                          ? resumed->integer("pairs.crc32") == d.crc
+                          : resumed->string("vocab.source") == d.vocabs.source.serialize() &&
+                                resumed->string("vocab.target") == d.vocabs.target.serialize();
+    if (!same)
+      throw CheckpointError("checkpoint " + o.run.resume + ": the pairs of " + file.path +
+                            " are not those the run was trained with (has the file changed?)");
+  }
   o.model.vocab_size = d.vocabs.source.size();
   o.model.target_vocab_size = d.vocabs.target.size();
   try {
@@ -169,7 +185,7 @@ int train_translate(Options o) {
   optim::Adam optimizer(model->parameters(), o.run.lr);
   optim::Scheduler scheduler(optimizer, training::make_schedule(o.run, o.model.num_hiddens));
   training::Run run(o.run, *model, optimizer, scheduler,
-      [&](training::Layout& f) { describe_translate(f, o, &d.vocabs); });
+      [&](training::Layout& f) { describe_translate(f, o, &d); });
   run.track([&](training::Layout& f) {  // the position in the shuffled pairs
     int64_t epoch = stream.epoch(), position = stream.position();
     f.count("data.epoch", epoch);

@@ -149,6 +149,44 @@ TEST_CASE("a translate run stopped and resumed equals the run straight through",
   fs::remove_all(dir);
 }
 
+TEST_CASE("a translate run refuses to resume on pairs that changed since, even in their order",
+    "[examples][translate]") {
+  const fs::path dir = ag::viz::testing::temp_dir();
+  const std::string file = (dir / "pairs.txt").string(), checkpoint = (dir / "run.agc").string();
+  REQUIRE(run(train + " --write-pairs " + file + " --generated-pairs 400").exit_code == 0);
+  REQUIRE(run(train + tiny(20, "0") + " --pairs " + file + " --checkpoint " + checkpoint +
+              " --stop-after 10")
+              .exit_code == 0);
+  // The same pairs, two of them swapped: the same vocabularies, another order of batches.
+  std::vector<std::string> pairs = lines(read_text(file));
+  std::swap(pairs[0], pairs[1]);
+  std::ofstream out(file);
+  for (const std::string& pair : pairs) out << pair << "\n";
+  out.close();
+  const auto resumed = run(train + " --resume " + checkpoint);
+  CHECK(resumed.exit_code == 1);
+  CHECK_THAT(resumed.output, Contains("the pairs of " + file + " are not those the run was"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ag-train refuses pairs whose every source, or every target, is empty",
+    "[examples][translate]") {
+  const fs::path dir = ag::viz::testing::temp_dir();
+  for (const std::string side : {"source", "target"}) {
+    const std::string file = (dir / (side + ".txt")).string();
+    std::ofstream out(file);
+    for (int i = 0; i < 50; ++i)
+      out << (side == "source" ? " " : "a word " + std::to_string(i)) << "\t"
+          << (side == "target" ? "" : "un mot " + std::to_string(i)) << "\n";
+    out.close();
+    const auto refused = run(train + tiny(10) + " --pairs " + file);
+    INFO(refused.output);
+    CHECK(refused.exit_code == 1);
+    CHECK_THAT(refused.output, Contains("the " + side + " of every one of its 50 pairs is empty"));
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("ag-train --write-pairs writes the generated corpus that --pairs reads back",
     "[examples][translate]") {
   const fs::path dir = ag::viz::testing::temp_dir();
