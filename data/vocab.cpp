@@ -247,6 +247,12 @@ std::vector<std::string> Vocab::tokens(const std::vector<int64_t>& ids) const {
 std::string Vocab::serialize() const {
   std::string out = "ag-vocab 1 " + std::to_string(size()) + "\n";
   for (const std::string& token : id_to_token_) {
+    // What deserialize() would refuse is not written: a model file must load again.
+    if (const std::string problem =
+            utf8_problem(token, "token " + std::to_string(&token - id_to_token_.data()));
+        !problem.empty())
+      fail<ValueError>(
+          "Vocab::serialize: ", problem, " (a vocabulary file could not be read back)");
     for (const char c : token) {
       if (c == '\\')
         out += "\\\\";

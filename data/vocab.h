@@ -115,6 +115,7 @@ class Vocab {
 
   // The tokens in id order as one string (see vocab.cpp for the format):
   //   ag-vocab 1 <count>\n then one token a line, '\' and newline escaped as \\ and \n.
+  // ValueError for a token that deserialize() would refuse (invalid UTF-8, a NUL byte), naming it.
   std::string serialize() const;
   // The inverse of serialize(). Strict: throws ValueError naming `source` and the byte offset
   // for a wrong header or count, a bad escape, invalid UTF-8, a repeated token, <unk> not at id

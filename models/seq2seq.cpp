@@ -80,9 +80,11 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
 // ---- beam search --------------------------------------------------------------------------------
 
 BeamHypothesis beam_search(const NextLogProbs& next_log_probs, const BeamOptions& o) {
-  if (o.beam_size < 1 || o.max_steps < 1 || !(o.alpha >= 0) || !std::isfinite(o.alpha))
+  if (o.beam_size < 1 || o.beam_size > kMaxBeamSize || o.max_steps < 1 || !(o.alpha >= 0) ||
+      !std::isfinite(o.alpha))
     fail<ValueError>("beam_search: beam_size ", o.beam_size, ", max_steps ", o.max_steps,
-        ", alpha ", o.alpha, " (need beam_size and max_steps at least 1, alpha finite, >= 0)");
+        ", alpha ", o.alpha, " (need beam_size in 1-", kMaxBeamSize,
+        ", max_steps at least 1, alpha finite, >= 0)");
   auto normalised = [&](double log_prob, int64_t length) {
     return log_prob / std::pow(static_cast<double>(length), o.alpha);  // 1/L^α · log P
   };

@@ -60,6 +60,9 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
 // where a finished hypothesis counts its <eos> in L and in P (the model chose to stop), and one cut
 // at max_steps does not. Ties go to the earlier candidate: extensions are ranked by score, then by
 // the beam they extend, then by token id — so beam_size 1 is greedy decoding, token for token.
+// The widest beam: d2l searches with 2-4; each hypothesis keeps a decoder cache and a row of the
+// vocabulary's log-probabilities, so that a beam of 10^5 would run for hours.
+constexpr int64_t kMaxBeamSize = 256;
 struct BeamOptions {
   int64_t beam_size = 4;
   double alpha = 0.75;
@@ -79,7 +82,8 @@ struct BeamHypothesis {
 // reorders its cache rows by `parents` before it runs.
 using NextLogProbs = std::function<std::vector<double>(
     const std::vector<int64_t>& parents, const std::vector<int64_t>& tokens)>;
-// The search itself, for any model: ValueError for beam_size or max_steps below 1, a negative or
+// The search itself, for any model: ValueError for beam_size outside 1-kMaxBeamSize, max_steps
+// below 1, a negative or
 // non-finite alpha, bos or eos outside the vocabulary, or a row of log-probabilities of another
 // length than the first, or a NaN among them.
 BeamHypothesis beam_search(const NextLogProbs& next_log_probs, const BeamOptions& options);

@@ -270,10 +270,11 @@ std::string options_problem(const CLI::App& app, Options& o) {
       0;
   if (!translate && !lm && std::find(names.begin(), names.end(), o.task) == names.end())
     return "unknown task '" + o.task + "' (known: copy, reverse, sort, add, translate, lm)";
-  if (translate && (o.num_steps < 1 || o.num_steps > 1000 || o.min_freq < 0 || o.beam < 0 ||
-                       o.generated_pairs < 1 || o.generated_pairs > 1000000))
-    return "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --min-freq and --beam "
-           "not negative";
+  if (translate &&
+      (o.num_steps < 1 || o.num_steps > 1000 || o.min_freq < 0 || o.beam < 0 ||
+          o.beam > seq2seq::kMaxBeamSize || o.generated_pairs < 1 || o.generated_pairs > 1000000))
+    return "--num-steps must be in 1-1000, --generated-pairs in 1-1000000, --beam in 0-" +
+           std::to_string(seq2seq::kMaxBeamSize) + ", --min-freq not negative";
   if (translate && (!o.curves_dir.empty() || !o.attention_png.empty()))
     return "--curves-dir and --attention-png are for the toy tasks (ag-predict --attention-png "
            "draws a translation's attention)";

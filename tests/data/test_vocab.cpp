@@ -192,3 +192,14 @@ TEST_CASE("Vocab's table finds every token as it grows", "[data][vocab]") {
   const Vocab copy = vocab;
   CHECK(copy.id("t19999") == vocab.id("t19999"));
 }
+
+TEST_CASE("Vocab::serialize refuses a token its deserialize would refuse", "[data][vocab]") {
+  using Catch::Matchers::Contains;
+  for (const std::string bad : {std::string("b\0c", 3), std::string("\xff"), std::string("\xc3")}) {
+    const ag::data::Vocab vocab(std::vector<std::string>{"a", bad, "a"});
+    INFO(bad.size());
+    CHECK_THROWS_WITH(vocab.serialize(), Contains("Vocab::serialize: token 2"));
+  }
+  const ag::data::Vocab good(std::vector<std::string>{"a", "\\", "\n", "é"});
+  CHECK(ag::data::Vocab::deserialize(good.serialize(), "test").id_to_token() == good.id_to_token());
+}

@@ -127,6 +127,8 @@ TEST_CASE("beam search refuses bad options and bad distributions", "[beam]") {
   ToyModel model;
   BeamOptions o = toy_options(0);
   CHECK_THROWS_AS(beam_search(std::ref(model), o), ValueError);
+  o = toy_options(kMaxBeamSize + 1);  // a beam of 10^5 ran for hours
+  CHECK_THROWS_WITH(beam_search(std::ref(model), o), Catch::Matchers::Contains("beam_size 257"));
   o = toy_options(2);
   o.max_steps = 0;
   CHECK_THROWS_WITH(beam_search(std::ref(model), o), Catch::Matchers::Contains("max_steps 0"));
