@@ -19,8 +19,8 @@
 //   batches     data::sample_lm_batch (nanoGPT's get_batch): 32 windows of 65 ids from an
 //               ag::Generator seeded with --seed + 1 (as ag-train seeds its windows); drawn
 //               before each step, not timed
-//   step        lm::train_step: forward, the mean cross-entropy per token, backward,
-//               clip_grad_norm at 1.0, optim::AdamW (lr 1e-3, betas 0.9/0.99, eps 1e-8, weight
+//   step        training::Step, ag-train's (training/step.h): forward, the mean cross-entropy
+//               per token, backward, clip_grad_norm at 1.0, the finiteness check, optim::AdamW (lr 1e-3, betas 0.9/0.99, eps 1e-8, weight
 //               decay 0.1 on every parameter) — then the learning rate of the next update from
 //               optim::cosine_with_warmup(100, 2000, 0.1) (100 warm-up updates, cosine to 1e-4).
 //               The schedule is always the 2000-step one; --steps S < 2000 runs its first S
@@ -28,7 +28,7 @@
 //   evaluation  lm::evaluate on the validation ids: consecutive non-overlapping windows of 64 + 1
 //               ids from the start, all that fit (or the first --eval-windows), batches of 32,
 //               eval mode: the mean cross-entropy per token (val_loss), perplexity, bits/char
-// Timing: every step (lm::train_step and the scheduler) is timed alone with steady_clock; the
+// Timing: every step (training::Step::take, the scheduler's step included) is timed alone with steady_clock; the
 // first --warmup (default 10) are left out and the median of the rest is reported. The process's
 // CPU time of each step (CLOCK_PROCESS_CPUTIME_ID: all its threads) is measured too,
 // cpu_ms_per_step the median: on a machine shared with other work it shows the work a step costs,
@@ -73,6 +73,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "sgemm_peak.h"
+#include "training/step.h"
 
 namespace {
 
@@ -166,6 +167,10 @@ int run_training(const TrainOptions& o, int threads, bool json) {
   optim::Scheduler scheduler(
       optimizer, optim::cosine_with_warmup(kWarmupUpdates, kScheduleSteps, kMinLrFactor));
   Generator batches(o.seed + 1);  // ag-train's data generator
+  training::StepOptions step_options;
+  step_options.clip = kClip;
+  step_options.program = "ag-bench-lm";
+  training::Step train_step(*model, optimizer, scheduler, kBatch, step_options);
 
   std::vector<double> seconds, cpu_seconds;
   double first_loss = 0, last_loss = 0;
@@ -177,8 +182,14 @@ int run_training(const TrainOptions& o, int threads, bool json) {
     if (step == o.warmup + 1) system_allocations_at_start = allocator_stats().system_allocations;
     const auto start = Clock::now();
     const double start_cpu = process_cpu_seconds();
-    const double loss = lm::train_step(*model, optimizer, batch.inputs, batch.labels, kClip);
-    scheduler.step();
+    // Windows [first, last) of the batch: their mean cross-entropy, and their number.
+    const training::StepResult result =
+        train_step.take(step, double(kBatch), [&](int64_t first, int64_t last) {
+          return std::pair{lm::lm_loss(*model, batch.inputs.narrow(0, first, last - first),
+                               batch.labels.narrow(0, first, last - first)),
+              double(last - first)};
+        });
+    const double loss = result.loss;
     const double elapsed = seconds_since(start), elapsed_cpu = process_cpu_seconds() - start_cpu;
     if (step > o.warmup) {
       seconds.push_back(elapsed);
@@ -186,11 +197,7 @@ int run_training(const TrainOptions& o, int threads, bool json) {
     }
     if (step == 1) first_loss = loss;
     last_loss = loss;
-    if (!std::isfinite(loss)) {
-      std::fprintf(
-          stderr, "ag-bench-lm: the loss is %g at step %lld\n", loss, static_cast<long long>(step));
-      return 1;
-    }
+    if (result.diverged) return 1;  // (training::Step says why)
   }
   const double system_allocations_per_step =
       double(allocator_stats().system_allocations - system_allocations_at_start) /

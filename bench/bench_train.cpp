@@ -3,9 +3,10 @@
 //
 //   ag-bench-train --config tiny|small|medium|mha --threads N [--steps S] [--warmup W] [--json]
 //
-// One step of the seq2seq configs is seq2seq::train_step — ag-train's step: forward with teacher
-// forcing, nn::masked_softmax_ce (Σ CE over valid tokens / number of valid tokens), zero_grad,
-// backward, clip_grad_norm at 1.0, Adam (lr 0.005) — with dropout 0.1, in training mode.
+// One step of the seq2seq configs is training::Step — the step ag-train runs (training/step.h):
+// zero_grad, forward with teacher forcing, nn::masked_softmax_ce (Σ CE over valid tokens / number
+// of valid tokens), backward, clip_grad_norm at 1.0, the finiteness check, Adam (lr 0.005), the
+// (constant) schedule — with dropout 0.1, in training mode.
 //
 //   config  D    FFN   heads layers  batch  T_src = T_tgt  vocab  batches
 //   tiny    32   64    4     2       64     10             20     the reverse task of ag-train
@@ -43,19 +44,19 @@
 // Each config runs in its own process so that the peak RSS is that config's alone
 // (bench/compare_train.sh runs them). --json prints one JSON object on one line.
 //
-// Data parallel (built with ag::distributed, i.e. where CMake found MPI), under mpirun:
+// Data parallel (where CMake found MPI), under mpirun:
 //
 //   mpirun -np 2 ag-bench-train --config tiny|small|medium --threads 1 [--compare-no-sync] [--json]
 //
 // Each rank builds the same model (manual_seed(0)) and the same pool of global batches, takes
 // rows_of_rank(batch, rank, world) of every batch, and trains through DistributedDataParallel
 // (gradients averaged over the ranks in buckets, overlapped with backward): the step is the same
-// train_step on B/N rows. Every step starts after a barrier and its time is the slowest rank's,
+// training::Step on B/N rows. Every step starts after a barrier and its time is the slowest rank's,
 // so the ranks agree on the median. Rank 0 prints (impl "ag-ddp"): world_size, the global and its
 // own per-rank batch, ms/step, the time blocked waiting for the all-reduce at the end of backward
 // (DdpStats::wait_seconds, mean over the timed steps and the ranks: comm_wait_ms) and from the
 // first bucket's start to the end of backward (overlap_ms), buckets and gradient bytes, tokens/s
-// of the global batch, the loss as the ranks' mean, rank 0's peak RSS, and the MFU against the sum
+// of the global batch, the global batch's loss (weighted by valid tokens, as ag-train's), rank 0's peak RSS, and the MFU against the sum
 // of the ranks' sgemm peaks (measured by all ranks at once). --compare-no-sync times as many steps
 // again with every backward under no_sync: the ranks' compute, side by side, without the
 // all-reduce (ms_per_step_no_sync); ms_per_step minus that is what communication costs a step.
@@ -72,8 +73,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,12 +88,7 @@
 #include "nn/fused.h"
 #include "optim/optimizer.h"
 #include "sgemm_peak.h"
-#ifdef AG_BENCH_DISTRIBUTED
-#include <cstdlib>
-#include <optional>
-
-#include "distributed/distributed.h"
-#endif
+#include "training/step.h"
 
 namespace {
 
@@ -223,9 +221,23 @@ std::vector<data::Batch> make_batches(const Config& c) {
   return batches;
 }
 
+// The valid target tokens of a batch: the weight of its rows in the step's mean loss.
+double valid_tokens(const data::Batch& batch) { return sum(batch.label_valid_lens).item(); }
+
+// The step ag-train takes (training::Step), on `rows`: this process's rows [begin, end) of a
+// global batch whose valid tokens are `global_tokens`.
+training::StepResult take_step(training::Step& step, nn::EncoderDecoder& model,
+    const data::Batch& rows, double global_tokens) {
+  return step.take(0, global_tokens, [&](int64_t, int64_t) {
+    return std::pair{seq2seq::sequence_loss(model, rows), valid_tokens(rows)};
+  });
+}
+
 Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   auto model = make_model(c);
   optim::Adam optimizer(model->parameters(), 0.005);
+  optim::Scheduler constant(optimizer, [](int64_t) { return 1.0; });
+  training::Step step(*model, optimizer, constant, c.batch, {});  // clip 1.0, one process
   const std::vector<data::Batch> batches = make_batches(c);
 
   Result r;
@@ -233,19 +245,18 @@ Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   r.rss_start_mb = proc_status_mb("VmRSS");
   time_steps(r, warmup, steps, [&](int64_t i) {
     const data::Batch& batch = batches[static_cast<std::size_t>(i) % batches.size()];
-    const double loss = seq2seq::train_step(*model, optimizer, batch, 1.0);
+    const double loss = take_step(step, *model, batch, valid_tokens(batch)).loss;
     if (i == 0) r.first_loss = loss;
     r.last_loss = loss;
   });
   return r;
 }
 
-#ifdef AG_BENCH_DISTRIBUTED
 // ---- data parallel, under mpirun (see "Data parallel" at the top of the file) ----
 
 // What a data-parallel run measures beyond a single process's Result.
 struct DistributedResult {
-  Result steps;                 // seconds: each step's slowest rank; losses: the ranks' mean
+  Result steps;                 // seconds: each step's slowest rank; losses: the global batch's
   std::vector<double> no_sync;  // --compare-no-sync: the same steps without the all-reduce
   int64_t rank_rows = 0;        // rows of each global batch this rank (rank 0) takes
   dist::DdpStats last;          // of the last timed step (buckets, bytes)
@@ -269,15 +280,20 @@ DistributedResult run_seq2seq_distributed(
     const Config& c, int64_t warmup, int64_t steps, bool compare_no_sync, double bucket_mb) {
   const int rank = dist::rank(), world = dist::world_size();
   auto model = make_model(c);  // the same weights on every rank, broadcast from rank 0 anyway
-  dist::DdpOptions options;
-  options.bucket_cap_mb = bucket_mb;
-  dist::DistributedDataParallel ddp(*model, options);
   optim::Adam optimizer(model->parameters(), 0.005);
+  optim::Scheduler constant(optimizer, [](int64_t) { return 1.0; });
+  training::StepOptions options;
+  options.ddp.bucket_cap_mb = bucket_mb;
+  training::Step step(*model, optimizer, constant, c.batch, options);  // DDP: rank 0's weights
+  dist::DistributedDataParallel& ddp = *step.ddp();
   // The same pool of global batches on every rank; this rank trains on its rows of each.
-  const dist::RowRange rows = dist::rows_of_rank(c.batch, rank, world);
+  const dist::RowRange rows = step.rows(c.batch);
   std::vector<data::Batch> batches;
-  for (const data::Batch& global : make_batches(c))
+  std::vector<double> global_tokens;
+  for (const data::Batch& global : make_batches(c)) {
     batches.push_back(data::batch_rows(global, rows.begin, rows.end));
+    global_tokens.push_back(valid_tokens(global));
+  }
   manual_seed(dist::rank_seed(0, rank));  // dropout masks differ between the ranks
 
   DistributedResult d;
@@ -285,18 +301,17 @@ DistributedResult run_seq2seq_distributed(
   Result& r = d.steps;
   r.parameters = model->num_parameters();
   r.rss_start_mb = proc_status_mb("VmRSS");
-  double loss = 0;
-  auto step = [&](int64_t i) {
-    loss = seq2seq::train_step(*model, optimizer, batches[std::size_t(i) % batches.size()], 1.0);
+  double loss = 0;  // the global batch's (the same on every rank)
+  auto timed_step = [&](int64_t i) {
+    const std::size_t k = static_cast<std::size_t>(i) % batches.size();
+    loss = take_step(step, *model, batches[k], global_tokens[k]).loss;
   };
   uint64_t system_allocations_at_start = 0;
   for (int64_t i = 0; i < warmup + steps; ++i) {
     if (i == warmup) system_allocations_at_start = allocator_stats().system_allocations;
-    const double seconds = timed_on_every_rank(step, i);
-    // The mean over the ranks of their batch slices' losses (outside the timing).
-    const double mean_loss = dist::all_reduce_sum(loss) / world;
-    if (i == 0) r.first_loss = mean_loss;
-    r.last_loss = mean_loss;
+    const double seconds = timed_on_every_rank(timed_step, i);
+    if (i == 0) r.first_loss = loss;
+    r.last_loss = loss;
     if (i < warmup) continue;
     r.seconds.push_back(seconds);
     d.last = ddp.last_stats();
@@ -313,13 +328,12 @@ DistributedResult run_seq2seq_distributed(
     // drift apart here, which does not change the work.
     auto step_no_sync = [&](int64_t i) {
       auto no_sync = ddp.no_sync();
-      step(i);
+      timed_step(i);
     };
     for (int64_t i = 0; i < steps; ++i) d.no_sync.push_back(timed_on_every_rank(step_no_sync, i));
   }
   return d;
 }
-#endif  // AG_BENCH_DISTRIBUTED
 
 Result run_mha(const Config& c, int64_t warmup, int64_t steps) {
   manual_seed(0);
@@ -344,7 +358,6 @@ Result run_mha(const Config& c, int64_t warmup, int64_t steps) {
   return r;
 }
 
-#ifdef AG_BENCH_DISTRIBUTED
 // Whether mpirun (OpenMPI's or another PMI launcher) started this process: only then does the
 // program start MPI, so that a plain run is the single-process benchmark exactly, without MPI.
 bool launched_by_mpirun() {
@@ -430,22 +443,19 @@ int main_distributed(const Config& c, const Options& o) {
         "mfu %.1f%%\n",
         step_flops(c) * 1e-9, gflops, peak, 100 * mfu);
     std::printf(
-        "  loss (mean over ranks) %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
+        "  loss of the global batch %.4f (first step) -> %.4f (last)\n", r.first_loss, r.last_loss);
   }
   std::fflush(stdout);
   return 0;
 }
-#endif  // AG_BENCH_DISTRIBUTED
 
 }  // namespace
 
 static int run_program(int argc, char** argv) {
-#ifdef AG_BENCH_DISTRIBUTED
   std::optional<dist::Environment> mpi;  // MPI_Init ... MPI_Finalize, only under mpirun
   if (launched_by_mpirun()) mpi.emplace(argc, argv);
   bool compare_no_sync = false, oversubscribe = false;
   double bucket_mb = 25.0;
-#endif
   std::string config_name;
   int threads = 1;
   int64_t steps = 0, warmup = 3;
@@ -482,7 +492,6 @@ static int run_program(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_flag("--no-sgemm-peak", skip_peak,
       "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
-#ifdef AG_BENCH_DISTRIBUTED
   app.add_flag("--compare-no-sync", compare_no_sync,
       "under mpirun: after the timed steps, time as many again under no_sync (each rank's "
       "compute without the all-reduce)");
@@ -494,7 +503,6 @@ static int run_program(int argc, char** argv) {
          "buckets of about this many MiB)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1e6));
-#endif
   CLI11_PARSE(app, argc, argv);
 
   Config c = *std::find_if(
@@ -514,7 +522,6 @@ static int run_program(int argc, char** argv) {
   set_num_threads(threads);
   nn::set_fused_kernels(!composed);
 
-#ifdef AG_BENCH_DISTRIBUTED
   if (mpi && dist::world_size() > 1) {
     try {
       return main_distributed(c, {threads, steps, warmup, json, skip_peak, composed,
@@ -523,7 +530,6 @@ static int run_program(int argc, char** argv) {
       dist::abort("ag-bench-train", e.what(), 1);  // ends every rank, not only this one
     }
   }
-#endif
   const Result r = c.name == "mha" ? run_mha(c, warmup, steps) : run_seq2seq(c, warmup, steps);
   const double peak_rss_mb = proc_status_mb("VmHWM");  // before the sgemm buffers exist
 

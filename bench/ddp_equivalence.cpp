@@ -13,8 +13,9 @@
 // communication — the single process. Rank 0 prints, per step, the largest relative difference
 // of the loss so far and, at the end, of the parameters (the largest over the parameter tensors
 // of ‖a − b‖ / ‖b‖), and one JSON line with --json.
-// The step is ag-train's: masked cross-entropy per valid token, backward, clipping at 1, and Adam
-// (lr 0.005) or SGD (lr 0.1); float64 models are the float32 ones converted with Module::to.
+// Both take ag-train's step, training::Step (training/step.h): masked cross-entropy per valid
+// token, backward, clipping at 1, and Adam (lr 0.005) or SGD (lr 0.1) — the reference with
+// StepOptions::this_process_only; float64 models are the float32 ones converted with Module::to.
 //
 // --chunk-rows C replaces DistributedDataParallel with dist::ChunkedGradientSum on both sides: the
 // batch is cut into chunks of C rows, each chunk's gradient computed alone and the chunks' added
@@ -33,6 +34,7 @@
 #include "distributed/distributed.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
+#include "training/step.h"
 
 namespace {
 
@@ -126,51 +128,29 @@ int main(int argc, char** argv) {
   auto reference = seq2seq::make_transformer(mc);
   replica->to(dtype);
   reference->to(dtype);
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  std::unique_ptr<dist::ChunkedGradientSum> replica_chunks, reference_chunks;
-  if (chunk_rows == 0) {
-    ddp = std::make_unique<dist::DistributedDataParallel>(*replica);
-  } else {
-    replica_chunks = std::make_unique<dist::ChunkedGradientSum>(*replica);
-    reference_chunks = std::make_unique<dist::ChunkedGradientSum>(
-        *reference, dist::ChunkedGradientSum::Scope::this_process);
-  }
   auto make_optimizer = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
     if (optimizer_name == "sgd") return std::make_unique<optim::SGD>(m.parameters(), 0.1);
     return std::make_unique<optim::Adam>(m.parameters(), 0.005);
   };
   auto replica_optimizer = make_optimizer(*replica);
   auto reference_optimizer = make_optimizer(*reference);
+  optim::Scheduler replica_schedule(*replica_optimizer, [](int64_t) { return 1.0; });
+  optim::Scheduler reference_schedule(*reference_optimizer, [](int64_t) { return 1.0; });
+  training::StepOptions options;  // clip 1.0
+  options.chunk_rows = chunk_rows;
+  if (const std::string problem = training::chunk_problem(global_rows, chunk_rows);
+      !problem.empty())
+    dist::abort("ag-ddp-equivalence", problem, 2);
+  training::Step replica_step(*replica, *replica_optimizer, replica_schedule, global_rows, options);
+  options.this_process_only = true;  // the whole batch here, without communicating
+  training::Step reference_step(
+      *reference, *reference_optimizer, reference_schedule, global_rows, options);
 
   std::unique_ptr<data::Task> task = data::make_task("reverse");
   const auto held_out = data::held_out_set(*task, 500);
   data::TrainingStream stream(*task, held_out, 1);
   Generator gen(1);
-  const dist::RowRange mine = dist::rows_of_rank(global_rows, rank, world);
-  if (chunk_rows > 0 && mine.size() % chunk_rows != 0)
-    dist::abort("ag-ddp-equivalence",
-        std::to_string(mine.size()) + " rows on this rank are not whole chunks of --chunk-rows " +
-            std::to_string(chunk_rows),
-        2);
-  // One chunked step: rows [begin, end) of the batch in chunks of chunk_rows, each chunk's loss
-  // its share of the batch's mean loss per valid token; the sum's gradient clipped and applied.
-  auto chunked_step = [&](nn::EncoderDecoder& model, optim::Optimizer& optimizer,
-                          dist::ChunkedGradientSum& chunks, const data::Batch& batch, int64_t begin,
-                          int64_t end) {
-    const double all_tokens = sum(batch.label_valid_lens).item();
-    optimizer.zero_grad();
-    for (int64_t first = begin; first < end; first += chunk_rows) {
-      const data::Batch chunk = data::batch_rows(batch, first, first + chunk_rows);
-      const double chunk_tokens = sum(chunk.label_valid_lens).item();
-      Tensor loss = seq2seq::sequence_loss(model, chunk) * (chunk_tokens / all_tokens);
-      loss.backward();
-      chunks.add_chunk(loss.item());
-    }
-    const double loss = chunks.finish();
-    optim::clip_grad_norm(model.parameters(), 1.0);
-    optimizer.step();
-    return loss;
-  };
+  const dist::RowRange mine = replica_step.rows(global_rows);
   double worst_loss = 0;
   if (rank == 0)
     std::printf("ag-ddp-equivalence: %s, %s, %s, %d ranks x ~%lld rows vs 1 process x %lld rows\n",
@@ -185,26 +165,16 @@ int main(int argc, char** argv) {
       batch.labels = batch.labels.to(float64);
       batch.label_valid_lens = batch.label_valid_lens.to(float64);
     }
-    double reference_loss = 0, replica_loss = 0;
-    if (chunk_rows > 0) {
-      reference_loss =
-          chunked_step(*reference, *reference_optimizer, *reference_chunks, batch, 0, global_rows);
-      replica_loss =
-          chunked_step(*replica, *replica_optimizer, *replica_chunks, batch, mine.begin, mine.end);
-    } else {
-      reference_loss = seq2seq::train_step(*reference, *reference_optimizer, batch, 1.0);
-
-      const data::Batch my_rows = data::batch_rows(batch, mine.begin, mine.end);
-      const double my_tokens = sum(my_rows.label_valid_lens).item();
-      const double all_tokens = sum(batch.label_valid_lens).item();
-      // Weighted so that the average over the ranks is the whole batch's loss per valid token.
-      Tensor loss = seq2seq::sequence_loss(*replica, my_rows) * (my_tokens * world / all_tokens);
-      replica_optimizer->zero_grad();
-      loss.backward();  // averages the gradients over the ranks
-      optim::clip_grad_norm(replica->parameters(), 1.0);
-      replica_optimizer->step();
-      replica_loss = dist::all_reduce_sum(loss.item()) / world;
-    }
+    // Rows [first, last) of the batch: their loss per valid token, and their valid tokens.
+    auto loss_of = [&](nn::EncoderDecoder& model) {
+      return [&](int64_t first, int64_t last) {
+        const data::Batch rows = data::batch_rows(batch, first, last);
+        return std::pair{seq2seq::sequence_loss(model, rows), sum(rows.label_valid_lens).item()};
+      };
+    };
+    const double tokens = sum(batch.label_valid_lens).item();
+    const double reference_loss = reference_step.take(step, tokens, loss_of(*reference)).loss;
+    const double replica_loss = replica_step.take(step, tokens, loss_of(*replica)).loss;
 
     worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
     if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))

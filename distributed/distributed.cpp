@@ -1,6 +1,11 @@
 #include "distributed/distributed.h"
 
+// MPI where CMake found it; otherwise the same calls for a world of one (detail/world_of_one.h).
+#if AG_DIST_WITH_MPI
 #include <mpi.h>
+#else
+#include "distributed/detail/world_of_one.h"
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +20,10 @@
 #include "autograd/ops.h"
 
 namespace ag::dist {
+
+#if !AG_DIST_WITH_MPI
+using namespace world_of_one;
+#endif
 
 namespace {
 
@@ -66,6 +75,11 @@ Environment::Environment(int& argc, char**& argv) {
         "dist::Environment: MPI is already initialised (create one "
         "Environment per process, in main)");
   if (!started_by_launcher()) return;  // a world of one, without MPI
+  if (!AG_DIST_WITH_MPI)
+    fail<DistributedError>(
+        "dist::Environment: started by mpirun (or another launcher), but this ag was built "
+        "without MPI: every process would train alone. Install libopenmpi-dev "
+        "(scripts/install-deps.sh) and build again");
   // OpenMPI's non-blocking all-reduce (coll/libnbc, behind MPI_Iallreduce) uses a binomial tree
   // below 4 ranks or for in-place buffers: rank 0 receives every other rank's whole buffer, adds
   // it, and sends the sum back. Rabenseifner's algorithm (a reduce-scatter by vector halving, then

@@ -47,7 +47,7 @@ Step::Step(nn::Module& model, optim::Optimizer& optimizer, optim::Scheduler& sch
         model, options_.this_process_only ? dist::ChunkedGradientSum::Scope::this_process
                                           : dist::ChunkedGradientSum::Scope::all_ranks);
   else if (world() > 1)
-    ddp_ = std::make_unique<dist::DistributedDataParallel>(model);
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(model, options_.ddp);
 }
 
 Step::~Step() = default;

@@ -44,6 +44,7 @@ struct StepOptions {
   // The whole batch in this process, without communicating even under mpirun: the reference run
   // an equivalence check compares the ranks with (bench/ddp_equivalence.cpp).
   bool this_process_only = false;
+  dist::DdpOptions ddp;              // DistributedDataParallel's buckets, under mpirun
   std::string program = "ag-train";  // names the messages
   std::string checkpoint;            // named by the divergence message ("" if none)
 
@@ -78,6 +79,10 @@ class Step {
   // the top of this file), clipping, the update and the schedule. `global_weight` is the whole
   // batch's weight (the sum of LossOfRows' weights over all its rows). Every rank calls it.
   StepResult take(int64_t step, double global_weight, const LossOfRows& loss_of);
+
+  // The DistributedDataParallel that averages the gradients (more than one rank, no chunks), for
+  // its statistics and no_sync(); nullptr otherwise.
+  dist::DistributedDataParallel* ddp() { return ddp_.get(); }
 
  private:
   double backward(double global_weight, const LossOfRows& loss_of);
