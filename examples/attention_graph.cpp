@@ -23,18 +23,16 @@
 // every parameter (nn::grad_norm_summary).
 #include <signal.h>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "autograd/error.h"
 #include "autograd/graph_tools.h"
 #include "io/output_path.h"
 #include "nn/nn.h"
+#include "training/cli.h"
 
 namespace {
 
@@ -85,36 +83,14 @@ int main(int argc, char** argv) {
   app.add_flag("--values", values, "show the values of leaves and live op outputs in the graph");
   app.add_flag(
       "--grads", grads, "run backward first and show the parameters' gradients in the graph");
-  // CLI11 2.1 would read "-1" as 2^64 - 1 and clamp 10^30 to it: the text is checked first.
-  app.add_option("--seed", seed, "seed of the weights, inputs and upstream gradient")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            uint64_t value = 0;
-            const char* end = text.data() + text.size();
-            const auto [stop, error] = std::from_chars(text.data(), end, value);
-            if (error == std::errc() && stop == end && (text.size() == 1 || text[0] != '0'))
-              return "";
-            return text + " is not a seed (a whole number from 0 to 18446744073709551615)";
-          },
-          ""))
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ag-attention-graph: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-  // The outputs, checked before anything runs (io/output_path.h).
-  for (const auto& [option, path] : {std::pair{"--dot", dot_path}, std::pair{"--png", png_path}})
-    if (!path.empty() && path != "-")
-      if (const std::string why = ag::output_file_problem(path); !why.empty()) {
-        std::cerr << "ag-attention-graph: " << option << " " << path << ": " << why << "\n";
-        return 2;
-      }
-
-  try {
+  ag::training::add_whole_number(
+      app, "--seed", seed, "seed of the weights, inputs and upstream gradient");
+  return ag::training::run_main("ag-attention-graph", app, argc, argv, [&] {
+    // The outputs, checked before anything runs (io/output_path.h).
+    for (const auto& [option, path] : {std::pair{"--dot", dot_path}, std::pair{"--png", png_path}})
+      if (!path.empty() && path != "-")
+        if (const std::string why = ag::output_file_problem(path); !why.empty())
+          throw ag::training::UsageError(std::string(option) + " " + path + ": " + why);
     // With --dot - the graph goes to stdout, so everything else goes to stderr.
     std::ostream& info = dot_path == "-" ? std::cerr : std::cout;
     ag::manual_seed(seed);
@@ -202,8 +178,5 @@ int main(int argc, char** argv) {
       info << "wrote " << png_path << "\n";
     }
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "ag-attention-graph: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

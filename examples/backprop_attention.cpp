@@ -11,7 +11,6 @@
 // guide quotes is still printed exactly so.
 //
 //   ag-backprop-attention      (no options; --help says what it prints)
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +19,7 @@
 
 #include "autograd/graph_tools.h"
 #include "nn/nn.h"
+#include "training/cli.h"
 
 using namespace ag;
 
@@ -196,16 +196,7 @@ int main(int argc, char** argv) {
       "dot-product attention, masked softmax, transpose_qkv, layer norm and the positional\n"
       "encoding, each by its formula and by autograd (float64), and the backward trace of a\n"
       "MultiHeadAttention. It takes no options."};
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ag-backprop-attention: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-
-  try {
+  return ag::training::run_main("ag-backprop-attention", app, argc, argv, [] {
     std::cout << "ag-backprop-attention: the numbers of docs/backprop_attention.md (float64)\n";
     scaled_dot_product_attention_by_hand();
     masked_softmax_gradient();
@@ -214,8 +205,5 @@ int main(int argc, char** argv) {
     positional_encoding_rotation();
     multi_head_attention_trace();
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "\nag-backprop-attention: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -13,7 +13,6 @@
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
 // or would need more memory than is available or than --max-memory); 2 a bad option (an empty
 // prompt, --max-new outside 0–10^6, a temperature < 0 or NaN, --top-k < 0 or above the vocabulary's size).
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +25,7 @@
 #include "models/lm.h"
 #include "models/lm_file.h"
 #include "models/memory_budget.h"
+#include "training/cli.h"
 
 // The most tokens one call generates: every token is kept until the text is printed, so an
 // unbounded --max-new would be an unbounded allocation (and hours of work).
@@ -44,90 +44,65 @@ int main(int argc, char** argv) {
          "ag-train --task lm checkpoint")
       ->required();
   app.add_option("--prompt", prompt, "the text to continue (UTF-8)")->required();
-  app.add_option("--max-new", max_new, "tokens to generate")->capture_default_str();
+  ag::training::add_whole_number(app, "--max-new", max_new, "tokens to generate");
   app.add_option("--temperature", temperature,
          "divides the logits before sampling; 0: greedy (the most likely token)")
       ->capture_default_str();
-  app.add_option("--top-k", top_k, "sample among the k most likely tokens only (0: all)")
-      ->capture_default_str();
-  app.add_option("--seed", seed, "seeds the sampling")->capture_default_str();
-  app.add_option("--threads", threads, "threads of ag's pool")->capture_default_str();
+  ag::training::add_whole_number(
+      app, "--top-k", top_k, "sample among the k most likely tokens only (0: all)");
+  ag::training::add_whole_number(app, "--seed", seed, "seeds the sampling");
+  ag::training::add_whole_number(app, "--threads", threads, "threads of ag's pool");
   app.add_flag("--no-cache", no_cache,
       "recompute the whole context at each step instead of using the key/value cache");
   app.add_option("--max-memory", max_memory,
       "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
       "available)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    // An unknown option is the first thing to tell, before a missing required one.
-    const std::vector<std::string> unknown = app.remaining();
-    std::cerr << "ag-generate: " << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
-              << " (see --help)\n";
-    return 2;
-  }
-  std::optional<uint64_t> memory_limit;
-  std::string problem;
-  if (prompt.empty())
-    problem = "--prompt is empty (generation continues a text of at least one token)";
-  else if (max_new < 0 || max_new > kMaxNewTokens)
-    problem =
-        "--max-new " + std::to_string(max_new) + " is outside 0-" + std::to_string(kMaxNewTokens);
-  else if (!(temperature >= 0) || !std::isfinite(temperature))
-    problem = "--temperature " + std::to_string(temperature) + " must be a number >= 0";
-  else if (top_k < 0)
-    problem = "--top-k " + std::to_string(top_k) + " is negative";
-  else if (threads < 1 || threads > ag::max_num_threads())
-    problem = "--threads " + std::to_string(threads) + " is outside 1-" +
-              std::to_string(ag::max_num_threads());
-  else if (const std::string bad = ag::data::utf8_problem(prompt, "--prompt"); !bad.empty())
-    problem = bad;
-  try {
-    if (problem.empty() && !max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
-  } catch (const ag::ValueError& e) {
-    problem = std::string("--max-memory: ") + e.what();
-  }
-  if (!problem.empty()) {
-    std::cerr << "ag-generate: " << problem << "\n";
-    return 2;
-  }
-  ag::set_num_threads(threads);
-
-  ag::lm::LoadedModel loaded;
-  try {
-    // The configuration, vocabulary and memory are checked before the model is built.
-    loaded = ag::lm::load_model(model_path, memory_limit);
-  } catch (const std::exception& e) {
-    std::cerr << "ag-generate: " << e.what() << "\n";
-    return 1;
-  }
-  const ag::data::Vocab& vocab = loaded.description.vocab;
-  const ag::lm::Tokenizer tokenizer = loaded.description.tokenizer;
-  if (top_k > vocab.size()) {
-    std::cerr << "ag-generate: --top-k " << top_k << " is above the vocabulary's " << vocab.size()
-              << " tokens\n";
-    return 2;
-  }
-  const std::vector<std::string> tokens = ag::lm::tokenize(prompt, tokenizer).tokens;
-  if (tokens.empty()) {
-    std::cerr << "ag-generate: --prompt \"" << prompt << "\" holds no "
-              << ag::lm::tokenizer_name(tokenizer) << " token\n";
-    return 2;
-  }
-  std::string unknown;
-  int64_t unknown_count = 0;
-  for (const std::string& token : tokens)
-    if (!vocab.contains(token)) {
-      unknown += (unknown_count++ == 0 ? "'" : ", '") + token + "'";
+  return ag::training::run_main("ag-generate", app, argc, argv, [&] {
+    std::string problem;
+    if (prompt.empty())
+      problem = "--prompt is empty (generation continues a text of at least one token)";
+    else if (max_new < 0 || max_new > kMaxNewTokens)
+      problem =
+          "--max-new " + std::to_string(max_new) + " is outside 0-" + std::to_string(kMaxNewTokens);
+    else if (!(temperature >= 0) || !std::isfinite(temperature))
+      problem = "--temperature " + std::to_string(temperature) + " must be a number >= 0";
+    else if (top_k < 0)
+      problem = "--top-k " + std::to_string(top_k) + " is negative";
+    else if (threads < 1 || threads > ag::max_num_threads())
+      problem = "--threads " + std::to_string(threads) + " is outside 1-" +
+                std::to_string(ag::max_num_threads());
+    else if (const std::string bad = ag::data::utf8_problem(prompt, "--prompt"); !bad.empty())
+      problem = bad;
+    std::optional<uint64_t> memory_limit;
+    try {
+      if (problem.empty() && !max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
+    } catch (const ag::ValueError& e) {
+      problem = std::string("--max-memory: ") + e.what();
     }
-  if (unknown_count > 0)
-    std::cerr << "ag-generate: warning: " << unknown_count << " prompt token"
-              << (unknown_count == 1 ? " is" : "s are") << " not in the model's vocabulary and "
-              << (unknown_count == 1 ? "becomes" : "become") << " <unk>: " << unknown << "\n";
+    if (!problem.empty()) throw ag::training::UsageError(problem);
+    ag::set_num_threads(threads);
 
-  try {
+    // The configuration, vocabulary and memory are checked before the model is built (exit 1).
+    const ag::lm::LoadedModel loaded = ag::lm::load_model(model_path, memory_limit);
+    const ag::data::Vocab& vocab = loaded.description.vocab;
+    const ag::lm::Tokenizer tokenizer = loaded.description.tokenizer;
+    if (top_k > vocab.size())
+      throw ag::training::UsageError("--top-k " + std::to_string(top_k) +
+                                     " is above the vocabulary's " + std::to_string(vocab.size()) +
+                                     " tokens");
+    const std::vector<std::string> tokens = ag::lm::tokenize(prompt, tokenizer).tokens;
+    if (tokens.empty())
+      throw ag::training::UsageError(
+          "--prompt \"" + prompt + "\" holds no " + ag::lm::tokenizer_name(tokenizer) + " token");
+    std::string unknown;
+    int64_t unknown_count = 0;
+    for (const std::string& token : tokens)
+      if (!vocab.contains(token)) unknown += (unknown_count++ == 0 ? "'" : ", '") + token + "'";
+    if (unknown_count > 0)
+      std::cerr << "ag-generate: warning: " << unknown_count << " prompt token"
+                << (unknown_count == 1 ? " is" : "s are") << " not in the model's vocabulary and "
+                << (unknown_count == 1 ? "becomes" : "become") << " <unk>: " << unknown << "\n";
+
     ag::Generator generator(seed);
     const auto start = std::chrono::steady_clock::now();
     const std::vector<int64_t> generated = ag::lm::generate(
@@ -143,8 +118,5 @@ int main(int argc, char** argv) {
         seconds > 0 ? static_cast<double>(generated.size()) / seconds : 0.0,
         no_cache ? "no cache" : "key/value cache");
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "ag-generate: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -18,7 +18,6 @@
 //   ag-positional-encoding --out-dir pictures
 // writes pictures/positional_encoding_columns.{png,csv,gp} and positional_encoding_heatmap.png,
 // and exits with status 1 if the rotation property fails by more than the float tolerance.
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +25,7 @@
 
 #include "io/output_path.h"
 #include "nn/nn.h"
+#include "training/cli.h"
 #include "viz/viz.h"
 
 namespace {
@@ -151,33 +151,18 @@ int main(int argc, char** argv) {
       "ag-positional-encoding: d2l's positional-encoding figures and the relative-position check"};
   app.add_option("--out-dir", out_dir, "directory for the PNG, CSV and gnuplot files")
       ->capture_default_str();
-  app.add_option("--num-hiddens", num_hiddens,
-         "encoding dimension d (at least 10: columns 6-9 are plotted)")
-      ->capture_default_str();
-  app.add_option("--num-steps", num_steps, "positions plotted (1-1000)")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ag-positional-encoding: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-  if (num_hiddens < first_column + plotted_columns || num_hiddens > 4096 || num_steps < 1 ||
-      num_steps > 1000) {
-    std::cerr << "ag-positional-encoding: --num-hiddens " << num_hiddens
-              << " must be in 10-4096 and --num-steps " << num_steps << " in 1-1000\n";
-    return 2;
-  }
-  // The folder is checked before anything is computed (io/output_path.h); nothing is created yet.
-  if (const std::string why = ag::output_directory_problem(out_dir); !why.empty()) {
-    std::cerr << "ag-positional-encoding: --out-dir " << out_dir << ": " << why << "\n";
-    return 2;
-  }
-  try {
+  ag::training::add_whole_number(app, "--num-hiddens", num_hiddens,
+      "encoding dimension d (at least 10: columns 6-9 are plotted)");
+  ag::training::add_whole_number(app, "--num-steps", num_steps, "positions plotted (1-1000)");
+  return ag::training::run_main("ag-positional-encoding", app, argc, argv, [&] {
+    if (num_hiddens < first_column + plotted_columns || num_hiddens > 4096 || num_steps < 1 ||
+        num_steps > 1000)
+      throw ag::training::UsageError("--num-hiddens " + std::to_string(num_hiddens) +
+                                     " must be in 10-4096 and --num-steps " +
+                                     std::to_string(num_steps) + " in 1-1000");
+    // The folder is checked before anything is computed (io/output_path.h); nothing is created.
+    if (const std::string why = ag::output_directory_problem(out_dir); !why.empty())
+      throw ag::training::UsageError("--out-dir " + out_dir + ": " + why);
     return run(out_dir, num_hiddens, num_steps);
-  } catch (const std::exception& e) {
-    std::cerr << "ag-positional-encoding: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

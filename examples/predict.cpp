@@ -17,7 +17,6 @@
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or its model would need
 // more memory than is available, or than --max-memory) or decoding fails; 2 a bad option or a
 // sequence the task cannot hold (an unknown or special token, none, too many).
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -31,6 +30,7 @@
 #include "models/seq2seq.h"
 #include "models/seq2seq_file.h"
 #include "models/seq2seq_translation.h"
+#include "training/cli.h"
 #include "viz/heatmap.h"
 
 namespace {
@@ -93,17 +93,9 @@ void write_translation_attention(const std::string& path, ag::nn::EncoderDecoder
   std::vector<ag::viz::HeatmapPanel> panels;
   for (std::size_t l = 0; l < cross.size(); ++l)
     for (int64_t h = 0; h < cross[l].size(0); ++h)
-      panels.push_back({cross[l].select(0, h),  // (T, Ts) of head h
-          {.title = "layer " + std::to_string(l) + " head " + std::to_string(h),
-              .xlabel = "source (keys)",
-              .ylabel = "decoder input (queries)",
-              .row_labels = queries,
-              .col_labels = keys,
-              .cell = 20,
-              .font_scale = 1,
-              .vmin = 0.0,
-              .vmax = 1.0,
-              .colorbar = true}});
+      panels.push_back(ag::viz::attention_panel(cross[l].select(0, h),  // (T, Ts) of head h
+          "layer " + std::to_string(l) + " head " + std::to_string(h), "source (keys)",
+          "decoder input (queries)", queries, keys));
   ag::viz::write_heatmap_grid(path, panels, cross[0].size(0),
       "encoder-decoder attention: " + joined(source.tokens) + " => " +
           joined(vocabs.target.tokens(prediction)));
@@ -135,36 +127,29 @@ int translate(const ag::seq2seq::LoadedModel& loaded, const std::vector<std::str
             static_cast<long long>(vocabs.num_steps));
     }
   } catch (const ag::ValueError& e) {
-    std::cerr << "ag-predict: " << e.what() << "\n";
-    return 2;
+    throw ag::training::UsageError(e.what());
   }
-  try {
-    const int64_t bos = vocabs.target.id("<bos>"), eos = vocabs.target.id("<eos>");
-    for (const ag::seq2seq::SourceSentence& source : sources) {
-      std::vector<int64_t> prediction;
-      if (beam > 0) {
-        ag::seq2seq::BeamOptions options;
-        options.beam_size = beam;
-        options.max_steps = vocabs.num_steps;
-        options.bos = bos;
-        options.eos = eos;
-        prediction =
-            ag::seq2seq::beam_decode(*loaded.model, source.ids, source.valid_len, options)[0]
-                .tokens;
-      } else {
-        prediction = ag::seq2seq::greedy_decode(
-            *loaded.model, source.ids, source.valid_len, vocabs.num_steps, bos, eos)[0];
-      }
-      std::printf("%s => %s\n", joined(source.tokens).c_str(),
-          joined(vocabs.target.tokens(prediction)).c_str());
-      if (!attention_png.empty())
-        write_translation_attention(attention_png, *loaded.model, vocabs, source, prediction);
+  const int64_t bos = vocabs.target.id("<bos>"), eos = vocabs.target.id("<eos>");
+  for (const ag::seq2seq::SourceSentence& source : sources) {
+    std::vector<int64_t> prediction;
+    if (beam > 0) {
+      ag::seq2seq::BeamOptions options;
+      options.beam_size = beam;
+      options.max_steps = vocabs.num_steps;
+      options.bos = bos;
+      options.eos = eos;
+      prediction =
+          ag::seq2seq::beam_decode(*loaded.model, source.ids, source.valid_len, options)[0].tokens;
+    } else {
+      prediction = ag::seq2seq::greedy_decode(
+          *loaded.model, source.ids, source.valid_len, vocabs.num_steps, bos, eos)[0];
     }
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "ag-predict: " << e.what() << "\n";
-    return 1;
+    std::printf("%s => %s\n", joined(source.tokens).c_str(),
+        joined(vocabs.target.tokens(prediction)).c_str());
+    if (!attention_png.empty())
+      write_translation_attention(attention_png, *loaded.model, vocabs, source, prediction);
   }
+  return 0;
 }
 
 }  // namespace
@@ -185,70 +170,49 @@ int main(int argc, char** argv) {
          "a source sequence, its tokens separated by spaces: \"3 9 4 7\"; or, for a translation "
          "model, a sentence: \"The big dog sees a cat.\"")
       ->required();
-  app.add_option("--beam", beam, "beam search of this width (0: greedy decoding)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1000}))
-      ->capture_default_str();
+  ag::training::add_whole_number(
+      app, "--beam", beam, "beam search of this width (0: greedy decoding)");
   app.add_option("--attention-png", attention_png,
       "translation models: draw the encoder-decoder attention of the (one) sentence into this "
       "PNG");
   app.add_option("--max-memory", max_memory,
       "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
       "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    app.footer(tokens_help(model_path));
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    // CLI11 checks the required arguments before the unknown ones: `ag-predict --bogus` would
-    // say only "MODEL is required". An unknown option is the first thing to tell.
-    const std::vector<std::string> unknown = app.remaining();
-    std::cerr << "ag-predict: " << (unknown.empty() ? e.what() : CLI::ExtrasError(unknown).what())
-              << " (see --help)\n";
-    return 2;
-  }
-
-  std::optional<uint64_t> memory_limit;
-  try {
-    if (!max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
-  } catch (const ag::ValueError& e) {
-    std::cerr << "ag-predict: --max-memory: " << e.what() << "\n";
-    return 2;
-  }
-  ag::seq2seq::LoadedModel loaded;
-  try {
-    // The model's configuration and memory are checked before it is built (models/seq2seq_file.h).
-    loaded =
-        ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
-  } catch (const std::exception& e) {
-    std::cerr << "ag-predict: " << e.what() << "\n";
-    return 1;
-  }
-  if (!attention_png.empty())
-    if (const std::string why = ag::output_file_problem(attention_png, ag::OutputKind::file);
-        !why.empty()) {
-      std::cerr << "ag-predict: --attention-png " << attention_png << ": " << why << "\n";
-      return 2;
+  app.footer([&] { return tokens_help(model_path); });  // the tokens of MODEL, with --help
+  return ag::training::run_main("ag-predict", app, argc, argv, [&] {
+    if (beam < 0 || beam > ag::seq2seq::kMaxBeamSize)
+      throw ag::training::UsageError("--beam " + std::to_string(beam) + " is outside 0-" +
+                                     std::to_string(ag::seq2seq::kMaxBeamSize));
+    std::optional<uint64_t> memory_limit;
+    try {
+      if (!max_memory.empty()) memory_limit = ag::parse_byte_size(max_memory);
+    } catch (const ag::ValueError& e) {
+      throw ag::training::UsageError(std::string("--max-memory: ") + e.what());
     }
-  if (loaded.translation) return translate(loaded, sequences, beam, attention_png);
-  if (!attention_png.empty()) {
-    std::cerr << "ag-predict: --attention-png is for translation models (ag-train --task "
-                 "translate); ag-train --attention-png draws a toy task's attention\n";
-    return 2;
-  }
-  const ag::data::Task& task = *loaded.task;
+    if (!attention_png.empty())
+      if (const std::string why = ag::output_file_problem(attention_png, ag::OutputKind::file);
+          !why.empty())
+        throw ag::training::UsageError("--attention-png " + attention_png + ": " + why);
+    // The model's configuration and memory are checked before it is built
+    // (models/seq2seq_file.h); a file that cannot be loaded is exit code 1.
+    const ag::seq2seq::LoadedModel loaded =
+        ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
+    if (loaded.translation) return translate(loaded, sequences, beam, attention_png);
+    if (!attention_png.empty())
+      throw ag::training::UsageError(
+          "--attention-png is for translation models (ag-train --task translate); ag-train "
+          "--attention-png draws a toy task's attention");
+    const ag::data::Task& task = *loaded.task;
 
-  // Each sequence is checked against the task before anything runs: the message names the
-  // sequence and lists the task's tokens.
-  std::vector<ag::data::Example> examples;
-  try {
-    for (const std::string& text : sequences) examples.push_back({task.source_from_text(text), {}});
-  } catch (const ag::ValueError& e) {
-    std::cerr << "ag-predict: " << e.what() << "\n";
-    return 2;
-  }
-
-  try {
+    // Each sequence is checked against the task before anything runs: the message names the
+    // sequence and lists the task's tokens.
+    std::vector<ag::data::Example> examples;
+    try {
+      for (const std::string& text : sequences)
+        examples.push_back({task.source_from_text(text), {}});
+    } catch (const ag::ValueError& e) {
+      throw ag::training::UsageError(e.what());
+    }
     ag::data::Batch batch =
         ag::data::make_batch(examples, task.source_steps(), task.target_steps());
     std::vector<std::vector<int64_t>> predictions;
@@ -267,8 +231,5 @@ int main(int argc, char** argv) {
       std::printf("%s -> %s\n", task.vocab().to_text(examples[i].source).c_str(),
           task.vocab().to_text(predictions[i]).c_str());
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "ag-predict: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

@@ -13,26 +13,17 @@
 // whose valid length 2 masks keys 2 and 3.
 //
 //   ag-self-attention          (no options; --help says what it prints)
-#include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "nn/nn.h"
+#include "training/cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "ag-self-attention: d2l's self-attention example. Prints a MultiHeadAttention (100 wide,\n"
       "5 heads), the output shape of attention(X, X, X, valid_lens {3, 2}) and head 0's weights\n"
       "for batch row 1. It takes no options."};
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "ag-self-attention: " << e.what() << " (see --help)\n";
-    return 2;
-  }
-
-  try {
+  return ag::training::run_main("ag-self-attention", app, argc, argv, [] {
     ag::manual_seed(0);
     const int64_t num_hiddens = 100, num_heads = 5;
     ag::nn::MultiHeadAttention attention(
@@ -50,8 +41,5 @@ int main(int argc, char** argv) {
     std::cout << "attention weights, batch row 1, head 0:\n"
               << attention.attention_weights().select(0, 1).select(0, 0) << "\n";
     return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "ag-self-attention: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

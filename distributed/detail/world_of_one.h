@@ -70,15 +70,16 @@ inline int MPI_Wait(MPI_Request* request, MPI_Status*) {
 inline int MPI_Test(MPI_Request* request, int* done, MPI_Status*) {
   return *request = MPI_REQUEST_NULL, *done = 1, MPI_SUCCESS;
 }
-inline int MPI_Gather(const void* send, int count, MPI_Datatype type, void* receive, int, MPI_Datatype,
-    int, MPI_Comm) {
+inline int MPI_Gather(const void* send, int count, MPI_Datatype type, void* receive, int,
+    MPI_Datatype, int, MPI_Comm) {
   copy_unless_in_place(send, receive, count, type);  // rank 0's part, at offset 0
   return MPI_SUCCESS;
 }
 inline int MPI_Gatherv(const void* send, int count, MPI_Datatype type, void* receive, const int*,
     const int* offsets, MPI_Datatype, int, MPI_Comm) {
   if (receive != nullptr)
-    copy_unless_in_place(send, static_cast<char*>(receive) + bytes_of(offsets[0], type), count, type);
+    copy_unless_in_place(
+        send, static_cast<char*>(receive) + bytes_of(offsets[0], type), count, type);
   return MPI_SUCCESS;
 }
 inline int MPI_Abort(MPI_Comm, int exit_code) { std::exit(exit_code); }
