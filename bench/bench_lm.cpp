@@ -73,6 +73,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "sgemm_peak.h"
+#include "step_stats.h"
 #include "training/step.h"
 
 namespace {
@@ -101,19 +102,8 @@ double step_flops(const nn::LanguageModelConfig& c, int64_t batch) {
   return 3 * (L * block + 2 * B * T * D * V);
 }
 
-// A field of /proc/self/status ("VmHWM", "VmRSS") in MB (its kB / 1024).
-double proc_status_mb(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
-  return -1;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
+using bench::proc_status_mb;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
