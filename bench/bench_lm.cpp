@@ -19,20 +19,22 @@
 //   batches     data::sample_lm_batch (nanoGPT's get_batch): 32 windows of 65 ids from an
 //               ag::Generator seeded with --seed + 1 (as ag-train seeds its windows); drawn
 //               before each step, not timed
-//   step        training::Step, ag-train's (training/step.h): forward, the mean cross-entropy
-//               per token, backward, clip_grad_norm at 1.0, the finiteness check, optim::AdamW (lr 1e-3, betas 0.9/0.99, eps 1e-8, weight
-//               decay 0.1 on every parameter) — then the learning rate of the next update from
-//               optim::cosine_with_warmup(100, 2000, 0.1) (100 warm-up updates, cosine to 1e-4).
+//   step        training::Step, ag-train's (training/step.h), on lm::lm_loss of the windows as
+//               ag-train --task lm gives it: forward, the mean cross-entropy per token, backward,
+//               clip_grad_norm at 1.0, the finiteness check, optim::AdamW (lr 1e-3, betas
+//               0.9/0.99, eps 1e-8, weight decay 0.1 on every parameter) — then the learning rate
+//               of the next update from optim::cosine_with_warmup(100, 2000, 0.1) (100 warm-up
+//               updates, cosine to 1e-4).
 //               The schedule is always the 2000-step one; --steps S < 2000 runs its first S
 //               updates (for timing).
 //   evaluation  lm::evaluate on the validation ids: consecutive non-overlapping windows of 64 + 1
 //               ids from the start, all that fit (or the first --eval-windows), batches of 32,
 //               eval mode: the mean cross-entropy per token (val_loss), perplexity, bits/char
-// Timing: every step (training::Step::take, the scheduler's step included) is timed alone with steady_clock; the
-// first --warmup (default 10) are left out and the median of the rest is reported. The process's
-// CPU time of each step (CLOCK_PROCESS_CPUTIME_ID: all its threads) is measured too,
-// cpu_ms_per_step the median: on a machine shared with other work it shows the work a step costs,
-// while the wall-clock time shows also the waiting.
+// Timing: every step (training::Step::take, the scheduler's step included) is timed alone with
+// steady_clock; the first --warmup (default 10) are left out and the median of the rest is
+// reported. The process's CPU time of each step (CLOCK_PROCESS_CPUTIME_ID: all its threads) is
+// measured too, cpu_ms_per_step the median: on a machine shared with other work it shows the work
+// a step costs, while the wall-clock time shows also the waiting.
 //   tokens/s  = B·T per step / median step time
 //   peak RSS  = VmHWM of /proc/self/status after the steps (before the evaluation)
 //   GFLOP/s   = matmul FLOPs per step (analytical, see step_flops) / median step time

@@ -49,17 +49,20 @@
 //   mpirun -np 2 ag-bench-train --config tiny|small|medium --threads 1 [--compare-no-sync] [--json]
 //
 // Each rank builds the same model (manual_seed(0)) and the same pool of global batches, takes
-// rows_of_rank(batch, rank, world) of every batch, and trains through DistributedDataParallel
-// (gradients averaged over the ranks in buckets, overlapped with backward): the step is the same
-// training::Step on B/N rows. Every step starts after a barrier and its time is the slowest rank's,
-// so the ranks agree on the median. Rank 0 prints (impl "ag-ddp"): world_size, the global and its
-// own per-rank batch, ms/step, the time blocked waiting for the all-reduce at the end of backward
+// rows_of_rank(batch, rank, world) of every batch (sliced before the timing), and trains through
+// DistributedDataParallel (gradients averaged over the ranks in buckets, overlapped with
+// backward): the step is the same training::Step on B/N rows, as ag-train takes it under mpirun.
+// Every step starts after a barrier and its time is the slowest rank's, so the ranks agree on the
+// median. Rank 0 prints (impl "ag-ddp"): world_size, the global and its own per-rank batch,
+// ms/step, the time blocked waiting for the all-reduce at the end of backward
 // (DdpStats::wait_seconds, mean over the timed steps and the ranks: comm_wait_ms) and from the
 // first bucket's start to the end of backward (overlap_ms), buckets and gradient bytes, tokens/s
-// of the global batch, the global batch's loss (weighted by valid tokens, as ag-train's), rank 0's peak RSS, and the MFU against the sum
-// of the ranks' sgemm peaks (measured by all ranks at once). --compare-no-sync times as many steps
-// again with every backward under no_sync: the ranks' compute, side by side, without the
-// all-reduce (ms_per_step_no_sync); ms_per_step minus that is what communication costs a step.
+// of the global batch, the global batch's loss (weighted by valid tokens, as ag-train's), rank 0's
+// peak RSS, and the MFU against the sum of the ranks' sgemm peaks (measured by all ranks at once).
+// --compare-no-sync times as many steps again with every backward under no_sync: the ranks'
+// compute, side by side, without the gradients' all-reduce (ms_per_step_no_sync; the step still
+// averages its one-number loss over the ranks); ms_per_step minus that is what the gradients'
+// communication costs a step.
 // --bucket-mb sets DistributedDataParallel's bucket_cap_mb (default 25, as PyTorch's).
 // The thread budget is enforced: ranks on this machine × --threads ≤ its hardware threads
 // (--oversubscribe lifts it).
@@ -77,7 +80,9 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/allocator.h"
@@ -214,28 +219,66 @@ std::vector<data::Batch> make_batches(const Config& c) {
 // The valid target tokens of a batch: the weight of its rows in the step's mean loss.
 double valid_tokens(const data::Batch& batch) { return sum(batch.label_valid_lens).item(); }
 
-// The step ag-train takes (training::Step), on `rows`: this process's rows [begin, end) of a
-// global batch whose valid tokens are `global_tokens`.
-training::StepResult take_step(training::Step& step, nn::EncoderDecoder& model,
-    const data::Batch& rows, double global_tokens) {
-  return step.take(0, global_tokens, [&](int64_t, int64_t) {
-    return std::pair{seq2seq::sequence_loss(model, rows), valid_tokens(rows)};
-  });
+// A batch of the pool as the step takes it, prepared before the timing: this process's rows of
+// it (one process: the batch itself) and the valid tokens of both.
+struct PoolBatch {
+  data::Batch global, mine;
+  double global_tokens = 0, mine_tokens = 0;
+};
+
+std::vector<PoolBatch> make_pool(const Config& c, dist::RowRange mine) {
+  std::vector<PoolBatch> pool;
+  for (data::Batch& global : make_batches(c)) {
+    PoolBatch b;
+    b.mine = mine.begin == 0 && mine.end == c.batch
+                 ? global
+                 : data::batch_rows(global, mine.begin, mine.end);
+    b.global_tokens = valid_tokens(global);
+    b.mine_tokens = valid_tokens(b.mine);
+    b.global = std::move(global);
+    pool.push_back(std::move(b));
+  }
+  return pool;
+}
+
+// Step `number` (training::Step, ag-train's) on a batch of the pool: the loss of rows
+// [first, last) is their masked cross-entropy per valid token, weighted by their valid tokens, as
+// ag-train's toy and translation tasks give it; this process's rows are the ones prepared for it.
+// Returns the global batch's loss.
+double take_step(training::Step& step, int64_t number, nn::EncoderDecoder& model,
+    const PoolBatch& b, dist::RowRange mine) {
+  const training::StepResult result =
+      step.take(number, b.global_tokens, [&](int64_t first, int64_t last) {
+        if (first == mine.begin && last == mine.end)
+          return std::pair{seq2seq::sequence_loss(model, b.mine), b.mine_tokens};
+        const data::Batch rows = data::batch_rows(b.global, first, last);
+        return std::pair{seq2seq::sequence_loss(model, rows), valid_tokens(rows)};
+      });
+  if (result.diverged)  // (training::Step has said why)
+    throw std::runtime_error("step " + std::to_string(number) + " diverged");
+  return result.loss;
+}
+
+// The step's options: clip 1.0 (ag-train's default), its messages named for this program.
+training::StepOptions step_options() {
+  training::StepOptions options;
+  options.program = "ag-bench-train";
+  return options;
 }
 
 Result run_seq2seq(const Config& c, int64_t warmup, int64_t steps) {
   auto model = make_model(c);
   optim::Adam optimizer(model->parameters(), 0.005);
   optim::Scheduler constant(optimizer, [](int64_t) { return 1.0; });
-  training::Step step(*model, optimizer, constant, c.batch, {});  // clip 1.0, one process
-  const std::vector<data::Batch> batches = make_batches(c);
+  training::Step step(*model, optimizer, constant, c.batch, step_options());  // one process
+  const dist::RowRange all{0, c.batch};
+  const std::vector<PoolBatch> pool = make_pool(c, all);
 
   Result r;
   r.parameters = model->num_parameters();
   r.rss_start_mb = proc_status_mb("VmRSS");
   time_steps(r, warmup, steps, [&](int64_t i) {
-    const data::Batch& batch = batches[static_cast<std::size_t>(i) % batches.size()];
-    const double loss = take_step(step, *model, batch, valid_tokens(batch)).loss;
+    const double loss = take_step(step, i + 1, *model, pool[std::size_t(i) % pool.size()], all);
     if (i == 0) r.first_loss = loss;
     r.last_loss = loss;
   });
@@ -272,18 +315,13 @@ DistributedResult run_seq2seq_distributed(
   auto model = make_model(c);  // the same weights on every rank, broadcast from rank 0 anyway
   optim::Adam optimizer(model->parameters(), 0.005);
   optim::Scheduler constant(optimizer, [](int64_t) { return 1.0; });
-  training::StepOptions options;
+  training::StepOptions options = step_options();
   options.ddp.bucket_cap_mb = bucket_mb;
   training::Step step(*model, optimizer, constant, c.batch, options);  // DDP: rank 0's weights
   dist::DistributedDataParallel& ddp = *step.ddp();
   // The same pool of global batches on every rank; this rank trains on its rows of each.
   const dist::RowRange rows = step.rows(c.batch);
-  std::vector<data::Batch> batches;
-  std::vector<double> global_tokens;
-  for (const data::Batch& global : make_batches(c)) {
-    batches.push_back(data::batch_rows(global, rows.begin, rows.end));
-    global_tokens.push_back(valid_tokens(global));
-  }
+  const std::vector<PoolBatch> pool = make_pool(c, rows);
   manual_seed(dist::rank_seed(0, rank));  // dropout masks differ between the ranks
 
   DistributedResult d;
@@ -293,8 +331,7 @@ DistributedResult run_seq2seq_distributed(
   r.rss_start_mb = proc_status_mb("VmRSS");
   double loss = 0;  // the global batch's (the same on every rank)
   auto timed_step = [&](int64_t i) {
-    const std::size_t k = static_cast<std::size_t>(i) % batches.size();
-    loss = take_step(step, *model, batches[k], global_tokens[k]).loss;
+    loss = take_step(step, i + 1, *model, pool[std::size_t(i) % pool.size()], rows);
   };
   uint64_t system_allocations_at_start = 0;
   for (int64_t i = 0; i < warmup + steps; ++i) {

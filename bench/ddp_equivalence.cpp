@@ -17,10 +17,11 @@
 // token, backward, clipping at 1, and Adam (lr 0.005) or SGD (lr 0.1) — the reference with
 // StepOptions::this_process_only; float64 models are the float32 ones converted with Module::to.
 //
-// --chunk-rows C replaces DistributedDataParallel with dist::ChunkedGradientSum on both sides: the
-// batch is cut into chunks of C rows, each chunk's gradient computed alone and the chunks' added
-// in their global order — by the ranks together, and by the reference on its own. Both then add
-// the same numbers in the same order, so the two must agree bit for bit (0 difference).
+// --chunk-rows C is ag-train's (StepOptions::chunk_rows), on both sides: dist::ChunkedGradientSum
+// instead of DistributedDataParallel, the batch cut into chunks of C rows, each chunk's gradient
+// computed alone and the chunks' added in their global order — by the ranks together, and by the
+// reference on its own. Both then add the same numbers in the same order, so the two must agree
+// bit for bit (0 difference).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
   optim::Scheduler reference_schedule(*reference_optimizer, [](int64_t) { return 1.0; });
   training::StepOptions options;  // clip 1.0
   options.chunk_rows = chunk_rows;
+  options.program = "ag-ddp-equivalence";
   if (const std::string problem = training::chunk_problem(global_rows, chunk_rows);
       !problem.empty())
     dist::abort("ag-ddp-equivalence", problem, 2);
@@ -173,8 +175,11 @@ int main(int argc, char** argv) {
       };
     };
     const double tokens = sum(batch.label_valid_lens).item();
-    const double reference_loss = reference_step.take(step, tokens, loss_of(*reference)).loss;
-    const double replica_loss = replica_step.take(step, tokens, loss_of(*replica)).loss;
+    const training::StepResult reference_result =
+        reference_step.take(step, tokens, loss_of(*reference));
+    const training::StepResult replica_result = replica_step.take(step, tokens, loss_of(*replica));
+    if (reference_result.diverged || replica_result.diverged) return 1;  // (Step has said why)
+    const double reference_loss = reference_result.loss, replica_loss = replica_result.loss;
 
     worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
     if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
