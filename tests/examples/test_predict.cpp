@@ -11,6 +11,7 @@
 
 using ag::viz::testing::run;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::Matches;
 
 namespace {
@@ -86,6 +87,7 @@ TEST_CASE("ag-predict --help lists the model's tokens, or every task's without a
   CHECK_THAT(with_model.output,
       Contains("The tokens of " + reverse_model() +
                " (task reverse), at most 9 in a sequence:\n  " + reverse_tokens + "\n"));
+  CHECK_THAT(with_model.output, EndsWith(reverse_tokens + "\n\n"));  // one blank line, not two
 
   const auto without = run(predict + " --help");
   INFO(without.output);
@@ -94,6 +96,7 @@ TEST_CASE("ag-predict --help lists the model's tokens, or every task's without a
   CHECK_THAT(
       without.output, Contains("  reverse: " + reverse_tokens + " (at most 9 in a sequence)"));
   CHECK_THAT(without.output, Contains("  add: 0 1 2 3 4 5 6 7 8 9 + (at most 7 in a sequence)"));
+  CHECK_THAT(without.output, EndsWith(" in a sequence)\n\n"));
 }
 
 TEST_CASE(
