@@ -178,7 +178,13 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory,
       "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
       "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
-  app.footer([&] { return tokens_help(model_path); });  // the tokens of MODEL, with --help
+  // --help ends with the tokens of MODEL (parsed by then). CLI11 ends a footer function's text
+  // with a line break of its own: tokens_help's last one goes.
+  app.footer([&] {
+    std::string help = tokens_help(model_path);
+    help.pop_back();
+    return help;
+  });
   return ag::training::run_main("ag-predict", app, argc, argv, [&] {
     if (beam < 0 || beam > ag::seq2seq::kMaxBeamSize)
       throw ag::training::UsageError("--beam " + std::to_string(beam) + " is outside 0-" +

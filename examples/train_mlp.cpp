@@ -14,20 +14,17 @@
 // run.
 //
 //   ag-train-mlp [--steps N] [--seed S] [--lr LR]
-#include <charconv>
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <exception>
 #include <string>
-#include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "autograd/autograd.h"  // NoGradGuard
 #include "autograd/ops.h"       // matmul, tanh, mean, ...
 #include "autograd/tensor.h"    // Tensor, uniform, randn, tensor
+#include "training/cli.h"       // run_main: the command line and the exit codes
 
 namespace {
 
@@ -110,63 +107,6 @@ ag::Tensor mse(const ag::Tensor& prediction, const ag::Tensor& target) {
   return ag::mean(ag::pow(prediction - target, 2.0));
 }
 
-// ---- command line ------------------------------------------------------------------------------
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-      "usage: ag-train-mlp [--steps N] [--seed S] [--lr LR]\n"
-      "\n"
-      "Trains a 2-layer MLP (2 -> %lld -> 1, tanh) on y = sin(3 x1) x2 + noise with\n"
-      "full-batch SGD + momentum %.1f, printing the loss as it falls.\n"
-      "\n"
-      "  --steps N   gradient steps, N >= 1              (default 3000)\n"
-      "  --seed S    seed for data and weights, S >= 0   (default 0)\n"
-      "  --lr LR     learning rate, LR > 0               (default 0.1)\n"
-      "  --help      show this message\n",
-      static_cast<long long>(kHidden), kMomentum);
-}
-
-// Returns false on a malformed or out-of-range value.
-template <class T>
-bool parse_number(std::string_view text, T& value) {
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  return ec == std::errc() && ptr == end;
-}
-
-// 0: parsed; 1: --help printed; 2: usage error printed on stderr.
-int parse_options(int argc, char** argv, Options& options) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_usage(stdout);
-      return 1;
-    }
-    if (arg != "--steps" && arg != "--seed" && arg != "--lr") {
-      std::fprintf(stderr, "ag-train-mlp: unknown argument '%s' (see --help)\n", argv[i]);
-      return 2;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "ag-train-mlp: %s needs a value (see --help)\n", argv[i]);
-      return 2;
-    }
-    std::string_view value = argv[++i];
-    bool ok = false;
-    if (arg == "--steps") {
-      ok = parse_number(value, options.steps) && options.steps >= 1;
-    } else if (arg == "--seed") {
-      ok = !value.empty() && value[0] != '-' && parse_number(value, options.seed);
-    } else {  // --lr
-      ok = parse_number(value, options.lr) && std::isfinite(options.lr) && options.lr > 0;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "ag-train-mlp: bad value '%s' for %s (see --help)\n", argv[i],
-          std::string(arg).c_str());
-      return 2;
-    }
-  }
-  return 0;
-}
-
 // ---- the run ---------------------------------------------------------------------------------
 // Data, model, the training loop and the final evaluation; returns the exit code.
 int train(const Options& options) {
@@ -242,12 +182,16 @@ int train(const Options& options) {
 
 int main(int argc, char** argv) {
   Options options;
-  if (int status = parse_options(argc, argv, options); status != 0) return status == 1 ? 0 : 2;
-  try {
+  CLI::App app{"ag-train-mlp: trains a 2-layer MLP (2 -> " + std::to_string(kHidden) +
+               " -> 1, tanh) on y = sin(3 x1) x2 + noise\nby full-batch SGD with momentum, "
+               "printing the loss as it falls"};
+  ag::training::add_whole_number(app, "--steps", options.steps, "gradient steps, at least 1");
+  ag::training::add_whole_number(app, "--seed", options.seed, "seed for data and weights");
+  app.add_option("--lr", options.lr, "learning rate, above 0")->capture_default_str();
+  return ag::training::run_main("ag-train-mlp", app, argc, argv, [&] {
+    if (options.steps < 1) throw ag::training::UsageError("--steps must be positive");
+    if (!(options.lr > 0) || !std::isfinite(options.lr))
+      throw ag::training::UsageError("--lr must be a positive number");
     return train(options);
-  } catch (const std::exception& e) {  // nothing here should throw; if it does, say so
-    std::fflush(stdout);
-    std::fprintf(stderr, "ag-train-mlp: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -181,6 +181,21 @@ TEST_CASE(
   refused(generate + model + " --prompt a --max-memory 1K", 1, "allowed (--max-memory)");
 }
 
+TEST_CASE("ag-generate reads its whole numbers as written, as ag-train does", "[examples][lm]") {
+  // CLI11 alone read 010 as 8 and 0x10 as 16, took +5, and wrapped --seed -1 to 2^64 - 1.
+  const std::string with_prompt = generate + " --model " + trained().model + " --prompt a ";
+  for (const std::string option : {"--max-new", "--top-k", "--seed", "--threads"})
+    for (const std::string value : {"010", "0x10", "+5"})
+      refused(with_prompt + option + " " + value, 2,
+          "ag-generate: " + option + ": " + value + " is not a whole number (see --help)\n");
+  refused(with_prompt + "--seed -1", 2,
+      "ag-generate: --seed: -1 is out of range (0 to 18446744073709551615) (see --help)\n");
+  refused(with_prompt + "--seed 18446744073709551616", 2,
+      "ag-generate: --seed: 18446744073709551616 is out of range");
+  // The signed options take -1, and their bounds refuse it (--max-new and --top-k: above).
+  refused(with_prompt + "--threads -1", 2, "ag-generate: --threads -1 is outside 1-");
+}
+
 TEST_CASE("ag-train --task lm refuses bad texts and options", "[examples][lm]") {
   // A text shorter than block_size + 1 tokens in its validation split.
   const std::string short_text = trained().dir.string() + "/short.txt";

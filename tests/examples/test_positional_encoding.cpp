@@ -60,8 +60,8 @@ TEST_CASE("ag-positional-encoding draws columns 6-9 and the heatmap of P, and ch
 
 TEST_CASE("ag-positional-encoding rejects bad options with exit code 2",
     "[pictures][positional-encoding]") {
-  for (const std::string options :
-      {"--num-hiddens 8", "--num-steps 0", "--num-steps 1001", "--no-such-option"}) {
+  for (const std::string options : {"--num-hiddens 8", "--num-steps 0", "--num-steps 1001",
+           "--no-such-option", "--num-steps 010", "--num-hiddens +32", "--num-hiddens 0x20"}) {
     const Run r = run(std::string(AG_POSITIONAL_ENCODING_PATH) + " " + options);
     INFO(options << ": " << r.output);
     CHECK(r.exit_code == 2);

@@ -11,6 +11,7 @@
 
 using ag::viz::testing::run;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::Matches;
 
 namespace {
@@ -86,6 +87,7 @@ TEST_CASE("ag-predict --help lists the model's tokens, or every task's without a
   CHECK_THAT(with_model.output,
       Contains("The tokens of " + reverse_model() +
                " (task reverse), at most 9 in a sequence:\n  " + reverse_tokens + "\n"));
+  CHECK_THAT(with_model.output, EndsWith(reverse_tokens + "\n\n"));  // one blank line, not two
 
   const auto without = run(predict + " --help");
   INFO(without.output);
@@ -94,6 +96,7 @@ TEST_CASE("ag-predict --help lists the model's tokens, or every task's without a
   CHECK_THAT(
       without.output, Contains("  reverse: " + reverse_tokens + " (at most 9 in a sequence)"));
   CHECK_THAT(without.output, Contains("  add: 0 1 2 3 4 5 6 7 8 9 + (at most 7 in a sequence)"));
+  CHECK_THAT(without.output, EndsWith(" in a sequence)\n\n"));
 }
 
 TEST_CASE(
@@ -167,6 +170,19 @@ TEST_CASE("ag-predict --beam: width 1 is greedy decoding; the toy tasks draw no 
   const auto picture = run(predict + " " + reverse_model() + " --attention-png x.png 3");
   CHECK(picture.exit_code == 2);
   CHECK_THAT(picture.output, Contains("--attention-png is for translation models"));
-  const auto bad = run(predict + " " + reverse_model() + " --beam -1 3");
-  CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("ag-predict reads --beam as written, as ag-train reads its whole numbers",
+    "[examples][predict]") {
+  // CLI11 alone read 010 as 8 and 0x10 as 16, and took +5.
+  for (const std::string value : {"010", "0x10", "+5"}) {
+    const auto result = run(predict + " " + reverse_model() + " --beam " + value + " '3 9 4 7'");
+    INFO(result.output);
+    CHECK(result.exit_code == 2);
+    CHECK(
+        result.output == "ag-predict: --beam: " + value + " is not a whole number (see --help)\n");
+  }
+  const auto negative = run(predict + " " + reverse_model() + " --beam -1 3");
+  CHECK(negative.exit_code == 2);
+  CHECK(negative.output == "ag-predict: --beam -1 is outside 0-256\n");
 }
