@@ -12,7 +12,7 @@ imports them, from tests/fixtures/make_nn_parity_fixtures.py, which holds verbat
 PyTorch code (the ones ag's layers are tested against). The weights of every nn.Linear are
 re-initialised with xavier_uniform_ as d2l's train_seq2seq does; dropout is 0.1; training mode.
 
-One step of the seq2seq configs, as seq2seq::train_step in ag:
+One step of the seq2seq configs, as ag's training::Step (ag-train's step) in ag-bench-train:
     optimizer.zero_grad(set_to_none=True)   # ag's zero_grad drops the gradients too
     Y_hat, _ = net(X, dec_input, X_valid_len)
     l = loss(Y_hat, Y, Y_valid_len)         # d2l's MaskedSoftmaxCELoss, ag's normalisation:

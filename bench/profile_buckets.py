@@ -8,8 +8,8 @@ be compared bucket by bucket with the recorded one.
         build/bench/ag-bench-train --config medium --threads 1 --steps 8 --warmup 1 --no-sgemm-peak
     perf report -i perf.data --no-children --sort dso,sym -g none --stdio | bench/profile_buckets.py perf
 
-    # instructions (valgrind; only the train_step calls are counted):
-    valgrind --tool=callgrind --callgrind-out-file=cg.out '--toggle-collect=ag::seq2seq::train_step(*' \\
+    # instructions (valgrind; only the training::Step::take calls are counted):
+    valgrind --tool=callgrind --callgrind-out-file=cg.out '--toggle-collect=ag::training::Step::take(*' \\
         build/bench/ag-bench-train --config tiny --threads 1 --steps 5 --warmup 2 --no-sgemm-peak
     callgrind_annotate --auto=no --threshold=100 cg.out | bench/profile_buckets.py callgrind
 
