@@ -35,7 +35,10 @@ void require_mpi(const char* what) {
   if (!initialized())
     fail<DistributedError>(what,
         ": MPI is not initialised; create an ag::dist::Environment in main and start the program "
-        "with mpirun");
+        "with mpirun",
+        AG_DIST_WITH_MPI ? ""
+                         : " (this ag was built without MPI, as a world of one: install "
+                           "libopenmpi-dev, scripts/install-deps.sh, and build again)");
 }
 
 MPI_Datatype mpi_type(DType dtype) { return dtype == float64 ? MPI_DOUBLE : MPI_FLOAT; }
