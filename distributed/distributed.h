@@ -65,8 +65,10 @@ class DistributedError : public RuntimeError {
 
 // MPI's lifetime, as RAII: the constructor initialises MPI (MPI_Init_thread, with only the
 // calling thread making MPI calls — ag's pool threads never do), the destructor finalises it.
-// One per process, in main. Without mpirun, it runs as a world of one rank. Before MPI_Init it
-// sets OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 (Rabenseifner's algorithm for OpenMPI's
+// One per process, in main. Without mpirun, it runs as a world of one rank, leaving MPI alone. An
+// ag built without MPI is always a world of one: there, under mpirun (or another launcher), the
+// constructor refuses to start (DistributedError). Before MPI_Init it sets
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm=3 (Rabenseifner's algorithm for OpenMPI's
 // MPI_Iallreduce, twice as fast as its binomial default on 2 ranks) unless the environment has
 // one (docs/distributed.md, "The all-reduce's algorithm").
 class Environment {
