@@ -2,8 +2,8 @@
 // gradient with a known value, a gradcheck through matmul (OpenBLAS) and tanh, the graph of that
 // gradient as DOT (ag::autograd); an SGD step whose state goes through a checkpoint's bytes
 // (ag::optim and ag::io, cereal and zlib); d2l's multi-head attention whose weights are drawn as a
-// heatmap (ag::nn, ag::viz, libpng); and one loss of d2l's Transformer on a toy batch (ag::data,
-// ag::models).
+// heatmap (ag::nn, ag::viz, libpng); one loss of d2l's Transformer on a toy batch (ag::data,
+// ag::models); and that loss summed over a world of one (ag::distributed, MPI when ag has it).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -16,6 +16,7 @@
 #include "autograd/tensor.h"
 #include "data/batch.h"
 #include "data/toy_tasks.h"
+#include "distributed/distributed.h"
 #include "io/checkpoint.h"
 #include "io/optimizer_state.h"
 #include "models/seq2seq.h"
@@ -99,6 +100,13 @@ int main() {
   const double loss = ag::seq2seq::sequence_loss(*model, batch).item();
   if (!(loss > 2.0 && loss < 4.5)) {
     std::fprintf(stderr, "ag_install_check: the untrained Transformer's loss is %g\n", loss);
+    return 1;
+  }
+  // Started without mpirun: rank 0 of a world of one, whose sums are their input.
+  if (ag::dist::world_size() != 1 || ag::dist::rank() != 0 ||
+      ag::dist::all_reduce_sum(loss) != loss) {
+    std::fprintf(stderr, "ag_install_check: not a world of one: rank %d of %d\n", ag::dist::rank(),
+        ag::dist::world_size());
     return 1;
   }
 
