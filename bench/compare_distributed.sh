@@ -24,7 +24,7 @@
 # ms/step of the same run's steps under no_sync (what communication adds to a step).
 #
 # --build DIR: the CMake build directory (default: build) whose bench/ag-bench-train was built with
-#   ag::distributed (CMake found MPI):
+#   MPI (CMake found it; without, ag::distributed is a world of one, which refuses mpirun):
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j2 --target ag-bench-train
 # --steps S: timed steps of every run (default: each config's own: tiny 100, small 40, medium 20).
 # --repeat R: run the whole set R times, interleaved (a shared machine drifts; the table takes the
@@ -131,8 +131,8 @@ if [[ -z "$from" ]]; then
     echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j2 --target ag-bench-train" >&2
     exit 1
   fi
-  if ! "$bench_ag" --help | grep -q -- --compare-no-sync; then
-    echo "compare_distributed.sh: $bench_ag was built without ag::distributed (CMake did not find" >&2
+  if ! ldd "$bench_ag" | grep -q 'libmpi\.'; then  # a world of one, which refuses mpirun
+    echo "compare_distributed.sh: $bench_ag was built without MPI (CMake did not find" >&2
     echo "  MPI); install libopenmpi-dev and openmpi-bin (scripts/install-deps.sh) and reconfigure" >&2
     exit 1
   fi
