@@ -19,7 +19,6 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "training/cli.h"
-#include "training/interrupt.h"
 #include "training/report.h"
 #include "training/step.h"
 
@@ -125,9 +124,7 @@ int train(training::RunOptions& o, ModelSize& size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  training::catch_interrupts();
-  dist::Environment mpi(argc, argv);  // under mpirun; a world of one otherwise
-  if (dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout)) std::perror("stdout");
+  const auto mpi = training::start("ag-train-classifier", argc, argv);  // Ctrl-C, mpirun
   training::RunOptions o;
   o.steps = 2000;
   o.batch_size = 64;

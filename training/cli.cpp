@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 
@@ -13,6 +15,7 @@
 #include "io/output_path.h"
 #include "models/memory_budget.h"
 #include "models/seq2seq_memory.h"
+#include "training/interrupt.h"
 #include "training/step.h"
 
 namespace ag::training {
@@ -172,6 +175,20 @@ int fail_run(const std::string& program, const std::string& message, int exit_co
 }
 
 }  // namespace
+
+std::unique_ptr<dist::Environment> start(const std::string& program, int& argc, char**& argv) {
+  catch_interrupts();
+  std::unique_ptr<dist::Environment> mpi;
+  try {
+    mpi = std::make_unique<dist::Environment>(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    std::exit(1);
+  }
+  if (dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
+    std::perror((program + ": silencing the standard output of this rank").c_str());
+  return mpi;
+}
 
 int run_main(const std::string& program, CLI::App& app, int argc, char** argv,
     const std::function<int()>& body) {

@@ -12,9 +12,11 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "autograd/error.h"
+#include "distributed/distributed.h"
 #include "training/run.h"
 
 namespace ag::training {
@@ -56,6 +58,13 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
 // chunks, the checkpoint options, --max-memory (which sets o.memory_limit) and the output paths
 // (--checkpoint, --loss-log). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
 std::string run_options_problem(RunOptions& o);
+
+// What a training program's main does first, before it parses anything: Ctrl-C's policy
+// (interrupt.h) before any thread starts, then MPI under mpirun (a world of one otherwise), with
+// rank 0 alone printing to the standard output. A failure to start (an MPI that will not
+// initialise, a launcher for a build without MPI) prints "<program>: <message>" and exits 1.
+//   int main(int argc, char** argv) { const auto mpi = training::start(program, argc, argv); ... }
+std::unique_ptr<dist::Environment> start(const std::string& program, int& argc, char**& argv);
 
 // Parses the command line, then runs `body` and returns its exit code. --help prints the usage
 // (0); a bad option prints "<program>: <message> (see --help)" (2); a UsageError from `body`

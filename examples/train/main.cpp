@@ -32,7 +32,6 @@
 #include "models/seq2seq_translation.h"
 #include "train.h"
 #include "training/cli.h"
-#include "training/interrupt.h"
 
 namespace ag_train {
 
@@ -348,11 +347,8 @@ int write_pairs(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  training::catch_interrupts();  // before any thread starts (training/interrupt.h)
-  // Under mpirun, MPI for the whole run; started on its own, ag-train never touches MPI.
-  dist::Environment mpi(argc, argv);
-  if (dist::rank() > 0 && !std::freopen("/dev/null", "w", stdout))  // rank 0 alone prints
-    std::perror("ag-train: silencing the standard output of this rank");
+  // Ctrl-C's policy, and MPI under mpirun (started on its own, ag-train never touches MPI).
+  const auto mpi = training::start("ag-train", argc, argv);
   Options o = default_options();
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add), on "
