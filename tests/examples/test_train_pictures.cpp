@@ -1,4 +1,4 @@
-// ag-train's pictures (examples/train.cpp): --curves-dir's training_curves.csv and .png, and
+// ag-train's pictures (examples/train/toy.cpp): --curves-dir's training_curves.csv and .png, and
 // --attention-png's grid of attention heatmaps, from short runs in separate processes.
 #include <catch2/catch.hpp>
 

@@ -22,7 +22,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// ag-train's default model (examples/train.cpp) on the reverse task.
+// ag-train's default model (examples/train/main.cpp) on the reverse task.
 ModelConfig default_model() {
   ModelConfig config;
   config.vocab_size = 20;
