@@ -168,6 +168,21 @@ Tensor gradient_like(const Tensor& t, bool zero) {
   return detail::make_view(buffer, sizes, view_strides, 0);
 }
 
+HeadGradients head_gradients(
+    const Heads& Q, const Heads& K, const Heads& V, const NeedsGrad& needs, bool zero) {
+  // one operand's gradient buffer and its Heads, where the backward asks for it
+  const auto allocate = [zero](bool wanted, const Heads& operand, Tensor& grad, Heads& grad_heads) {
+    if (!wanted) return;
+    grad = gradient_like(operand.tensor, zero);
+    grad_heads = heads_of(grad);
+  };
+  HeadGradients g;
+  allocate(needs[0], Q, g.dq, g.dQ);
+  allocate(needs[1], K, g.dk, g.dK);
+  allocate(needs[2], V, g.dv, g.dV);
+  return g;
+}
+
 ValidLengths::ValidLengths(
     const Tensor& valid_lens, const Tensor& q, const Tensor& k, const char* op)
     : queries_(q.size(2)), keys_(k.size(2)) {
@@ -268,35 +283,40 @@ inline int64_t longest(const int64_t* lengths, int64_t i0, int64_t i1) {
   return *std::max_element(lengths + i0, lengths + i1);
 }
 
+// product(i0, rows, keys) for each block of rows [i0, i0 + rows) of kMaskedKeysBlock, keys the
+// longest of their lengths: a row's masked keys are left out of its products, save those the
+// longer rows of its block need. Where no row is masked, one product of all Tq rows and Tk keys.
+template <class Product>
+void by_row_blocks(int64_t Tq, int64_t Tk, const int64_t* lengths, const Product& product) {
+  if (!masks_keys(lengths, Tq, Tk)) {
+    product(0, Tq, Tk);
+    return;
+  }
+  for (int64_t i0 = 0; i0 < Tq; i0 += kMaskedKeysBlock) {
+    const int64_t rows = std::min(kMaskedKeysBlock, Tq - i0);
+    product(i0, rows, longest(lengths, i0, i0 + rows));
+  }
+}
+
 // S (Tq × Tk, row stride ldc) = A (Tq × k)·Bᵀ (B: Tk × k) on the keys [0, lengths[i]) of each row
 // i (the entries past them are left as they were).
 template <class T>
 void masked_scores(int64_t Tq, int64_t Tk, int64_t k, const T* A, int64_t lda, const T* B,
     int64_t ldb, T* S, int64_t ldc, const int64_t* lengths) {
-  if (!masks_keys(lengths, Tq, Tk)) {
-    gemm<T>(CblasNoTrans, CblasTrans, Tq, Tk, k, A, lda, B, ldb, S, ldc);
-    return;
-  }
-  for (int64_t i0 = 0; i0 < Tq; i0 += kMaskedKeysBlock) {
-    const int64_t rows = std::min(kMaskedKeysBlock, Tq - i0);
-    const int64_t keys = longest(lengths, i0, i0 + rows);  // (rows, keys) of S
+  by_row_blocks(Tq, Tk, lengths, [&](int64_t i0, int64_t rows, int64_t keys) {
+    // (rows, k)·(k, keys) -> (rows, keys) of S
     gemm<T>(CblasNoTrans, CblasTrans, rows, keys, k, A + i0 * lda, lda, B, ldb, S + i0 * ldc, ldc);
-  }
+  });
 }
 
 // C (Tq × n) = W (Tq × Tk, row stride Tk)·B (Tk × n), where W[i, j] = 0 for j ≥ lengths[i].
 template <class T>
 void masked_weights_times(int64_t Tq, int64_t Tk, int64_t n, const T* W, const T* B, int64_t ldb,
     T* C, int64_t ldc, const int64_t* lengths) {
-  if (!masks_keys(lengths, Tq, Tk)) {
-    gemm<T>(CblasNoTrans, CblasNoTrans, Tq, n, Tk, W, Tk, B, ldb, C, ldc);
-    return;
-  }
-  for (int64_t i0 = 0; i0 < Tq; i0 += kMaskedKeysBlock) {
-    const int64_t rows = std::min(kMaskedKeysBlock, Tq - i0);
-    const int64_t keys = longest(lengths, i0, i0 + rows);  // (rows, keys)·(keys, n)
+  by_row_blocks(Tq, Tk, lengths, [&](int64_t i0, int64_t rows, int64_t keys) {
+    // (rows, keys)·(keys, n) -> (rows, n) of C
     gemm<T>(CblasNoTrans, CblasNoTrans, rows, n, keys, W + i0 * Tk, Tk, B, ldb, C + i0 * ldc, ldc);
-  }
+  });
 }
 
 // C (Tk × n) = Wᵀ (W: Tq × Tk, row stride Tk)·B (Tq × n), where W[i, j] = 0 for j ≥ lengths[i].
@@ -499,14 +519,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const Heads dO =
         heads_of(grad_out);  // (B, H, Tq, dv), e.g. a view of W_o's (B, Tq, H·dv) gradient
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
-    Tensor dq, dk, dv_tensor;
     // Each gradient in its operand's layout: for the head views of a projection, a (B, T, H, C)
-    // buffer, which the permute and reshape backward above hand on without a copy.
-    if (want_q) dq = gradient_like(Q.tensor, false);         // (B, H, Tq, d)
-    if (want_k) dk = gradient_like(K.tensor, false);         // (B, H, Tk, d)
-    if (want_v) dv_tensor = gradient_like(V.tensor, false);  // (B, H, Tk, dv)
-    const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
-    const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
+    // buffer, which the permute and reshape backward above hand on without a copy. Every element
+    // is written, so the buffers start uninitialised.
+    const HeadGradients grads = head_gradients(Q, K, V, needs, /*zero=*/false);
+    const Heads &dQ = grads.dQ, &dK = grads.dK, &dV = grads.dV;
 
     dispatch(P.dtype(), [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
@@ -524,6 +541,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // the next head (nb, nh), prefetched a part at a time (see prefetch_rows)
           const bool fetch_next = prefetch && head + 1 < end;
           const int64_t nb = (head + 1) / H, nh = (head + 1) % H;
+          // ahead of (5) and (6): the next head's (rows, d) operand, and its (grad_rows, d)
+          // gradient where it is wanted
+          const auto prefetch_next_product = [&](const Heads& operand, int64_t rows,
+                                                 const Heads& grad, int64_t grad_rows, bool want) {
+            if (!fetch_next) return;
+            prefetch_rows(operand.head<T>(nb, nh), rows, operand.row_stride, d, Access::read);
+            if (want)
+              prefetch_rows(grad.head<T>(nb, nh), grad_rows, grad.row_stride, d, Access::write);
+          };
           if (fetch_next) {
             prefetch_rows(P_head + Tq * Tk, Tq, Tk, Tk, Access::read);
             prefetch_rows(dO.head<T>(nb, nh), Tq, dO.row_stride, dv, Access::read);
@@ -559,19 +585,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
           // (4) dS_j = P_j (dP_j − Σ_j' dP_j' P_j'), 0 at masked keys; stored already divided by
           //     √d, the factor S = Q·Kᵀ / √d gives both (5) and (6)
           softmax_backward_head(dS.data(), P_head, lengths.data(), Tq, Tk, sqrt_d);
-          if (fetch_next) {
-            prefetch_rows(K.head<T>(nb, nh), Tk, K.row_stride, d, Access::read);
-            if (want_q) prefetch_rows(dQ.head<T>(nb, nh), Tq, dQ.row_stride, d, Access::write);
-          }
           // in the forward pass this was: S = Q·Kᵀ / √d, so
           // (5) dQ = (dS / √d)·K: (Tq, Tk)·(Tk, d) -> (Tq, d)
+          prefetch_next_product(K, Tk, dQ, Tq, want_q);
           if (want_q)
             masked_weights_times<T>(Tq, Tk, d, dS.data(), K.head<T>(b, h), K.row_stride,
                 dQ.head<T>(b, h), dQ.row_stride, lengths.data());
-          if (fetch_next) {
-            prefetch_rows(Q.head<T>(nb, nh), Tq, Q.row_stride, d, Access::read);
-            if (want_k) prefetch_rows(dK.head<T>(nb, nh), Tk, dK.row_stride, d, Access::write);
-          }
+          prefetch_next_product(Q, Tq, dK, Tk, want_k);
           // (6) dK = (dS / √d)ᵀ·Q: (Tk, Tq)·(Tq, d) -> (Tk, d)
           if (want_k)
             masked_weights_transposed_times<T>(Tq, Tk, d, dS.data(), Q.head<T>(b, h), Q.row_stride,
@@ -579,7 +599,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         }
       });
     });
-    return {dq, dk, dv_tensor};
+    return {grads.dq, grads.dk, grads.dv};
   };
   // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP −
   //   rowsum(dP ⊙ P)) (0 where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d

@@ -177,12 +177,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
     const DType dtype = logsumexp.dtype();
     // Accumulated tile by tile, so they start at 0.
-    Tensor dq, dk, dv_tensor;
-    if (want_q) dq = gradient_like(Q.tensor, true);         // (B, H, Tq, d)
-    if (want_k) dk = gradient_like(K.tensor, true);         // (B, H, Tk, d)
-    if (want_v) dv_tensor = gradient_like(V.tensor, true);  // (B, H, Tk, dv)
-    const Heads dQ = want_q ? heads_of(dq) : Heads{}, dK = want_k ? heads_of(dk) : Heads{};
-    const Heads dV = want_v ? heads_of(dv_tensor) : Heads{};
+    const HeadGradients grads = head_gradients(Q, K, V, needs, /*zero=*/true);
+    const Heads &dQ = grads.dQ, &dK = grads.dK, &dV = grads.dV;
 
     dispatch(dtype, [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
@@ -272,7 +268,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
         }
       });
     });
-    return {dq, dk, dv_tensor};
+    return {grads.dq, grads.dk, grads.dv};
   };
   // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D −
   //   rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d

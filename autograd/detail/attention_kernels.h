@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/generator.h"
 #include "autograd/tensor.h"
 
@@ -67,6 +68,16 @@ void softmax_backward_head(
 // is (B, T, H, d) contiguous and the reshape's backward a free view: no copy between attention and
 // the projection's backward. Uninitialised, or zeros when `zero`.
 Tensor gradient_like(const Tensor& t, bool zero);
+
+// The gradients an attention backward writes: for each operand the backward's `needs` asks for,
+// a gradient_like buffer (zeros when `zero`, for kernels that accumulate) and its Heads; an empty
+// Tensor and Heads{} for the others.
+struct HeadGradients {
+  Tensor dq, dk, dv;  // (B, H, Tq, d), (B, H, Tk, d), (B, H, Tk, dv)
+  Heads dQ, dK, dV;   // the same, as the kernels read them
+};
+HeadGradients head_gradients(
+    const Heads& Q, const Heads& K, const Heads& V, const NeedsGrad& needs, bool zero);
 
 // q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) of one dtype, sizes within BLAS's 32 bits, and
 // a dropout probability in [0, 1]; else a ShapeError, DTypeError or ValueError starting "op:".
