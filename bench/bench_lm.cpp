@@ -76,6 +76,7 @@
 #include "optim/schedule.h"
 #include "sgemm_peak.h"
 #include "step_stats.h"
+#include "training/cli.h"
 #include "training/step.h"
 
 namespace {
@@ -400,33 +401,26 @@ int main(int argc, char** argv) {
       "ag-bench-lm: the char-small language model — training step time and validation "
       "loss, or generation with and without the key/value cache (see "
       "docs/benchmarks.md)"};
-  app.add_option("--threads", threads, "ag's threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, max_num_threads()));
+  using training::add_whole_number;
+  add_whole_number(app, "--threads", threads, "ag's threads", 1, max_num_threads());
   app.add_flag("--json", json, "print one JSON object on one line");
-  app.add_option("--steps", train.steps, "training steps (updates) of the 2000-step schedule")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  app.add_option("--warmup", train.warmup, "steps left out of the timing")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  add_whole_number(app, "--steps", train.steps,
+      "training steps (updates) of the 2000-step schedule", int64_t{1}, int64_t{1000000});
+  add_whole_number(
+      app, "--warmup", train.warmup, "steps left out of the timing", int64_t{0}, int64_t{1000000});
   app.add_option("--seed", train.seed, "parameters, dropout and batches")->capture_default_str();
-  app.add_option(
-         "--eval-windows", train.eval_windows, "validation windows to evaluate (0: all that fit)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  add_whole_number(app, "--eval-windows", train.eval_windows,
+      "validation windows to evaluate (0: all that fit)", int64_t{0}, int64_t{1000000000});
   app.add_flag("--no-eval", no_eval, "skip the final evaluation");
   app.add_flag("--no-sgemm-peak", no_peak,
       "skip the sgemm peak measurement (for profiling and tracing runs; mfu is then 0)");
   app.add_option("--fortunes", train.fortunes, "the fortunes folder")->capture_default_str();
   app.add_flag("--generation", generation,
       "time generation with and without the key/value cache instead of training");
-  app.add_option("--context", gen.context, "--generation: tokens of context")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{511}));
-  app.add_option("--new-tokens", gen.new_tokens, "--generation: tokens timed per way")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{511}));
+  add_whole_number(
+      app, "--context", gen.context, "--generation: tokens of context", int64_t{1}, int64_t{511});
+  add_whole_number(app, "--new-tokens", gen.new_tokens, "--generation: tokens timed per way",
+      int64_t{1}, int64_t{511});
   CLI11_PARSE(app, argc, argv);
   train.evaluate = !no_eval;
   train.sgemm_peak = !no_peak;

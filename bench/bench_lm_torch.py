@@ -119,6 +119,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "fixtures"))
 from make_nn_parity_fixtures import (  # noqa: E402  d2l's classes, verbatim
     AddNorm, MultiHeadAttention, PositionalEncoding, PositionWiseFFN)
+from bench_train_torch import (  # noqa: E402  the Transformer benchmark's measuring, shared
+    proc_status_mb, sgemm_peak_gflops, xavier_init_weights)
 
 
 # ==== the task ===================================================================================
@@ -222,11 +224,6 @@ class LanguageModel(nn.Module):
         return self.dense(self.blks(X))
 
 
-def xavier_init_weights(m):
-    if type(m) == nn.Linear:
-        nn.init.xavier_uniform_(m.weight)
-
-
 def lr_factor(t):
     """ag's optim::cosine_with_warmup(100, 2000, 0.1) at update t = 1, 2, ..."""
     if t <= WARMUP_UPDATES:
@@ -260,34 +257,12 @@ def evaluate(net, val, max_windows):
 # ==== measuring ==================================================================================
 
 
-def proc_status_mb(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    return -1.0
-
-
 def step_flops(V):
     """Matmul FLOPs of one step: 2·M·N·K per product of the forward, × 3 with the backward.
     Per block: Q, K, V, O projections 4·2·B·T·D·D; Q·Kᵀ and weights·V 2·2·B·T·T·D (the masked
     half counts: it is computed); FFN 2·2·B·T·D·F. Output layer 2·B·T·D·V."""
     block = 4 * 2 * B * T * D * D + 2 * 2 * B * T * T * D + 2 * 2 * B * T * D * F
     return 3 * (L * block + 2 * B * T * D * V)
-
-
-def sgemm_peak_gflops():
-    n = 2048
-    g = torch.Generator().manual_seed(7)
-    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
-    c = torch.zeros(n, n)
-    torch.mm(a, b, out=c)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        torch.mm(a, b, out=c)
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * n ** 3 / best * 1e-9
 
 
 def main():

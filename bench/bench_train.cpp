@@ -92,8 +92,10 @@
 #include "models/seq2seq.h"
 #include "nn/fused.h"
 #include "optim/optimizer.h"
+#include "seq2seq_configs.h"
 #include "sgemm_peak.h"
 #include "step_stats.h"
+#include "training/cli.h"
 #include "training/step.h"
 
 namespace {
@@ -103,20 +105,7 @@ using Clock = std::chrono::steady_clock;
 
 volatile float g_sink = 0;
 
-struct Config {
-  std::string name;
-  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers;
-  int64_t batch, source_steps, target_steps, vocab;
-  int64_t default_steps;
-};
-
-// mha uses num_hiddens, num_heads, batch and source_steps (= T) only.
-const std::vector<Config> kConfigs = {
-    {"tiny", 32, 64, 4, 2, 64, 10, 10, 20, 100},
-    {"small", 128, 512, 4, 2, 32, 32, 32, 32, 40},
-    {"medium", 256, 1024, 8, 4, 32, 64, 64, 64, 20},
-    {"mha", 256, 0, 8, 0, 32, 64, 0, 0, 40},
-};
+using bench::Config;
 
 // Matmul FLOPs of one training step, counted analytically (2·M·N·K per matrix product of the
 // forward, × 3 for forward + backward: the backward of C = A·B computes dA = dC·Bᵀ and dB = Aᵀ·dC,
@@ -182,14 +171,7 @@ void time_steps(Result& r, int64_t warmup, int64_t steps, Step&& step) {
 // The model of a seq2seq config, built after manual_seed(0): the same weights in every process.
 std::shared_ptr<nn::EncoderDecoder> make_model(const Config& c) {
   manual_seed(0);
-  seq2seq::ModelConfig mc;
-  mc.vocab_size = c.vocab;
-  mc.num_hiddens = c.num_hiddens;
-  mc.ffn_num_hiddens = c.ffn_num_hiddens;
-  mc.num_heads = c.num_heads;
-  mc.num_layers = c.num_layers;
-  mc.dropout = 0.1;
-  auto model = seq2seq::make_transformer(mc);
+  auto model = seq2seq::make_transformer(bench::model_config(c, /*dropout=*/0.1));
   model->train();
   return model;
 }
@@ -494,14 +476,12 @@ static int run_program(int argc, char** argv) {
   app.add_option("--config", config_name, "tiny | small | medium | mha")
       ->required()
       ->check(CLI::IsMember({"tiny", "small", "medium", "mha"}));
-  app.add_option("--threads", threads, "ag's threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, max_num_threads()));
-  app.add_option("--steps", steps, "timed steps (default: tiny 100, small 40, medium 20, mha 40)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  app.add_option("--warmup", warmup, "untimed steps first")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  using training::add_whole_number;
+  add_whole_number(app, "--threads", threads, "ag's threads", 1, max_num_threads());
+  add_whole_number(app, "--steps", steps,
+      "timed steps (0: the config's, tiny 100, small 40, medium 20, mha 40)", int64_t{0},
+      int64_t{1000000});
+  add_whole_number(app, "--warmup", warmup, "untimed steps first", int64_t{0}, int64_t{1000});
   app.add_flag("--json", json, "print one JSON object on one line");
   app.add_flag("--composed", composed,
       "run the composed d2l path instead of the fused kernels (nn::set_fused_kernels(false))");
@@ -511,12 +491,12 @@ static int run_program(int argc, char** argv) {
          "tiled (flash_attention)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "whole", "tiled"}));
-  app.add_option("--sequence", sequence, "mha only: the sequence length T instead of 64")
-      ->check(CLI::Range(int64_t{1}, int64_t{16384}));
-  app.add_option("--batch", batch,
-         "the batch instead of the config's (under mpirun: the global batch); e.g. one rank's "
-         "share, timed alone")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  add_whole_number(app, "--sequence", sequence,
+      "mha only: the sequence length T instead of 64 (0: 64)", int64_t{0}, int64_t{16384});
+  add_whole_number(app, "--batch", batch,
+      "the batch instead of the config's (0: the config's; under mpirun: the global batch); e.g. "
+      "one rank's share, timed alone",
+      int64_t{0}, int64_t{4096});
   app.add_flag("--no-sgemm-peak", skip_peak,
       "skip the sgemm peak measurement (for profiling runs; mfu is then 0)");
   app.add_flag("--compare-no-sync", compare_no_sync,
@@ -532,8 +512,7 @@ static int run_program(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e6));
   CLI11_PARSE(app, argc, argv);
 
-  Config c = *std::find_if(
-      kConfigs.begin(), kConfigs.end(), [&](const Config& k) { return k.name == config_name; });
+  Config c = bench::config_named(config_name);  // a copy: --sequence and --batch change it
   if (steps == 0) steps = c.default_steps;
   if (sequence > 0) {
     if (c.name != "mha") {

@@ -35,21 +35,14 @@
 #include "distributed/distributed.h"
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
+#include "seq2seq_configs.h"
 #include "training/step.h"
 
 namespace {
 
 using namespace ag;
 
-struct Config {
-  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers, source_steps, target_steps, vocab;
-};
-
-// ag-bench-train's tiny (the reverse task's shapes) and small configs (bench/bench_train.cpp).
-Config config_named(const std::string& name) {
-  if (name == "tiny") return {32, 64, 4, 2, 10, 10, 20};
-  return {128, 512, 4, 2, 32, 32, 32};
-}
+using bench::Config;
 
 // Batches of the reverse task (tiny: padded, uneven valid lengths) or of random ids (small).
 data::Batch global_batch(const std::string& name, const Config& c, int64_t rows,
@@ -114,15 +107,9 @@ int main(int argc, char** argv) {
   }
   set_num_threads(1);
   const DType dtype = dtype_name_option == "float64" ? float64 : float32;
-  const Config c = config_named(config_name);
-
-  seq2seq::ModelConfig mc;
-  mc.vocab_size = c.vocab;
-  mc.num_hiddens = c.num_hiddens;
-  mc.ffn_num_hiddens = c.ffn_num_hiddens;
-  mc.num_heads = c.num_heads;
-  mc.num_layers = c.num_layers;
-  mc.dropout = 0.0;
+  // ag-bench-train's tiny (the reverse task's shapes) or small config, without dropout
+  const Config& c = bench::config_named(config_name);
+  const seq2seq::ModelConfig mc = bench::model_config(c, /*dropout=*/0.0);
   manual_seed(0);
   auto replica = seq2seq::make_transformer(mc);
   manual_seed(0);
