@@ -110,33 +110,27 @@ Environment::~Environment() {
 
 bool initialized() { return mpi_initialised_here; }
 
-int rank() {
-  if (!initialized()) return 0;
+namespace {
+
+// This process's rank in `comm`, and the number of ranks in it (MPI initialised).
+int rank_in(MPI_Comm comm) {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_rank(comm, &r);
   return r;
 }
-
-int world_size() {
-  if (!initialized()) return 1;
+int ranks_in(MPI_Comm comm) {
   int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_size(comm, &n);
   return n;
 }
 
-int local_size() {
-  if (!initialized()) return 1;
-  int n = 1;
-  MPI_Comm_size(local_comm, &n);
-  return n;
-}
+}  // namespace
 
-int local_rank() {
-  if (!initialized()) return 0;
-  int r = 0;
-  MPI_Comm_rank(local_comm, &r);
-  return r;
-}
+// Without MPI, a world of one: rank 0 of 1, on a machine of its own.
+int rank() { return initialized() ? rank_in(MPI_COMM_WORLD) : 0; }
+int world_size() { return initialized() ? ranks_in(MPI_COMM_WORLD) : 1; }
+int local_rank() { return initialized() ? rank_in(local_comm) : 0; }
+int local_size() { return initialized() ? ranks_in(local_comm) : 1; }
 
 std::string processor_name() {
   if (!initialized()) return "";
