@@ -10,6 +10,19 @@ bool is_safetensors_path(const std::string& path) { return path.ends_with(".safe
 
 namespace {
 
+// A metadata value read as a T, all of it; otherwise a CheckpointError saying it is not `what`.
+template <class T>
+T parse_metadata(
+    const std::string& path, const std::string& name, const std::string& value, const char* what) {
+  T parsed{};
+  const char* end = value.data() + value.size();
+  const auto [stop, error] = std::from_chars(value.data(), end, parsed);
+  if (error != std::errc() || stop != end || value.empty())
+    throw CheckpointError(
+        "model file " + path + ": __metadata__ " + name + " = \"" + value + "\" is not " + what);
+  return parsed;
+}
+
 // A safetensors file's metadata as typed entries and its tensors under "model.".
 Checkpoint entries_of(const Safetensors& file, const std::string& path,
     const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
@@ -17,25 +30,12 @@ Checkpoint entries_of(const Safetensors& file, const std::string& path,
   Checkpoint c;
   c.kind = "model";
   for (const auto& [name, value] : file.metadata) {
-    const char* begin = value.data();
-    const char* end = begin + value.size();
-    if (string_names.count(name)) {
+    if (string_names.count(name))
       c.strings[name] = value;
-    } else if (real_names.count(name)) {
-      double real = 0;
-      const auto [stop, error] = std::from_chars(begin, end, real);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a number");
-      c.reals[name] = real;
-    } else if (integer_names.count(name)) {
-      uint64_t integer = 0;
-      const auto [stop, error] = std::from_chars(begin, end, integer);
-      if (error != std::errc() || stop != end || value.empty())
-        throw CheckpointError("model file " + path + ": __metadata__ " + name + " = \"" + value +
-                              "\" is not a whole number");
-      c.integers[name] = integer;
-    }
+    else if (real_names.count(name))
+      c.reals[name] = parse_metadata<double>(path, name, value, "a number");
+    else if (integer_names.count(name))
+      c.integers[name] = parse_metadata<uint64_t>(path, name, value, "a whole number");
   }
   for (const auto& [name, tensor] : file.tensors) c.tensors["model." + name] = tensor;
   return c;
