@@ -101,14 +101,7 @@ template <class Token>
 std::vector<Token> split_spaces(std::string_view line) {
   check_text(line, "tokenize_words");
   std::vector<Token> tokens;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t space = line.find(' ', start);
-    if (space == std::string_view::npos) break;
-    tokens.emplace_back(line.substr(start, space - start));
-    start = space + 1;
-  }
-  tokens.emplace_back(line.substr(start));
+  for_each_word(line, [&](std::string_view word) { tokens.emplace_back(word); });
   return tokens;
 }
 

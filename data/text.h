@@ -57,4 +57,18 @@ std::vector<std::string> tokenize_words(std::string_view preprocessed_line);
 // The same tokens as views into `preprocessed_line` (which must outlive them).
 std::vector<std::string_view> tokenize_word_views(std::string_view preprocessed_line);
 
+// The words of line.split(' ') one at a time, f(word) for each, as views into `line` (which must
+// outlive them) and without a vector: what tokenize_words and Vocab::word_ids are made of. No check
+// of the text (they check it first).
+template <class F>
+void for_each_word(std::string_view line, F&& f) {
+  std::size_t start = 0;
+  for (std::size_t space = line.find(' '); space != std::string_view::npos;
+       space = line.find(' ', start)) {
+    f(line.substr(start, space - start));
+    start = space + 1;
+  }
+  f(line.substr(start));
+}
+
 }  // namespace ag::data

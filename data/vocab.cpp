@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "autograd/error.h"
+#include "data/text.h"
 #include "data/utf8.h"
 
 namespace ag::data {
@@ -209,14 +210,7 @@ std::vector<int64_t> Vocab::char_ids(std::string_view text) const {
 std::vector<int64_t> Vocab::word_ids(std::string_view line) const {
   check_utf8(line, "Vocab::word_ids");
   std::vector<int64_t> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t space = line.find(' ', start);
-    if (space == std::string_view::npos) break;
-    out.push_back(id(line.substr(start, space - start)));
-    start = space + 1;
-  }
-  out.push_back(id(line.substr(start)));
+  for_each_word(line, [&](std::string_view word) { out.push_back(id(word)); });
   return out;
 }
 
