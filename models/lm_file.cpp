@@ -9,25 +9,42 @@ namespace ag::lm {
 
 namespace {
 
-// The settings save_model_config writes, by type, as read_model_file reads them.
-const std::set<std::string> kIntegerEntries = {"config.vocab_size", "config.num_hiddens",
-    "config.num_heads", "config.num_layers", "config.ffn_num_hiddens", "config.block_size",
-    "config.pre_norm", "config.learned_positions", "config.tie_weights"};
+using Config = nn::LanguageModelConfig;
+
+// The whole-number settings of a model file, each named once: save_model_config writes them,
+// load_model_config reads them back in this order (bounded: a size up to 2^20, a flag 0 or 1), and
+// read_model_file types them in a safetensors file's metadata.
+struct SizeSetting {
+  const char* key;
+  int64_t Config::*size;
+};
+struct FlagSetting {
+  const char* key;
+  bool Config::*flag;
+};
+const SizeSetting kSizes[] = {{"config.vocab_size", &Config::vocab_size},
+    {"config.num_hiddens", &Config::num_hiddens}, {"config.num_heads", &Config::num_heads},
+    {"config.num_layers", &Config::num_layers},
+    {"config.ffn_num_hiddens", &Config::ffn_num_hiddens},
+    {"config.block_size", &Config::block_size}};
+const FlagSetting kFlags[] = {{"config.pre_norm", &Config::pre_norm},
+    {"config.learned_positions", &Config::learned_positions},
+    {"config.tie_weights", &Config::tie_weights}};
+
+std::set<std::string> integer_settings() {
+  std::set<std::string> keys;
+  for (const auto& [key, size] : kSizes) keys.insert(key);
+  for (const auto& [key, flag] : kFlags) keys.insert(key);
+  return keys;
+}
 
 }  // namespace
 
 void save_model_config(Checkpoint& c, const nn::LanguageModelConfig& config, Tokenizer tokenizer,
     const data::Vocab& vocab) {
   c.strings["config.task"] = "lm";
-  c.integers["config.vocab_size"] = static_cast<uint64_t>(config.vocab_size);
-  c.integers["config.num_hiddens"] = static_cast<uint64_t>(config.num_hiddens);
-  c.integers["config.num_heads"] = static_cast<uint64_t>(config.num_heads);
-  c.integers["config.num_layers"] = static_cast<uint64_t>(config.num_layers);
-  c.integers["config.ffn_num_hiddens"] = static_cast<uint64_t>(config.ffn_num_hiddens);
-  c.integers["config.block_size"] = static_cast<uint64_t>(config.block_size);
-  c.integers["config.pre_norm"] = config.pre_norm;
-  c.integers["config.learned_positions"] = config.learned_positions;
-  c.integers["config.tie_weights"] = config.tie_weights;
+  for (const auto& [key, size] : kSizes) c.integers[key] = static_cast<uint64_t>(config.*size);
+  for (const auto& [key, flag] : kFlags) c.integers[key] = config.*flag;
   c.reals["config.dropout"] = config.dropout;
   c.strings["tokenizer"] = tokenizer_name(tokenizer);
   c.strings["vocab"] = vocab.serialize();
@@ -55,15 +72,8 @@ ModelDescription load_model_config(
       throw CheckpointError(file + ": " + name + " = " + std::to_string(v) + " is not 0 or 1");
     return v == 1;
   };
-  d.config.vocab_size = size("config.vocab_size");
-  d.config.num_hiddens = size("config.num_hiddens");
-  d.config.num_heads = size("config.num_heads");
-  d.config.num_layers = size("config.num_layers");
-  d.config.ffn_num_hiddens = size("config.ffn_num_hiddens");
-  d.config.block_size = size("config.block_size");
-  d.config.pre_norm = flag("config.pre_norm");
-  d.config.learned_positions = flag("config.learned_positions");
-  d.config.tie_weights = flag("config.tie_weights");
+  for (const auto& [key, size_member] : kSizes) d.config.*size_member = size(key);
+  for (const auto& [key, flag_member] : kFlags) d.config.*flag_member = flag(key);
   d.config.dropout = c.real("config.dropout");
   try {
     check_config(d.config, /*options=*/false);
@@ -98,7 +108,7 @@ SaveResult save_model(const std::string& path, const nn::LanguageModel& model, T
 
 LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes) {
   const ModelFile file = read_model_file(
-      path, kIntegerEntries, {"config.dropout"}, {"config.task", "tokenizer", "vocab"});
+      path, integer_settings(), {"config.dropout"}, {"config.task", "tokenizer", "vocab"});
   const Checkpoint& c = file.entries;
   LoadedModel loaded;
   loaded.description = load_model_config(c, path, /*positional_tables=*/!file.safetensors);

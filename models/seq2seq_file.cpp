@@ -1,5 +1,6 @@
 #include "models/seq2seq_file.h"
 
+#include <set>
 #include <utility>
 
 #include "io/model_file_format.h"
@@ -7,16 +8,29 @@
 
 namespace ag::seq2seq {
 
+namespace {
+
+// The sizes of a model file's configuration, each named once: save_model_config writes them,
+// load_model_config reads them back in this order (bounded by kMaxModelSize), load_model types
+// them in a safetensors file's metadata. config.target_vocab_size, which only a translation
+// model has, is apart.
+struct SizeSetting {
+  const char* key;
+  int64_t ModelConfig::*size;
+};
+const SizeSetting kSizes[] = {{"config.vocab_size", &ModelConfig::vocab_size},
+    {"config.num_hiddens", &ModelConfig::num_hiddens},
+    {"config.ffn_num_hiddens", &ModelConfig::ffn_num_hiddens},
+    {"config.num_heads", &ModelConfig::num_heads}, {"config.num_layers", &ModelConfig::num_layers}};
+
+}  // namespace
+
 void save_model_config(Checkpoint& c, const std::string& task, const ModelConfig& config) {
   c.strings["config.task"] = task;
-  c.integers["config.vocab_size"] = static_cast<uint64_t>(config.vocab_size);
+  for (const auto& [key, size] : kSizes) c.integers[key] = static_cast<uint64_t>(config.*size);
   // Only a model with a vocabulary per language has it: the toy tasks' files stay as they were.
   if (config.target_vocab_size != 0)
     c.integers["config.target_vocab_size"] = static_cast<uint64_t>(config.target_vocab_size);
-  c.integers["config.num_hiddens"] = static_cast<uint64_t>(config.num_hiddens);
-  c.integers["config.ffn_num_hiddens"] = static_cast<uint64_t>(config.ffn_num_hiddens);
-  c.integers["config.num_heads"] = static_cast<uint64_t>(config.num_heads);
-  c.integers["config.num_layers"] = static_cast<uint64_t>(config.num_layers);
   c.reals["config.dropout"] = config.dropout;
 }
 
@@ -33,13 +47,9 @@ ModelConfig load_model_config(
                             " is not a model size (1 to " + std::to_string(kMaxModelSize) + ")");
     return static_cast<int64_t>(v);
   };
-  config.vocab_size = size("config.vocab_size");
+  for (const auto& [key, size_member] : kSizes) config.*size_member = size(key);
   if (c.integers.count("config.target_vocab_size"))
     config.target_vocab_size = size("config.target_vocab_size");
-  config.num_hiddens = size("config.num_hiddens");
-  config.ffn_num_hiddens = size("config.ffn_num_hiddens");
-  config.num_heads = size("config.num_heads");
-  config.num_layers = size("config.num_layers");
   config.dropout = c.real("config.dropout");
   try {
     check_model_config(config, SettingNames::checkpoint);
@@ -130,10 +140,10 @@ SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
 
 LoadedModel load_model(
     const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
-  const ModelFile file = read_model_file(path,
-      {"config.vocab_size", "config.target_vocab_size", "config.num_hiddens",
-          "config.ffn_num_hiddens", "config.num_heads", "config.num_layers", "config.num_steps"},
-      {"config.dropout"}, {"config.task", "vocab", "vocab.source", "vocab.target"});
+  std::set<std::string> integers = {"config.target_vocab_size", "config.num_steps"};
+  for (const auto& [key, size] : kSizes) integers.insert(key);
+  const ModelFile file = read_model_file(
+      path, integers, {"config.dropout"}, {"config.task", "vocab", "vocab.source", "vocab.target"});
   const Checkpoint& c = file.entries;
   LoadedModel loaded;
   if (c.strings.count("config.task") && c.string("config.task") == "lm")
