@@ -54,9 +54,7 @@ int main(int argc, char** argv) {
   ag::training::add_whole_number(app, "--threads", threads, "threads of ag's pool");
   app.add_flag("--no-cache", no_cache,
       "recompute the whole context at each step instead of using the key/value cache");
-  app.add_option("--max-memory", max_memory,
-      "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
-      "available)");
+  ag::training::add_max_memory(app, max_memory, "model");
   return ag::training::run_main("ag-generate", app, argc, argv, [&] {
     std::string problem;
     if (prompt.empty())

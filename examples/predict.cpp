@@ -175,9 +175,7 @@ int main(int argc, char** argv) {
   app.add_option("--attention-png", attention_png,
       "translation models: draw the encoder-decoder attention of the (one) sentence into this "
       "PNG");
-  app.add_option("--max-memory", max_memory,
-      "refuse a model whose estimated memory is above this (512M, 4G; default: the memory "
-      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
+  ag::training::add_max_memory(app, max_memory, "model");
   // --help ends with the tokens of MODEL (parsed by then). CLI11 ends a footer function's text
   // with a line break of its own: tokens_help's last one goes.
   app.footer([&] {

@@ -45,6 +45,13 @@ template CLI::Validator whole_number<int>();
 template CLI::Validator whole_number<int64_t>();
 template CLI::Validator whole_number<uint64_t>();
 
+CLI::Option* add_max_memory(CLI::App& app, std::string& value, const std::string& what) {
+  return app.add_option("--max-memory", value,
+      "refuse a " + what +
+          " whose estimated memory is above this (512M, 4G; default: the memory available: "
+          "MemAvailable of /proc/meminfo, within the cgroup's limit)");
+}
+
 void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
   add_whole_number(app, "--steps", o.steps, "training steps");
   add_whole_number(app, "--batch-size", o.batch_size, help.batch_size);
@@ -86,9 +93,7 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
   app.add_flag("--skip-nonfinite-steps", o.skip_nonfinite,
       "skip (do not apply) a step whose loss or gradient norm is NaN or infinite, instead of "
       "stopping the run with exit code 1");
-  app.add_option("--max-memory", o.max_memory,
-      "refuse a run whose estimated memory is above this (512M, 4G; default: the memory "
-      "available: MemAvailable of /proc/meminfo, within the cgroup's limit)");
+  add_max_memory(app, o.max_memory, "run");
 }
 
 namespace {

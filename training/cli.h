@@ -41,6 +41,17 @@ CLI::Option* add_whole_number(
     CLI::App& app, const std::string& name, T& value, const std::string& help) {
   return app.add_option(name, value, help)->check(whole_number<T>())->capture_default_str();
 }
+// The same, within [min, max] (CLI11's Range, after whole_number's check of the text).
+template <class T>
+CLI::Option* add_whole_number(
+    CLI::App& app, const std::string& name, T& value, const std::string& help, T min, T max) {
+  return add_whole_number(app, name, value, help)->check(CLI::Range(min, max));
+}
+
+// --max-memory into `value` (a byte size such as 512M or 4G, parsed by ag::parse_byte_size; ""
+// when not given): the limit above which a program refuses the `what` ("run", "model") whose
+// memory it estimates; without it, the memory available (models/memory_budget.h).
+CLI::Option* add_max_memory(CLI::App& app, std::string& value, const std::string& what);
 
 // What the shared options' help says where programs differ.
 struct RunHelp {
