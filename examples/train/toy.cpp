@@ -117,22 +117,20 @@ void plot_curves(const std::filesystem::path& dir, const std::string& task) {
   viz::LineFigure figure;
   figure.title = "ag-train, task " + task;
   figure.points = true;
-  figure.panels.push_back({.title = "loss (masked cross-entropy per token)",
-      .xlabel = "step",
-      .ylabel = "loss",
-      .curves = {{"train_loss", "training (mean since the previous evaluation)"},
-          {"heldout_loss", "held-out (teacher forcing)"}},
-      .ymin = 0.0,
-      .ymax = std::nullopt,
-      .key = "top right"});
-  figure.panels.push_back({.title = "held-out accuracy",
-      .xlabel = "step",
-      .ylabel = "accuracy",
-      .curves = {{"token_accuracy", "token (teacher forcing)"},
-          {"sequence_accuracy", "exact sequence (greedy decoding)"}},
-      .ymin = 0.0,
-      .ymax = 1.05,
-      .key = "bottom right"});
+  // Both panels: against the step, from 0 up.
+  const viz::LinePanel by_step{.xlabel = "step", .ymin = 0.0};
+  viz::LinePanel loss = by_step, accuracy = by_step;
+  loss.title = "loss (masked cross-entropy per token)";
+  loss.ylabel = "loss";
+  loss.curves = {{"train_loss", "training (mean since the previous evaluation)"},
+      {"heldout_loss", "held-out (teacher forcing)"}};
+  accuracy.title = "held-out accuracy";
+  accuracy.ylabel = "accuracy";
+  accuracy.curves = {{"token_accuracy", "token (teacher forcing)"},
+      {"sequence_accuracy", "exact sequence (greedy decoding)"}};
+  accuracy.ymax = 1.05;
+  accuracy.key = "bottom right";
+  figure.panels = {loss, accuracy};
   viz::plot_csv(csv.string(), png.string(), figure);
   std::printf("wrote %s and %s\n", png.c_str(), csv.c_str());
 }
