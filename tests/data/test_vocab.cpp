@@ -195,7 +195,8 @@ TEST_CASE("Vocab's table finds every token as it grows", "[data][vocab]") {
 
 TEST_CASE("Vocab::serialize refuses a token its deserialize would refuse", "[data][vocab]") {
   using Catch::Matchers::Contains;
-  for (const std::string bad : {std::string("b\0c", 3), std::string("\xff"), std::string("\xc3")}) {
+  for (const std::string& bad :
+      {std::string("b\0c", 3), std::string("\xff"), std::string("\xc3")}) {
     const ag::data::Vocab vocab(std::vector<std::string>{"a", bad, "a"});
     INFO(bad.size());
     CHECK_THROWS_WITH(vocab.serialize(), Contains("Vocab::serialize: token 2"));
