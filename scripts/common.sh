@@ -1,9 +1,18 @@
 # shellcheck shell=bash
-# Shared by scripts/train.sh and scripts/test.sh (sourced, not run).
+# Shared by scripts/format.sh, scripts/test.sh and scripts/train.sh (sourced, not run).
+
+# The script that sourced this file, as an absolute path: its --help reads its header after the
+# cd below, where a relative $0 would no longer lead to it.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+AG_SCRIPT=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 
 # Every script works from the repository root, wherever it is called from.
 AG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$AG_ROOT" || exit 1
+
+# print_usage, parse_options: the command line (scripts/options.sh).
+# shellcheck source=scripts/options.sh
+source "$AG_ROOT/scripts/options.sh"
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
 JOBS=$(nproc)

@@ -6,21 +6,12 @@
 #   scripts/format.sh           format every tracked .cpp and .h file
 #   scripts/format.sh --check   only check
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-check=0
-case "${1:-}" in
-  "") ;;
-  --check) check=1 ;;
-  -h | --help)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-    ;;
-  *)
-    echo "format.sh: unknown argument '$1' (expected nothing or --check)" >&2
-    exit 2
-    ;;
-esac
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare check
+parse_options "$AG_SCRIPT" --check check=1 0 -- "$@"
 
 if ! command -v clang-format-14 >/dev/null; then
   echo "format.sh: clang-format-14 not found; scripts/install-deps.sh installs it" >&2

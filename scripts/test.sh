@@ -12,23 +12,9 @@ set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-sanitize=0
-if (($# > 1)); then
-  echo "test.sh: too many arguments (expected nothing or --sanitize)" >&2
-  exit 2
-fi
-case "${1:-}" in
-  "") ;;
-  --sanitize) sanitize=1 ;;
-  -h | --help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-    ;;
-  *)
-    echo "test.sh: unknown argument '$1' (expected nothing or --sanitize)" >&2
-    exit 2
-    ;;
-esac
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare sanitize
+parse_options "$AG_SCRIPT" --sanitize sanitize=1 0 -- "$@"
 
 # The example's training run: exit code 0, and the final train loss below 10% of the initial one.
 # Prints the run's output; its stdout is also saved to the file $2.
