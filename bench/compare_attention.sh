@@ -12,29 +12,21 @@
 # is read off this table (docs/benchmarks.md, "Tiled attention"). About 4 minutes on 2 cores.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="$(dirname "$here")/build"
-threads=1
-sequences="64 128 256 512 1024"
-rounds=3
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # the repository
+# shellcheck source=scripts/options.sh
+source "$root/scripts/options.sh"  # parse_options, require_built
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --sequences) sequences="$2"; shift 2 ;;
-    --rounds) rounds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare_attention.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare build threads sequences rounds
+parse_options "${BASH_SOURCE[0]}" \
+  --build build "$root/build" \
+  --threads threads 1 \
+  --sequences sequences "64 128 256 512 1024" \
+  --rounds rounds 3 \
+  -- "$@"
 
+require_built "${BASH_SOURCE[0]}" "$build" bench/ag-bench-train
 bench="$build/bench/ag-bench-train"
-if [[ ! -x "$bench" ]]; then
-  echo "compare_attention.sh: $bench not found; build it with" >&2
-  echo "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j --target ag-bench-train" >&2
-  exit 1
-fi
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT

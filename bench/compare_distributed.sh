@@ -41,32 +41,28 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-build="$root/build"
-out="compare_distributed-$(date +%Y%m%d-%H%M%S).jsonl"
-configs="medium"
-steps=()
-repeat=1
-quiet_wait=0
-max_other=""
-from=""
+# shellcheck source=scripts/options.sh
+source "$root/scripts/options.sh"  # parse_options, require_built
 python="${PYTHON:-/usr/bin/python3}"
 mpirun="${MPIRUN:-mpirun}"
 read -r -a mpirun_args <<< "${MPIRUN_ARGS:-}"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --configs) configs="$2"; shift 2 ;;
-    --steps) steps=(--steps "$2"); shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    --quiet-wait) quiet_wait="$2"; shift 2 ;;
-    --max-other) max_other="$2"; shift 2 ;;
-    --from) from="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare_distributed.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare build out configs timed_steps repeat quiet_wait max_other from
+parse_options "${BASH_SOURCE[0]}" \
+  --build build "$root/build" \
+  --out out "compare_distributed-$(date +%Y%m%d-%H%M%S).jsonl" \
+  --configs configs "medium" \
+  --steps timed_steps "" \
+  --repeat repeat 1 \
+  --quiet-wait quiet_wait 0 \
+  --max-other max_other "" \
+  --from from "" \
+  -- "$@"
+steps=()  # the arguments --steps S passes on to every run
+if [[ -n $timed_steps ]]; then
+  steps=(--steps "$timed_steps")
+fi
 for config in $configs; do
   if [[ ! " tiny small medium " == *" $config "* ]]; then
     echo "compare_distributed.sh: --configs: '$config' is not one of tiny small medium" >&2
@@ -125,12 +121,8 @@ print(json.dumps(row), flush=True)
 '
 
 if [[ -z "$from" ]]; then
+  require_built "${BASH_SOURCE[0]}" "$build" bench/ag-bench-train
   bench_ag="$build/bench/ag-bench-train"
-  if [[ ! -x "$bench_ag" ]]; then
-    echo "compare_distributed.sh: $bench_ag not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j2 --target ag-bench-train" >&2
-    exit 1
-  fi
   if ! ldd "$bench_ag" | grep -q 'libmpi\.'; then  # a world of one, which refuses mpirun
     echo "compare_distributed.sh: $bench_ag was built without MPI (CMake did not find" >&2
     echo "  MPI); install libopenmpi-dev and openmpi-bin (scripts/install-deps.sh) and reconfigure" >&2

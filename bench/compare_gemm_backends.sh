@@ -18,33 +18,21 @@
 # re-run cmake to measure them too. Takes about a minute; run it on a quiet machine.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-build="$root/build"
-configs="tiny small medium char-small"
-out="gemm-shapes-$(date +%Y%m%d-%H%M%S)"
-repeats=7
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"  # the repository
+# shellcheck source=scripts/options.sh
+source "$root/scripts/options.sh"  # parse_options, require_built
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --configs) configs="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --repeats) repeats="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare_gemm_backends.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare build configs out repeats
+parse_options "${BASH_SOURCE[0]}" \
+  --build build "$root/build" \
+  --configs configs "tiny small medium char-small" \
+  --out out "gemm-shapes-$(date +%Y%m%d-%H%M%S)" \
+  --repeats repeats 7 \
+  -- "$@"
 
-for program in bench/ag-bench-train bench/ag-bench-lm bench/ag-bench-gemm-backends \
-               bench/libag-gemm-trace.so; do
-  if [[ ! -e "$build/$program" ]]; then
-    echo "compare_gemm_backends.sh: $build/$program not found; build it first:" >&2
-    echo "  cmake --build $build -j2 --target ag-bench-train ag-bench-lm ag-bench-gemm-backends" \
-         "ag-gemm-trace" >&2
-    exit 1
-  fi
-done
+require_built "${BASH_SOURCE[0]}" "$build" bench/ag-bench-train bench/ag-bench-lm \
+  bench/ag-bench-gemm-backends bench/libag-gemm-trace.so
 mkdir -p "$out"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for config in $configs; do

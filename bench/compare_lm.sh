@@ -26,28 +26,21 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-build="$root/build"
-out="compare_lm-$(date +%Y%m%d-%H%M%S).jsonl"
-seeds="0 1 2"
-steps=2000
-threads=1
-generation=1
-from=""
+# shellcheck source=scripts/options.sh
+source "$root/scripts/options.sh"  # parse_options, require_built
 python="${PYTHON:-/usr/bin/python3}"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --seeds) seeds="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --threads) threads="$2"; shift 2 ;;
-    --no-generation) generation=0; shift ;;
-    --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare_lm.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare build out seeds steps threads generation from
+parse_options "${BASH_SOURCE[0]}" \
+  --build build "$root/build" \
+  --out out "compare_lm-$(date +%Y%m%d-%H%M%S).jsonl" \
+  --seeds seeds "0 1 2" \
+  --steps steps 2000 \
+  --threads threads 1 \
+  --no-generation generation=0 1 \
+  --from from "" \
+  -- "$@"
 
 openblas_core="$("$root/scripts/openblas-coretype.sh")"
 if [[ -n "$openblas_core" ]]; then
@@ -55,12 +48,8 @@ if [[ -n "$openblas_core" ]]; then
 fi
 
 if [[ -z "$from" ]]; then
+  require_built "${BASH_SOURCE[0]}" "$build" bench/ag-bench-lm
   bench_ag="$build/bench/ag-bench-lm"
-  if [[ ! -x "$bench_ag" ]]; then
-    echo "compare_lm.sh: $bench_ag not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j --target ag-bench-lm" >&2
-    exit 1
-  fi
   : > "$out"
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}" >&2
   echo "# results -> $out" >&2

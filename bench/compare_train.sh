@@ -41,31 +41,26 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-build="$root/build"
-out="compare_train-$(date +%Y%m%d-%H%M%S).jsonl"
-configs="tiny small medium mha char-small"
-steps=()
-repeat=1
-from=""
-baseline=""
-baseline_backend=""
-baseline_env=()
+# shellcheck source=scripts/options.sh
+source "$root/scripts/options.sh"  # parse_options, require_built
 python="${PYTHON:-/usr/bin/python3}"
 
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --baseline) baseline="$2"; shift 2 ;;
-    --baseline-backend) baseline_backend="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
-    --configs) configs="$2"; shift 2 ;;
-    --steps) steps=(--steps "$2"); shift 2 ;;
-    --repeat) repeat="$2"; shift 2 ;;
-    --from) from="$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "compare_train.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+# The options' variables (parse_options sets them; declared here for shellcheck).
+declare build baseline baseline_backend out configs timed_steps repeat from
+parse_options "${BASH_SOURCE[0]}" \
+  --build build "$root/build" \
+  --baseline baseline "" \
+  --baseline-backend baseline_backend "" \
+  --out out "compare_train-$(date +%Y%m%d-%H%M%S).jsonl" \
+  --configs configs "tiny small medium mha char-small" \
+  --steps timed_steps "" \
+  --repeat repeat 1 \
+  --from from "" \
+  -- "$@"
+steps=()  # the arguments --steps S passes on to every program
+if [[ -n $timed_steps ]]; then
+  steps=(--steps "$timed_steps")
+fi
 
 if ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
   echo "compare_train.sh: --repeat takes a count of at least 1, not '$repeat'" >&2
@@ -77,25 +72,21 @@ if [[ -n "$openblas_core" ]]; then
   export OPENBLAS_CORETYPE="$openblas_core"
 fi
 
+baseline_env=()
 if [[ -n "$baseline_backend" ]]; then
   baseline="$build"
   baseline_env=(env "AG_GEMM_BACKEND=$baseline_backend")
 fi
 
 if [[ -z "$from" ]]; then
-  bench_ag="$build/bench/ag-bench-train"
-  if [[ ! -x "$bench_ag" ]]; then
-    echo "compare_train.sh: $bench_ag not found; build it first:" >&2
-    echo "  cmake -S $root -B $build -DCMAKE_BUILD_TYPE=Release && cmake --build $build -j --target ag-bench-train" >&2
-    exit 1
+  programs=(bench/ag-bench-train)
+  if [[ " $configs " == *" char-small "* ]]; then
+    programs+=(bench/ag-bench-lm)  # char-small's step
   fi
+  require_built "${BASH_SOURCE[0]}" "$build" "${programs[@]}"
+  bench_ag="$build/bench/ag-bench-train"
   if [[ -n "$baseline" && ! -x "$baseline/bench/ag-bench-train" ]]; then
     echo "compare_train.sh: $baseline/bench/ag-bench-train (--baseline) not found" >&2
-    exit 1
-  fi
-  if [[ " $configs " == *" char-small "* && ! -x "$build/bench/ag-bench-lm" ]]; then
-    echo "compare_train.sh: $build/bench/ag-bench-lm (config char-small) not found; build it:" >&2
-    echo "  cmake --build $build -j --target ag-bench-lm" >&2
     exit 1
   fi
   : > "$out"
@@ -112,7 +103,7 @@ if [[ -z "$from" ]]; then
   for config in $configs; do
     # The programs of a config and their arguments: char-small is the language model's pair.
     if [[ $config == char-small ]]; then
-      timed="${steps[1]:-40}"
+      timed="${timed_steps:-40}"
       ag_cmd=("$build/bench/ag-bench-lm" --steps $((timed + 10)) --warmup 10 --no-eval)
       baseline_cmd=("$baseline/bench/ag-bench-lm" --steps $((timed + 10)) --warmup 10 --no-eval)
       torch_cmd=("$here/bench_lm_torch.py" --steps $((timed + 10)) --warmup 10 --no-eval)
