@@ -19,7 +19,8 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   if [[ -x $MAIN_JOB ]]; then
     "$MAIN_JOB" --help
   else
-    echo "$MAIN_JOB is not built yet: scripts/train.sh builds it; docs/training.md lists its options."
+    echo "$MAIN_JOB is not built yet: scripts/train.sh builds it;" \
+         "docs/training.md lists its options."
   fi
   exit 0
 fi
