@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
+#include "data/utf8.h"
 #include "io/file.h"
 
 namespace ag {
@@ -72,7 +74,7 @@ class HeaderReader : public HeaderText<SafetensorsError> {  // JSON: blanks are 
           out += '\t';
           break;
         case 'u':
-          append_utf8(code_point(), out);
+          data::append_utf8(code_point(), out);  // valid: no lone surrogate, ≤ U+10FFFF
           break;
         default:
           fail(std::string("an unknown escape \\") + e + " in a string");
@@ -119,23 +121,6 @@ class HeaderReader : public HeaderText<SafetensorsError> {  // JSON: blanks are 
     const uint32_t second = hex4();
     if (second < 0xDC00 || second > 0xDFFF) fail("a high surrogate without its low half");
     return 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
-  }
-  static void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
   }
 };
 
@@ -346,6 +331,7 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
   Safetensors file;
   std::vector<Entry> entries;
   HeaderReader reader(header, source);
+  std::unordered_set<std::string> names;
   bool has_metadata = false;
   reader.expect("{", "to start the header");
   if (!reader.accept("}")) {
@@ -358,8 +344,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
         file.metadata = read_metadata(reader);
         continue;
       }
-      for (const Entry& e : entries)
-        if (e.name == name) reader.fail("two tensors named \"" + name + "\"");
+      // A set, not a scan of the entries so far: 400 000 names must not cost 8·10^10 compares.
+      if (!names.insert(name).second) reader.fail("two tensors named \"" + name + "\"");
       entries.push_back(read_entry(std::move(name), reader));
     } while (reader.accept(","));
     reader.expect("}", "to end the header");
