@@ -193,10 +193,11 @@ int main(int argc, char** argv) {
     } catch (const ag::ValueError& e) {
       throw ag::training::UsageError(std::string("--max-memory: ") + e.what());
     }
-    if (!attention_png.empty())
-      if (const std::string why = ag::output_file_problem(attention_png, ag::OutputKind::file);
-          !why.empty())
-        throw ag::training::UsageError("--attention-png " + attention_png + ": " + why);
+    // A PNG is written whole and renamed over its path (viz::write_png).
+    if (const std::string why = ag::training::outputs_problem(
+            {{"--attention-png", attention_png, ag::OutputKind::renamed_file}});
+        !why.empty())
+      throw ag::training::UsageError(why);
     // The model's configuration and memory are checked before it is built
     // (models/seq2seq_file.h); a file that cannot be loaded is exit code 1.
     const ag::seq2seq::LoadedModel loaded =

@@ -7,12 +7,14 @@
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/string.hpp>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "autograd/autograd.h"
+#include "autograd/ops.h"
 #include "io/checkpoint_json.h"
 
 namespace ag {
@@ -213,6 +215,24 @@ uint32_t crc32(std::string_view bytes) {
   return static_cast<uint32_t>(crc32_continue(::crc32(0L, Z_NULL, 0), bytes));
 }
 
+void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file) {
+  for (const auto& [name, tensor] : tensors) {
+    const Tensor dense = contiguous(tensor);  // a file's tensors are already
+    const int64_t n = dense.numel();
+    dispatch(dense.dtype(), [&]<typename T>() {
+      const T* x = dense.data<T>();
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(x[i]))
+          throw CheckpointError(file + ": tensor " + name + " holds " +
+                                (std::isnan(x[i]) ? "nan"
+                                    : x[i] > 0    ? "inf"
+                                                  : "-inf") +
+                                " (element " + std::to_string(i) + " of " + std::to_string(n) +
+                                ")");
+    });
+  }
+}
+
 namespace {
 // What the reader would refuse, the writer refuses first: a file that saves must load.
 void check_writable(const Checkpoint& c, CheckpointFormat format) {
@@ -280,43 +300,70 @@ Checkpoint parse_checkpoint_payload(
   }
 }
 
-Checkpoint parse_checkpoint(std::string_view bytes, const std::string& source) {
-  if (bytes.empty()) fail(source, "the file is empty");
-  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+namespace {
+
+// What the 28-byte header says of the payload after it.
+struct Header {
+  CheckpointFormat format;
+  uint64_t payload_bytes;
+  uint32_t crc;
+};
+
+// The header, from the file's first bytes (up to kHeaderSize of them) and the file's size: its
+// magic number, version and encoding, and a payload length that is the rest of the file — checked
+// before the payload is read, so that a file that is no checkpoint costs 28 bytes, not its size.
+Header check_header(std::string_view first_bytes, uint64_t file_size, const std::string& source) {
+  if (file_size == 0) fail(source, "the file is empty");
+  if (first_bytes.size() < sizeof kMagic ||
+      std::memcmp(first_bytes.data(), kMagic, sizeof kMagic) != 0)
     fail(source, "not an ag checkpoint (its first bytes are not ag's magic number)");
-  if (bytes.size() < kHeaderSize)
+  if (file_size < kHeaderSize)
     fail(source,
-        "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 28-byte header");
-  const uint64_t version = get_le(bytes, 8, 4);
+        "truncated: " + std::to_string(file_size) + " bytes, shorter than the 28-byte header");
+  const uint64_t version = get_le(first_bytes, 8, 4);
   if (version != kFormatVersion)
     fail(source, "format version " + std::to_string(version) +
                      " is not supported (this ag reads version " + std::to_string(kFormatVersion) +
                      ")");
-  const uint64_t encoding = get_le(bytes, 12, 4);
+  const uint64_t encoding = get_le(first_bytes, 12, 4);
   if (encoding > 1) fail(source, "unknown payload encoding " + std::to_string(encoding));
-  const uint64_t length = get_le(bytes, 16, 8);
-  const uint64_t present = bytes.size() - kHeaderSize;
+  const uint64_t length = get_le(first_bytes, 16, 8);
+  const uint64_t present = file_size - kHeaderSize;
   if (length != present)
     fail(source,
         (present < length ? "truncated: the header announces " : "damaged: the header announces ") +
             std::to_string(length) + " payload bytes, the file holds " + std::to_string(present));
-  const std::string_view payload = bytes.substr(kHeaderSize);
-  if (file_crc(bytes.substr(8, 16), payload) != static_cast<uint32_t>(get_le(bytes, 24, 4)))
+  return {encoding == 0 ? CheckpointFormat::binary : CheckpointFormat::json, length,
+      static_cast<uint32_t>(get_le(first_bytes, 24, 4))};
+}
+
+// The payload whose header is `first_bytes`, its CRC checked, parsed.
+Checkpoint parse_payload(std::string_view first_bytes, const Header& header,
+    std::string_view payload, const std::string& source) {
+  if (file_crc(first_bytes.substr(8, 16), payload) != header.crc)
     fail(source, "damaged: the CRC-32 of the file does not match the one in its header");
-  return parse_checkpoint_payload(
-      payload, encoding == 0 ? CheckpointFormat::binary : CheckpointFormat::json, source);
+  return parse_checkpoint_payload(payload, header.format, source);
+}
+
+}  // namespace
+
+Checkpoint parse_checkpoint(std::string_view bytes, const std::string& source) {
+  const std::string_view first_bytes = bytes.substr(0, std::min(bytes.size(), kHeaderSize));
+  const Header header = check_header(first_bytes, bytes.size(), source);
+  return parse_payload(first_bytes, header, bytes.substr(kHeaderSize), source);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::exists(path, error) && !std::filesystem::is_regular_file(path, error))
-    fail(path, "not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) fail(path, "read error");
-  return parse_checkpoint(bytes.str(), path);
+  try {
+    const InputFile file(path, "checkpoint");
+    const std::string first_bytes = file.read(0, std::min<uint64_t>(file.size(), kHeaderSize));
+    const Header header = check_header(first_bytes, file.size(), path);
+    return parse_payload(first_bytes, header, file.read(kHeaderSize, header.payload_bytes), path);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const IoError& e) {
+    throw CheckpointError(e.what());  // "checkpoint PATH: ...", as the error type of checkpoints
+  }
 }
 
 SaveResult save_checkpoint(

@@ -98,4 +98,10 @@ Checkpoint parse_checkpoint_payload(
 
 uint32_t crc32(std::string_view bytes);
 
+// Every element of every tensor finite (no NaN, no ±Inf), or a CheckpointError naming `file`, the
+// tensor and the element: "model file m.agm: tensor encoder.blks.0.ffn.dense1.weight holds nan
+// (element 17 of 4096)". A CRC tells a damaged file; this tells weights that were saved broken
+// (a run that diverged), which would otherwise load and produce nothing but NaN.
+void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file);
+
 }  // namespace ag

@@ -32,32 +32,64 @@ bool write_all(int fd, std::string_view bytes) {
 
 }  // namespace
 
-std::string read_whole_file(const std::string& path, const std::string& what) {
-  auto fail = [&](const std::string& problem) -> void {
-    throw IoError(what + " " + path + ": " + problem);
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(std::string("cannot open: ") + std::strerror(errno));
-  std::string bytes;
-  try {
-    struct stat info {};
-    if (::fstat(fd, &info) != 0) fail(std::string("cannot stat: ") + std::strerror(errno));
-    if (!S_ISREG(info.st_mode)) fail("not a regular file (a folder?)");
-    bytes.resize(static_cast<std::size_t>(info.st_size));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(std::string("read failed: ") + std::strerror(errno));
-      if (n == 0) fail("the file shrank while it was read");
-      done += static_cast<std::size_t>(n);
-    }
-  } catch (...) {
-    ::close(fd);
-    throw;
+namespace {
+
+// What a file that is not a regular one is, for the error that refuses it.
+const char* kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
+  // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is refused below); on a
+  // regular file it changes nothing.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) fail(std::string("cannot open: ") + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd_, &info) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    fail(std::string("cannot stat: ") + std::strerror(error));
   }
-  ::close(fd);
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    fail(std::string("not a regular file (") + kind_of(info.st_mode) + ")");
+  }
+  size_ = static_cast<uint64_t>(info.st_size);
+}
+
+InputFile::~InputFile() { ::close(fd_); }
+
+void InputFile::fail(const std::string& problem) const {
+  throw IoError(what_ + " " + path_ + ": " + problem);
+}
+
+std::string InputFile::read(uint64_t offset, uint64_t count) const {
+  if (offset > size_ || count > size_ - offset)
+    fail("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + count) +
+         ") are past the end of the file (" + std::to_string(size_) + " bytes)");
+  std::string bytes(static_cast<std::size_t>(count), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pread(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(std::string("read failed: ") + std::strerror(errno));
+    if (n == 0) fail("the file shrank while it was read");
+    done += static_cast<std::size_t>(n);
+  }
   return bytes;
+}
+
+std::string read_whole_file(const std::string& path, const std::string& what) {
+  const InputFile file(path, what);
+  return file.read(0, file.size());
 }
 
 std::vector<std::string> remove_stale_temp_files(const std::string& path) {
@@ -87,11 +119,36 @@ std::vector<std::string> remove_stale_temp_files(const std::string& path) {
   return removed;
 }
 
-WriteResult write_file_atomically(const std::string& path, std::string_view bytes,
-    const std::string& what, const std::function<void(WritePhase)>& on_phase) {
+std::string atomic_write_target(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
   auto fail = [&](const std::string& problem) -> void {
     throw IoError(what + " " + path + ": " + problem);
   };
+  fs::path target(path);
+  for (int links = 0;; ++links) {
+    struct stat info {};
+    // Missing (or unreachable: the write's own open says why), or a regular file: written there.
+    if (::lstat(target.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return target.string();
+    if (S_ISDIR(info.st_mode)) fail(target.string() + " is a directory");
+    if (!S_ISLNK(info.st_mode))
+      fail(target.string() + " is " + kind_of(info.st_mode) +
+           ", not a regular file (the new file is written beside it and renamed over it, which "
+           "would replace it)");
+    if (links == 40) fail("more than 40 symbolic links to follow (a loop?)");
+    std::error_code error;
+    const fs::path next = fs::read_symlink(target, error);
+    if (error) fail("cannot read the link " + target.string() + ": " + error.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;  // relative to its folder
+  }
+}
+
+WriteResult write_file_atomically(const std::string& path_given, std::string_view bytes,
+    const std::string& what, const std::function<void(WritePhase)>& on_phase) {
+  auto fail = [&](const std::string& problem) -> void {
+    throw IoError(what + " " + path_given + ": " + problem);
+  };
+  // A symbolic link is followed: its target is the file replaced, the link stays.
+  const std::string path = atomic_write_target(path_given, what);
   auto phase = [&](WritePhase p) {
     if (on_phase) on_phase(p);
   };

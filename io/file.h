@@ -15,8 +15,35 @@
 
 namespace ag {
 
-// The bytes of the regular file at `path`. An IoError "WHAT PATH: reason" otherwise (missing, a
-// folder, unreadable); `what` names the format ("safetensors").
+// A file opened for reading, checked before anything is read from it: opened without blocking (the
+// open of a FIFO would otherwise wait for a writer forever), then refused unless it is a regular
+// file — a FIFO, a device, a socket or a folder is an IoError "WHAT PATH: not a regular file (a
+// FIFO)". A reader reads it in parts, each checked against size() first: a format's header, then
+// the body the header declares, so that a file that is not the format costs its header's bytes,
+// not its size.
+class InputFile {
+ public:
+  // `what` names the format in errors ("checkpoint", "safetensors").
+  InputFile(const std::string& path, const std::string& what);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  // Exactly `count` bytes from `offset` (the caller keeps offset + count within size()); an
+  // IoError if they cannot be read or the file shrank since it was opened.
+  std::string read(uint64_t offset, uint64_t count) const;
+  // "WHAT PATH: problem", thrown as an IoError.
+  [[noreturn]] void fail(const std::string& problem) const;
+
+ private:
+  std::string path_, what_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// The bytes of the regular file at `path`, read through InputFile. An IoError "WHAT PATH: reason"
+// otherwise (missing, not a regular file, unreadable); `what` names the format ("safetensors").
 std::string read_whole_file(const std::string& path, const std::string& what);
 
 // The points of an atomic write at which a test may stop the process.
@@ -28,8 +55,16 @@ struct WriteResult {
   std::vector<std::string> removed_temp_files;
 };
 
-// Writes `bytes` to `path` atomically (see above), after removing the stale temporary files of
-// earlier writes to `path`. Throws IoError "WHAT PATH: reason" on any failure, leaving whatever
+// Where an atomic write to `path` lands: `path` itself when it is a regular file or does not exist;
+// for a symbolic link, the file it points to, followed link by link (up to 40) — the link stays a
+// link and its target gets the new bytes. Anything else is refused with an IoError "WHAT PATH: it
+// is a character device, not a regular file: ...": a device, a FIFO, a socket or a folder would
+// be replaced by a regular file (as root, `--checkpoint /dev/null` would replace the system's
+// /dev/null).
+std::string atomic_write_target(const std::string& path, const std::string& what);
+
+// Writes `bytes` to `path` atomically (see above; a symbolic link's target, atomic_write_target),
+// after removing the stale temporary files of earlier writes to it. Throws IoError "WHAT PATH: reason" on any failure, leaving whatever
 // was at `path` untouched. on_phase, if set, is called as the write passes each phase.
 WriteResult write_file_atomically(const std::string& path, std::string_view bytes,
     const std::string& what, const std::function<void(WritePhase)>& on_phase = {});

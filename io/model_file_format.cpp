@@ -60,6 +60,7 @@ ModelFile read_model_file(const std::string& path, const std::set<std::string>& 
 }
 
 void load_model_weights(nn::Module& model, const ModelFile& file, const std::string& path) {
+  check_finite(file.entries.tensors_under("model"), "model file " + path);
   if (file.safetensors)
     load_safetensors(model, *file.safetensors, path);
   else

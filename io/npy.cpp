@@ -182,7 +182,13 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   return out.permute(reversed).contiguous();  // the array's shape, in C order
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_whole_file(path, "npy"), path); }
+Tensor read_npy(const std::string& path) {
+  const InputFile file(path, "npy");
+  // The magic number first: a file that is no .npy costs 6 bytes, not its size.
+  const std::string first_bytes = file.read(0, std::min<uint64_t>(file.size(), kMagic.size()));
+  if (first_bytes != kMagic) parse_npy(first_bytes, path);  // refuses it, as for the whole file
+  return parse_npy(file.read(0, file.size()), path);
+}
 
 std::string serialize_npy(const Tensor& tensor, bool as_int64) {
   if (!tensor.defined()) fail<ValueError>("write_npy: the tensor is undefined");

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "autograd/error.h"
+#include "io/file.h"
+
 namespace ag {
 
 namespace {
@@ -40,8 +43,19 @@ int stat_errno(const fs::path& path, struct stat& info) {
 
 }  // namespace
 
-std::string output_file_problem(const std::string& path_text, OutputKind kind) {
-  if (path_text.empty()) return "the path is empty";
+std::string output_file_problem(const std::string& path_given, OutputKind kind) {
+  if (path_given.empty()) return "the path is empty";
+  std::string path_text = path_given;
+  if (kind == OutputKind::renamed_file) {
+    // The file the rename will replace: a symbolic link's target; a device, FIFO, socket or
+    // folder is refused (write_file_atomically's policy, io/file.h).
+    try {
+      path_text = atomic_write_target(path_given, "output");
+    } catch (const IoError& e) {
+      const std::string message = e.what(), prefix = "output " + path_given + ": ";
+      return message.starts_with(prefix) ? message.substr(prefix.size()) : message;
+    }
+  }
   const fs::path path(path_text);
   struct stat info {};
   const int error = stat_errno(path, info);
@@ -65,13 +79,21 @@ std::string output_file_problem(const std::string& path_text, OutputKind kind) {
     return probe_problem(folder);
   }
   if (kind == OutputKind::renamed_file) return probe_problem(folder);
-  // An existing file written in place: open it for writing, without truncating it.
+  // An existing file written in place: a regular file is opened for writing, without truncating
+  // it; a character device (/dev/null, a terminal) is written through. A FIFO would block the run
+  // until a reader comes, a socket or a block device is no output: refused.
+  if (S_ISFIFO(info.st_mode) || S_ISSOCK(info.st_mode) || S_ISBLK(info.st_mode))
+    return path_text + " is " +
+           (S_ISFIFO(info.st_mode)      ? "a FIFO"
+               : S_ISSOCK(info.st_mode) ? "a socket"
+                                        : "a block device") +
+           ", not a regular file";
   if (S_ISREG(info.st_mode)) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) return "cannot write " + path_text + ": " + std::strerror(errno);
     ::close(fd);
   }
-  return "";  // a device such as /dev/null
+  return "";  // a character device such as /dev/null
 }
 
 std::string output_directory_problem(const std::string& dir_text) {

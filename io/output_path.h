@@ -14,13 +14,16 @@
 namespace ag {
 
 enum class OutputKind {
-  file,          // written in place (opened, truncated or appended): the file must be writable
-  renamed_file,  // written to a temporary file beside it, then renamed over it (checkpoints):
-                 // the folder must be writable
+  file,          // written in place (opened, truncated or appended: a log): the file must be
+                 // writable; a character device such as /dev/null is written through
+  renamed_file,  // written whole to a temporary file beside it, then renamed over it (checkpoints,
+                 // model files, PNGs): the folder must be writable, and the path a regular file,
+                 // a missing one or a symbolic link to one (io/file.h, atomic_write_target)
 };
 
 // Why `path` cannot be written as `kind` — "cannot create files in out: Permission denied",
-// "out is a directory", "the folder x does not exist" — or "" if it can.
+// "out is a directory", "the folder x does not exist", "f is a FIFO, not a regular file" — or ""
+// if it can (docs/checkpoints.md, "Output paths").
 std::string output_file_problem(const std::string& path, OutputKind kind = OutputKind::file);
 
 // Why files cannot be written into the folder `dir`, created (with its parents) if missing — or

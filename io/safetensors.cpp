@@ -314,22 +314,34 @@ std::map<std::string, Tensor> Safetensors::as_map() const {
   return {tensors.begin(), tensors.end()};
 }
 
-Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    refuse(source, std::to_string(bytes.size()) + " bytes, too short for the 8-byte header length");
+namespace {
+
+// The header's length, from the file's first 8 bytes (fewer if it is shorter) and its size: within
+// 100 MB and within the file.
+uint64_t header_length(
+    std::string_view first_bytes, uint64_t file_size, const std::string& source) {
+  if (file_size < 8)
+    refuse(source, std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   uint64_t header_bytes;
-  std::memcpy(&header_bytes, bytes.data(), 8);
+  std::memcpy(&header_bytes, first_bytes.data(), 8);
   if (header_bytes > kMaxHeaderBytes)
     refuse(source, "the header length " + std::to_string(header_bytes) + " is over 100 MB");
-  if (header_bytes > bytes.size() - 8)
+  if (header_bytes > file_size - 8)
     refuse(source, "the header length " + std::to_string(header_bytes) + " runs past the file (" +
-                       std::to_string(bytes.size()) + " bytes)");
-  const std::string_view header = bytes.substr(8, header_bytes);
-  const std::string_view data = bytes.substr(8 + header_bytes);
+                       std::to_string(file_size) + " bytes)");
+  return header_bytes;
+}
 
-  // 1. The header, every entry checked; nothing allocated but the header's own strings.
-  Safetensors file;
+// The header parsed and every entry checked against the data part's size (`data_bytes`, the
+// file after the header), before any of the data is read: the metadata, and the entries.
+struct Header {
+  std::map<std::string, std::string> metadata;
   std::vector<Entry> entries;
+};
+Header parse_header(std::string_view header, uint64_t data_bytes, const std::string& source) {
+  // 1. The header, every entry checked; nothing allocated but the header's own strings.
+  Header file;
+  std::vector<Entry>& entries = file.entries;
   HeaderReader reader(header, source);
   std::unordered_set<std::string> names;
   bool has_metadata = false;
@@ -358,9 +370,8 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
                              shape_str(e.shape) + ", data_offsets [" + std::to_string(e.begin) +
                              ", " + std::to_string(e.end) + "])";
     if (e.begin > e.end) refuse(source, what + ": begin is after end");
-    if (e.end > data.size())
-      refuse(
-          source, what + ": runs past the file's " + std::to_string(data.size()) + " data bytes");
+    if (e.end > data_bytes)
+      refuse(source, what + ": runs past the file's " + std::to_string(data_bytes) + " data bytes");
     const std::optional<uint64_t> expected = byte_size(e.shape, e.dtype->bytes);
     if (!expected) refuse(source, what + ": the shape is too large (over 2^63 bytes)");
     if (*expected != e.end - e.begin)
@@ -382,18 +393,40 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source)
                          ") belong to no tensor (a gap before \"" + e->name + "\")");
     covered = e->end;
   }
-  if (covered != data.size())
-    refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(data.size()) +
+  if (covered != data_bytes)
+    refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(data_bytes) +
                        ") after the last tensor belong to no tensor");
 
-  // 4. Only now the tensors, each within the bytes the file holds.
-  for (const Entry& e : entries)
+  return file;
+}
+
+// 4. Only now the tensors, each within the bytes the file holds.
+Safetensors load_tensors(Header header, std::string_view data, const std::string& source) {
+  Safetensors file;
+  file.metadata = std::move(header.metadata);
+  for (const Entry& e : header.entries)
     file.tensors.emplace_back(e.name, load_entry(e, data.data(), source));
   return file;
 }
 
+}  // namespace
+
+Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
+  const uint64_t header_bytes = header_length(bytes.substr(0, 8), bytes.size(), source);
+  const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
+  Header header = parse_header(bytes.substr(8, header_bytes), data_bytes, source);
+  return load_tensors(std::move(header), bytes.substr(8 + header_bytes), source);
+}
+
+// The header read and checked first, then the data part: a file that is no safetensors file costs
+// its first 8 bytes, or its header, not its size.
 Safetensors read_safetensors(const std::string& path) {
-  return parse_safetensors(read_whole_file(path, "safetensors"), path);
+  const InputFile file(path, "safetensors");
+  const uint64_t header_bytes =
+      header_length(file.read(0, std::min<uint64_t>(file.size(), 8)), file.size(), path);
+  const uint64_t data_bytes = file.size() - 8 - header_bytes;
+  Header header = parse_header(file.read(8, header_bytes), data_bytes, path);
+  return load_tensors(std::move(header), file.read(8 + header_bytes, data_bytes), path);
 }
 
 std::string serialize_safetensors(const std::vector<std::pair<std::string, Tensor>>& tensors,

@@ -110,6 +110,14 @@ std::string thread_budget_problem(int threads, bool oversubscribe) {
 
 }  // namespace
 
+std::string outputs_problem(std::initializer_list<OutputOption> outputs) {
+  for (const OutputOption& output : outputs)
+    if (!output.path.empty())
+      if (const std::string why = output_file_problem(output.path, output.kind); !why.empty())
+        return std::string(output.option) + " " + output.path + ": " + why;
+  return "";
+}
+
 std::string run_options_problem(RunOptions& o) {
   std::string problem;
   if (o.steps <= 0)
@@ -155,12 +163,11 @@ std::string run_options_problem(RunOptions& o) {
   }
   // Every output, checked before the run starts (nothing is created or truncated here): a path
   // that cannot be written fails now, not after the training it would have saved.
-  for (const auto& [option, path, kind] :
-      {std::tuple{"--checkpoint", o.checkpoint, OutputKind::renamed_file},
-          std::tuple{"--loss-log", o.loss_log, OutputKind::file}})
-    if (!path.empty())
-      if (const std::string why = output_file_problem(path, kind); !why.empty())
-        return std::string(option) + " " + path + ": " + why;
+  if (const std::string problem =
+          outputs_problem({{"--checkpoint", o.checkpoint, OutputKind::renamed_file},
+              {"--loss-log", o.loss_log, OutputKind::file}});
+      !problem.empty())
+    return problem;
   if (o.warmup == 0) o.warmup = std::max<int64_t>(1, std::min<int64_t>(200, o.steps / 10));
   return "";
 }

@@ -12,11 +12,13 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 
 #include "autograd/error.h"
 #include "distributed/distributed.h"
+#include "io/output_path.h"
 #include "training/run.h"
 
 namespace ag::training {
@@ -69,6 +71,16 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
 // chunks, the checkpoint options, --max-memory (which sets o.memory_limit) and the output paths
 // (--checkpoint, --loss-log). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
 std::string run_options_problem(RunOptions& o);
+
+// An output file an option names: "" when it is not asked for; `kind` says how it is written.
+struct OutputOption {
+  const char* option;  // "--checkpoint"
+  const std::string& path;
+  OutputKind kind;
+};
+// The first output that cannot be written, as "<option> <path>: <why>" (io/output_path.h's
+// output_file_problem), or "": checked before a run starts, nothing created or truncated.
+std::string outputs_problem(std::initializer_list<OutputOption> outputs);
 
 // What a training program's main does first, before it parses anything: Ctrl-C's policy
 // (interrupt.h) before any thread starts, then MPI under mpirun (a world of one otherwise), with

@@ -115,6 +115,9 @@ void Run::start(const std::optional<Checkpoint>& resumed) {
     // Everything the next step depends on: weights, the optimizer's moments and step counts, the
     // schedule's position, the dropout generator and the data's position.
     Layout file = Layout::reader(*resumed, o_.resume);
+    // Weights or moments that are NaN or infinite would only train NaN: refused, by name.
+    check_finite(resumed->tensors_under("model"), "checkpoint " + o_.resume);
+    check_finite(resumed->tensors_under("optimizer"), "checkpoint " + o_.resume);
     model_.load_state_dict(resumed->tensors_under("model"));
     optimizer_.load_state_dict(get_optimizer_state(*resumed, "optimizer"));
     int64_t step = 0, scheduler_step = 0;

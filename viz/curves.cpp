@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/file.h"
+
 extern char** environ;
 
 namespace ag::viz {
@@ -28,9 +30,7 @@ void write_csv(const std::string& path, const std::vector<std::string>& header,
     if (column.size() != columns[0].size())
       fail<ShapeError>("write_csv: columns of ", columns[0].size(), " and ", column.size(),
           " rows ('", path, "')");
-  std::ofstream out(path, std::ios::trunc);
-  if (!out)
-    throw IoError("write_csv: cannot open '" + path + "' for writing: " + std::strerror(errno));
+  std::ostringstream out;  // written whole and atomically below (io/file.h)
   for (std::size_t c = 0; c < header.size(); ++c) out << (c ? "," : "") << header[c];
   out << '\n';
   char buffer[32];
@@ -41,8 +41,7 @@ void write_csv(const std::string& path, const std::vector<std::string>& header,
     }
     out << '\n';
   }
-  out.close();
-  if (!out) throw IoError("write_csv: writing '" + path + "' failed");
+  write_file_atomically(path, out.str(), "write_csv:");
 }
 
 namespace {
@@ -161,13 +160,7 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
     gp << "\n";
   }
   if (panels > 1 || !figure.title.empty()) gp << "unset multiplot\n";
-  {
-    std::ofstream out(script_path, std::ios::trunc);
-    out << gp.str();
-    out.close();
-    if (!out)
-      throw IoError("plot_csv: cannot write the gnuplot script '" + script_path.string() + "'");
-  }
+  write_file_atomically(script_path.string(), gp.str(), "plot_csv: the gnuplot script");
   // A picture left by an earlier run must not pass for this one's.
   std::error_code error;
   fs::remove(png, error);

@@ -3,6 +3,9 @@
 #include <png.h>
 
 #include <cstring>
+#include <string>
+
+#include "io/file.h"
 
 namespace ag::viz {
 
@@ -65,12 +68,23 @@ void write_png(
   image.width = static_cast<png_uint_32>(width);
   image.height = static_cast<png_uint_32>(height);
   image.format = PNG_FORMAT_RGB;
-  if (!png_image_write_to_file(
-          &image, path.c_str(), 0, rgb.data(), static_cast<png_int_32>(3 * width), nullptr)) {
+  // Encoded in memory, then written atomically (io/file.h): libpng's own file writer truncates the
+  // path first and deletes it when a write fails — an earlier picture, or /dev/null as root.
+  const auto stride = static_cast<png_int_32>(3 * width);
+  png_alloc_size_t bytes = 0;
+  std::string encoded;
+  if (png_image_write_to_memory(&image, nullptr, &bytes, 0, rgb.data(), stride, nullptr)) {
+    encoded.resize(bytes);
+    if (!png_image_write_to_memory(&image, encoded.data(), &bytes, 0, rgb.data(), stride, nullptr))
+      bytes = 0;
+  }
+  if (bytes == 0 || image.warning_or_error > 1) {
     const std::string reason = image.message;
     png_image_free(&image);
-    throw IoError("write_png: cannot write '" + path + "': " + reason);
+    throw IoError("write_png: cannot encode '" + path + "': " + reason);
   }
+  encoded.resize(bytes);
+  write_file_atomically(path, encoded, "write_png:");
 }
 
 void write_png(const std::string& path, const Image& image) {

@@ -148,17 +148,27 @@ Options default_options() {
 // fresh data), for 4000 steps — what ends within 5 minutes on one thread and samples mostly real
 // English words (docs/training.md, "The default --task lm run"). The output layer is tied to the
 // embedding (LMOptions::tie_weights).
+// The model sizes a task starts from: D, the FFN's width, heads, layers.
+struct ModelSizes {
+  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers;
+};
+void size_defaults(const CLI::App& app, Options& o, const ModelSizes& sizes) {
+  auto unset = [&](const char* option) { return app.count(option) == 0; };
+  if (unset("--num-hiddens")) o.model.num_hiddens = sizes.num_hiddens;
+  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = sizes.ffn_num_hiddens;
+  if (unset("--heads")) o.model.num_heads = sizes.num_heads;
+  if (unset("--layers")) o.model.num_layers = sizes.num_layers;
+}
+
 void lm_defaults(const CLI::App& app, Options& o) {
   auto unset = [&](const char* option) { return app.count(option) == 0; };
+  size_defaults(
+      app, o, {.num_hiddens = 128, .ffn_num_hiddens = 512, .num_heads = 4, .num_layers = 2});
   if (unset("--steps")) o.run.steps = 4000;
   if (unset("--batch-size")) o.run.batch_size = 16;
   if (unset("--lr")) o.run.lr = 1e-3;
   if (unset("--warmup"))
     o.run.warmup = std::min<int64_t>(100, std::max<int64_t>(1, o.run.steps / 10));
-  if (unset("--num-hiddens")) o.model.num_hiddens = 128;
-  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = 512;
-  if (unset("--heads")) o.model.num_heads = 4;
-  if (unset("--layers")) o.model.num_layers = 2;
   if (unset("--eval-every")) o.run.eval_every = 1000;
 }
 
@@ -167,10 +177,8 @@ void lm_defaults(const CLI::App& app, Options& o) {
 // load_data_nmt) for every option the command line does not give.
 void translate_defaults(const CLI::App& app, Options& o) {
   auto unset = [&](const char* option) { return app.count(option) == 0; };
-  if (unset("--num-hiddens")) o.model.num_hiddens = 32;
-  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = 64;
-  if (unset("--heads")) o.model.num_heads = 4;
-  if (unset("--layers")) o.model.num_layers = 2;
+  size_defaults(
+      app, o, {.num_hiddens = 32, .ffn_num_hiddens = 64, .num_heads = 4, .num_layers = 2});
   if (unset("--dropout")) o.model.dropout = 0.1;
   if (unset("--lr")) o.run.lr = 0.005;
   if (unset("--schedule")) o.run.schedule = "constant";
@@ -309,12 +317,11 @@ std::string options_problem(const CLI::App& app, Options& o) {
   }
   if (o.run.resume.empty() && !translate && !lm)
     if (const std::string problem = ag_train::toy_size_problem(o); !problem.empty()) return problem;
-  for (const auto& [option, path, kind] :
-      {std::tuple{"--save-model", o.save_model, OutputKind::renamed_file},
-          std::tuple{"--attention-png", o.attention_png, OutputKind::file}})
-    if (!path.empty())
-      if (const std::string why = output_file_problem(path, kind); !why.empty())
-        return std::string(option) + " " + path + ": " + why;
+  if (const std::string problem =
+          training::outputs_problem({{"--save-model", o.save_model, OutputKind::renamed_file},
+              {"--attention-png", o.attention_png, OutputKind::renamed_file}});
+      !problem.empty())
+    return problem;
   if (!o.curves_dir.empty())
     if (const std::string why = output_directory_problem(o.curves_dir); !why.empty())
       return "--curves-dir " + o.curves_dir + ": " + why;

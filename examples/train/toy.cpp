@@ -118,7 +118,9 @@ void plot_curves(const std::filesystem::path& dir, const std::string& task) {
   figure.title = "ag-train, task " + task;
   figure.points = true;
   // Both panels: against the step, from 0 up.
-  const viz::LinePanel by_step{.xlabel = "step", .ymin = 0.0};
+  viz::LinePanel by_step;
+  by_step.xlabel = "step";
+  by_step.ymin = 0.0;
   viz::LinePanel loss = by_step, accuracy = by_step;
   loss.title = "loss (masked cross-entropy per token)";
   loss.ylabel = "loss";

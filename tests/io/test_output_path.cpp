@@ -4,6 +4,7 @@
 // file, a missing folder, /proc.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/file.h"
 #include "io/output_path.h"
 #include "tests/temp_folder.h"
 
@@ -79,4 +81,55 @@ TEST_CASE("an output that cannot be written is refused with the system's reason"
       output_directory_problem("/proc/ag-test-curves"), Contains("cannot create files in /proc: "));
   CHECK(names_in(folder.path) == std::vector<std::string>{"plain"});
   CHECK(read(plain) == "a regular file");
+}
+
+TEST_CASE(
+    "a path that is not a regular file: written through, followed, or refused", "[io][output]") {
+  // The policy (docs/checkpoints.md, "Output paths"): a file written whole (renamed_file: a
+  // checkpoint, a model, a picture) replaces only a regular file, following a symbolic link to it;
+  // a file written in place (file: a log) may also be a character device such as /dev/null.
+  TempFolder folder;
+  const std::string fifo = folder.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(output_file_problem(fifo, OutputKind::file) == fifo + " is a FIFO, not a regular file");
+  CHECK_THAT(output_file_problem(fifo, OutputKind::renamed_file),
+      Contains(fifo + " is a FIFO, not a regular file (the new file is written beside it"));
+  CHECK(output_file_problem("/dev/null", OutputKind::file).empty());
+  CHECK_THAT(output_file_problem("/dev/null", OutputKind::renamed_file),
+      Contains("/dev/null is a character device, not a regular file"));
+  // The atomic writer itself refuses them, and leaves them as they were.
+  CHECK_THROWS_WITH(write_file_atomically("/dev/null", "x", "checkpoint"),
+      Contains("checkpoint /dev/null: /dev/null is a character device, not a regular file"));
+  CHECK_THROWS_WITH(write_file_atomically(fifo, "x", "checkpoint"), Contains("is a FIFO"));
+  struct stat info {};
+  REQUIRE(::stat("/dev/null", &info) == 0);
+  CHECK(S_ISCHR(info.st_mode));
+  REQUIRE(::lstat(fifo.c_str(), &info) == 0);
+  CHECK(S_ISFIFO(info.st_mode));
+
+  // A symbolic link, to a file or through a chain of links (one relative, one dangling): the link
+  // stays a link, the file it leads to gets the new bytes.
+  const std::string target = folder.file("run.agc"), link = folder.file("latest.agc");
+  std::ofstream(target) << "old";
+  fs::create_symlink("run.agc", link);  // relative to the link's folder
+  CHECK(output_file_problem(link, OutputKind::renamed_file).empty());
+  write_file_atomically(link, "new", "checkpoint");
+  CHECK(fs::is_symlink(link));
+  CHECK(read(target) == "new");
+  const std::string chain = folder.file("chain"), dangling = folder.file("dangling");
+  fs::create_symlink(link, chain);
+  fs::create_symlink(folder.file("sub-missing"), dangling);
+  write_file_atomically(chain, "newer", "checkpoint");
+  CHECK(read(target) == "newer");
+  write_file_atomically(dangling, "created", "checkpoint");
+  CHECK(fs::is_symlink(dangling));
+  CHECK(read(folder.file("sub-missing")) == "created");
+  // A link to a device is refused like the device; a loop of links is refused.
+  fs::create_symlink("/dev/null", folder.file("to-null"));
+  CHECK_THAT(output_file_problem(folder.file("to-null"), OutputKind::renamed_file),
+      Contains("/dev/null is a character device"));
+  fs::create_symlink(folder.file("loop-b"), folder.file("loop-a"));
+  fs::create_symlink(folder.file("loop-a"), folder.file("loop-b"));
+  CHECK_THROWS_WITH(write_file_atomically(folder.file("loop-a"), "x", "checkpoint"),
+      Contains("more than 40 symbolic links to follow"));
 }

@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "io/safetensors.h"
 #include "models/memory_budget.h"
@@ -127,4 +130,38 @@ TEST_CASE("a .safetensors model file: PyTorch's names, the configuration as meta
   CHECK_THROWS_WITH(load_model(rewritten("config.dropout", "")), Contains("is not a number"));
   CHECK_THROWS_WITH(load_model(rewritten("vocab", "<pad> <bos> <eos> a b")),
       Contains("its vocabulary \"<pad> <bos> <eos> a b\" is not task 'reverse''s"));
+}
+
+TEST_CASE(
+    "a model file whose weights are not finite is refused, naming the tensor", "[models][files]") {
+  // A run that diverged can save NaN weights; loaded, they would decode garbage with exit 0.
+  TempFolder folder;
+  const ModelConfig config{.vocab_size = 20,
+      .num_hiddens = 16,
+      .ffn_num_hiddens = 32,
+      .num_heads = 2,
+      .num_layers = 1,
+      .dropout = 0.0};
+  manual_seed(0);
+  auto model = make_transformer(config);
+  const std::string weight = "decoder.blks.0.ffn.dense1.weight";  // (32, 16)
+  for (const auto& [value, shown] :
+      {std::pair{std::nan(""), "nan"}, std::pair{HUGE_VAL, "inf"}, std::pair{-HUGE_VAL, "-inf"}}) {
+    const Tensor w = model->state_dict().at(weight);
+    std::vector<double> values;
+    for (const float v : w.to_vector<float>()) values.push_back(v);
+    values[21] = value;  // element 21: row 1, column 5
+    auto state = model->state_dict();
+    state[weight] = tensor(values, w.shape());
+    auto broken = make_transformer(config);
+    broken->load_state_dict(state);
+    for (const std::string file : {"broken.agm", "broken.safetensors"}) {
+      const std::string path = (folder.path / file).string();
+      save_model(path, *broken, "reverse", config);
+      CHECK_THROWS_AS(load_model(path), CheckpointError);
+      CHECK_THROWS_WITH(load_model(path),
+          Contains("model file " + path) &&
+              Contains("tensor " + weight + " holds " + shown + " (element 21 of 512)"));
+    }
+  }
 }

@@ -3,6 +3,7 @@
 // with every piece of state resumes with each piece restored.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 
 #include "autograd/ops.h"
@@ -217,4 +218,15 @@ TEST_CASE("a run that already finished, or a step counter beyond the run, is ref
   c.integers["step"] = 1;
   c.integers["scheduler.step"] = 1000000000000;
   CHECK_THROWS_WITH(again.start(c), Contains("scheduler.step is 1000000000000, outside 0-4"));
+  c.integers["scheduler.step"] = 1;
+  // Weights or moments that are not finite (a run saved after it diverged) are refused by name.
+  Checkpoint broken = c;
+  broken.tensors["model.weight"] = tensor({0.5, std::nan(""), 1, 2}, {2, 2});
+  CHECK_THROWS_AS(again.start(broken), CheckpointError);
+  CHECK_THROWS_WITH(again.start(broken),
+      Contains("checkpoint " + o.checkpoint + ": tensor weight holds nan (element 1 of 4)"));
+  broken = c;
+  broken.tensors["optimizer.state.0.exp_avg"] = full({2, 2}, -HUGE_VAL);  // Adam's first moment
+  CHECK_THROWS_WITH(
+      again.start(broken), Contains(": tensor state.0.exp_avg holds -inf (element 0 of 4)"));
 }
