@@ -139,6 +139,10 @@ double activation_numbers(const nn::LanguageModelConfig& c, double B) {
 }
 }  // namespace
 
+double estimate_text_bytes(uint64_t text_bytes, Tokenizer tokenizer) {
+  return static_cast<double>(text_bytes) * (tokenizer == Tokenizer::chars ? 12.0 : 16.0);
+}
+
 MemoryEstimate estimate_training_bytes(
     const nn::LanguageModelConfig& c, int64_t batch_size, int64_t eval_batch, bool checkpoints) {
   const double P = static_cast<double>(parameter_count(c));

@@ -43,6 +43,7 @@ std::string MemoryEstimate::describe() const {
   part("activations", activations);
   part("evaluation", evaluation);
   part("saving", saving);
+  part("data", data);
   return format_bytes(total()) + " (" + parts + ")";
 }
 

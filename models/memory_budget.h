@@ -12,8 +12,9 @@ namespace ag {
 // An estimate of the memory a run takes, part by part, in bytes.
 struct MemoryEstimate {
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, evaluation = 0, saving = 0;
+  double data = 0;  // the inputs read and made into batches: a text, sentence pairs, vocabularies
   double total() const {
-    return weights + gradients + optimizer + activations + evaluation + saving;
+    return weights + gradients + optimizer + activations + evaluation + saving + data;
   }
   // "2.7 GiB (weights 12 MiB, gradients …, Adam moments …, activations …, …)": the parts above 0.
   std::string describe() const;

@@ -74,6 +74,10 @@ double weight_bytes(const ModelConfig& c) {
 
 }  // namespace
 
+double estimate_pairs_bytes(uint64_t bytes, uint64_t lines) {
+  return 16.0 * static_cast<double>(bytes) + 512.0 * static_cast<double>(lines);
+}
+
 MemoryEstimate estimate_training_bytes(const ModelConfig& c, int64_t batch_size,
     int64_t source_steps, int64_t target_steps, int64_t eval_size, bool checkpoints) {
   const double P = static_cast<double>(parameter_count(c)), S = static_cast<double>(source_steps),

@@ -82,24 +82,42 @@ void describe_lm(training::Layout& file, Options& o, const LMData* d = nullptr) 
   for (std::string line; std::getline(lines, line);) o.lm.text.push_back(line);
 }
 
-LMData read_lm_data(const LMOptions& lmo) {
+LMData read_lm_data(const LMOptions& lmo, const training::RunOptions& run) {
   LMData d;
   d.tokenizer = lm::parse_tokenizer(lmo.tokenizer, "--tokenizer");
   const data::TextCorpus corpus =
       lmo.text.empty() ? data::read_fortunes() : data::read_text_files(lmo.text);
   for (const std::string& file : corpus.files) d.sources += file + "\n";
   d.files = static_cast<int64_t>(corpus.files.size());
+  // What tokenizing it will take, before it starts (the model's memory is checked once the
+  // vocabulary's size is known).
+  check_memory({.data = lm::estimate_text_bytes(corpus.text.size(), d.tokenizer)}, run.memory_limit,
+      "reading the text (" + format_bytes(static_cast<double>(corpus.text.size())) + " in " +
+          std::to_string(d.files) + " file" + (d.files == 1 ? "" : "s") + ", " + lmo.tokenizer +
+          " tokens)",
+      run.memory_limit_source);
   d.crc = crc32(corpus.text);
   d.characters = static_cast<int64_t>(data::count_code_points(corpus.text));
   // nanoGPT's n = len(data); train = data[:int(n*0.9)]; val = data[int(n*0.9):] — on characters,
   // before tokenizing, so that no token straddles the split.
   const auto [train_text, validation_text] = lm::split_text(corpus.text, 0.9);
-  const lm::TokenizedText train = lm::tokenize(train_text, d.tokenizer);
-  const lm::TokenizedText validation = lm::tokenize(validation_text, d.tokenizer);
-  d.vocab = data::Vocab(train.tokens);  // <unk> and the training split's tokens
-  d.train_ids = d.vocab.ids(train.tokens);
-  d.validation_ids = d.vocab.ids(validation.tokens);
-  d.validation_characters = validation.characters;
+  if (d.tokenizer == lm::Tokenizer::chars) {
+    // Characters straight to ids, without a string per character (40 bytes each, for a token of
+    // one or two bytes): the same vocabulary, in the same order, and the same ids.
+    data::TokenCounter counter;
+    counter.add_chars(train_text);
+    d.vocab = data::Vocab(counter);  // <unk> and the training split's characters
+    d.train_ids = d.vocab.char_ids(train_text);
+    d.validation_ids = d.vocab.char_ids(validation_text);
+    // (validation_characters stays empty: a token is one character)
+  } else {
+    const lm::TokenizedText train = lm::tokenize(train_text, d.tokenizer);
+    const lm::TokenizedText validation = lm::tokenize(validation_text, d.tokenizer);
+    d.vocab = data::Vocab(train.tokens);  // <unk> and the training split's words
+    d.train_ids = d.vocab.ids(train.tokens);
+    d.validation_ids = d.vocab.ids(validation.tokens);
+    d.validation_characters = validation.characters;
+  }
   for (int64_t id : d.validation_ids) d.unknown_validation_tokens += id == d.vocab.unk();
   const int64_t T = lmo.block_size;
   for (const auto& [split, ids] :
@@ -116,12 +134,15 @@ LMData read_lm_data(const LMOptions& lmo) {
 LMData lm_data(const Options& o, const std::optional<Checkpoint>& resumed) {
   LMData d;
   try {
-    d = read_lm_data(o.lm);
+    d = read_lm_data(o.lm, o.run);
     const nn::LanguageModelConfig config = lm_config(o, d.vocab.size());
     lm::check_config(config, /*options=*/true);
-    check_memory(
-        lm::estimate_training_bytes(config, o.run.batch_size, 32, !o.run.checkpoint.empty()),
-        o.run.memory_limit,
+    MemoryEstimate estimate =
+        lm::estimate_training_bytes(config, o.run.batch_size, 32, !o.run.checkpoint.empty());
+    // the ids the run keeps: 8 bytes a token (and a character count a word token)
+    estimate.data = 8.0 * static_cast<double>(d.train_ids.size() + d.validation_ids.size() +
+                                              d.validation_characters.size());
+    check_memory(estimate, o.run.memory_limit,
         "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +
             std::to_string(config.num_layers) + ", --block-size " +
             std::to_string(config.block_size) + ", --batch-size " +

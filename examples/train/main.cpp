@@ -142,31 +142,33 @@ Options default_options() {
   return o;
 }
 
-// The defaults of --task lm where the command line gives none: the issue's char-small model
-// (D 128, 4 heads, FFN 512, block 64, AdamW lr 1e-3, 100 warm-up steps, then cosine to lr/10)
-// with 2 blocks instead of 4, batch 16 instead of 32 and no dropout (every window is almost
-// fresh data), for 4000 steps — what ends within 5 minutes on one thread and samples mostly real
-// English words (docs/training.md, "The default --task lm run"). The output layer is tied to the
-// embedding (LMOptions::tie_weights).
-// The model sizes a task starts from: D, the FFN's width, heads, layers.
-struct ModelSizes {
-  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers;
+// What a task starts from where the command line gives no value: the model's sizes, the steps,
+// the batch and the learning rate (each task then has a few of its own).
+struct TaskDefaults {
+  int64_t num_hiddens, ffn_num_hiddens, num_heads, num_layers;  // D, the FFN's width, H, L
+  int64_t steps, batch_size;
+  double lr;
 };
-void size_defaults(const CLI::App& app, Options& o, const ModelSizes& sizes) {
+void apply_defaults(const CLI::App& app, Options& o, const TaskDefaults& d) {
   auto unset = [&](const char* option) { return app.count(option) == 0; };
-  if (unset("--num-hiddens")) o.model.num_hiddens = sizes.num_hiddens;
-  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = sizes.ffn_num_hiddens;
-  if (unset("--heads")) o.model.num_heads = sizes.num_heads;
-  if (unset("--layers")) o.model.num_layers = sizes.num_layers;
+  if (unset("--num-hiddens")) o.model.num_hiddens = d.num_hiddens;
+  if (unset("--ffn-num-hiddens")) o.model.ffn_num_hiddens = d.ffn_num_hiddens;
+  if (unset("--heads")) o.model.num_heads = d.num_heads;
+  if (unset("--layers")) o.model.num_layers = d.num_layers;
+  if (unset("--steps")) o.run.steps = d.steps;
+  if (unset("--batch-size")) o.run.batch_size = d.batch_size;
+  if (unset("--lr")) o.run.lr = d.lr;
 }
 
+// The defaults of --task lm: the issue's char-small model (D 128, 4 heads, FFN 512, block 64,
+// AdamW lr 1e-3, 100 warm-up steps, then cosine to lr/10) with 2 blocks instead of 4, batch 16
+// instead of 32 and no dropout (every window is almost fresh data), for 4000 steps — what ends
+// within 5 minutes on one thread and samples mostly real English words (docs/training.md, "The
+// default --task lm run"). The output layer is tied to the embedding (LMOptions::tie_weights).
 void lm_defaults(const CLI::App& app, Options& o) {
+  //                      D    FFN  H  L  steps  batch  lr
+  apply_defaults(app, o, {128, 512, 4, 2, 4000, 16, 1e-3});
   auto unset = [&](const char* option) { return app.count(option) == 0; };
-  size_defaults(
-      app, o, {.num_hiddens = 128, .ffn_num_hiddens = 512, .num_heads = 4, .num_layers = 2});
-  if (unset("--steps")) o.run.steps = 4000;
-  if (unset("--batch-size")) o.run.batch_size = 16;
-  if (unset("--lr")) o.run.lr = 1e-3;
   if (unset("--warmup"))
     o.run.warmup = std::min<int64_t>(100, std::max<int64_t>(1, o.run.steps / 10));
   if (unset("--eval-every")) o.run.eval_every = 1000;
@@ -174,16 +176,13 @@ void lm_defaults(const CLI::App& app, Options& o) {
 
 // --task translate starts from d2l's settings (d2l 0.17, "Transformer": num_hiddens 32, 2 layers,
 // dropout 0.1, FFN 64, 4 heads, batch 64, num_steps 10, Adam lr 0.005, no schedule; min_freq 2 in
-// load_data_nmt) for every option the command line does not give.
+// load_data_nmt), for 2000 steps and 200 held-out pairs.
 void translate_defaults(const CLI::App& app, Options& o) {
+  //                      D   FFN H  L  steps  batch  lr
+  apply_defaults(app, o, {32, 64, 4, 2, 2000, 64, 0.005});
   auto unset = [&](const char* option) { return app.count(option) == 0; };
-  size_defaults(
-      app, o, {.num_hiddens = 32, .ffn_num_hiddens = 64, .num_heads = 4, .num_layers = 2});
   if (unset("--dropout")) o.model.dropout = 0.1;
-  if (unset("--lr")) o.run.lr = 0.005;
   if (unset("--schedule")) o.run.schedule = "constant";
-  if (unset("--batch-size")) o.run.batch_size = 64;
-  if (unset("--steps")) o.run.steps = 2000;
   if (unset("--eval-size")) o.eval_size = 200;
 }
 

@@ -1,10 +1,12 @@
 // ag-train --task translate: d2l's machine translation — the Transformer on sentence pairs
 // (d2l's fra.txt format, or a corpus ag generates), a vocabulary per language, evaluated on a
 // fixed held-out slice by the loss and the BLEU of greedy and beam decoding (docs/text.md).
+#include <algorithm>
 #include <cstdio>
 
 #include "data/synthetic_pairs.h"
 #include "data/text_corpus.h"
+#include "io/file.h"
 #include "models/memory_budget.h"
 #include "models/seq2seq_file.h"
 #include "models/seq2seq_memory.h"
@@ -56,10 +58,21 @@ void describe_translate(training::Layout& file, Options& o, const TranslateData*
 
 // The pairs of a translate run: --pairs FILE (d2l's fra.txt format), or the generated corpus.
 data::PairsFile translation_pairs(const Options& o) {
-  data::PairsFile file =
-      o.pairs.empty()
-          ? data::parse_pairs(data::synthetic_pairs_text(o.generated_pairs, 0), "<generated pairs>")
-          : data::read_pairs(o.pairs);
+  const std::string text = o.pairs.empty() ? data::synthetic_pairs_text(o.generated_pairs, 0)
+                                           : read_whole_file(o.pairs, "--pairs");
+  const std::string source = o.pairs.empty() ? "<generated pairs>" : o.pairs;
+  // What parsing, tokenizing and batching them will take, before it starts (the model's memory
+  // is checked once the vocabularies' sizes are known).
+  const auto lines = static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  try {
+    check_memory({.data = seq2seq::estimate_pairs_bytes(text.size(), lines)}, o.run.memory_limit,
+        "reading the pairs of " + source + " (" + format_bytes(static_cast<double>(text.size())) +
+            ", " + std::to_string(lines) + " lines)",
+        o.run.memory_limit_source);
+  } catch (const ValueError& e) {
+    throw training::UsageError(e.what());
+  }
+  data::PairsFile file = data::parse_pairs(text, source);
   if (file.skipped_lines > 0)
     std::printf("%s: skipped %lld line%s without a tab\n", file.path.c_str(),
         static_cast<long long>(file.skipped_lines), file.skipped_lines == 1 ? "" : "s");

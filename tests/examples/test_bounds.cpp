@@ -6,6 +6,7 @@
 //   the temporary files of killed saves are removed by the next save, which says so.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,6 +145,66 @@ TEST_CASE("ag-train checks every output path before training, and destroys nothi
     names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"model.agm", "plain"});
+}
+
+TEST_CASE(
+    "ag-train refuses a device or FIFO as an output, follows a link, writes through "
+    "/dev/null, and fails on /dev/full",
+    "[examples][bounds]") {
+  // docs/checkpoints.md, "Output paths". As root, --checkpoint /dev/null replaced /dev/null.
+  TempFolder folder;
+  const std::string dir = folder.path.string(), fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {"--checkpoint /dev/null",
+          "ag-train: --checkpoint /dev/null: /dev/null is a character device, not a regular "
+          "file"},
+      {"--save-model " + fifo, "ag-train: --save-model " + fifo + ": " + fifo + " is a FIFO"},
+      {"--loss-log " + fifo,
+          "ag-train: --loss-log " + fifo + ": " + fifo + " is a FIFO, not a regular file"},
+      {"--attention-png /dev/null", "/dev/null is a character device"},
+  };
+  for (const auto& [options, why] : cases) {
+    INFO(options);
+    check_refused(run(train + small_run + " " + options), 2, why);
+  }
+  struct stat info {};
+  REQUIRE(::stat("/dev/null", &info) == 0);
+  CHECK(S_ISCHR(info.st_mode));
+  // A link to a checkpoint: the run saves into the file it leads to, the link stays.
+  std::ofstream(folder.path / "run.agc") << "old";
+  fs::create_symlink("run.agc", folder.path / "latest.agc");
+  const auto linked = run(train + small_run + " --checkpoint " + dir + "/latest.agc");
+  INFO(linked.output);
+  CHECK(linked.exit_code == 0);
+  CHECK(fs::is_symlink(folder.path / "latest.agc"));
+  CHECK(ag::load_checkpoint(dir + "/run.agc").integer("step") == 20);
+  CHECK(run(train + small_run + " --loss-log /dev/null").exit_code == 0);
+  const auto full = run(train + small_run + " --loss-log /dev/full");
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.output, Contains("ag-train: writing --loss-log /dev/full failed"));
+}
+
+TEST_CASE("ag-train counts its data in the memory it needs, before it reads it into tokens",
+    "[examples][bounds]") {
+  // A 24 MB pairs file took 1.4 GB with --max-memory 256M, a 30 MB --text 1.5 GB; here 2-4 MB files
+  // against a limit of 32 MiB.
+  TempFolder folder;
+  const std::string pairs = (folder.path / "pairs.txt").string(),
+                    text = (folder.path / "text.txt").string();
+  {
+    std::ofstream p(pairs), t(text);
+    for (int i = 0; i < 150000; ++i) p << "go " << i % 7 << ".\tva " << i % 5 << ".\n";
+    for (int i = 0; i < 150000; ++i) t << "the quick brown fox " << i % 97 << "\n";
+  }
+  check_refused(run(train + " --task translate --pairs " + pairs + " --max-memory 32M"), 2,
+      "ag-train: reading the pairs of " + pairs + " (");
+  check_refused(run(train + " --task translate --pairs " + pairs + " --max-memory 32M"), 2,
+      " lines) needs about ");
+  check_refused(run(train + " --task lm --text " + text + " --max-memory 32M"), 2,
+      "ag-train: reading the text (");
+  check_refused(run(train + " --task lm --tokenizer word --text " + text + " --max-memory 32M"), 2,
+      " in 1 file, word tokens) needs about ");
 }
 
 TEST_CASE("ag-train --resume checks the checkpoint's settings as it checks its options",
