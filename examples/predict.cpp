@@ -17,6 +17,7 @@
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or its model would need
 // more memory than is available, or than --max-memory) or decoding fails; 2 a bad option or a
 // sequence the task cannot hold (an unknown or special token, none, too many).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -199,9 +200,11 @@ int main(int argc, char** argv) {
         !why.empty())
       throw ag::training::UsageError(why);
     // The model's configuration and memory are checked before it is built
-    // (models/seq2seq_file.h); a file that cannot be loaded is exit code 1.
+    // (models/seq2seq_file.h), for the sequences it decodes at once: a beam of width k decodes
+    // k hypotheses of each. A file that cannot be loaded is exit code 1.
+    const int64_t decoded = static_cast<int64_t>(sequences.size()) * std::max<int64_t>(1, beam);
     const ag::seq2seq::LoadedModel loaded =
-        ag::seq2seq::load_model(model_path, memory_limit, static_cast<int64_t>(sequences.size()));
+        ag::seq2seq::load_model(model_path, memory_limit, decoded);
     if (loaded.translation) return translate(loaded, sequences, beam, attention_png);
     if (!attention_png.empty())
       throw ag::training::UsageError(

@@ -277,6 +277,11 @@ TEST_CASE("ag-predict refuses a model file whose settings would build more than 
           "2) needs about ");
   check_refused(run(predict + " " + path + " '3 4 5' --max-memory lots"), 2,
       "ag-predict: --max-memory: 'lots' is not a memory size");
+  // A beam of width k decodes k hypotheses at once: its memory is counted (291 KiB greedy,
+  // 30.3 MiB with --beam 256; ag-predict --beam 1000 reached 1.4 GB past --max-memory 1G).
+  CHECK(run(predict + " " + path + " '3 4 5' --max-memory 1M").exit_code == 0);
+  check_refused(run(predict + " " + path + " '3 4 5' --beam 256 --max-memory 1M"), 1,
+      "needs about 30.3 MiB (weights 171 KiB, activations 30.1 MiB), more than the 1 MiB allowed");
   const auto decoded = run(predict + " " + path + " '3 4 5' --max-memory 1G");
   INFO(decoded.output);
   CHECK(decoded.exit_code == 0);
