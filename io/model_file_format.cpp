@@ -59,6 +59,23 @@ ModelFile read_model_file(const std::string& path, const std::set<std::string>& 
   return file;
 }
 
+ModelFile parse_model_file(std::string_view bytes, const std::string& source,
+    const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
+    const std::set<std::string>& string_names) {
+  ModelFile file;
+  if (!is_safetensors_path(source)) {
+    file.entries = parse_checkpoint(bytes, source);
+    return file;
+  }
+  try {
+    file.safetensors = parse_safetensors(bytes, source);
+  } catch (const IoError& e) {
+    throw CheckpointError(e.what());  // a model file's error type, whatever its format
+  }
+  file.entries = entries_of(*file.safetensors, source, integer_names, real_names, string_names);
+  return file;
+}
+
 void load_model_weights(nn::Module& model, const ModelFile& file, const std::string& path) {
   check_finite(file.entries.tensors_under("model"), "model file " + path);
   if (file.safetensors)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -30,6 +31,12 @@ struct ModelFile {
 // in `real_names` a number; `string_names` are taken as they are; other metadata is left out.
 ModelFile read_model_file(const std::string& path, const std::set<std::string>& integer_names,
     const std::set<std::string>& real_names, const std::set<std::string>& string_names);
+
+// The same from a file's bytes already in memory (the fuzzer's way in; tests/fuzz/): `source`
+// names it in errors and, by its ending, gives the format.
+ModelFile parse_model_file(std::string_view bytes, const std::string& source,
+    const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
+    const std::set<std::string>& string_names);
 
 // Loads the weights of `file` into `model`, strictly (every name, shape and dtype must match):
 // from the safetensors file by name (buffers a safetensors file leaves out, such as positional

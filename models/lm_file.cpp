@@ -106,9 +106,14 @@ SaveResult save_model(const std::string& path, const nn::LanguageModel& model, T
   return save_model_file(path, model, std::move(c), format);
 }
 
-LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes) {
-  const ModelFile file = read_model_file(
-      path, integer_settings(), {"config.dropout"}, {"config.task", "tokenizer", "vocab"});
+namespace {
+
+const std::set<std::string> kRealSettings = {"config.dropout"};
+const std::set<std::string> kStringSettings = {"config.task", "tokenizer", "vocab"};
+
+// load_model and load_model_bytes, once the file is read.
+LoadedModel load_model_file(
+    const ModelFile& file, const std::string& path, std::optional<uint64_t> max_bytes) {
   const Checkpoint& c = file.entries;
   LoadedModel loaded;
   loaded.description = load_model_config(c, path, /*positional_tables=*/!file.safetensors);
@@ -125,6 +130,20 @@ LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_byte
   load_model_weights(*loaded.model, file, path);
   loaded.model->eval();
   return loaded;
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes) {
+  return load_model_file(
+      read_model_file(path, integer_settings(), kRealSettings, kStringSettings), path, max_bytes);
+}
+
+LoadedModel load_model_bytes(
+    std::string_view bytes, const std::string& source, std::optional<uint64_t> max_bytes) {
+  return load_model_file(
+      parse_model_file(bytes, source, integer_settings(), kRealSettings, kStringSettings), source,
+      max_bytes);
 }
 
 // ---- memory -------------------------------------------------------------------------------------

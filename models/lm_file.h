@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "data/vocab.h"
 #include "io/checkpoint.h"
@@ -53,6 +54,10 @@ struct LoadedModel {
 // strictly. Before building: load_model_config's checks and the memory estimate of generation
 // (estimate_inference_bytes) against max_bytes (default: available_memory_bytes()).
 LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes = std::nullopt);
+// The same from a file's bytes in memory; `source` names it and, by its ending (.safetensors),
+// gives the format (the fuzzer's way in: tests/fuzz/fuzz_model_file.cpp).
+LoadedModel load_model_bytes(std::string_view bytes, const std::string& source,
+    std::optional<uint64_t> max_bytes = std::nullopt);
 
 // The memory of a training run (batches of batch_size × block_size, evaluations in batches of
 // eval_batch) and of generation, in the parts of MemoryEstimate (models/memory_budget.h), with

@@ -138,12 +138,21 @@ SaveResult save_model(const std::string& path, const nn::EncoderDecoder& model,
   return save_model_file(path, model, std::move(c), format);
 }
 
-LoadedModel load_model(
-    const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
+namespace {
+
+// The settings of a model file, by type, as read_model_file and parse_model_file read them.
+std::set<std::string> integer_settings() {
   std::set<std::string> integers = {"config.target_vocab_size", "config.num_steps"};
   for (const auto& [key, size] : kSizes) integers.insert(key);
-  const ModelFile file = read_model_file(
-      path, integers, {"config.dropout"}, {"config.task", "vocab", "vocab.source", "vocab.target"});
+  return integers;
+}
+const std::set<std::string> kRealSettings = {"config.dropout"};
+const std::set<std::string> kStringSettings = {
+    "config.task", "vocab", "vocab.source", "vocab.target"};
+
+// load_model and load_model_bytes, once the file is read.
+LoadedModel load_model_file(const ModelFile& file, const std::string& path,
+    std::optional<uint64_t> max_bytes, int64_t batch_size) {
   const Checkpoint& c = file.entries;
   LoadedModel loaded;
   if (c.strings.count("config.task") && c.string("config.task") == "lm")
@@ -183,6 +192,21 @@ LoadedModel load_model(
   load_model_weights(*loaded.model, file, path);
   loaded.model->eval();
   return loaded;
+}
+
+}  // namespace
+
+LoadedModel load_model(
+    const std::string& path, std::optional<uint64_t> max_bytes, int64_t batch_size) {
+  return load_model_file(read_model_file(path, integer_settings(), kRealSettings, kStringSettings),
+      path, max_bytes, batch_size);
+}
+
+LoadedModel load_model_bytes(std::string_view bytes, const std::string& source,
+    std::optional<uint64_t> max_bytes, int64_t batch_size) {
+  return load_model_file(
+      parse_model_file(bytes, source, integer_settings(), kRealSettings, kStringSettings), source,
+      max_bytes, batch_size);
 }
 
 }  // namespace ag::seq2seq

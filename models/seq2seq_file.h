@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "data/toy_tasks.h"
 #include "data/vocab.h"
@@ -68,5 +69,9 @@ struct LoadedModel {
 // refused with a CheckpointError that names it, the setting and the estimate.
 LoadedModel load_model(const std::string& path, std::optional<uint64_t> max_bytes = std::nullopt,
     int64_t batch_size = 1);
+// The same from a file's bytes in memory; `source` names it and, by its ending (.safetensors),
+// gives the format (the fuzzer's way in: tests/fuzz/fuzz_model_file.cpp).
+LoadedModel load_model_bytes(std::string_view bytes, const std::string& source,
+    std::optional<uint64_t> max_bytes = std::nullopt, int64_t batch_size = 1);
 
 }  // namespace ag::seq2seq

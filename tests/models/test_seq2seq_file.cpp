@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/file.h"
 #include "io/safetensors.h"
 #include "models/memory_budget.h"
 #include "models/seq2seq_file.h"
@@ -163,5 +164,26 @@ TEST_CASE(
           Contains("model file " + path) &&
               Contains("tensor " + weight + " holds " + shown + " (element 21 of 512)"));
     }
+  }
+}
+
+TEST_CASE("load_model_bytes loads a file's bytes as load_model loads the file", "[models][files]") {
+  TempFolder folder;
+  ModelConfig config;
+  config.vocab_size = 20;
+  config.num_hiddens = config.ffn_num_hiddens = 8;
+  config.num_heads = 2;
+  config.num_layers = 1;
+  manual_seed(0);
+  auto model = make_transformer(config);
+  for (const std::string name : {"m.agm", "m.safetensors"}) {
+    const std::string path = (folder.path / name).string();
+    save_model(path, *model, "reverse", config);
+    const std::string bytes = read_whole_file(path, "test");
+    const LoadedModel from_bytes = load_model_bytes(bytes, path), from_file = load_model(path);
+    CHECK(from_bytes.task->name() == "reverse");
+    for (const auto& [key, t] : from_file.model->state_dict())
+      CHECK(from_bytes.model->state_dict().at(key).to_vector<float>() == t.to_vector<float>());
+    CHECK_THROWS_AS(load_model_bytes(bytes.substr(0, bytes.size() / 2), path), CheckpointError);
   }
 }
