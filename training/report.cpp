@@ -75,7 +75,13 @@ void Report::step(int64_t step, double loss, double tokens) {
   const double elapsed = seconds();
   const double eta = elapsed / static_cast<double>(step - first_step_ + 1) *
                      static_cast<double>(last_step_ - step);
-  if (terminal_) {  // one live line, rewritten in place
+  if (terminal_) {
+    // One live line, rewritten in place — at most ten times a second, and at an evaluation: a
+    // small model runs hundreds of steps a second, and under mpirun a line a step fills the pipe
+    // to mpirun, which stops reading it when it ends a job (a Ctrl-C), so rank 0 blocked in
+    // printf until killed instead of saving.
+    if (elapsed - last_live_line_ < 0.1 && !evaluate_now) return;
+    last_live_line_ = elapsed;
     std::printf("\rstep %lld/%lld  loss %.4f  %.0f tokens/s  ETA %s   ",
         static_cast<long long>(step), static_cast<long long>(o_.steps), loss, tokens_ / elapsed,
         format_duration(eta).c_str());

@@ -59,6 +59,7 @@ class Report {
   int64_t first_step_, last_step_;
   bool terminal_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double last_live_line_ = -1;  // seconds() when the live line was last written
   LogFile loss_log_;
   double tokens_ = 0, loss_since_report_ = 0, loss_since_evaluation_ = 0;
   int64_t steps_since_report_ = 0, steps_since_evaluation_ = 0;

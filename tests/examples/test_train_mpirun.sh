@@ -4,7 +4,7 @@
 # bit at 1, 2 and 4 ranks; a checkpoint resumes exactly under the same world size and runs under
 # another; 4 ranks (--oversubscribe) train; --threads beyond the cores is refused; and a rank
 # killed with SIGKILL in the middle of a run ends the whole job with a non-zero exit, leaving a
-# checkpoint that loads. Run by ctest (tests/examples/CMakeLists.txt) as:
+# checkpoint that loads; Ctrl-C to mpirun saves before the job ends. Run by ctest (tests/examples/CMakeLists.txt) as:
 # test_train_mpirun.sh AG_TRAIN MPIRUN
 set -euo pipefail
 train=$1
@@ -164,4 +164,28 @@ next=$( ("$train" --resume killed.agc --stop-after 1 2>&1 || true) | sed -n "s/.
 [[ -n $next ]] || fail "the checkpoint written while a rank was killed does not load"
 "$train" --resume killed.agc --stop-after "$next" > after_kill.txt ||
   fail "the checkpoint written while a rank was killed does not load: $(cat after_kill.txt)"
+# 6. Ctrl-C to mpirun (kill -INT): OpenMPI ends the job, its ranks stop together after a step and
+#    rank 0 saves (docs/training.md, "Exit codes"); the job ended with no save before the signal
+#    policy. mpirun's own exit code is its choice: not 0. OpenMPI's SIGKILL comes 1 s after its
+#    SIGTERM by default; 20 s here, so that a slow (sanitizer) build's step and save fit.
+"$mpirun" --mca odls_base_sigkill_timeout 20 -np 2 "$train" --steps 100000 --eval-every 100000 --show 0 --eval-size 50 \
+  --num-hiddens 32 --ffn-num-hiddens 64 --batch-size 16 --checkpoint interrupted.agc \
+  --loss-log interrupted.csv > interrupted.txt 2>&1 &
+job=$!
+for _ in $(seq 1 300); do  # the loop has begun: steps are logged
+  [[ -s interrupted.csv && $(wc -l < interrupted.csv) -gt 3 ]] && break
+  sleep 0.1
+done
+[[ $(wc -l < interrupted.csv) -gt 3 ]] || fail "the job logged no steps: $(cat interrupted.txt)"
+kill -INT "$job"
+set +e
+wait "$job"
+code=$?
+set -e
+[[ $code -ne 0 ]] || fail "the interrupted job exited 0"
+grep -q "interrupted after step [0-9]*; saved interrupted.agc" interrupted.txt ||
+  fail "the interrupted job did not save: $(tail -c 600 interrupted.txt)"
+"$train" --resume interrupted.agc --stop-after 1 > resumed.txt 2>&1 || true
+grep -q "resuming interrupted.agc at step\|is before the resumed run's next step" resumed.txt ||
+  fail "the checkpoint saved on Ctrl-C does not load: $(cat resumed.txt)"
 echo "ag-train under mpirun: all checks passed"
