@@ -4,6 +4,8 @@
 // file, a missing folder, /proc.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "autograd/error.h"
 #include "io/file.h"
 #include "io/output_path.h"
 #include "tests/temp_folder.h"
@@ -132,4 +135,30 @@ TEST_CASE(
   fs::create_symlink(folder.file("loop-a"), folder.file("loop-b"));
   CHECK_THROWS_WITH(write_file_atomically(folder.file("loop-a"), "x", "checkpoint"),
       Contains("more than 40 symbolic links to follow"));
+}
+
+TEST_CASE("a write that fails for want of space is an error, and the old file stays whole",
+    "[io][output]") {
+  // A full disk, as the process sees it: RLIMIT_FSIZE caps the size of any file it writes, and a
+  // write past it fails with EFBIG (SIGXFSZ ignored) as one on a full disk fails with ENOSPC.
+  TempFolder folder;
+  const std::string path = (folder.path / "model.agm").string();
+  write_file_atomically(path, "the old model", "checkpoint");
+  struct rlimit saved {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  const auto previous_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  std::string error;
+  try {
+    write_file_atomically(path, std::string(1 << 20, 'x'), "checkpoint");
+  } catch (const IoError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, previous_handler);
+  CHECK_THAT(error, Contains("checkpoint " + path + ": write failed: File too large"));
+  CHECK(read(path) == "the old model");
+  CHECK(names_in(folder.path) == std::vector<std::string>{"model.agm"});  // no temporary file left
 }
