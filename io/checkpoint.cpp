@@ -103,12 +103,26 @@ std::string write_binary(const Checkpoint& c) {
   return out.str();
 }
 
+// An input stream over bytes held elsewhere (std::istringstream would copy them).
+class ViewStream : public std::istream {
+ public:
+  explicit ViewStream(std::string_view bytes) : std::istream(&buffer_), buffer_(bytes) {}
+
+ private:
+  struct Buffer : std::streambuf {
+    explicit Buffer(std::string_view bytes) {
+      char* begin = const_cast<char*>(bytes.data());  // only read: get area of an input stream
+      setg(begin, begin, begin + bytes.size());
+    }
+  } buffer_;
+};
+
 Checkpoint read_binary(std::string_view payload, const std::string& source) {
   // cereal's portable archive starts with its writer's byte order: 1 little-endian, 0 big-endian.
   if (payload.empty() || (payload[0] != 0 && payload[0] != 1))
     fail(source, "damaged payload: no valid byte-order mark");
   Budget budget(payload.size(), source);
-  std::istringstream in(std::string(payload), std::ios::binary);
+  ViewStream in(payload);  // cereal reads the payload in place, without a copy of it
   Checkpoint c;
   cereal::PortableBinaryInputArchive ar(in);
   c.kind = read_string(ar, budget, "the kind");
@@ -129,6 +143,7 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     }
     const uint64_t numel = dims.numel;
     budget.charge(numel, dtype_size(dtype), "a tensor's data");
+    budget.hold(numel * dtype_size(dtype) + name.size(), "the tensors");
     Tensor t = empty(dims.shape, dtype);
     dispatch(dtype, [&]<typename T>() {
       if (numel > 0)
@@ -141,6 +156,7 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     const uint64_t count = read_count(ar, budget, 9, list);
     for (uint64_t i = 0; i < count; ++i) {
       std::string name = read_string(ar, budget, list);
+      budget.hold(name.size(), list);
       typename std::remove_reference_t<decltype(map)>::mapped_type v{};
       ar(v);
       insert_unique(map, std::move(name), v, source);
@@ -152,6 +168,7 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
   for (uint64_t i = 0; i < string_count; ++i) {
     std::string name = read_string(ar, budget, "a string name");
     std::string value = read_string(ar, budget, "a string value");
+    budget.hold(name.size() + value.size(), "the strings");
     insert_unique(c.strings, std::move(name), std::move(value), source);
   }
   if (in.peek() != std::char_traits<char>::eof())
@@ -219,17 +236,20 @@ void check_finite(const std::map<std::string, Tensor>& tensors, const std::strin
   for (const auto& [name, tensor] : tensors) {
     const Tensor dense = contiguous(tensor);  // a file's tensors are already
     const int64_t n = dense.numel();
+    int64_t bad = n;  // the first element that is not finite
+    double value = 0;
     dispatch(dense.dtype(), [&]<typename T>() {
       const T* x = dense.data<T>();
-      for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(x[i]))
-          throw CheckpointError(file + ": tensor " + name + " holds " +
-                                (std::isnan(x[i]) ? "nan"
-                                    : x[i] > 0    ? "inf"
-                                                  : "-inf") +
-                                " (element " + std::to_string(i) + " of " + std::to_string(n) +
-                                ")");
+      for (bad = 0; bad < n && std::isfinite(x[bad]); ++bad) {
+      }
+      if (bad < n) value = static_cast<double>(x[bad]);
     });
+    if (bad < n)
+      throw CheckpointError(file + ": tensor " + name + " holds " +
+                            (std::isnan(value) ? "nan"
+                                : value > 0    ? "inf"
+                                               : "-inf") +
+                            " (element " + std::to_string(bad) + " of " + std::to_string(n) + ")");
   }
 }
 

@@ -340,6 +340,7 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
       fail(source, "damaged payload: tensor '" + name + "' of shape " + shape_str(dims.shape) +
                        " has " + std::to_string(values) + " values");
     budget.charge(numel, 1, "a tensor's data");
+    budget.hold(numel * dtype_size(dtype) + name.size(), "the tensors");
     Tensor t = empty(dims.shape, dtype);
     dispatch(dtype, [&]<typename T>() {
       T* p = t.data<T>();
@@ -367,6 +368,7 @@ Checkpoint read_json(std::string_view payload, const std::string& source) {
       ar.startNode();
       std::string name;
       ar(cereal::make_nvp("name", name));
+      budget.hold(name.size(), list);
       ar.setNextName("value");
       auto value = read_value();
       ar.finishNode();

@@ -1044,3 +1044,29 @@ TEST_CASE("checkpoint JSON: a zero-element tensor with huge other dims",
     if (o.kind == Outcome::parsed) CHECK(implausible(*o.checkpoint, doc.size()) == "");
   }
 }
+
+TEST_CASE(
+    "a payload of many tiny tensors is refused before it holds more than a bounded multiple "
+    "of its size",
+    "[checkpoint][damage]") {
+  // A binary payload written by hand: cereal's portable archive, little-endian, one-element
+  // float32 tensors of 35 bytes each in the file and some 630 bytes each in memory (issue 35,
+  // item 10: 2 million of them in an 86 MB file held 1.26 GB).
+  const auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+  const auto payload_of = [&](uint64_t tensors) {
+    std::string p = "\x01" + u64(4) + "test" + u64(tensors);
+    for (uint64_t i = 0; i < tensors; ++i) {
+      char name[16];
+      std::snprintf(name, sizeof name, "t%06llu", static_cast<unsigned long long>(i));
+      p += u64(7) + name + std::string(1, '\0') + u64(1) + u64(1) + std::string(4, '\0');
+    }
+    return p + u64(0) + u64(0) + u64(0);  // no integers, reals or strings
+  };
+  // 1 000 of them load: the 64 MiB of slack covers any real checkpoint's bookkeeping.
+  CHECK(
+      parse_checkpoint_payload(payload_of(1000), CheckpointFormat::binary).tensors.size() == 1000);
+  // 300 000 (10.5 MB) would hold some 190 MB: refused once past 4 × 10.5 MB + 64 MiB.
+  CHECK_THROWS_WITH(parse_checkpoint_payload(payload_of(300000), CheckpointFormat::binary, "p"),
+      "checkpoint p: damaged payload: the tensors would hold more than 4 × the payload's size + "
+      "64 MiB in memory");
+}
