@@ -164,7 +164,11 @@ LoadedModel load_model_file(const ModelFile& file, const std::string& path,
     loaded.translation = load_translation_vocabs(c, loaded.config, path);
     source_steps = target_steps = loaded.translation->num_steps;
   } else {
-    loaded.task = data::make_task(c.string("config.task"));
+    try {
+      loaded.task = data::make_task(c.string("config.task"));
+    } catch (const ValueError& e) {  // a file's damage, not a bad option
+      throw CheckpointError("checkpoint " + path + ": config.task: " + e.what());
+    }
     if (c.strings.count("vocab") && c.strings.at("vocab") != vocabulary_text(loaded.task->vocab()))
       throw CheckpointError("checkpoint " + path + ": its vocabulary \"" + c.strings.at("vocab") +
                             "\" is not task '" + loaded.task->name() + "''s");

@@ -34,3 +34,11 @@ constexpr unsigned char kUtf8 = 0;   // decode_utf8, then the tokenizers and pre
 constexpr unsigned char kVocab = 1;  // Vocab::deserialize
 constexpr unsigned char kPairs = 2;  // parse_pairs (d2l's fra.txt)
 }  // namespace ag_fuzz::text
+
+// ag-fuzz-model-file (fuzz_model_file.cpp): the first byte's bit 0 chooses the format of the rest
+// (0: ag's checkpoint format, 1: safetensors), bit 1 the loader (0: seq2seq::load_model_bytes, the
+// toy tasks' and translation's models; 1: lm::load_model_bytes, the language model's).
+namespace ag_fuzz::model_file {
+constexpr unsigned char kSafetensors = 1;
+constexpr unsigned char kLanguageModel = 2;
+}  // namespace ag_fuzz::model_file

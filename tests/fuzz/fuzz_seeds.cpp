@@ -4,6 +4,7 @@
 //   safetensors/  files of every dtype ag reads, with metadata, a scalar and an empty tensor
 //   npy/          arrays of every rank and dtype ag reads, and one in Fortran order
 //   text/         UTF-8 text, vocabularies and sentence pairs behind their selector byte
+//   model-file/   small models of each kind in both formats, behind their selector byte
 // Run by tests/fuzz/run.sh.
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +21,10 @@
 #include "io/npy.h"
 #include "io/optimizer_state.h"
 #include "io/safetensors.h"
+#include "models/lm_file.h"
+#include "models/seq2seq_file.h"
+#include "models/seq2seq_translation.h"
+#include "nn/language_model.h"
 
 namespace {
 
@@ -137,6 +142,66 @@ int write_text_seeds(const std::string& dir) {
   return 7;
 }
 
+// Small models of each kind, saved by the library's own writers in both formats, read back as
+// bytes behind their selector byte (fuzz_input.h): a toy task's, a translation model with its two
+// vocabularies, and language models with each tokenizer.
+int write_model_file_seeds(const std::string& dir) {
+  using namespace ag_fuzz::model_file;
+  int written = 0;
+  const auto seed = [&](const std::string& name, unsigned char kind, const auto& save) {
+    for (const bool safetensors : {false, true}) {
+      const std::string path = dir + "/" + name + (safetensors ? ".safetensors" : ".agm");
+      save(path);
+      std::ifstream in(path, std::ios::binary);
+      const std::string bytes(
+          (std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const auto selector = static_cast<char>(kind | (safetensors ? kSafetensors : 0));
+      write(path, selector + bytes);
+      ++written;
+    }
+  };
+  ag::manual_seed(0);
+  ag::seq2seq::ModelConfig toy;
+  toy.vocab_size = 20;
+  toy.num_hiddens = toy.ffn_num_hiddens = 8;
+  toy.num_heads = 2;
+  toy.num_layers = 1;
+  toy.dropout = 0.0;
+  seed("reverse", 0, [&](const std::string& path) {
+    ag::seq2seq::save_model(path, *ag::seq2seq::make_transformer(toy), "reverse", toy);
+  });
+  const ag::seq2seq::TranslationVocabs vocabs{
+      ag::data::Vocab(std::vector<std::string>{"go", ".", "hi"}, 0, {"<pad>", "<bos>", "<eos>"}),
+      ag::data::Vocab(std::vector<std::string>{"va", "!", "salut"}, 0, {"<pad>", "<bos>", "<eos>"}),
+      6};
+  ag::seq2seq::ModelConfig translation = toy;
+  translation.vocab_size = vocabs.source.size();
+  translation.target_vocab_size = vocabs.target.size();
+  seed("translate", 0, [&](const std::string& path) {
+    ag::seq2seq::save_model(path, *ag::seq2seq::make_transformer(translation),
+        ag::seq2seq::kTranslateTask, translation, ag::CheckpointFormat::binary, &vocabs);
+  });
+  for (const auto tokenizer : {ag::lm::Tokenizer::chars, ag::lm::Tokenizer::words}) {
+    const ag::data::Vocab vocab(tokenizer == ag::lm::Tokenizer::chars
+                                    ? ag::data::tokenize_chars("hello, world\n")
+                                    : std::vector<std::string>{"hello", ",", "world", "\n"});
+    ag::nn::LanguageModelConfig config;
+    config.vocab_size = vocab.size();
+    config.num_hiddens = 8;
+    config.num_heads = 2;
+    config.num_layers = 1;
+    config.ffn_num_hiddens = 8;
+    config.block_size = 8;
+    config.dropout = 0.0;
+    config.tie_weights = tokenizer == ag::lm::Tokenizer::words;
+    seed(std::string("lm-") + ag::lm::tokenizer_name(tokenizer), kLanguageModel,
+        [&](const std::string& path) {
+          ag::lm::save_model(path, ag::nn::LanguageModel(config), tokenizer, vocab);
+        });
+  }
+  return written;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,7 +210,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string root = argv[1];
-  for (const char* target : {"checkpoint", "safetensors", "npy", "text"})
+  for (const char* target : {"checkpoint", "safetensors", "npy", "text", "model-file"})
     std::filesystem::create_directories(root + "/" + target);
   const std::string dir = root + "/checkpoint";
   const std::pair<const char*, ag::Checkpoint> checkpoints[] = {{"small", small()},
@@ -166,7 +231,8 @@ int main(int argc, char** argv) {
   written += write_safetensors_seeds(root + "/safetensors");
   written += write_npy_seeds(root + "/npy");
   written += write_text_seeds(root + "/text");
-  std::printf("ag-fuzz-seeds: wrote %d seeds to %s/{checkpoint,safetensors,npy,text}\n", written,
-      root.c_str());
+  written += write_model_file_seeds(root + "/model-file");
+  std::printf("ag-fuzz-seeds: wrote %d seeds to %s/{checkpoint,safetensors,npy,text,model-file}\n",
+      written, root.c_str());
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes each file reader of ag with libFuzzer (clang, ASan + UBSan) for SECONDS each (default 60):
-# checkpoints (ag-fuzz-checkpoint), safetensors (ag-fuzz-safetensors), .npy (ag-fuzz-npy), and the
-# text layer's parsers: UTF-8, vocabularies, sentence pairs (ag-fuzz-text).
+# checkpoints (ag-fuzz-checkpoint), safetensors (ag-fuzz-safetensors), .npy (ag-fuzz-npy), the
+# text layer's parsers: UTF-8, vocabularies, sentence pairs (ag-fuzz-text), and model files as
+# ag-predict and ag-generate load them (ag-fuzz-model-file).
 #
 #   tests/fuzz/run.sh [SECONDS]
 #
@@ -31,7 +32,7 @@ if (($# > 1)); then
   exit 2
 fi
 
-targets=(checkpoint safetensors npy text)
+targets=(checkpoint safetensors npy text model-file)
 build="build-fuzz"
 seeds=$build/seeds
 
@@ -131,7 +132,7 @@ fuzz_target() {
 }
 
 # The targets run $JOBS at a time (one core each: libFuzzer runs one job), each into its own log,
-# printed whole when it ends; on 2 cores the 4 targets take 2 × SECONDS instead of 4 × SECONDS.
+# printed whole when it ends; on 2 cores the 5 targets take 3 × SECONDS instead of 5 × SECONDS.
 status=0
 for ((first = 0; first < ${#targets[@]}; first += JOBS)); do
   batch=("${targets[@]:first:JOBS}")
