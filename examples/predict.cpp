@@ -173,7 +173,8 @@ int main(int argc, char** argv) {
       ->required();
   ag::training::add_whole_number(
       app, "--beam", beam, "beam search of this width (0: greedy decoding)");
-  app.add_option("--attention-png", attention_png,
+  ag::training::OutputFiles outputs;  // a PNG is written whole and renamed (viz::write_png)
+  outputs.add(app, "--attention-png", attention_png, ag::OutputKind::renamed_file,
       "translation models: draw the encoder-decoder attention of the (one) sentence into this "
       "PNG");
   ag::training::add_max_memory(app, max_memory, "model");
@@ -194,10 +195,7 @@ int main(int argc, char** argv) {
     } catch (const ag::ValueError& e) {
       throw ag::training::UsageError(std::string("--max-memory: ") + e.what());
     }
-    // A PNG is written whole and renamed over its path (viz::write_png).
-    if (const std::string why = ag::training::outputs_problem(
-            {{"--attention-png", attention_png, ag::OutputKind::renamed_file}});
-        !why.empty())
+    if (const std::string why = outputs.problem(); !why.empty())
       throw ag::training::UsageError(why);
     // The model's configuration and memory are checked before it is built
     // (models/seq2seq_file.h), for the sequences it decodes at once: a beam of width k decodes

@@ -68,19 +68,22 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
       "(OpenBLAS itself stays on one)");
   add_whole_number(app, "--eval-every", o.eval_every, "evaluate every this many steps");
   app.add_option("--checkpoint", o.checkpoint,
-      "save the run here (atomically) every --checkpoint-every steps and at the end");
+         "save the run here (atomically) every --checkpoint-every steps and at the end")
+      ->type_name("PATH");
   add_whole_number(app, "--checkpoint-every", o.checkpoint_every,
       "steps between checkpoints (0: at each evaluation)");
   app.add_option("--checkpoint-format", o.checkpoint_format, "binary | json")
       ->capture_default_str();
   add_whole_number(app, "--keep", o.keep, "also keep the last K saves as PATH.step-NNNNNNNN");
   app.add_option("--resume", o.resume,
-      "continue the run saved in this checkpoint (its settings replace the options "
-      "that define a run)");
+         "continue the run saved in this checkpoint (its settings replace the options "
+         "that define a run)")
+      ->type_name("PATH");
   add_whole_number(
       app, "--stop-after", o.stop_after, "stop (and save) after this step, to --resume later");
   app.add_option("--loss-log", o.loss_log,
-      "write every step's loss to this CSV file, a row as each step ends (appended on --resume)");
+         "write every step's loss to this CSV file, a row as each step ends (appended on --resume)")
+      ->type_name("PATH");
   app.add_option("--chunk-rows", o.chunk_rows,
          "0: each step's gradient from a rank's rows at once; C > 0: chunk by chunk, each chunk of "
          "C rows with its own forward and backward, the chunks' gradients added in their order, so "
@@ -110,11 +113,22 @@ std::string thread_budget_problem(int threads, bool oversubscribe) {
 
 }  // namespace
 
-std::string outputs_problem(std::initializer_list<OutputOption> outputs) {
-  for (const OutputOption& output : outputs)
-    if (!output.path.empty())
-      if (const std::string why = output_file_problem(output.path, output.kind); !why.empty())
-        return std::string(output.option) + " " + output.path + ": " + why;
+std::string output_problem(const std::string& option, const std::string& path, OutputKind kind) {
+  if (path.empty()) return "";
+  const std::string why = output_file_problem(path, kind);
+  return why.empty() ? "" : option + " " + path + ": " + why;
+}
+
+CLI::Option* OutputFiles::add(CLI::App& app, const std::string& option, std::string& path,
+    OutputKind kind, const std::string& help) {
+  outputs_.push_back({option, &path, kind});
+  return app.add_option(option, path, help)->type_name("PATH");
+}
+
+std::string OutputFiles::problem() const {
+  for (const Output& output : outputs_)
+    if (std::string why = output_problem(output.option, *output.path, output.kind); !why.empty())
+      return why;
   return "";
 }
 
@@ -163,11 +177,11 @@ std::string run_options_problem(RunOptions& o) {
   }
   // Every output, checked before the run starts (nothing is created or truncated here): a path
   // that cannot be written fails now, not after the training it would have saved.
-  if (const std::string problem =
-          outputs_problem({{"--checkpoint", o.checkpoint, OutputKind::renamed_file},
-              {"--loss-log", o.loss_log, OutputKind::file}});
-      !problem.empty())
-    return problem;
+  if (std::string why = output_problem("--checkpoint", o.checkpoint, OutputKind::renamed_file);
+      !why.empty())
+    return why;
+  if (std::string why = output_problem("--loss-log", o.loss_log, OutputKind::file); !why.empty())
+    return why;
   if (o.warmup == 0) o.warmup = std::max<int64_t>(1, std::min<int64_t>(200, o.steps / 10));
   return "";
 }

@@ -12,9 +12,9 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
-#include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/error.h"
 #include "distributed/distributed.h"
@@ -72,15 +72,27 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
 // (--checkpoint, --loss-log). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
 std::string run_options_problem(RunOptions& o);
 
-// An output file an option names: "" when it is not asked for; `kind` says how it is written.
-struct OutputOption {
-  const char* option;  // "--checkpoint"
-  const std::string& path;
-  OutputKind kind;
+// Why the output `path` that `option` names cannot be written as `kind` — "<option> <path>:
+// <why>" (io/output_path.h's output_file_problem) — or "" if it can or was not asked for ("").
+std::string output_problem(const std::string& option, const std::string& path, OutputKind kind);
+
+// The output files a program's options name, each declared once with how it is written: add()
+// makes the option, problem() checks every path given before the run starts (nothing created or
+// truncated). The paths must outlive it: the program's options.
+class OutputFiles {
+ public:
+  CLI::Option* add(CLI::App& app, const std::string& option, std::string& path, OutputKind kind,
+      const std::string& help);
+  std::string problem() const;  // the first output_problem, or ""
+
+ private:
+  struct Output {
+    std::string option;
+    const std::string* path;
+    OutputKind kind;
+  };
+  std::vector<Output> outputs_;
 };
-// The first output that cannot be written, as "<option> <path>: <why>" (io/output_path.h's
-// output_file_problem), or "": checked before a run starts, nothing created or truncated.
-std::string outputs_problem(std::initializer_list<OutputOption> outputs);
 
 // What a training program's main does first, before it parses anything: Ctrl-C's policy
 // (interrupt.h) before any thread starts, then MPI under mpirun (a world of one otherwise), with

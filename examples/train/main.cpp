@@ -196,7 +196,7 @@ std::string resumed_task(const std::string& path) {
   }
 }
 
-void add_options(CLI::App& app, Options& o) {
+void add_options(CLI::App& app, Options& o, training::OutputFiles& outputs) {
   using training::whole_number;
   app.add_option("--task", o.task,
          "copy | reverse | sort | add (what the defaults reach on each: docs/training.md) | "
@@ -208,7 +208,7 @@ void add_options(CLI::App& app, Options& o) {
       "a corpus ag generates (English to an invented language)");
   training::add_whole_number(
       app, "--generated-pairs", o.generated_pairs, "translate: pairs of the generated corpus");
-  app.add_option("--write-pairs", o.write_pairs,
+  outputs.add(app, "--write-pairs", o.write_pairs, OutputKind::renamed_file,
       "write the generated corpus (--generated-pairs pairs) to this file in fra.txt format, and "
       "stop");
   training::add_whole_number(app, "--num-steps", o.num_steps,
@@ -231,13 +231,13 @@ void add_options(CLI::App& app, Options& o) {
       ->capture_default_str();
   training::add_whole_number(app, "--eval-size", o.eval_size, "held-out sequences");
   training::add_whole_number(app, "--show", o.show, "decoded examples printed at each evaluation");
-  app.add_option("--save-model", o.save_model,
+  outputs.add(app, "--save-model", o.save_model, OutputKind::renamed_file,
       "at the end, save the model alone here (for ag-predict); a path ending in .safetensors gets "
       "PyTorch's format (docs/interop.md)");
   app.add_option("--curves-dir", o.curves_dir,
       "write training_curves.csv (a row per evaluation) and, at the end, "
       "training_curves.png (gnuplot) into this directory");
-  app.add_option("--attention-png", o.attention_png,
+  outputs.add(app, "--attention-png", o.attention_png, OutputKind::renamed_file,
       "at the end, draw the attention weights of every layer and head "
       "for one decoded held-out example into this PNG");
   training::add_whole_number(app, "--attention-example", o.attention_example,
@@ -265,7 +265,7 @@ void add_options(CLI::App& app, Options& o) {
 
 // Option values CLI11 cannot check by type alone, task by task; then the shared ones
 // (training::run_options_problem) and the outputs. "" if the run can start.
-std::string options_problem(const CLI::App& app, Options& o) {
+std::string options_problem(const CLI::App& app, Options& o, const training::OutputFiles& outputs) {
   const auto names = data::task_names();
   const bool translate = o.task == seq2seq::kTranslateTask, lm = o.task == "lm";
   const ag_train::LMOptions& l = o.lm;
@@ -316,11 +316,7 @@ std::string options_problem(const CLI::App& app, Options& o) {
   }
   if (o.run.resume.empty() && !translate && !lm)
     if (const std::string problem = ag_train::toy_size_problem(o); !problem.empty()) return problem;
-  if (const std::string problem =
-          training::outputs_problem({{"--save-model", o.save_model, OutputKind::renamed_file},
-              {"--attention-png", o.attention_png, OutputKind::renamed_file}});
-      !problem.empty())
-    return problem;
+  if (const std::string problem = outputs.problem(); !problem.empty()) return problem;
   if (!o.curves_dir.empty())
     if (const std::string why = output_directory_problem(o.curves_dir); !why.empty())
       return "--curves-dir " + o.curves_dir + ": " + why;
@@ -333,10 +329,8 @@ std::string options_problem(const CLI::App& app, Options& o) {
 }
 
 // --write-pairs: the generated corpus in d2l's fra.txt format, and nothing else.
-int write_pairs(const Options& o) {
-  if (const std::string why = output_file_problem(o.write_pairs, OutputKind::renamed_file);
-      !why.empty())
-    throw training::UsageError("--write-pairs " + o.write_pairs + ": " + why);
+int write_pairs(const Options& o, const training::OutputFiles& outputs) {
+  if (const std::string why = outputs.problem(); !why.empty()) throw training::UsageError(why);
   try {
     training::report_removed(
         "ag-train", write_file_atomically(o.write_pairs,
@@ -359,7 +353,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "ag-train: train a d2l Transformer on a toy sequence task (copy, reverse, sort, add), on "
       "sentence pairs (translate), or a language model on text (lm)"};
-  add_options(app, o);
+  training::OutputFiles outputs;  // --save-model, --attention-png, --write-pairs
+  add_options(app, o, outputs);
   return training::run_main("ag-train", app, argc, argv, [&] {
     for (const CLI::Option* option : app.get_options())
       if (option->count() > 0) o.given.insert(option->get_name());
@@ -375,8 +370,8 @@ int main(int argc, char** argv) {
     // The add task's own default: its sums need where each digit is, which the positional
     // encoding tells only when the embeddings do not drown it (toy.cpp, docs/training.md).
     if (o.task == "add" && app.count("--embedding-init") == 0) o.embedding_init = "scaled";
-    if (!o.write_pairs.empty()) return write_pairs(o);
-    if (const std::string problem = options_problem(app, o); !problem.empty())
+    if (!o.write_pairs.empty()) return write_pairs(o, outputs);
+    if (const std::string problem = options_problem(app, o, outputs); !problem.empty())
       throw training::UsageError(problem);
     set_num_threads(o.run.threads);
     if (o.task == "lm") return ag_train::train_lm(o);
