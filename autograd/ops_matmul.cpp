@@ -142,8 +142,18 @@ namespace {
 // bits of matmul followed by add. Putting b in C first for a gemm with beta = 1 would not give
 // them: OpenBLAS splits a long K loop into blocks (from K = 324 on with 0.3.21's Cooperlake
 // kernels) and adds each block's partial sum p_i to C, fl(fl(b + p1) + p2) instead.
+// BLAS takes each of M, N and K as a 32-bit int: checked before the output is allocated (an
+// expanded (2^31, 1) view costs no memory, its product's (2^31, N) output 8·N GB).
+void check_blas_sizes(const Shape& a_shape, const Shape& b_shape, const char* op) {
+  const int64_t m = a_shape[a_shape.size() - 2], k = a_shape.back(), n = b_shape.back();
+  if (std::max({m, n, k}) > INT_MAX)
+    fail<ShapeError>(op, ": shapes ", shape_str(a_shape), " and ", shape_str(b_shape),
+        " exceed BLAS's 32-bit sizes (M, N and K at most 2^31 - 1)");
+}
+
+// The caller has checked the sizes (check_blas_sizes).
 void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch,
-    const Tensor& bias = Tensor(), bool relu = false, const char* op = "matmul") {
+    const Tensor& bias = Tensor(), bool relu = false) {
   const int64_t m = a_in.shape()[a_in.dim() - 2], k = a_in.shape()[a_in.dim() - 1];
   const int64_t n = b_in.shape()[b_in.dim() - 1];
   if (m == 0 || n == 0) return;
@@ -154,9 +164,6 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
       out.fill_(0.0);
     return;
   }
-  if (std::max({m, n, k}) > INT_MAX)
-    fail<ShapeError>(op, ": shapes ", shape_str(a_in.shape()), " and ", shape_str(b_in.shape()),
-        " exceed BLAS's 32-bit sizes");
   BlasMatrix a = blas_matrix(a_in), b = blas_matrix(b_in);
   // Batch strides of each operand in the output's batch index space (0 where broadcast).
   auto batch_strides = [&](const Tensor& t) {
@@ -185,14 +192,15 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, cons
     };
     const bool b_shared =
         std::all_of(b_batch.begin(), b_batch.end(), [](int64_t s) { return s == 0; });
-    const bool one_product = numel(batch) == 1 || (b_shared && a.trans == CblasNoTrans &&
-                                                      batch_folds_into_rows(a, a_batch, batch));
+    // (folded only while the rows stay within BLAS's 32 bits; one batch's M is checked already)
+    const bool one_product =
+        numel(batch) == 1 || (b_shared && a.trans == CblasNoTrans && numel(batch) * m <= INT_MAX &&
+                                 batch_folds_into_rows(a, a_batch, batch));
     if (one_product) {
       // One gemm: (M, K) · (K, N), or (B..., M, K) · (K, N) as one tall (B·M, K) · (K, N) instead
       // of B small ones. Threads split its rows: rows [begin, end) of C = op(A)[begin, end) ·
       // op(B).
       const int64_t rows = numel(batch) * m;
-      if (rows > INT_MAX) fail<ShapeError>(op, ": ", rows, " rows exceed BLAS's 32-bit sizes");
       parallel_for(rows, gemm_cost(n * k), [&](int64_t begin, int64_t end) {
         detail::gemm<T>(a.trans, b.trans, static_cast<int>(end - begin), int(n), int(k),
             a_rows(pa, begin), a.ld, pb, b.ld, pc + begin * n, int(n));
@@ -238,7 +246,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
   Shape out_shape = batch;
   out_shape.push_back(a.shape()[a.dim() - 2]);
   out_shape.push_back(b.shape()[b.dim() - 1]);
-  // (..., M, N): valid operands can still make an output too large to count, [2^32, 1]·[1, 2^32]
+  // (..., M, N): valid operands can still make an output too large to count, [2^32, 1]·[1, 2^32];
+  // then BLAS's sizes, both before the output is allocated
+  detail::checked_nbytes(out_shape, a.dtype(), "matmul");
+  check_blas_sizes(a.shape(), b.shape(), "matmul");
   Tensor out = detail::empty(out_shape, a.dtype(), "matmul");
   matmul_into(a, b, out, batch);
   if (!detail::any_requires_grad({a, b})) return out;
@@ -312,14 +323,17 @@ Tensor linear_forward(
   if (bias.defined()) detail::check_same_dtype(x, bias, op);
 
   Shape out_shape = x.shape();
-  out_shape.back() = out_features;                       // (..., out)
+  out_shape.back() = out_features;  // (..., out)
+  detail::checked_nbytes(out_shape, x.dtype(), op);
+  check_blas_sizes(
+      x.dim() == 1 ? Shape{1, in_features} : x.shape(), {in_features, out_features}, op);
   Tensor out = detail::empty(out_shape, x.dtype(), op);  // (..., out)
   // A 1-D x is one row: (in) -> (1, in), its output (out) written as (1, out).
   const Tensor x_matrix = x.dim() == 1 ? x.detach().reshape({1, in_features}) : x.detach();
   const Tensor out_matrix = x.dim() == 1 ? out.detach().reshape({1, out_features}) : out;
   const Shape batch(x_matrix.shape().begin(), x_matrix.shape().end() - 2);
   matmul_into(x_matrix, transpose(weight.detach(), 0, 1), out_matrix, batch,
-      bias.defined() ? contiguous(bias.detach()) : Tensor(), relu, op);
+      bias.defined() ? contiguous(bias.detach()) : Tensor(), relu);
   return out;
 }
 

@@ -166,6 +166,7 @@ TEST_CASE("matmul refuses an output too large to count", "[overflow]") {
   const Tensor column = expanded({k2to32, 1}), row = expanded({1, k2to32});
   const Tensor batch_column = expanded({k2to32, 1, 2, 2}), batch_row = expanded({1, k2to32, 2, 2});
   const Tensor column64 = expanded({m, 1}, float64), row64 = expanded({1, m}, float64);
+  const Tensor tall = expanded({m, 1}), one = expanded({1, 1});  // (2^31, 1): no memory
   const uint64_t requests = storage_requests();
   // [2^32, 1] · [1, 2^32]: M · N overflows
   CHECK_THROWS_MATCHES(matmul(column, row), ShapeError,
@@ -176,6 +177,12 @@ TEST_CASE("matmul refuses an output too large to count", "[overflow]") {
   // float64 bytes: 2^31 · 2^31 elements of 8 bytes
   CHECK_THROWS_MATCHES(matmul(column64, row64), ShapeError,
       WhatContains({"matmul: shape [2147483648,2147483648] of float64 is too large"}));
+  // An output that fits memory's arithmetic but not BLAS's 32-bit M: refused before its 8 GB are
+  // allocated (it was allocated first, then refused).
+  CHECK_THROWS_MATCHES(matmul(tall, one), ShapeError,
+      WhatContains({"matmul: shapes [2147483648,1] and [1,1] exceed BLAS's 32-bit sizes"}));
+  CHECK_THROWS_MATCHES(linear(tall, one), ShapeError,
+      WhatContains({"linear: shapes [2147483648,1] and [1,1] exceed BLAS's 32-bit sizes"}));
   CHECK(storage_requests() == requests);
 }
 
