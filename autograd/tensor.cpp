@@ -300,6 +300,38 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
         ") refers to a single memory location; clone() it before the in-place update");
 }
 
+// The elements an in-place update of `t` reads from `source` (copy_, add_), as a tensor that no
+// write to t changes under the reader: `source` itself when it is another storage, another range
+// of t's, or t's very elements (x.add_(x)); otherwise the rows written would be read half
+// updated, in an order that depends on the threads. Then, as PyTorch does, an error when both
+// are dense (x.add_(x[1:]) of a row, x.add_(x[0]) broadcast) — and a copy of `source` when the
+// views interleave (x[::2] and x[1::2] share a range, no element), where PyTorch cannot tell.
+Tensor unaliased_source(const Tensor& t, const Tensor& source, const char* op) {
+  if (!t.shares_storage(source)) return source;
+  if (source.offset() == t.offset() && source.shape() == t.shape() &&
+      source.strides() == t.strides())
+    return source;
+  // [first, last] element of each in the storage (strides are not negative), or none if empty
+  auto extent = [](const Tensor& x) -> std::optional<std::pair<int64_t, int64_t>> {
+    int64_t last = x.offset();
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (x.shape()[d] == 0) return std::nullopt;
+      last += x.strides()[d] * (x.shape()[d] - 1);
+    }
+    return std::pair{x.offset(), last};
+  };
+  const auto written = extent(t), read = extent(source);
+  if (!written || !read || read->second < written->first || written->second < read->first)
+    return source;
+  if (t.is_contiguous() && source.is_contiguous())
+    fail<ValueError>(op, ": unsupported operation: some elements of the input tensor (shape ",
+        shape_str(source.shape()), ", offset ", source.offset(),
+        ") and the written-to tensor (shape ", shape_str(t.shape()), ", offset ", t.offset(),
+        ") refer to a single memory location; clone() the input first");
+  NoGradGuard no_grad;
+  return ag::clone(source);
+}
+
 // x ← update(x, s) for every element x of t, through its strides, with s = `scalar` in t's dtype.
 template <class Update>
 void update_each_element(const Tensor& t, const char* op, double scalar, Update update) {
@@ -324,19 +356,21 @@ const Tensor& Tensor::fill_(double value) const {
   return *this;
 }
 
-const Tensor& Tensor::copy_(const Tensor& source) const {
+const Tensor& Tensor::copy_(const Tensor& source_given) const {
   check_inplace_allowed(*this, "copy_");
+  const Tensor source = unaliased_source(*this, source_given, "copy_");
   bump_version();
   detail::copy_into(*this, source);
   return *this;
 }
 
-const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
+const Tensor& Tensor::add_(const Tensor& other_given, double alpha) const {
   check_inplace_allowed(*this, "add_");
-  detail::check_same_dtype(*this, other, "add_");
-  if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
-    fail<ShapeError>("add_: shape ", shape_str(other.shape()),
+  detail::check_same_dtype(*this, other_given, "add_");
+  if (broadcast_shapes(other_given.shape(), shape(), "add_") != shape())
+    fail<ShapeError>("add_: shape ", shape_str(other_given.shape()),
         " does not broadcast to the updated tensor's shape ", shape_str(shape()));
+  const Tensor other = unaliased_source(*this, other_given, "add_");
   bump_version();
   dispatch(dtype(), [&]<typename T>() {
     T* out = data<T>();

@@ -232,3 +232,27 @@ TEST_CASE("in-place writes into an expanded view are refused (PyTorch refuses th
   copy.add_(ones({4}));
   CHECK(copy.to_vector() == std::vector<double>{1.0, 1.0, 1.0, 1.0});
 }
+
+TEST_CASE(
+    "an in-place update reading part of what it writes is refused, or reads a copy", "[inplace]") {
+  // x.add_(shifted view of x) read rows already updated, in an order the threads chose.
+  Tensor x = arange(0, 8, 1).reshape({4, 2});  // rows [0 1] [2 3] [4 5] [6 7]
+  // The very same elements: fine, as in PyTorch (x += x).
+  x.add_(x);
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 2, 4, 6, 8, 10, 12, 14});
+  // Dense and overlapping: PyTorch's error, naming the op.
+  const Tensor head = narrow(x, 0, 0, 3), tail = narrow(x, 0, 1, 3);  // rows 0-2 and 1-3
+  CHECK_THROWS_MATCHES(tail.add_(head), ValueError,
+      WhatContains({"add_: unsupported operation: some elements of the input tensor",
+          "refer to a single memory location; clone() the input first"}));
+  CHECK_THROWS_MATCHES(x.add_(select(x, 0, 0)), ValueError, WhatContains({"add_: unsupported"}));
+  CHECK_THROWS_MATCHES(tail.copy_(head), ValueError, WhatContains({"copy_: unsupported"}));
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 2, 4, 6, 8, 10, 12, 14});  // unchanged
+  // Interleaved (columns 0 and 1 share a range, no element): the update reads a copy, as if the
+  // two were apart — x[:, 1] += x[:, 0].
+  select(x, 1, 1).add_(select(x, 1, 0));
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 2, 4, 10, 8, 18, 12, 26});
+  // Apart in one storage: read as they are.
+  narrow(x, 0, 2, 2).copy_(narrow(x, 0, 0, 2));
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 2, 4, 10, 0, 2, 4, 10});
+}
