@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -178,6 +179,18 @@ void plot_csv(const std::string& csv_path, const std::string& png_path, const Li
   if (!fs::exists(png, error) || fs::file_size(png, error) == 0)
     throw ExternalProgramError("plot_csv: '" + command + "' did not write '" + png.string() + "'" +
                                (output.empty() ? "" : ":\n" + output));
+}
+
+std::string gnuplot_problem(const std::string& gnuplot) {
+  if (gnuplot.find('/') != std::string::npos)
+    return ::access(gnuplot.c_str(), X_OK) == 0 ? "" : gnuplot + " is not an executable file";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + gnuplot;
+    if (::access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) return "";
+  }
+  return gnuplot + " is not on PATH (apt-get install gnuplot-nox; scripts/install-deps.sh does)";
 }
 
 }  // namespace ag::viz

@@ -46,4 +46,9 @@ struct LineFigure {
 // curve names a column it lacks.
 void plot_csv(const std::string& csv_path, const std::string& png_path, const LineFigure& figure);
 
+// Why plot_csv could not run `gnuplot` (the program figure.gnuplot names): "" when it is an
+// executable file — given with a '/', or found on PATH — otherwise what is missing, to be said
+// before a run whose curves it would draw at the end.
+std::string gnuplot_problem(const std::string& gnuplot = "gnuplot");
+
 }  // namespace ag::viz

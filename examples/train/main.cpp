@@ -32,6 +32,7 @@
 #include "models/seq2seq_translation.h"
 #include "train.h"
 #include "training/cli.h"
+#include "viz/curves.h"
 
 namespace ag_train {
 
@@ -317,9 +318,13 @@ std::string options_problem(const CLI::App& app, Options& o, const training::Out
   if (o.run.resume.empty() && !translate && !lm)
     if (const std::string problem = ag_train::toy_size_problem(o); !problem.empty()) return problem;
   if (const std::string problem = outputs.problem(); !problem.empty()) return problem;
-  if (!o.curves_dir.empty())
+  if (!o.curves_dir.empty()) {
     if (const std::string why = output_directory_problem(o.curves_dir); !why.empty())
       return "--curves-dir " + o.curves_dir + ": " + why;
+    // training_curves.png is drawn at the end: without gnuplot, say so now, not after the run
+    if (const std::string why = viz::gnuplot_problem(); !why.empty())
+      return "--curves-dir draws training_curves.png with gnuplot, and " + why;
+  }
   // The cosine schedule warms up for at least one step and must have steps after it.
   if (o.run.resume.empty() && o.run.schedule == "cosine" && o.run.warmup >= o.run.steps)
     return "--steps " + std::to_string(o.run.steps) + " leaves no step after the warm-up of " +

@@ -137,6 +137,10 @@ TEST_CASE("ag-train checks every output path before training, and destroys nothi
     INFO(options);
     check_refused(run(train + small_run + " " + options), 2, why);
   }
+  // The curves' picture needs gnuplot at the end: without it on PATH, refused at the start.
+  check_refused(run("PATH=/nonexistent " + train + small_run + " --curves-dir " + dir + "/curves"),
+      2,
+      "ag-train: --curves-dir draws training_curves.png with gnuplot, and gnuplot is not on PATH");
   CHECK(read_text(model) == "an hour of training");
   CHECK(read_text(plain) == "a regular file");
   // Nothing created: no probe files, no checkpoint, no curves folder.
