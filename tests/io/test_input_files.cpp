@@ -62,13 +62,18 @@ TEST_CASE("a FIFO given as an input file is refused at once, not waited on", "[i
 TEST_CASE("a 64 GiB file that is not the format is refused from its first bytes", "[io][files]") {
   // A sparse file: no disk, but a reader that took it whole would ask for 64 GiB of memory, more
   // than the machine has, and fail with bad_alloc (or be killed) instead of the format's error.
+  // (A file system that cannot hold a sparse file of 64 GiB gets the largest of 16 and 4 GiB it
+  // can: still more than a test may allocate.)
   TempFolder folder;
   const std::string path = folder.file("zeros");
   {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
     REQUIRE(fd >= 0);
-    REQUIRE(::ftruncate(fd, off_t{64} << 30) == 0);
+    bool sized = false;
+    for (const off_t gib : {64, 16, 4})
+      if (!sized) sized = ::ftruncate(fd, gib << 30) == 0;
     ::close(fd);
+    REQUIRE(sized);
   }
   CHECK_THROWS_WITH(load_checkpoint(path),
       Contains("checkpoint " + path + ": not an ag checkpoint (its first bytes are not ag's"));
