@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "distributed/distributed.h"
+#include "training/cli.h"
 
 namespace {
 
@@ -40,7 +41,8 @@ double best_ms(int repeats, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ag::dist::Environment mpi(argc, argv);
+  // MPI under mpirun; a failure on any rank ends the whole job (run_main)
+  const auto mpi = ag::training::start("ag-bench-allreduce", argc, argv);
   std::vector<double> sizes_mb = {25.0, 4.6, 1.0};
   int repeats = 7;
   CLI::App app{"ag-bench-allreduce: MPI_Allreduce against MPI_Iallreduce + MPI_Wait (mpirun)"};
@@ -48,35 +50,29 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 4096.0));
   app.add_option("--repeat", repeats, "calls per measurement (the best counts)")
       ->check(CLI::Range(1, 1000));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return ag::dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-  }
-  if (!ag::dist::initialized()) {
-    std::fprintf(stderr, "ag-bench-allreduce: run it under mpirun\n");
-    return 2;
-  }
-  const bool report = ag::dist::rank() == 0;
-  const char* algorithm = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
-  if (report)
-    std::printf("%d ranks; OMPI_MCA_coll_libnbc_iallreduce_algorithm=%s\n", ag::dist::world_size(),
-        algorithm ? algorithm : "(unset)");
-  for (double mb : sizes_mb) {
-    const auto count = static_cast<int>(mb * 1024 * 1024 / sizeof(float));
-    std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);
-    const double blocking = best_ms(repeats, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    });
-    const double nonblocking = best_ms(repeats, [&] {
-      MPI_Request request;
-      MPI_Iallreduce(
-          MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
-      MPI_Wait(&request, MPI_STATUS_IGNORE);
-    });
+  return ag::training::run_main("ag-bench-allreduce", app, argc, argv, [&] {
+    if (!ag::dist::initialized()) throw ag::training::UsageError("run it under mpirun");
+    const bool report = ag::dist::rank() == 0;
+    const char* algorithm = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
     if (report)
-      std::printf("%7.2f MiB: MPI_Allreduce %7.2f ms, MPI_Iallreduce + MPI_Wait %7.2f ms\n", mb,
-          blocking, nonblocking);
-  }
-  return 0;
+      std::printf("%d ranks; OMPI_MCA_coll_libnbc_iallreduce_algorithm=%s\n",
+          ag::dist::world_size(), algorithm ? algorithm : "(unset)");
+    for (double mb : sizes_mb) {
+      const auto count = static_cast<int>(mb * 1024 * 1024 / sizeof(float));
+      std::vector<float> buffer(static_cast<std::size_t>(count), 1.0f);
+      const double blocking = best_ms(repeats, [&] {
+        MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      });
+      const double nonblocking = best_ms(repeats, [&] {
+        MPI_Request request;
+        MPI_Iallreduce(
+            MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+      });
+      if (report)
+        std::printf("%7.2f MiB: MPI_Allreduce %7.2f ms, MPI_Iallreduce + MPI_Wait %7.2f ms\n", mb,
+            blocking, nonblocking);
+    }
+    return 0;
+  });
 }

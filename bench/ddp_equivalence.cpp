@@ -36,6 +36,7 @@
 #include "models/seq2seq.h"
 #include "optim/optimizer.h"
 #include "seq2seq_configs.h"
+#include "training/cli.h"
 #include "training/step.h"
 
 namespace {
@@ -70,7 +71,8 @@ double tensor_difference(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dist::Environment mpi(argc, argv);
+  // MPI under mpirun, Ctrl-C's policy; a failure on any rank ends the whole job (run_main)
+  const auto mpi = training::start("ag-ddp-equivalence", argc, argv);
   std::string config_name = "tiny", dtype_name_option = "float32", optimizer_name = "adam";
   int64_t steps = 50, global_rows = 64, print_every = 10, chunk_rows = 0;
   bool json = false;
@@ -95,107 +97,105 @@ int main(int argc, char** argv) {
          "(each rank's rows must be whole chunks)")
       ->check(CLI::Range(0, 4096));
   app.add_flag("--json", json, "one JSON line at the end");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return dist::rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-  }
-  const int rank = dist::rank(), world = dist::world_size();
-  if (world < 2) {
-    std::fprintf(stderr, "ag-ddp-equivalence: run it under mpirun with 2 or more ranks\n");
-    return 2;
-  }
-  set_num_threads(1);
-  const DType dtype = dtype_name_option == "float64" ? float64 : float32;
-  // ag-bench-train's tiny (the reverse task's shapes) or small config, without dropout
-  const Config& c = bench::config_named(config_name);
-  const seq2seq::ModelConfig mc = bench::model_config(c, /*dropout=*/0.0);
-  manual_seed(0);
-  auto replica = seq2seq::make_transformer(mc);
-  manual_seed(0);
-  auto reference = seq2seq::make_transformer(mc);
-  replica->to(dtype);
-  reference->to(dtype);
-  auto make_optimizer = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
-    if (optimizer_name == "sgd") return std::make_unique<optim::SGD>(m.parameters(), 0.1);
-    return std::make_unique<optim::Adam>(m.parameters(), 0.005);
-  };
-  auto replica_optimizer = make_optimizer(*replica);
-  auto reference_optimizer = make_optimizer(*reference);
-  optim::Scheduler replica_schedule(*replica_optimizer, [](int64_t) { return 1.0; });
-  optim::Scheduler reference_schedule(*reference_optimizer, [](int64_t) { return 1.0; });
-  training::StepOptions options;  // clip 1.0
-  options.chunk_rows = chunk_rows;
-  options.program = "ag-ddp-equivalence";
-  if (const std::string problem = training::chunk_problem(global_rows, chunk_rows);
-      !problem.empty())
-    dist::abort("ag-ddp-equivalence", problem, 2);
-  training::Step replica_step(*replica, *replica_optimizer, replica_schedule, global_rows, options);
-  options.this_process_only = true;  // the whole batch here, without communicating
-  training::Step reference_step(
-      *reference, *reference_optimizer, reference_schedule, global_rows, options);
-
-  std::unique_ptr<data::Task> task = data::make_task("reverse");
-  const auto held_out = data::held_out_set(*task, 500);
-  data::TrainingStream stream(*task, held_out, 1);
-  Generator gen(1);
-  const dist::RowRange mine = replica_step.rows(global_rows);
-  double worst_loss = 0;
-  if (rank == 0)
-    std::printf("ag-ddp-equivalence: %s, %s, %s, %d ranks x ~%lld rows vs 1 process x %lld rows\n",
-        config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
-        static_cast<long long>(mine.size()), static_cast<long long>(global_rows));
-  for (int64_t step = 1; step <= steps; ++step) {
-    data::Batch batch = global_batch(config_name, c, global_rows, &stream, gen);
-    if (dtype == float64) {  // ids and lengths in the models' dtype
-      batch.source = batch.source.to(float64);
-      batch.source_valid_lens = batch.source_valid_lens.to(float64);
-      batch.decoder_input = batch.decoder_input.to(float64);
-      batch.labels = batch.labels.to(float64);
-      batch.label_valid_lens = batch.label_valid_lens.to(float64);
-    }
-    // Rows [first, last) of the batch: their loss per valid token, and their valid tokens.
-    auto loss_of = [&](nn::EncoderDecoder& model) {
-      return [&](int64_t first, int64_t last) {
-        const data::Batch rows = data::batch_rows(batch, first, last);
-        return std::pair{seq2seq::sequence_loss(model, rows), sum(rows.label_valid_lens).item()};
-      };
+  return training::run_main("ag-ddp-equivalence", app, argc, argv, [&] {
+    const int rank = dist::rank(), world = dist::world_size();
+    if (world < 2) throw training::UsageError("run it under mpirun with 2 or more ranks");
+    set_num_threads(1);
+    const DType dtype = dtype_name_option == "float64" ? float64 : float32;
+    // ag-bench-train's tiny (the reverse task's shapes) or small config, without dropout
+    const Config& c = bench::config_named(config_name);
+    const seq2seq::ModelConfig mc = bench::model_config(c, /*dropout=*/0.0);
+    manual_seed(0);
+    auto replica = seq2seq::make_transformer(mc);
+    manual_seed(0);
+    auto reference = seq2seq::make_transformer(mc);
+    replica->to(dtype);
+    reference->to(dtype);
+    auto make_optimizer = [&](nn::Module& m) -> std::unique_ptr<optim::Optimizer> {
+      if (optimizer_name == "sgd") return std::make_unique<optim::SGD>(m.parameters(), 0.1);
+      return std::make_unique<optim::Adam>(m.parameters(), 0.005);
     };
-    const double tokens = sum(batch.label_valid_lens).item();
-    const training::StepResult reference_result =
-        reference_step.take(step, tokens, loss_of(*reference));
-    const training::StepResult replica_result = replica_step.take(step, tokens, loss_of(*replica));
-    if (reference_result.diverged || replica_result.diverged) return 1;  // (Step has said why)
-    const double reference_loss = reference_result.loss, replica_loss = replica_result.loss;
+    auto replica_optimizer = make_optimizer(*replica);
+    auto reference_optimizer = make_optimizer(*reference);
+    optim::Scheduler replica_schedule(*replica_optimizer, [](int64_t) { return 1.0; });
+    optim::Scheduler reference_schedule(*reference_optimizer, [](int64_t) { return 1.0; });
+    training::StepOptions options;  // clip 1.0
+    options.chunk_rows = chunk_rows;
+    options.program = "ag-ddp-equivalence";
+    if (const std::string problem = training::chunk_problem(global_rows, chunk_rows);
+        !problem.empty())
+      dist::abort("ag-ddp-equivalence", problem, 2);
+    training::Step replica_step(
+        *replica, *replica_optimizer, replica_schedule, global_rows, options);
+    options.this_process_only = true;  // the whole batch here, without communicating
+    training::Step reference_step(
+        *reference, *reference_optimizer, reference_schedule, global_rows, options);
 
-    worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
-    if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
+    std::unique_ptr<data::Task> task = data::make_task("reverse");
+    const auto held_out = data::held_out_set(*task, 500);
+    data::TrainingStream stream(*task, held_out, 1);
+    Generator gen(1);
+    const dist::RowRange mine = replica_step.rows(global_rows);
+    double worst_loss = 0;
+    if (rank == 0)
       std::printf(
-          "step %3lld  loss %.10g (1 process) %.10g (%d ranks)  max relative difference "
-          "so far %.3g\n",
-          static_cast<long long>(step), reference_loss, replica_loss, world, worst_loss);
-  }
-  double worst_parameter = 0;
-  std::string worst_name;
-  const auto a = replica->named_parameters(), b = reference->named_parameters();
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double d = tensor_difference(a[i].second, b[i].second);
-    if (d > worst_parameter) {
-      worst_parameter = d;
-      worst_name = a[i].first;
-    }
-  }
-  if (rank == 0) {
-    std::printf("after %lld steps: losses agree to %.3g relative, parameters to %.3g (worst: %s)\n",
-        static_cast<long long>(steps), worst_loss, worst_parameter, worst_name.c_str());
-    if (json)
-      std::printf(
-          "{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
-          "\"steps\": %lld, \"batch\": %lld, \"chunk_rows\": %lld, \"loss_rel\": %.6g, "
-          "\"param_rel\": %.6g}\n",
+          "ag-ddp-equivalence: %s, %s, %s, %d ranks x ~%lld rows vs 1 process x %lld rows\n",
           config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
-          static_cast<long long>(steps), static_cast<long long>(global_rows),
-          static_cast<long long>(chunk_rows), worst_loss, worst_parameter);
-  }
-  return 0;
+          static_cast<long long>(mine.size()), static_cast<long long>(global_rows));
+    for (int64_t step = 1; step <= steps; ++step) {
+      data::Batch batch = global_batch(config_name, c, global_rows, &stream, gen);
+      if (dtype == float64) {  // ids and lengths in the models' dtype
+        batch.source = batch.source.to(float64);
+        batch.source_valid_lens = batch.source_valid_lens.to(float64);
+        batch.decoder_input = batch.decoder_input.to(float64);
+        batch.labels = batch.labels.to(float64);
+        batch.label_valid_lens = batch.label_valid_lens.to(float64);
+      }
+      // Rows [first, last) of the batch: their loss per valid token, and their valid tokens.
+      auto loss_of = [&](nn::EncoderDecoder& model) {
+        return [&](int64_t first, int64_t last) {
+          const data::Batch rows = data::batch_rows(batch, first, last);
+          return std::pair{seq2seq::sequence_loss(model, rows), sum(rows.label_valid_lens).item()};
+        };
+      };
+      const double tokens = sum(batch.label_valid_lens).item();
+      const training::StepResult reference_result =
+          reference_step.take(step, tokens, loss_of(*reference));
+      const training::StepResult replica_result =
+          replica_step.take(step, tokens, loss_of(*replica));
+      if (reference_result.diverged || replica_result.diverged) return 1;  // (Step has said why)
+      const double reference_loss = reference_result.loss, replica_loss = replica_result.loss;
+
+      worst_loss = std::max(worst_loss, relative_difference(replica_loss, reference_loss));
+      if (rank == 0 && (step <= 5 || step % print_every == 0 || step == steps))
+        std::printf(
+            "step %3lld  loss %.10g (1 process) %.10g (%d ranks)  max relative difference "
+            "so far %.3g\n",
+            static_cast<long long>(step), reference_loss, replica_loss, world, worst_loss);
+    }
+    double worst_parameter = 0;
+    std::string worst_name;
+    const auto a = replica->named_parameters(), b = reference->named_parameters();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double d = tensor_difference(a[i].second, b[i].second);
+      if (d > worst_parameter) {
+        worst_parameter = d;
+        worst_name = a[i].first;
+      }
+    }
+    if (rank == 0) {
+      std::printf(
+          "after %lld steps: losses agree to %.3g relative, parameters to %.3g (worst: %s)\n",
+          static_cast<long long>(steps), worst_loss, worst_parameter, worst_name.c_str());
+      if (json)
+        std::printf(
+            "{\"config\": \"%s\", \"dtype\": \"%s\", \"optimizer\": \"%s\", \"ranks\": %d, "
+            "\"steps\": %lld, \"batch\": %lld, \"chunk_rows\": %lld, \"loss_rel\": %.6g, "
+            "\"param_rel\": %.6g}\n",
+            config_name.c_str(), dtype_name_option.c_str(), optimizer_name.c_str(), world,
+            static_cast<long long>(steps), static_cast<long long>(global_rows),
+            static_cast<long long>(chunk_rows), worst_loss, worst_parameter);
+    }
+    return 0;
+  });
 }
