@@ -134,14 +134,6 @@ AG_TARGET_CLONES void linear_backward_columns(const double* g, int64_t ld, const
 
 namespace {
 
-// out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast; then
-// + bias (N) on every row when bias is defined (contiguous, a's dtype), then relu with relu.
-// `op` names the caller in errors.
-//
-// The bias is added by each thread to the rows its gemm has just written: fl(fl(A·B) + b), the
-// bits of matmul followed by add. Putting b in C first for a gemm with beta = 1 would not give
-// them: OpenBLAS splits a long K loop into blocks (from K = 324 on with 0.3.21's Cooperlake
-// kernels) and adds each block's partial sum p_i to C, fl(fl(b + p1) + p2) instead.
 // BLAS takes each of M, N and K as a 32-bit int: checked before the output is allocated (an
 // expanded (2^31, 1) view costs no memory, its product's (2^31, N) output 8·N GB).
 void check_blas_sizes(const Shape& a_shape, const Shape& b_shape, const char* op) {
@@ -151,7 +143,14 @@ void check_blas_sizes(const Shape& a_shape, const Shape& b_shape, const char* op
         " exceed BLAS's 32-bit sizes (M, N and K at most 2^31 - 1)");
 }
 
-// The caller has checked the sizes (check_blas_sizes).
+// out (contiguous, batch + [M, N]) = a (..., M, K) · b (..., K, N), batch dims broadcast; then
+// + bias (N) on every row when bias is defined (contiguous, a's dtype), then relu with relu. The
+// caller has checked the sizes (check_blas_sizes).
+//
+// The bias is added by each thread to the rows its gemm has just written: fl(fl(A·B) + b), the
+// bits of matmul followed by add. Putting b in C first for a gemm with beta = 1 would not give
+// them: OpenBLAS splits a long K loop into blocks (from K = 324 on with 0.3.21's Cooperlake
+// kernels) and adds each block's partial sum p_i to C, fl(fl(b + p1) + p2) instead.
 void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& out, const Shape& batch,
     const Tensor& bias = Tensor(), bool relu = false) {
   const int64_t m = a_in.shape()[a_in.dim() - 2], k = a_in.shape()[a_in.dim() - 1];

@@ -304,8 +304,9 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
 // write to t changes under the reader: `source` itself when it is another storage, another range
 // of t's, or t's very elements (x.add_(x)); otherwise the rows written would be read half
 // updated, in an order that depends on the threads. Then, as PyTorch does, an error when both
-// are dense (x.add_(x[1:]) of a row, x.add_(x[0]) broadcast) — and a copy of `source` when the
-// views interleave (x[::2] and x[1::2] share a range, no element), where PyTorch cannot tell.
+// are dense (x[1:].add_(x[:3]), x.add_(x[0]) broadcast over x's rows) — and a copy of `source`
+// when the views interleave (x[:, 1] and x[:, 0] share a range, no element), where PyTorch
+// cannot tell.
 Tensor unaliased_source(const Tensor& t, const Tensor& source, const char* op) {
   if (!t.shares_storage(source)) return source;
   if (source.offset() == t.offset() && source.shape() == t.shape() &&

@@ -6,11 +6,8 @@
 
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/string.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "autograd/autograd.h"

@@ -32,10 +32,7 @@ bool write_all(int fd, std::string_view bytes) {
 
 }  // namespace
 
-namespace {
-
-// What a file that is not a regular one is, for the error that refuses it.
-const char* kind_of(mode_t mode) {
+const char* file_kind(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
@@ -43,8 +40,6 @@ const char* kind_of(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a file";
 }
-
-}  // namespace
 
 InputFile::InputFile(const std::string& path, const std::string& what) : path_(path), what_(what) {
   // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is refused below); on a
@@ -59,7 +54,7 @@ InputFile::InputFile(const std::string& path, const std::string& what) : path_(p
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd_);
-    fail(std::string("not a regular file (") + kind_of(info.st_mode) + ")");
+    fail(std::string("not a regular file (") + file_kind(info.st_mode) + ")");
   }
   size_ = static_cast<uint64_t>(info.st_size);
 }
@@ -131,7 +126,7 @@ std::string atomic_write_target(const std::string& path, const std::string& what
     if (::lstat(target.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return target.string();
     if (S_ISDIR(info.st_mode)) fail(target.string() + " is a directory");
     if (!S_ISLNK(info.st_mode))
-      fail(target.string() + " is " + kind_of(info.st_mode) +
+      fail(target.string() + " is " + file_kind(info.st_mode) +
            ", not a regular file (the new file is written beside it and renamed over it, which "
            "would replace it)");
     if (links == 40) fail("more than 40 symbolic links to follow (a loop?)");

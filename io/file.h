@@ -15,9 +15,13 @@
 
 namespace ag {
 
+// What a stat() mode that is not a regular file's names — "a directory", "a FIFO", "a character
+// device", "a block device", "a socket" — for the errors that refuse it.
+const char* file_kind(unsigned mode);
+
 // A file opened for reading, checked before anything is read from it: opened without blocking (the
 // open of a FIFO would otherwise wait for a writer forever), then refused unless it is a regular
-// file — a FIFO, a device, a socket or a folder is an IoError "WHAT PATH: not a regular file (a
+// file — a FIFO, a device, a socket or a directory is an IoError "WHAT PATH: not a regular file (a
 // FIFO)". A reader reads it in parts, each checked against size() first: a format's header, then
 // the body the header declares, so that a file that is not the format costs its header's bytes,
 // not its size.
@@ -57,15 +61,16 @@ struct WriteResult {
 
 // Where an atomic write to `path` lands: `path` itself when it is a regular file or does not exist;
 // for a symbolic link, the file it points to, followed link by link (up to 40) — the link stays a
-// link and its target gets the new bytes. Anything else is refused with an IoError "WHAT PATH: it
-// is a character device, not a regular file: ...": a device, a FIFO, a socket or a folder would
-// be replaced by a regular file (as root, `--checkpoint /dev/null` would replace the system's
-// /dev/null).
+// link and its target gets the new bytes. Anything else is refused with an IoError "WHAT PATH:
+// TARGET is a character device, not a regular file (...)" or "TARGET is a directory": the rename
+// would replace a device, a FIFO or a socket by a regular file (as root, `--checkpoint /dev/null`
+// replaced the system's /dev/null).
 std::string atomic_write_target(const std::string& path, const std::string& what);
 
 // Writes `bytes` to `path` atomically (see above; a symbolic link's target, atomic_write_target),
-// after removing the stale temporary files of earlier writes to it. Throws IoError "WHAT PATH: reason" on any failure, leaving whatever
-// was at `path` untouched. on_phase, if set, is called as the write passes each phase.
+// after removing the stale temporary files of earlier writes to it. Throws IoError "WHAT PATH:
+// reason" on any failure, leaving whatever was at `path` untouched. on_phase, if set, is called
+// as the write passes each phase.
 WriteResult write_file_atomically(const std::string& path, std::string_view bytes,
     const std::string& what, const std::function<void(WritePhase)>& on_phase = {});
 

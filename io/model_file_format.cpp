@@ -43,37 +43,43 @@ Checkpoint entries_of(const Safetensors& file, const std::string& path,
 
 }  // namespace
 
-ModelFile read_model_file(const std::string& path, const std::set<std::string>& integer_names,
+namespace {
+
+// Either format, read by the two given ways (from a path, or from bytes in memory): ag's checkpoint
+// as it is; a safetensors file with its metadata typed, its errors those of a model file.
+template <class ReadCheckpoint, class ReadSafetensors>
+ModelFile model_file(const std::string& source, const ReadCheckpoint& read_checkpoint,
+    const ReadSafetensors& read_safetensors_file, const std::set<std::string>& integer_names,
     const std::set<std::string>& real_names, const std::set<std::string>& string_names) {
   ModelFile file;
-  if (!is_safetensors_path(path)) {
-    file.entries = load_checkpoint(path);
-    return file;
-  }
-  try {
-    file.safetensors = read_safetensors(path);
-  } catch (const IoError& e) {
-    throw CheckpointError(e.what());  // a model file's error type, whatever its format
-  }
-  file.entries = entries_of(*file.safetensors, path, integer_names, real_names, string_names);
-  return file;
-}
-
-ModelFile parse_model_file(std::string_view bytes, const std::string& source,
-    const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
-    const std::set<std::string>& string_names) {
-  ModelFile file;
   if (!is_safetensors_path(source)) {
-    file.entries = parse_checkpoint(bytes, source);
+    file.entries = read_checkpoint();
     return file;
   }
   try {
-    file.safetensors = parse_safetensors(bytes, source);
+    file.safetensors = read_safetensors_file();
   } catch (const IoError& e) {
     throw CheckpointError(e.what());  // a model file's error type, whatever its format
   }
   file.entries = entries_of(*file.safetensors, source, integer_names, real_names, string_names);
   return file;
+}
+
+}  // namespace
+
+ModelFile read_model_file(const std::string& path, const std::set<std::string>& integer_names,
+    const std::set<std::string>& real_names, const std::set<std::string>& string_names) {
+  return model_file(
+      path, [&] { return load_checkpoint(path); }, [&] { return read_safetensors(path); },
+      integer_names, real_names, string_names);
+}
+
+ModelFile parse_model_file(std::string_view bytes, const std::string& source,
+    const std::set<std::string>& integer_names, const std::set<std::string>& real_names,
+    const std::set<std::string>& string_names) {
+  return model_file(
+      source, [&] { return parse_checkpoint(bytes, source); },
+      [&] { return parse_safetensors(bytes, source); }, integer_names, real_names, string_names);
 }
 
 void load_model_weights(nn::Module& model, const ModelFile& file, const std::string& path) {

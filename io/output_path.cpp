@@ -83,11 +83,7 @@ std::string output_file_problem(const std::string& path_given, OutputKind kind) 
   // it; a character device (/dev/null, a terminal) is written through. A FIFO would block the run
   // until a reader comes, a socket or a block device is no output: refused.
   if (S_ISFIFO(info.st_mode) || S_ISSOCK(info.st_mode) || S_ISBLK(info.st_mode))
-    return path_text + " is " +
-           (S_ISFIFO(info.st_mode)      ? "a FIFO"
-               : S_ISSOCK(info.st_mode) ? "a socket"
-                                        : "a block device") +
-           ", not a regular file";
+    return path_text + " is " + file_kind(info.st_mode) + ", not a regular file";
   if (S_ISREG(info.st_mode)) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd < 0) return "cannot write " + path_text + ": " + std::strerror(errno);
