@@ -3,16 +3,16 @@
 // format around it is io/checkpoint.cpp's.
 #include "io/checkpoint_json.h"
 
-// rapidjson (under cereal's JSON archive) must not convert numbers itself: Debian's rapidjson
-// 1.1.0 misreads some (a zero with an exponent, numbers just past DBL_MAX) and reads its table of
-// powers of ten out of bounds for others. With this flag it hands over every number as its text,
-// which read_json converts with std::from_chars (correctly rounded, range-checked).
-#define RAPIDJSON_PARSE_DEFAULT_FLAGS kParseNumbersAsStringsFlag | kParseNanAndInfFlag
-
+// The reader walks rapidjson's events itself (rapidjson is the parser under cereal's JSON archive,
+// whose writer write_json uses). It asks rapidjson for every number as its text: Debian's
+// rapidjson 1.1.0 misreads some (a zero with an exponent, numbers just past DBL_MAX) and reads its
+// table of powers of ten out of bounds for others; std::from_chars converts them instead
+// (correctly rounded, range-checked).
 #include <cereal/archives/json.hpp>
 #include <cereal/types/string.hpp>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -104,24 +104,50 @@ int json_depth(std::string_view text) {
   return deepest;
 }
 
-// cereal reads JSON strings up to their first NUL, so a "\u0000" escape would silently cut a
-// name short (and let "float32\u0000x" pass as "float32"); ag never writes one.
-bool has_nul_escape(std::string_view text) {
-  for (std::size_t at = text.find("\\u"); at != std::string_view::npos;
-       at = text.find("\\u", at + 1)) {
-    // Count the backslashes before this one: an even number means it really starts an escape.
-    std::size_t slashes = 0;
-    while (at > slashes && text[at - 1 - slashes] == '\\') ++slashes;
-    if (slashes % 2 == 0 && text.substr(at + 2, 4) == "0000") return true;
+// A JSON number's text (rapidjson hands numbers over as text) converted exactly.
+template <class T>
+T json_number(std::string_view text, const std::string& source, const char* what) {
+  T value{};
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  if constexpr (std::is_floating_point_v<T>) {
+    // JSON has no "+" or "Infinity" spelt other ways; from_chars takes "inf", "infinity", "nan".
+    if (text == "NaN") return std::numeric_limits<T>::quiet_NaN();
+    if (text == "Infinity") return std::numeric_limits<T>::infinity();
+    if (text == "-Infinity") return -std::numeric_limits<T>::infinity();
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    // An out-of-range number is damage, not infinity or zero.
+    if (ec != std::errc() || ptr != end)
+      fail(source, std::string("damaged payload: ") + what + " '" + std::string(text) +
+                       "' is not a number in range");
+  } else {
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end)
+      fail(source, std::string("damaged payload: ") + what + " '" + std::string(text) +
+                       "' is not an unsigned integer");
   }
-  return false;
+  return value;
 }
 
-// Checks, event by event, that a JSON document has the layout write_json produces
-// (io/checkpoint_json.h).
-class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonSchemaCheck> {
+// Reads a checkpoint from rapidjson's events while its parser walks the text: each value is
+// checked against the layout write_json produces (io/checkpoint_json.h) where it appears, and
+// stored in the Checkpoint at once. No document tree stands between the text and the tensors —
+// cereal's JSON archive builds one, and held 1.9 GB for a 100 MB file of zeros — so what the read
+// holds is the payload and the Budget's charges (the entries, and a tensor's data).
+//
+// Numbers arrive as their text (RawNumber) and are converted exactly by json_number: unlike in a
+// tree they can be told apart from strings, so "kind": 5 or "value": "12" is damage, not a
+// conversion. A value of the wrong type, an unknown key, a key twice or a missing field ends the
+// parse with `problem`; a value that does not convert, a shape the data does not fill, a name
+// twice throw the CheckpointError at once.
+class JsonCheckpointReader
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, JsonCheckpointReader> {
  public:
-  std::string problem;  // empty while the document fits
+  JsonCheckpointReader(uint64_t payload_size, const std::string& source)
+      : payload_size_(payload_size), budget_(payload_size, source), source_(source) {}
+
+  Checkpoint checkpoint;
+  std::string problem;  // empty while the document fits the layout
 
   bool StartObject() { return open(Value::object); }
   bool StartArray() { return open(Value::array); }
@@ -135,8 +161,19 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
     frame.seen.push_back(frame.key);
     return true;
   }
-  bool String(const char*, rapidjson::SizeType, bool) { return scalar(Value::string); }
-  bool RawNumber(const char*, rapidjson::SizeType, bool) { return scalar(Value::number); }
+  bool String(const char* text, rapidjson::SizeType length, bool) {
+    if (!accept(Value::string)) return false;
+    // A "\u0000" escape: ag never writes one, and names are C strings to every other tool.
+    if (std::memchr(text, '\0', length) != nullptr)
+      return error("a JSON string holds a NUL character");
+    store_string(std::string(text, length));
+    return true;
+  }
+  bool RawNumber(const char* text, rapidjson::SizeType length, bool) {
+    if (!accept(Value::number)) return false;
+    store_number(std::string_view(text, length));
+    return true;
+  }
   bool Null() { return error("a null value"); }
   bool Bool(bool) { return error("a true/false value"); }
   bool Default() { return error("an unexpected value"); }
@@ -155,12 +192,30 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
   };
   struct Frame {
     Layout layout;
-    std::string key;
+    std::string key;  // the key whose value comes next (objects)
     std::vector<std::string> seen;
   };
   struct Expected {
     Value value;
     Layout layout;  // of the container the value opens
+  };
+
+  // The tensor being read. write_json writes its name, dtype and shape before its data, so the
+  // data goes straight into the tensor; a hand-edited file may put the data first, and then it
+  // waits as doubles (8 bytes a value, charged to the budget) until the shape and dtype come.
+  struct TensorEntry {
+    std::string name;
+    std::optional<DType> dtype;
+    std::optional<ShapeReader> shape;
+    Tensor tensor;                   // allocated when the data starts after dtype and shape
+    uint64_t values = 0;             // data values read
+    std::vector<double> early_data;  // the data, when it came before dtype or shape
+  };
+  // The integer, real or string entry being read.
+  struct ListEntry {
+    std::string name, string;
+    uint64_t integer = 0;
+    double real = 0;
   };
 
   bool error(const std::string& what) {
@@ -206,15 +261,6 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
     return std::nullopt;
   }
 
-  // A string or number where the layout expects one (value), or the start of an object or array.
-  bool scalar(Value value) { return accept(value).has_value(); }
-
-  bool open(Value value) {
-    const std::optional<Expected> e = accept(value);
-    if (e) stack_.push_back({e->layout, {}, {}});
-    return e.has_value();
-  }
-
   // What the layout expects here, if it is `value`; otherwise the error, and nothing.
   std::optional<Expected> accept(Value value) {
     const std::optional<Expected> e = expected();
@@ -229,6 +275,18 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
         "an array where ag writes no array"};
     error(found[static_cast<int>(value)]);
     return std::nullopt;
+  }
+
+  bool open(Value value) {
+    const std::optional<Expected> e = accept(value);
+    if (!e) return false;
+    stack_.push_back({e->layout, {}, {}});
+    if (e->layout == Layout::tensor) tensor_ = TensorEntry{};
+    if (e->layout == Layout::number_entry || e->layout == Layout::string_entry)
+      entry_ = ListEntry{};
+    if (e->layout == Layout::numbers && in_tensor_key() == "shape") tensor_.shape.emplace();
+    if (e->layout == Layout::numbers && in_tensor_key() == "data") start_data();
+    return true;
   }
 
   bool close() {
@@ -249,142 +307,137 @@ class JsonSchemaCheck : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, J
         break;
     }
     if (f.seen.size() != required) return error("an object without all of its fields");
+    const Layout layout = f.layout;
     stack_.pop_back();
+    if (layout == Layout::tensor) finish_tensor();
+    if (layout == Layout::number_entry || layout == Layout::string_entry) finish_entry();
     return true;
   }
 
-  std::vector<Frame> stack_;
-};
+  // The key of the tensor object a numbers array belongs to ("shape" or "data").
+  const std::string& in_tensor_key() const { return stack_[stack_.size() - 2].key; }
+  // The list the innermost entry belongs to ("integers", "reals" or "strings").
+  const std::string& list() const { return stack_.front().key; }
+  std::string tensor_name() const { return tensor_.name.empty() ? "(unnamed)" : tensor_.name; }
 
-// A JSON number's text (rapidjson hands numbers over as text) converted exactly.
-template <class T>
-T json_number(cereal::JSONInputArchive& ar, const std::string& source, const char* what) {
-  std::string text;
-  ar(text);
-  T value{};
-  const char* begin = text.data();
-  const char* end = text.data() + text.size();
-  if constexpr (std::is_floating_point_v<T>) {
-    // JSON has no "+" or "Infinity" spelt other ways; from_chars takes "inf", "infinity", "nan".
-    if (text == "NaN") return std::numeric_limits<T>::quiet_NaN();
-    if (text == "Infinity") return std::numeric_limits<T>::infinity();
-    if (text == "-Infinity") return -std::numeric_limits<T>::infinity();
-    auto [ptr, ec] = std::from_chars(begin, end, value);
-    // An out-of-range number is damage, not infinity or zero.
-    if (ec != std::errc() || ptr != end)
-      fail(source,
-          std::string("damaged payload: ") + what + " '" + text + "' is not a number in range");
-  } else {
-    auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (ec != std::errc() || ptr != end)
-      fail(source,
-          std::string("damaged payload: ") + what + " '" + text + "' is not an unsigned integer");
+  void store_string(std::string text) {
+    const Frame& f = stack_.back();
+    if (f.layout == Layout::root) {  // "kind"
+      budget_.hold(text.size(), "the kind");
+      checkpoint.kind = std::move(text);
+    } else if (f.layout == Layout::tensor && f.key == "name") {
+      tensor_.name = std::move(text);
+    } else if (f.layout == Layout::tensor) {  // "dtype"
+      if (text != "float32" && text != "float64")
+        fail(source_,
+            "damaged payload: tensor '" + tensor_name() + "' has unknown dtype '" + text + "'");
+      tensor_.dtype = text == "float32" ? float32 : float64;
+    } else if (f.key == "name") {
+      entry_.name = std::move(text);
+    } else {  // a string entry's "value"
+      entry_.string = std::move(text);
+    }
   }
-  return value;
-}
+
+  void store_number(std::string_view text) {
+    const Frame& f = stack_.back();
+    if (f.layout == Layout::number_entry) {
+      if (list() == "integers")
+        entry_.integer = json_number<uint64_t>(text, source_, "an integer");
+      else
+        entry_.real = json_number<double>(text, source_, "a real");
+    } else if (in_tensor_key() == "shape") {
+      tensor_.shape->add(
+          json_number<uint64_t>(text, source_, "a dim"), payload_size_, tensor_name(), source_);
+    } else {
+      store_value(json_number<double>(text, source_, "a tensor value"));
+    }
+  }
+
+  // The data array opens: with dtype and shape known, the tensor is allocated for it — once its
+  // element count is one the payload can hold (a value and a comma each) and the budget allows.
+  void start_data() {
+    if (!tensor_.dtype || !tensor_.shape) return;  // the data comes first: early_data
+    const uint64_t numel = tensor_.shape->numel;
+    if (numel > payload_size_ / 2 + 1)
+      fail(source_, "damaged payload: tensor '" + tensor_name() + "' of shape " +
+                        shape_str(tensor_.shape->shape) +
+                        " claims more values than the file holds");
+    budget_.hold(numel * dtype_size(*tensor_.dtype) + tensor_.name.size(), "the tensors");
+    tensor_.tensor = empty(tensor_.shape->shape, *tensor_.dtype);
+  }
+
+  void store_value(double v) {
+    if (!tensor_.tensor.defined()) {
+      budget_.take(sizeof(double), "a tensor's data");
+      tensor_.early_data.push_back(v);
+      return;
+    }
+    if (tensor_.values == tensor_.shape->numel)
+      fail(source_, "damaged payload: tensor '" + tensor_name() + "' of shape " +
+                        shape_str(tensor_.shape->shape) + " has more values than its shape");
+    write_value(tensor_.values++, v);
+  }
+
+  void write_value(uint64_t at, double v) {
+    dispatch(tensor_.tensor.dtype(), [&]<typename T>() {
+      T& slot = tensor_.tensor.data<T>()[at];
+      slot = static_cast<T>(v);
+      // A finite value that float32 cannot hold is damage, not infinity.
+      if (std::isfinite(v) && !std::isfinite(slot))
+        fail(source_,
+            "damaged payload: tensor '" + tensor_name() + "' holds a value beyond float32's range");
+    });
+  }
+
+  void finish_tensor() {
+    if (!tensor_.tensor.defined()) {  // the data came before the dtype or the shape
+      start_data();
+      for (double v : tensor_.early_data) store_value(v);
+      tensor_.early_data = {};
+    }
+    if (tensor_.values != tensor_.shape->numel)
+      fail(source_, "damaged payload: tensor '" + tensor_name() + "' of shape " +
+                        shape_str(tensor_.shape->shape) + " has " + std::to_string(tensor_.values) +
+                        " values");
+    insert_unique(checkpoint.tensors, std::move(tensor_.name), tensor_.tensor, source_);
+    tensor_ = TensorEntry{};
+  }
+
+  void finish_entry() {
+    budget_.hold(entry_.name.size() + entry_.string.size(), list().c_str());
+    if (list() == "integers")
+      insert_unique(checkpoint.integers, std::move(entry_.name), entry_.integer, source_);
+    else if (list() == "reals")
+      insert_unique(checkpoint.reals, std::move(entry_.name), entry_.real, source_);
+    else
+      insert_unique(checkpoint.strings, std::move(entry_.name), std::move(entry_.string), source_);
+  }
+
+  uint64_t payload_size_;
+  Budget budget_;
+  const std::string& source_;
+  std::vector<Frame> stack_;
+  TensorEntry tensor_;
+  ListEntry entry_;
+};
 
 }  // namespace
 
 Checkpoint read_json(std::string_view payload, const std::string& source) {
   if (json_depth(payload) > kMaxJsonDepth) fail(source, "damaged payload: JSON nested too deeply");
-  if (has_nul_escape(payload)) fail(source, "damaged payload: a JSON string holds a NUL character");
-  // One pass of rapidjson's event parser first: the JSON must parse and have exactly the shape and
-  // value types ag writes. Numbers arrive as text (RawNumber), so unlike in cereal's tree they can
-  // be told apart from strings: "kind": 5 or "value": "12" is damage, not a conversion.
-  {
-    JsonSchemaCheck check;
-    rapidjson::Reader reader;
-    rapidjson::MemoryStream stream(payload.data(), payload.size());
-    const rapidjson::ParseResult result =
-        reader.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(
-            stream, check);
-    if (!check.problem.empty()) fail(source, "damaged payload: " + check.problem);
-    if (result.IsError())
-      fail(source, "damaged payload: the JSON does not parse (rapidjson error " +
-                       std::to_string(result.Code()) + " at byte " +
-                       std::to_string(result.Offset()) + ")");
-  }
-  Budget budget(payload.size(), source);
-  std::istringstream in{std::string(payload)};
-  cereal::JSONInputArchive ar(in);
-  Checkpoint c;
-  ar(cereal::make_nvp("kind", c.kind));
-  cereal::size_type count = 0;
-  ar.setNextName("tensors");
-  ar.startNode();
-  ar.loadSize(count);
-  budget.charge(count, 2, "the tensor list");
-  for (cereal::size_type i = 0; i < count; ++i) {
-    ar.startNode();
-    std::string name, dtype_name;
-    ar(cereal::make_nvp("name", name));
-    ar(cereal::make_nvp("dtype", dtype_name));
-    if (dtype_name != "float32" && dtype_name != "float64")
-      fail(source, "damaged payload: tensor '" + name + "' has unknown dtype '" + dtype_name + "'");
-    const DType dtype = dtype_name == "float32" ? float32 : float64;
-    ar.setNextName("shape");
-    ar.startNode();
-    cereal::size_type ndim = 0;
-    ar.loadSize(ndim);
-    budget.charge(ndim, 1, "a tensor's dims");
-    ShapeReader dims;
-    for (cereal::size_type d = 0; d < ndim; ++d)
-      dims.add(json_number<uint64_t>(ar, source, "a dim"), payload.size(), name, source);
-    ar.finishNode();
-    const uint64_t numel = dims.numel;
-    ar.setNextName("data");
-    ar.startNode();
-    cereal::size_type values = 0;
-    ar.loadSize(values);
-    if (values != numel)
-      fail(source, "damaged payload: tensor '" + name + "' of shape " + shape_str(dims.shape) +
-                       " has " + std::to_string(values) + " values");
-    budget.charge(numel, 1, "a tensor's data");
-    budget.hold(numel * dtype_size(dtype) + name.size(), "the tensors");
-    Tensor t = empty(dims.shape, dtype);
-    dispatch(dtype, [&]<typename T>() {
-      T* p = t.data<T>();
-      for (uint64_t e = 0; e < numel; ++e) {
-        const double v = json_number<double>(ar, source, "a tensor value");
-        p[e] = static_cast<T>(v);
-        // A finite value that float32 cannot hold is damage, not infinity.
-        if (std::isfinite(v) && !std::isfinite(p[e]))
-          fail(source,
-              "damaged payload: tensor '" + name + "' holds a value beyond float32's range");
-      }
-    });
-    ar.finishNode();
-    ar.finishNode();
-    insert_unique(c.tensors, std::move(name), t, source);
-  }
-  ar.finishNode();
-  auto read_list = [&](const char* list, auto& map, auto read_value) {
-    ar.setNextName(list);
-    ar.startNode();
-    cereal::size_type n = 0;
-    ar.loadSize(n);
-    budget.charge(n, 2, list);
-    for (cereal::size_type i = 0; i < n; ++i) {
-      ar.startNode();
-      std::string name;
-      ar(cereal::make_nvp("name", name));
-      budget.hold(name.size(), list);
-      ar.setNextName("value");
-      auto value = read_value();
-      ar.finishNode();
-      insert_unique(map, std::move(name), std::move(value), source);
-    }
-    ar.finishNode();
-  };
-  read_list(
-      "integers", c.integers, [&] { return json_number<uint64_t>(ar, source, "an integer"); });
-  read_list("reals", c.reals, [&] { return json_number<double>(ar, source, "a real"); });
-  read_list("strings", c.strings, [&] {
-    std::string value;
-    ar(value);
-    return value;
-  });
-  return c;
+  JsonCheckpointReader reader(payload.size(), source);
+  rapidjson::Reader parser;
+  rapidjson::MemoryStream stream(payload.data(), payload.size());
+  const rapidjson::ParseResult result =
+      parser.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseNanAndInfFlag>(
+          stream, reader);
+  if (!reader.problem.empty()) fail(source, "damaged payload: " + reader.problem);
+  if (result.IsError())
+    fail(source, "damaged payload: the JSON does not parse (rapidjson error " +
+                     std::to_string(result.Code()) + " at byte " + std::to_string(result.Offset()) +
+                     ")");
+  return std::move(reader.checkpoint);
 }
 
 }  // namespace ag::checkpoint_payload

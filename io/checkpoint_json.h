@@ -24,8 +24,11 @@ namespace ag::checkpoint_payload {
 //    "integers": [{"name": string, "value": number}…], "reals": (the same),
 //    "strings": [{"name": string, "value": string}…]}
 std::string write_json(const Checkpoint& checkpoint);
-// Refuses over-deep nesting, NUL escapes, and anything but that layout and its value types before
-// cereal reads a value; numbers are converted by std::from_chars, exactly and range-checked.
+// Reads the payload in one pass of rapidjson's event parser, with no document tree: over-deep
+// nesting, NUL characters in strings, and anything but that layout and its value types are
+// refused; numbers are converted by std::from_chars, exactly and range-checked; what it holds is
+// charged to a Budget as it goes. The keys of an object may come in any order (a tensor's data
+// before its shape waits as doubles, 8 bytes a value, until the shape comes).
 Checkpoint read_json(std::string_view payload, const std::string& source);
 
 // ---- what both readers share --------------------------------------------------------------------
@@ -53,8 +56,9 @@ class Budget {
     remaining_ -= count * bytes_each;
   }
   // An entry read: `data_bytes` of values and its bookkeeping.
-  void hold(uint64_t data_bytes, const char* what) {
-    const uint64_t bytes = data_bytes + kEntryBytes;
+  void hold(uint64_t data_bytes, const char* what) { take(data_bytes + kEntryBytes, what); }
+  // Bytes the reader holds besides entries (the JSON reader's data that waits for its shape).
+  void take(uint64_t bytes, const char* what) {
     if (bytes > memory_)
       fail(source_, std::string("damaged payload: ") + what + " would hold more than " +
                         std::to_string(kMemoryFactor) + " × the payload's size + 64 MiB in memory");
