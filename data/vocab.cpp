@@ -260,7 +260,8 @@ std::string Vocab::serialize() const {
   return out;
 }
 
-Vocab Vocab::deserialize(std::string_view text, const std::string& source) {
+Vocab Vocab::deserialize(
+    std::string_view text, const std::string& source, std::optional<int64_t> expected_size) {
   const auto bad = [&](std::size_t offset, const std::string& why) {
     fail<ValueError>("Vocab::deserialize: ", source, ": ", why, " at byte ", offset);
   };
@@ -279,6 +280,9 @@ Vocab Vocab::deserialize(std::string_view text, const std::string& source) {
   if (error != std::errc() || stop != last || first == last || *first == '+' || count < 1 ||
       (last - first > 1 && *first == '0'))
     bad(at, "the token count \"" + std::string(first, last) + "\" is not a whole number >= 1");
+  if (expected_size && count != *expected_size)
+    bad(at, "the token count " + std::to_string(count) + " is not the " +
+                std::to_string(*expected_size) + " the model's embedding has");
   // Each token takes at least its newline: a count beyond the bytes left cannot be right, and
   // reserving for it would let a damaged file ask for any amount of memory.
   if (static_cast<uint64_t>(count) > text.size() - end_of_count - 1)

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -119,8 +120,11 @@ class Vocab {
   std::string serialize() const;
   // The inverse of serialize(). Strict: throws ValueError naming `source` and the byte offset
   // for a wrong header or count, a bad escape, invalid UTF-8, a repeated token, <unk> not at id
-  // 0, or anything after the last token.
-  static Vocab deserialize(std::string_view text, const std::string& source);
+  // 0, or anything after the last token. With `expected_size` (a model's embedding rows), a
+  // header that counts other than that many tokens is refused before a token is read: a damaged
+  // model file's vocabulary of 10^7 tokens held 915 MB for 10 s before it was refused.
+  static Vocab deserialize(std::string_view text, const std::string& source,
+      std::optional<int64_t> expected_size = std::nullopt);
 
  private:
   Vocab() = default;

@@ -78,13 +78,10 @@ ModelDescription load_model_config(
   try {
     check_config(d.config, /*options=*/false);
     d.tokenizer = parse_tokenizer(c.string("tokenizer"), file);
-    d.vocab = data::Vocab::deserialize(c.string("vocab"), file + " (vocab)");
+    d.vocab = data::Vocab::deserialize(c.string("vocab"), file + " (vocab)", d.config.vocab_size);
   } catch (const ValueError& e) {
     throw CheckpointError(file + ": " + e.what());
   }
-  if (d.vocab.size() != d.config.vocab_size)
-    throw CheckpointError(file + ": its vocabulary holds " + std::to_string(d.vocab.size()) +
-                          " tokens, config.vocab_size = " + std::to_string(d.config.vocab_size));
   // The weights must be those the configuration describes, counted before anything is built.
   uint64_t numbers = 0;
   for (const auto& [name, tensor] : c.tensors_under("model"))

@@ -87,12 +87,9 @@ TranslationVocabs load_translation_vocabs(
     if (!c.strings.count(name))
       throw CheckpointError(file + ": a translation model without its " + name);
     try {
-      data::Vocab v = data::Vocab::deserialize(c.strings.at(name), file + " (" + name + ")");
+      data::Vocab v = data::Vocab::deserialize(c.strings.at(name), file + " (" + name + ")", size);
       for (const char* special : {"<pad>", "<bos>", "<eos>"})
         if (!v.contains(special)) throw CheckpointError(file + ": " + name + " has no " + special);
-      if (v.size() != size)
-        throw CheckpointError(file + ": " + name + " holds " + std::to_string(v.size()) +
-                              " tokens, the model's embedding " + std::to_string(size));
       return v;
     } catch (const ValueError& e) {
       throw CheckpointError(e.what());

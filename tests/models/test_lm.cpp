@@ -280,4 +280,12 @@ TEST_CASE("lm model files: both formats give the same model, vocabulary and toke
   save_checkpoint(file, folder.file("bpe.agm"));
   CHECK_THROWS_WITH(lm::load_model(folder.file("bpe.agm")), Contains("unknown tokenizer 'bpe'"));
   CHECK_THROWS_AS(lm::load_model(folder.file("m.agm"), uint64_t{1000}), CheckpointError);
+  // A vocabulary that counts other tokens than the embedding has rows is refused from its
+  // header, before a token is read: here it claims 10^7 tokens (it holds 7).
+  file = load_checkpoint(folder.file("m.agm"));
+  std::string& text = file.strings["vocab"];
+  text.replace(0, text.find('\n'), "ag-vocab 1 10000000");
+  save_checkpoint(file, folder.file("huge-vocab.agm"));
+  CHECK_THROWS_WITH(lm::load_model(folder.file("huge-vocab.agm")),
+      Contains("(vocab): the token count 10000000 is not the 7 the model's embedding has"));
 }

@@ -186,7 +186,7 @@ TEST_CASE("a translation model file carries both vocabularies and num_steps", "[
   CHECK_THROWS_WITH(load_model(damaged([&](Checkpoint& c) {
     c.strings["vocab.target"] = vocabs.source.serialize();
   })),
-      Contains("vocab.target holds"));
+      Contains("(vocab.target): the token count"));
   CHECK_THROWS_WITH(
       load_model(damaged([](Checkpoint& c) { c.integers.erase("config.num_steps"); })),
       Contains("config.num_steps = 0"));
