@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
     const int64_t decoded = static_cast<int64_t>(sequences.size()) * std::max<int64_t>(1, beam);
     const ag::seq2seq::LoadedModel loaded =
         ag::seq2seq::load_model(model_path, memory_limit, decoded);
+    ag::limit_cache_to_headroom(loaded.memory, memory_limit.value_or(ag::available_memory_bytes()));
     if (loaded.translation) return translate(loaded, sequences, beam, attention_png);
     if (!attention_png.empty())
       throw ag::training::UsageError(

@@ -114,9 +114,9 @@ LoadedModel load_model_file(
   const Checkpoint& c = file.entries;
   LoadedModel loaded;
   loaded.description = load_model_config(c, path, /*positional_tables=*/!file.safetensors);
+  loaded.memory = estimate_inference_bytes(loaded.description.config);
   try {
-    check_memory(estimate_inference_bytes(loaded.description.config),
-        max_bytes ? *max_bytes : available_memory_bytes(),
+    check_memory(loaded.memory, max_bytes ? *max_bytes : available_memory_bytes(),
         "its model (config.num_hiddens = " + std::to_string(loaded.description.config.num_hiddens) +
             ", config.num_layers = " + std::to_string(loaded.description.config.num_layers) + ")",
         max_bytes ? "allowed (--max-memory)" : "available (--max-memory sets another limit)");
@@ -170,6 +170,12 @@ MemoryEstimate estimate_training_bytes(
   e.evaluation = 2 * 4 * activation_numbers(c, static_cast<double>(eval_batch));
   e.saving = checkpoints ? 3 * 12 * P : 0;
   return e;
+}
+
+double estimate_sampling_bytes(
+    const nn::LanguageModelConfig& c, int64_t length, std::size_t longest_token) {
+  const double per_token = 16 + 32 + 2 * (static_cast<double>(longest_token) + 1);
+  return 4 * activation_numbers(c, 1) + static_cast<double>(length) * per_token;
 }
 
 MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& c) {

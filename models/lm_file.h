@@ -49,6 +49,7 @@ SaveResult save_model(const std::string& path, const nn::LanguageModel& model, T
 struct LoadedModel {
   ModelDescription description;
   std::shared_ptr<nn::LanguageModel> model;  // in eval mode
+  MemoryEstimate memory;  // what load_model estimated and checked (for limit_cache_to_headroom)
 };
 // Builds the model of a model file (or an ag-train --task lm checkpoint) and loads its weights
 // strictly. Before building: load_model_config's checks and the memory estimate of generation
@@ -70,6 +71,11 @@ LoadedModel load_model_bytes(std::string_view bytes, const std::string& source,
 MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config, int64_t batch_size,
     int64_t eval_batch, bool checkpoints);
 MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& config);
+// Sampling `length` tokens and making them text (lm::generate, detokenize), as ag-train's
+// evaluations do, in MemoryEstimate::evaluation: a forward of one window, and per token its id
+// twice (the context and the sample), its string and its text — at most `longest_token` bytes.
+double estimate_sampling_bytes(
+    const nn::LanguageModelConfig& config, int64_t length, std::size_t longest_token);
 
 // The memory of a text of `text_bytes` bytes while ag-train --task lm reads and tokenizes it (the
 // text, its split and its ids; for words the tokens too), in MemoryEstimate::data, checked before

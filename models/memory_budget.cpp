@@ -10,6 +10,7 @@
 #include <fstream>
 #include <optional>
 
+#include "autograd/allocator.h"
 #include "autograd/error.h"
 
 namespace ag {
@@ -111,6 +112,12 @@ uint64_t parse_byte_size(const std::string& text) {
   const double bytes = std::floor(number * scale);
   if (bytes < 1 || bytes > std::ldexp(1.0, 62)) return refuse();
   return static_cast<uint64_t>(bytes);
+}
+
+void limit_cache_to_headroom(const MemoryEstimate& estimate, uint64_t limit) {
+  const double headroom = static_cast<double>(limit) - estimate.total();
+  const std::size_t allowed = headroom <= 0 ? 0 : static_cast<std::size_t>(headroom);
+  set_cache_limit(std::min(cache_limit(), allowed));
 }
 
 void check_memory(const MemoryEstimate& estimate, uint64_t limit, const std::string& what,

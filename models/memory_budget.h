@@ -38,4 +38,11 @@ std::string format_bytes(double bytes);
 void check_memory(const MemoryEstimate& estimate, uint64_t limit, const std::string& what,
     const std::string& limit_source);
 
+// ag's caching allocator (autograd/allocator.h) keeps freed buffers for reuse, up to 1 GiB by
+// default: memory that no estimate counts. A run that fits its limit gives the cache only what
+// the limit leaves above the estimate (never more than the cache's limit already is), so that the
+// process stays within the limit: beam search's many buffer sizes (rows × steps so far) kept
+// 360 MB in the cache of a run estimated at 41 MiB.
+void limit_cache_to_headroom(const MemoryEstimate& estimate, uint64_t limit);
+
 }  // namespace ag

@@ -189,6 +189,7 @@ LoadedModel load_model_file(const ModelFile& file, const std::string& path,
   } catch (const ValueError& e) {
     throw CheckpointError("checkpoint " + path + ": " + e.what());
   }
+  loaded.memory = need;
   loaded.model = make_transformer(loaded.config);
   load_model_weights(*loaded.model, file, path);
   loaded.model->eval();

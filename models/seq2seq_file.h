@@ -18,6 +18,7 @@
 #include "data/toy_tasks.h"
 #include "data/vocab.h"
 #include "io/checkpoint.h"
+#include "models/memory_budget.h"
 #include "models/seq2seq.h"
 
 namespace ag::seq2seq {
@@ -61,6 +62,7 @@ struct LoadedModel {
   std::optional<TranslationVocabs> translation;
   ModelConfig config;
   std::shared_ptr<nn::EncoderDecoder> model;
+  MemoryEstimate memory;  // what load_model estimated and checked (for limit_cache_to_headroom)
 };
 // Builds the model a model file or an ag-train checkpoint describes and loads its weights
 // (strictly: every name, shape and dtype must match). Before building, the configuration is

@@ -92,6 +92,15 @@ MemoryEstimate estimate_training_bytes(const ModelConfig& c, int64_t batch_size,
   return e;
 }
 
+double estimate_beam_search_bytes(
+    const ModelConfig& c, int64_t beam_size, int64_t source_steps, int64_t target_steps) {
+  if (beam_size == 0) return 0;
+  const double B = static_cast<double>(beam_size), V = static_cast<double>(c.target_vocab());
+  return kFloat * saved_numbers(
+                      c, B, static_cast<double>(source_steps), static_cast<double>(target_steps)) +
+         B * V * (4 + 8 + 8);
+}
+
 MemoryEstimate estimate_inference_bytes(
     const ModelConfig& c, int64_t batch_size, int64_t source_steps, int64_t target_steps) {
   MemoryEstimate e;

@@ -69,6 +69,13 @@ MemoryEstimate estimate_training_bytes(const ModelConfig& config, int64_t batch_
 // 16 bytes a byte and 512 a line (a pair's strings, token vectors and ids). Measured (2026-12-03,
 // 24 MB files of 300 000 and 1.7 million pairs): 11.4 bytes a byte and 450 a line.
 double estimate_pairs_bytes(uint64_t bytes, uint64_t lines);
+// Beam search of beam_size hypotheses (beam_decode, one source sentence at a time), as ag-train's
+// evaluations run it after greedy decoding, in MemoryEstimate::evaluation: a decoder forward of
+// beam_size rows (estimate_inference_bytes' activations) and the search's ranking of
+// beam_size × V extensions (their log-probabilities as floats and doubles, and their order).
+// 0 for beam_size 0.
+double estimate_beam_search_bytes(
+    const ModelConfig& config, int64_t beam_size, int64_t source_steps, int64_t target_steps);
 // Decoding batch_size sequences with a loaded model (ag-predict): the weights and a forward.
 MemoryEstimate estimate_inference_bytes(
     const ModelConfig& config, int64_t batch_size, int64_t source_steps, int64_t target_steps);

@@ -210,6 +210,14 @@ int finish(const Options& o, const training::Run& run, training::Report& report,
   return 0;
 }
 
+// The memory of a toy run (models/seq2seq_memory.h).
+MemoryEstimate toy_estimate(const Options& o, const data::Task& task) {
+  seq2seq::ModelConfig config = o.model;
+  config.vocab_size = task.vocab().size();
+  return seq2seq::estimate_training_bytes(config, o.run.batch_size, task.source_steps(),
+      task.target_steps(), o.eval_size, !o.run.checkpoint.empty());
+}
+
 }  // namespace
 
 // The held-out size, then the memory of the whole run (models/seq2seq_memory.h), against the limit of
@@ -222,12 +230,8 @@ std::string toy_size_problem(const Options& o) {
            std::to_string(task->distinct_sources()) + " distinct sources, and at most half of " +
            "them (" + std::to_string(data::max_held_out(*task)) +
            ") are held out, so that training has sources left";
-  seq2seq::ModelConfig config = o.model;
-  config.vocab_size = task->vocab().size();
   try {
-    check_memory(seq2seq::estimate_training_bytes(config, o.run.batch_size, task->source_steps(),
-                     task->target_steps(), o.eval_size, !o.run.checkpoint.empty()),
-        o.run.memory_limit,
+    check_memory(toy_estimate(o, *task), o.run.memory_limit,
         "this run (--num-hiddens " + std::to_string(o.model.num_hiddens) + ", --ffn-num-hiddens " +
             std::to_string(o.model.ffn_num_hiddens) + ", --layers " +
             std::to_string(o.model.num_layers) + ", --batch-size " +
@@ -248,6 +252,7 @@ int train_toy(Options o) {
   manual_seed(o.run.seed);  // model initialisation and dropout masks
   const std::unique_ptr<data::Task> task = data::make_task(o.task);
   o.model.vocab_size = task->vocab().size();
+  limit_cache_to_headroom(toy_estimate(o, *task), o.run.memory_limit);
   auto model = seq2seq::make_transformer(o.model);
   if (o.embedding_init == "scaled") scale_embedding_init(*model);  // (a resumed run loads its own)
   const std::vector<data::Example> held_out = data::held_out_set(*task, o.eval_size);

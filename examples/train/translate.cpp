@@ -79,6 +79,18 @@ data::PairsFile translation_pairs(const Options& o) {
   return file;
 }
 
+// The bytes a run keeps of its tokenized pairs: a vector (24 bytes) a sentence, a string (32) and
+// its text a token.
+double tokenized_bytes(const seq2seq::TokenizedPairs& pairs) {
+  double bytes = 0;
+  for (const auto* side : {&pairs.source, &pairs.target})
+    for (const std::vector<std::string>& sentence : *side) {
+      bytes += 24;
+      for (const std::string& token : sentence) bytes += 32 + static_cast<double>(token.size());
+    }
+  return bytes;
+}
+
 // The pairs, split into training and held-out pairs, and the vocabularies of the training pairs;
 // for a resumed run, the vocabularies it was trained with. Then the memory of the run, as
 // toy_size_problem does for the toy tasks, once the vocabularies' sizes are known.
@@ -108,14 +120,19 @@ TranslateData translate_data(Options& o, const std::optional<Checkpoint>& resume
   o.model.vocab_size = d.vocabs.source.size();
   o.model.target_vocab_size = d.vocabs.target.size();
   try {
-    check_memory(seq2seq::estimate_training_bytes(o.model, o.run.batch_size, o.num_steps,
-                     o.num_steps, o.eval_size, !o.run.checkpoint.empty()),
-        o.run.memory_limit,
+    MemoryEstimate estimate = seq2seq::estimate_training_bytes(o.model, o.run.batch_size,
+        o.num_steps, o.num_steps, o.eval_size, !o.run.checkpoint.empty());
+    estimate.evaluation +=
+        seq2seq::estimate_beam_search_bytes(o.model, o.beam, o.num_steps, o.num_steps);
+    estimate.data = tokenized_bytes(d.split.train) + tokenized_bytes(d.split.held_out);
+    check_memory(estimate, o.run.memory_limit,
         "this run (vocabularies " + std::to_string(o.model.vocab_size) + " and " +
             std::to_string(o.model.target_vocab_size) + ", --batch-size " +
             std::to_string(o.run.batch_size) + ", --num-hiddens " +
-            std::to_string(o.model.num_hiddens) + ")",
+            std::to_string(o.model.num_hiddens) +
+            (o.beam > 0 ? ", --beam " + std::to_string(o.beam) : std::string()) + ")",
         o.run.memory_limit_source);
+    limit_cache_to_headroom(estimate, o.run.memory_limit);
   } catch (const ValueError& e) {
     throw training::UsageError(e.what());
   }

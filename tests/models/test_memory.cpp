@@ -176,3 +176,28 @@ TEST_CASE("memory sizes parse in bytes and powers of 1024", "[memory]") {
   CHECK(format_bytes(24.0 * (1ull << 30)) == "24 GiB");
   CHECK(available_memory_bytes() > 0);
 }
+
+TEST_CASE("beam search adds its rows and its ranking to an evaluation's memory", "[memory]") {
+  const ModelConfig config = default_model();
+  CHECK(estimate_beam_search_bytes(config, 0, 10, 10) == 0);
+  const double four = estimate_beam_search_bytes(config, 4, 10, 10);
+  // A decoder forward of 4 rows, and 4 × V extensions ranked (floats, doubles and their order).
+  CHECK(four == estimate_inference_bytes(config, 4, 10, 10).activations +
+                    4.0 * static_cast<double>(config.target_vocab()) * 20);
+  CHECK(estimate_beam_search_bytes(config, 256, 10, 10) == Approx(64 * four));
+}
+
+TEST_CASE("the allocator's cache gets only what the limit leaves above the estimate", "[memory]") {
+  const std::size_t before = cache_limit();
+  set_cache_limit(std::size_t{1} << 30);
+  MemoryEstimate estimate;
+  estimate.activations = 100 << 20;
+  limit_cache_to_headroom(estimate, uint64_t{150} << 20);
+  CHECK(cache_limit() == std::size_t{50} << 20);
+  // It never raises the cache's limit, and a limit below the estimate leaves no cache.
+  limit_cache_to_headroom(estimate, uint64_t{1} << 40);
+  CHECK(cache_limit() == std::size_t{50} << 20);
+  limit_cache_to_headroom(estimate, uint64_t{10} << 20);
+  CHECK(cache_limit() == 0);
+  set_cache_limit(before);
+}
