@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 namespace ag {
@@ -55,6 +57,22 @@ std::shared_ptr<uint8_t> allocate_bytes(
 //   op: out of memory: cannot allocate 1152921504606846976 bytes for shape [288230376151711744]
 [[noreturn]] void fail_out_of_memory(
     const char* op, const std::vector<int64_t>& shape, std::size_t nbytes);
+
+// Room for n values in an op's scratch vector (what it reads out of a tensor, or sums before it
+// makes one), with a tensor's OutOfMemoryError when the system cannot give it: a view of 2^58
+// elements over one number costs nothing until a vector of all of them is asked for.
+template <class T>
+void reserve_scratch(
+    std::vector<T>& values, std::size_t n, const char* op, const std::vector<int64_t>& shape) {
+  const std::size_t nbytes = n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T);
+  try {
+    values.reserve(n);
+  } catch (const std::bad_alloc&) {
+    fail_out_of_memory(op, shape, nbytes);
+  } catch (const std::length_error&) {
+    fail_out_of_memory(op, shape, nbytes);
+  }
+}
 }  // namespace detail
 
 }  // namespace ag

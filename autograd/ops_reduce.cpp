@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
@@ -64,8 +65,10 @@ void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* 
 }
 
 // Σ of each group, in double.
-std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r) {
-  std::vector<double> acc(static_cast<std::size_t>(numel(r.keep_shape)), 0.0);
+std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r, const char* op) {
+  std::vector<double> acc;
+  detail::reserve_scratch(acc, static_cast<std::size_t>(numel(r.keep_shape)), op, r.out_shape);
+  acc.assign(static_cast<std::size_t>(numel(r.keep_shape)), 0.0);
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
@@ -99,7 +102,7 @@ Tensor expand_back(const Tensor& g, const ReductionPlan& r, const Shape& input_s
 }
 
 Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
-  Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0);
+  Tensor out = from_doubles(group_sums(x, r, "sum"), r.out_shape, x.dtype(), 1.0);
   // docs/ops.md, sum: g broadcast back over the dims
   return detail::record(
       Op::sum, out, {x}, [r, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
@@ -111,7 +114,7 @@ Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
 Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
   check_nonempty_groups(x, r, op);
   const double n = static_cast<double>(r.group_size);
-  Tensor out = from_doubles(group_sums(x, r), r.out_shape, x.dtype(), 1.0 / n);
+  Tensor out = from_doubles(group_sums(x, r, op), r.out_shape, x.dtype(), 1.0 / n);
   // docs/ops.md, mean: g / N broadcast back
   return detail::record(
       Op::mean, out, {x}, [r, n, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
@@ -168,9 +171,11 @@ Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
     fail<ShapeError>("var: ", r.group_size, " element(s) per group of input shape ",
         shape_str(x.shape()), " leave no degrees of freedom with correction ", correction);
   // Two passes: the group means x̄, then Σ (x − x̄)², both in double.
-  std::vector<double> means = group_sums(x, r);
+  std::vector<double> means = group_sums(x, r, "var");
   for (double& m : means) m /= static_cast<double>(r.group_size);
-  std::vector<double> squares(means.size(), 0.0);
+  std::vector<double> squares;
+  detail::reserve_scratch(squares, means.size(), "var", r.out_shape);
+  squares.assign(means.size(), 0.0);
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},

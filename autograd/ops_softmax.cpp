@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/fast_exp.h"
 #include "autograd/detail/kernels.h"
@@ -127,7 +128,9 @@ std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B
     if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
       fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K,
           "] (valid_lens of shape ", shape_str(valid_lens.shape()), ", ", keys, ")");
-  std::vector<int64_t> lengths(static_cast<std::size_t>(B * Q));
+  std::vector<int64_t> lengths;
+  detail::reserve_scratch(lengths, static_cast<std::size_t>(B * Q), op, {B, Q});
+  lengths.resize(static_cast<std::size_t>(B * Q));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t q = 0; q < Q; ++q)
       lengths[static_cast<std::size_t>(b * Q + q)] =

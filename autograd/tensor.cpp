@@ -221,7 +221,7 @@ double Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   std::vector<T> values;
-  values.reserve(static_cast<std::size_t>(numel()));
+  detail::reserve_scratch(values, static_cast<std::size_t>(numel()), "to_vector", shape());
   dispatch(dtype(), [&]<typename S>() {
     const S* base = data<S>();
     detail::for_each_row<1>(shape(), {strides()},

@@ -287,6 +287,18 @@ TEST_CASE("memory the system cannot give is an OutOfMemoryError naming op, shape
                     "[1152921504606846976]"}));
   CHECK_THROWS_MATCHES(dropout(mask_input64, 0.5, true, generator), OutOfMemoryError,
       WhatContains({"dropout: out of memory: cannot allocate 4611686018427387904 bytes"}));
+  // Scratch vectors too: what to_vector reads out, a reduction's sums, a row's valid lengths
+  CHECK_THROWS_MATCHES(half.to_vector<float>(), OutOfMemoryError,
+      WhatContains({"to_vector: out of memory: cannot allocate 576460752303423488 bytes for shape "
+                    "[144115188075855872]"}));
+  CHECK_THROWS_MATCHES(sum(expanded({n / 2, 2}), {1}), OutOfMemoryError,
+      WhatContains({"sum: out of memory", "[144115188075855872]"}));
+  CHECK_THROWS_MATCHES(mean(expanded({n / 2, 2}), {1}), OutOfMemoryError,
+      WhatContains({"mean: out of memory", "[144115188075855872]"}));
+  CHECK_THROWS_MATCHES(var(expanded({n / 2, 2}), {1}), OutOfMemoryError,
+      WhatContains({"var: out of memory", "[144115188075855872]"}));
+  CHECK_THROWS_MATCHES(length_masked_softmax(expanded({1, n / 2, 1}), ones({1})), OutOfMemoryError,
+      WhatContains({"masked_softmax: out of memory", "[1,144115188075855872]"}));
   // Each failed allocation gave back what it had counted
   CHECK(allocator_stats().in_use_bytes == in_use);
 }

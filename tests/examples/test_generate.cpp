@@ -208,5 +208,5 @@ TEST_CASE("ag-train --task lm refuses bad texts and options", "[examples][lm]") 
   refused(train + tiny_model + " --tokenizer bpe", 2, "unknown --tokenizer 'bpe'");
   refused(train + tiny_model + " --text " + trained().text + " --max-memory 64K", 2,
       "ag-train: this run (--num-hiddens 16, --layers 1, --block-size 16, --batch-size 8, "
-      "vocabulary 18) needs about");
+      "vocabulary 18, --sample-length 20) needs about");
 }
