@@ -97,6 +97,13 @@ class Tensor {
  public:
   Tensor() = default;  // an undefined tensor (no data); defined() is false
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  // Assignment rebinds a handle, so only a named one can be assigned: `p.grad() = g` or
+  // `x.view({-1}) = y` would change a temporary handle and nothing else, silently — they do not
+  // compile (use p.set_grad(g), y.copy_ into a view).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
 
   bool defined() const { return impl_ != nullptr; }
 
@@ -229,6 +236,11 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
   Tensor matmul(const Tensor& other) const;
+
+  // What makes two handles one tensor (libtorch's is_same; Python's id): equal for copies of a
+  // handle, such as a tied parameter under two names; different for two views of one storage.
+  const void* identity() const { return impl_.get(); }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 

@@ -7,15 +7,36 @@
 
 namespace ag::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
+namespace {
+// The sizes a layer is built with, checked before its parameters are made (in the members'
+// initialisers, which run before the constructor's body).
+Shape linear_weight_shape(int64_t in, int64_t out) {
   if (in <= 0 || out <= 0)
     fail<ValueError>("Linear: in_features ", in, " and out_features ", out, " must be positive");
-  weight = register_parameter("weight", empty({out, in}));
+  return {out, in};
+}
+Shape embedding_shape(int64_t num, int64_t dim) {
+  if (num <= 0 || dim <= 0)
+    fail<ValueError>(
+        "Embedding: num_embeddings ", num, " and embedding_dim ", dim, " must be positive");
+  return {num, dim};
+}
+const Shape& layer_norm_shape(const Shape& shape, double eps) {
+  if (shape.empty()) fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
+  if (!(eps >= 0)) fail<ValueError>("LayerNorm: eps ", eps, " must not be negative (nor NaN)");
+  return shape;
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias)
+    : in_features(in),
+      out_features(out),
+      weight(register_parameter("weight", empty(linear_weight_shape(in, out)))),
+      bias(register_parameter("bias", has_bias ? empty({out}) : Tensor())) {
   // torch.nn.Linear.reset_parameters: kaiming_uniform_(W, a=√5) gives U(±1/sqrt(in)), and the
   // bias is U(±1/sqrt(in)) too.
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (has_bias) {
-    bias = register_parameter("bias", empty({out}));
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));
     init::uniform_(bias, -bound, bound);
   }
@@ -42,11 +63,10 @@ Dropout::Dropout(double probability) : p(probability) {
 
 std::string Dropout::extra_repr() const { return "p=" + python_float(p) + ", inplace=False"; }
 
-Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num), embedding_dim(dim) {
-  if (num <= 0 || dim <= 0)
-    fail<ValueError>(
-        "Embedding: num_embeddings ", num, " and embedding_dim ", dim, " must be positive");
-  weight = register_parameter("weight", empty({num, dim}));
+Embedding::Embedding(int64_t num, int64_t dim)
+    : num_embeddings(num),
+      embedding_dim(dim),
+      weight(register_parameter("weight", empty(embedding_shape(num, dim)))) {
   init::normal_(weight, 0.0, 1.0);
 }
 
@@ -62,12 +82,10 @@ std::string Embedding::extra_repr() const {
 }
 
 LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
-    : normalized_shape(std::move(shape)), eps(epsilon) {
-  if (normalized_shape.empty()) fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
-  if (!(eps >= 0)) fail<ValueError>("LayerNorm: eps ", eps, " must not be negative (nor NaN)");
-  weight = register_parameter("weight", ones(normalized_shape));
-  bias = register_parameter("bias", zeros(normalized_shape));
-}
+    : normalized_shape(std::move(shape)),
+      eps(epsilon),
+      weight(register_parameter("weight", ones(layer_norm_shape(normalized_shape, eps)))),
+      bias(register_parameter("bias", zeros(normalized_shape))) {}
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   const int64_t n = static_cast<int64_t>(normalized_shape.size());

@@ -8,6 +8,9 @@
 
 namespace ag::nn {
 
+// Parameters are members bound to the module's slots (nn/module.h): `lm_head->weight =
+// wte->weight` ties two layers, as in PyTorch.
+//
 // y = x Wᵀ + b.  W: (out_features, in_features), b: (out_features) — PyTorch's layout, so
 // checkpoints and PyTorch state dicts line up. Wᵀ is a strided view read by BLAS with a
 // transpose flag, never copied. Init as torch.nn.Linear: W and b uniform in ±1/sqrt(in_features).
@@ -21,8 +24,8 @@ class Linear : public Module {
   std::string extra_repr() const override;
 
   int64_t in_features, out_features;
-  Tensor weight;  // (out, in)
-  Tensor bias;    // (out), undefined when bias = false
+  Tensor& weight;  // (out, in)
+  Tensor& bias;    // (out), undefined when bias = false
 };
 
 // Inverted dropout with probability p (see ag::dropout); the identity in eval mode. Draws its
@@ -57,7 +60,7 @@ class Embedding : public Module {
   std::string extra_repr() const override;
 
   int64_t num_embeddings, embedding_dim;
-  Tensor weight;  // (num_embeddings, embedding_dim)
+  Tensor& weight;  // (num_embeddings, embedding_dim)
 };
 
 // y = (x − mean) / sqrt(var + eps) · weight + bias over the last normalized_shape.size() dims,
@@ -74,7 +77,8 @@ class LayerNorm : public Module {
 
   std::vector<int64_t> normalized_shape;
   double eps;
-  Tensor weight, bias;  // normalized_shape each
+  Tensor& weight;  // normalized_shape
+  Tensor& bias;    // normalized_shape
 };
 
 }  // namespace ag::nn

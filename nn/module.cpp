@@ -21,21 +21,21 @@ void Module::check_new_name(const std::string& name) const {
     fail<ValueError>(type_name(), ": name '", name, "' is already registered");
 }
 
-Tensor Module::register_parameter(const std::string& name, Tensor tensor) {
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor) {
   check_new_name(name);
-  if (!tensor.is_leaf())
+  if (tensor.defined() && !tensor.is_leaf())
     fail<ValueError>(type_name(), ": parameter '", name,
         "' must be a leaf tensor (create it under NoGradGuard or detach it)");
-  tensor.requires_grad_(true);
-  parameters_.emplace_back(name, tensor);
-  return tensor;
+  if (tensor.defined()) tensor.requires_grad_(true);
+  parameters_.emplace_back(name, std::move(tensor));
+  return parameters_.back().second;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name);
-  buffers_.emplace_back(name, tensor);
+  buffers_.emplace_back(name, std::move(tensor));
   if (!persistent) non_persistent_buffers_.insert(name);
-  return tensor;
+  return buffers_.back().second;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -46,16 +46,24 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 }
 
 void Module::collect(const std::string& prefix, Collect what,
-    std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [name, tensor] : what == Collect::parameters ? parameters_ : buffers_)
-    if (what != Collect::persistent_buffers || !non_persistent_buffers_.count(name))
-      out.emplace_back(prefix + name, tensor);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out);
+    std::vector<std::pair<std::string, Tensor>>& out, std::unordered_set<const void*>* seen) const {
+  for (const auto& [name, tensor] : what == Collect::parameters ? parameters_ : buffers_) {
+    if (!tensor.defined()) continue;  // an empty slot (bias=False)
+    if (what == Collect::persistent_buffers && non_persistent_buffers_.count(name)) continue;
+    // A slot the user assigned (tying): it must still be something an optimizer can train.
+    if (what == Collect::parameters && !tensor.is_leaf())
+      fail<ValueError>(type_name(), ": parameter '", prefix + name,
+          "' holds a tensor computed by an op, not a leaf (assign a parameter, or detach it)");
+    if (seen && !seen->insert(tensor.identity()).second) continue;  // tied: listed already
+    out.emplace_back(prefix + name, tensor);
+  }
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", what, out, seen);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", Collect::parameters, out);
+  std::unordered_set<const void*> seen;
+  collect("", Collect::parameters, out, remove_duplicate ? &seen : nullptr);
   return out;
 }
 
@@ -65,9 +73,12 @@ std::vector<Tensor> Module::parameters() const {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool persistent_only) const {
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(
+    bool persistent_only, bool remove_duplicate) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", persistent_only ? Collect::persistent_buffers : Collect::buffers, out);
+  std::unordered_set<const void*> seen;
+  collect("", persistent_only ? Collect::persistent_buffers : Collect::buffers, out,
+      remove_duplicate ? &seen : nullptr);
   return out;
 }
 
@@ -107,8 +118,8 @@ void Module::to(DType dtype) {
 
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> state;
-  for (auto& [name, t] : named_parameters()) state.emplace(name, t);
-  for (auto& [name, t] : named_buffers()) state.emplace(name, t);
+  for (auto& [name, t] : named_parameters(/*remove_duplicate=*/false)) state.emplace(name, t);
+  for (auto& [name, t] : named_buffers(false, /*remove_duplicate=*/false)) state.emplace(name, t);
   return state;
 }
 
@@ -136,6 +147,16 @@ std::vector<std::string> Module::load_state_dict(
   }
   for (const auto& [name, source] : state)
     if (!own.count(name)) unexpected.push_back(name);
+  // One tensor under several names (tied) takes one value: the file's entries must agree.
+  std::map<const void*, std::pair<std::string, Tensor>> first_source;  // by model tensor
+  for (const auto& [name, target] : own) {
+    auto it = state.find(name);
+    if (it == state.end() || it->second.shape() != target.shape()) continue;
+    const auto [at, fresh] = first_source.emplace(target.identity(), std::pair{name, it->second});
+    if (!fresh && at->second.second.to_vector<double>() != it->second.to_vector<double>())
+      mismatched.push_back("tied " + at->second.first + " and " + name +
+                           " (one tensor in the model) differ in the file");
+  }
   auto join = [](const std::vector<std::string>& names) {
     std::string s;
     for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;

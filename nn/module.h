@@ -5,15 +5,21 @@
 // named_parameters() walks the tree and joins names with dots, as PyTorch's state_dict does
 // ("encoder.blks.0.attention.W_q.weight").
 //
-// Layers keep handles to their own tensors and submodules as members (W_q, weight, ...) and
-// register the same handles here, so both views stay in sync.
+// A layer's parameters are members bound to the module's own slots (`Tensor& weight;`, bound to
+// what register_parameter returns), so the member and the registration are one: assigning another
+// tensor to the member — nanoGPT's tying, `lm_head->weight = wte->weight` — replaces the
+// registration, as PyTorch's setattr does. A tensor reachable under two names (tied) is one
+// parameter: parameters() and named_parameters() list it once, under its first name (PyTorch's
+// remove_duplicate); state_dict() keeps both names, and load_state_dict keeps them tied.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -45,15 +51,18 @@ class Module {
   std::string repr() const;
 
   // ---- the tree ---------------------------------------------------------------------------------
-  std::vector<std::pair<std::string, Tensor>> named_parameters() const;  // dotted, in order
-  std::vector<Tensor> parameters() const;
+  // Dotted names, in registration order; a tensor under two names once, at its first (or, with
+  // remove_duplicate false, under every name).
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool remove_duplicate = true) const;
+  std::vector<Tensor> parameters() const;  // each tensor once
   // Every buffer, or only the persistent ones: what PyTorch's state_dict() holds and a
-  // safetensors file of the module carries (io/safetensors.h).
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool persistent_only = false) const;
+  // safetensors file of the module carries (io/safetensors.h). Each tensor once, as above.
+  std::vector<std::pair<std::string, Tensor>> named_buffers(
+      bool persistent_only = false, bool remove_duplicate = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
     return children_;
   }
-  int64_t num_parameters() const;  // total number of elements
+  int64_t num_parameters() const;  // total number of elements, a tied tensor once
 
   // Runs fn on this module and every submodule, depth first (parents before children).
   void apply(const std::function<void(Module&)>& fn);
@@ -68,12 +77,14 @@ class Module {
   void zero_grad();
 
   // ---- state (what checkpoints hold; io/checkpoint.h writes it to files) ------------------------
-  // Every parameter and buffer by dotted name (the tensors themselves, not copies).
+  // Every parameter and buffer by dotted name (the tensors themselves, not copies); a tied tensor
+  // under each of its names, as PyTorch's state_dict.
   std::map<std::string, Tensor> state_dict() const;
   // Copies `state` into the parameters and buffers of the same names. Strict (the default): the
   // names must match exactly and every shape and dtype too; all problems are reported together in
   // one StateDictError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
   // encoder.blks.0.ffn.dense1.weight: file [64,32], model [128,32]") and nothing is changed.
+  // The names of one tied tensor must hold equal values (else "tied ... differ"): it stays tied.
   // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
   std::vector<std::string> load_state_dict(
       const std::map<std::string, Tensor>& state, bool strict = true);
@@ -88,12 +99,17 @@ class Module {
   // whose buffers come from a formula (PositionalEncoding's table) recomputes them in `dtype`.
   virtual void recompute_buffers(DType /*dtype*/) {}
 
-  // Registers `tensor` as a trained parameter (sets requires_grad) and returns it.
-  Tensor register_parameter(const std::string& name, Tensor tensor);
-  // A tensor the module keeps but does not train. Not persistent (PyTorch's persistent=False):
-  // computed by the module itself (PositionalEncoding's table), so files for other programs
-  // (safetensors) leave it out. ag's own checkpoints hold every buffer.
-  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // Registers `tensor` as the trained parameter `name` (sets requires_grad) and returns the
+  // module's slot for it, valid as long as the module: bind a member to it
+  // (`Tensor& weight;` initialised with `weight(register_parameter("weight", ...))`) and the
+  // member is the registration. An undefined tensor registers an empty slot (PyTorch's
+  // register_parameter(name, None), Linear's bias=False), which the walks skip.
+  Tensor& register_parameter(const std::string& name, Tensor tensor);
+  // A tensor the module keeps but does not train, in a slot as above. Persistent by default (in
+  // every state dict); not persistent (PyTorch's persistent=False): computed by the module itself
+  // (PositionalEncoding's table), so files for other programs (safetensors) and nn::summary's
+  // "saved" count leave it out. ag's own checkpoints hold every buffer.
+  Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -104,12 +120,15 @@ class Module {
   void check_new_name(const std::string& name) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   enum class Collect { parameters, buffers, persistent_buffers };
+  // Appends the entries of this module and its children; with `seen`, each tensor once.
   void collect(const std::string& prefix, Collect what,
-      std::vector<std::pair<std::string, Tensor>>& out) const;
+      std::vector<std::pair<std::string, Tensor>>& out,
+      std::unordered_set<const void*>* seen) const;
 
   bool training_ = true;
-  std::vector<std::pair<std::string, Tensor>> parameters_;
-  std::vector<std::pair<std::string, Tensor>> buffers_;
+  // deques: the slots stay where they are as more are registered (members are bound to them).
+  std::deque<std::pair<std::string, Tensor>> parameters_;
+  std::deque<std::pair<std::string, Tensor>> buffers_;
   std::set<std::string> non_persistent_buffers_;  // local names, a subset of buffers_
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };

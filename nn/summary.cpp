@@ -92,11 +92,17 @@ std::string summary(const Module& module) {
       visit(name.empty() ? child_name : name + "." + child_name, *child);
   };
   visit("", module);
-  int64_t buffer_elements = 0;
+  // Buffers: persistent ones are in every state dict; the others (a positional-encoding table)
+  // the module computes, and only ag's own checkpoints carry them.
+  int64_t buffer_elements = 0, persistent_elements = 0;
   for (const auto& [name, b] : module.named_buffers()) buffer_elements += b.numel();
+  for (const auto& [name, b] : module.named_buffers(/*persistent_only=*/true))
+    persistent_elements += b.numel();
   std::string out = module.type_name() + " summary\n" + table.str();
   out += "total parameters: " + with_commas(module.num_parameters()) + "\n";
-  out += "buffer elements (saved, not trained): " + with_commas(buffer_elements) + "\n";
+  out += "buffer elements (not trained): " + with_commas(persistent_elements) + " persistent, " +
+         with_commas(buffer_elements - persistent_elements) +
+         " computed by the module (not persistent)\n";
   return out;
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -161,8 +163,13 @@ void Adam::step() {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");
   NoGradGuard no_grad;
+  // Each tensor once: a tied weight listed under two names is one gradient (counted and scaled once).
+  std::vector<Tensor> distinct;
+  std::unordered_set<const void*> seen;
+  for (const Tensor& p : params)
+    if (p.defined() && seen.insert(p.identity()).second) distinct.push_back(p);
   double total_sq = 0;
-  for (const Tensor& p : params) {
+  for (const Tensor& p : distinct) {
     if (!p.grad().defined()) continue;
     // ‖∇ᵢ‖², accumulated in double, the same on any number of threads
     for (double sum : squared_norm_partials(p.grad())) total_sq += sum;
@@ -170,7 +177,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   const double total = std::sqrt(total_sq);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1)
-    for (const Tensor& p : params)
+    for (const Tensor& p : distinct)
       if (p.grad().defined()) p.grad().mul_(coef);
   return total;
 }
@@ -190,14 +197,31 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
 
 }  // namespace
 
+std::vector<ParamGroup> groups_of(BracedGroups groups) {
+  std::vector<ParamGroup> out;
+  for (const auto& params : groups) out.push_back({std::vector<Tensor>(params), {}, {}});
+  return out;
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double default_lr, double default_weight_decay,
     const char* name, std::vector<std::string> option_names)
     : name_(name), option_names_(std::move(option_names)) {
   if (!(default_lr >= 0)) fail<ValueError>(name, ": learning rate ", default_lr, " is negative");
   if (!(default_weight_decay >= 0))
     fail<ValueError>(name, ": weight decay ", default_weight_decay, " is negative");
-  for (ParamGroup& g : groups) {
-    for (const Tensor& p : g.params) check_param(p, name);
+  // Where each tensor was first seen: (group, index).
+  std::unordered_map<const void*, std::pair<std::size_t, std::size_t>> seen;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    ParamGroup& g = groups[gi];
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      check_param(g.params[i], name);
+      const auto [at, fresh] = seen.emplace(g.params[i].identity(), std::pair{gi, i});
+      if (!fresh)
+        fail<ValueError>(name, ": parameter ", i, " of group ", gi, " is parameter ",
+            at->second.second, " of group ", at->second.first,
+            " again (one tensor given twice would be stepped twice; a tied weight is one "
+            "parameter: Module::parameters() lists it once)");
+    }
     groups_.push_back({std::move(g.params), g.lr.value_or(default_lr),
         g.weight_decay.value_or(default_weight_decay)});
   }

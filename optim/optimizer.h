@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -24,9 +25,18 @@ namespace ag::optim {
 // excludes biases and LayerNorm weights from weight decay.
 struct ParamGroup {
   std::vector<Tensor> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
+  std::optional<double> lr = std::nullopt;  // (initialised, so {params} alone draws no warning)
+  std::optional<double> weight_decay = std::nullopt;
 };
+// Groups written as lists of tensors, AdamW({{a, b}, {c}}, lr): each inner list is a group with
+// the optimizer's defaults. Every optimizer takes them, so that the braces mean groups — without
+// this overload {{a}, {b}} compiled as one group of two tensors, silently.
+using BracedGroups = std::initializer_list<std::initializer_list<Tensor>>;
+std::vector<ParamGroup> groups_of(BracedGroups groups);
+
+// Every optimizer refuses a tensor given twice — twice in a group or in two groups — with a
+// ValueError naming both places: it would be stepped twice a step (PyTorch refuses a parameter in
+// two groups too). A tied weight is one tensor: Module::parameters() lists it once.
 
 // ---- state dicts --------------------------------------------------------------------------------
 // An optimizer's state as plain data, shaped like torch.optim's Optimizer.state_dict():
@@ -141,6 +151,9 @@ class SGD : public Optimizer {
       double weight_decay = 0, bool nesterov = false);
   SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0, double dampening = 0,
       double weight_decay = 0, bool nesterov = false);
+  SGD(BracedGroups groups, double lr, double momentum = 0, double dampening = 0,
+      double weight_decay = 0, bool nesterov = false)
+      : SGD(groups_of(groups), lr, momentum, dampening, weight_decay, nesterov) {}
   void step() override;
 
   double momentum, dampening;
@@ -175,6 +188,9 @@ class Adam : public Optimizer {
       double eps = 1e-8, double weight_decay = 0);
   Adam(std::vector<ParamGroup> groups, double lr = 1e-3,
       std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8, double weight_decay = 0);
+  Adam(BracedGroups groups, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+      double eps = 1e-8, double weight_decay = 0)
+      : Adam(groups_of(groups), lr, betas, eps, weight_decay) {}
   void step() override;
 
   double beta1, beta2, eps;
@@ -207,12 +223,15 @@ class AdamW : public Adam {
   AdamW(std::vector<ParamGroup> groups, double lr = 1e-3,
       std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8,
       double weight_decay = 1e-2);
+  AdamW(BracedGroups groups, double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
+      double eps = 1e-8, double weight_decay = 1e-2)
+      : AdamW(groups_of(groups), lr, betas, eps, weight_decay) {}
 };
 
 // Scales all gradients together so that their global L2 norm ‖(∇₁, ∇₂, …)‖ is at most max_norm,
 // as torch.nn.utils.clip_grad_norm_: with total = sqrt(Σ ‖∇ᵢ‖²), every gradient is multiplied by
 // min(1, max_norm / (total + 1e-6)). Returns total (the norm before clipping). Parameters without
-// a gradient are ignored.
+// a gradient are ignored, and a tensor listed twice (a tied weight) counts once.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace ag::optim

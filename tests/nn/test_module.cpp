@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "nn_test_util.h"
+#include "optim/optimizer.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
@@ -424,4 +425,91 @@ TEST_CASE("python_float writes floats as Python's repr does", "[nn][module][repr
   CHECK(nn::python_float(-2.5e-05) == "-2.5e-05");
   CHECK(nn::python_bool(true) == "True");
   CHECK(nn::python_bool(false) == "False");
+}
+
+// ---- parameter sharing (the own-model issue: tying done right) ---------------------------------
+
+namespace {
+// nanoGPT's weight tying in miniature: a token table and an output layer sharing one matrix.
+struct TiedLM : nn::Module {
+  std::shared_ptr<nn::Embedding> wte =
+      register_module("wte", std::make_shared<nn::Embedding>(5, 3));
+  std::shared_ptr<nn::Linear> lm_head =
+      register_module("lm_head", std::make_shared<nn::Linear>(3, 5, /*bias=*/false));
+  TiedLM() { lm_head->weight = wte->weight; }  // nanoGPT: self.transformer.wte.weight = ...
+  std::string type_name() const override { return "TiedLM"; }
+};
+}  // namespace
+
+TEST_CASE("assigning one layer's parameter to another's member ties them: one parameter",
+    "[nn][module][sharing]") {
+  TiedLM m;
+  // nanoGPT's count: the shared (5, 3) matrix once (it was 30: the replaced lm_head.weight too).
+  CHECK(m.num_parameters() == 15);
+  const auto named = m.named_parameters();
+  REQUIRE(named.size() == 1);
+  CHECK(named[0].first == "wte.weight");
+  CHECK(named[0].second.is_same(m.lm_head->weight));
+  CHECK(m.parameters().size() == 1);
+  CHECK(m.named_parameters(/*remove_duplicate=*/false).size() == 2);
+  // Each layer still sees the tensor through its own member.
+  CHECK(m.lm_head->named_parameters()[0].second.is_same(m.wte->weight));
+  // state_dict keeps both names, as PyTorch's does.
+  const std::map<std::string, Tensor> state = m.state_dict();
+  CHECK(state.size() == 2);
+  CHECK(state.at("lm_head.weight").is_same(state.at("wte.weight")));
+}
+
+TEST_CASE("a tensor registered under two names is listed once and loads as one",
+    "[nn][module][sharing]") {
+  struct Alias : nn::Module {
+    Tensor& weight = register_parameter("weight", zeros({2}));
+    Alias() { register_parameter("alias", weight); }
+    std::string type_name() const override { return "Alias"; }
+  } m;
+  CHECK(m.parameters().size() == 1);
+  CHECK(m.num_parameters() == 2);
+  // Loading a state dict whose two names agree keeps the tensor tied, with the file's values.
+  std::map<std::string, Tensor> state{{"weight", tensor({1, 2})}, {"alias", tensor({1, 2})}};
+  m.load_state_dict(state);
+  CHECK(values(m.weight) == std::vector<double>{1, 2});
+  CHECK(m.named_parameters(false)[1].second.is_same(m.weight));
+  // Two different values for one tensor cannot both be loaded: refused, nothing changed.
+  state["alias"] = tensor({3, 4});
+  CHECK_THROWS_WITH(m.load_state_dict(state),
+      Contains("tied alias and weight (one tensor in the model) differ in the file"));
+  CHECK(values(m.weight) == std::vector<double>{1, 2});
+}
+
+TEST_CASE("a tied model: SGD steps the shared tensor once, clip_grad_norm counts it once",
+    "[nn][module][sharing]") {
+  TiedLM m;
+  m.wte->weight.set_grad(ones({5, 3}));
+  {
+    NoGradGuard no_grad;
+    m.wte->weight.fill_(1.0);
+  }
+  optim::SGD sgd(m.parameters(), 0.1);
+  sgd.step();
+  // not 0.8: stepped once (1 − 0.1 · 1 in float32)
+  CHECK(values(m.lm_head->weight) == std::vector<double>(15, static_cast<double>(0.9f)));
+  // ‖∇‖ of one (5, 3) gradient of ones is √15, under both names.
+  std::vector<Tensor> both;
+  for (const auto& [name, p] : m.named_parameters(false)) both.push_back(p);
+  CHECK(optim::clip_grad_norm(both, 1e9) == Approx(std::sqrt(15.0)));
+  // An optimizer given the tensor under both names refuses it, naming the two places.
+  CHECK_THROWS_WITH(optim::SGD(both, 0.1),
+      Contains("SGD: parameter 1 of group 0 is parameter 0 of group 0 again"));
+}
+
+TEST_CASE("a parameter slot assigned a computed tensor, or left empty, is handled clearly",
+    "[nn][module][sharing]") {
+  nn::Linear with_bias(2, 3), without_bias(2, 3, /*bias=*/false);
+  CHECK(without_bias.parameters().size() == 1);  // the empty bias slot is skipped
+  CHECK_FALSE(without_bias.bias.defined());
+  CHECK(without_bias.repr() == "Linear(in_features=2, out_features=3, bias=False)");
+  // A result of an op is no parameter: the walk names the slot.
+  with_bias.bias = with_bias.bias * 2.0;
+  CHECK_THROWS_WITH(with_bias.parameters(),
+      Contains("Linear: parameter 'bias' holds a tensor computed by an op, not a leaf"));
 }

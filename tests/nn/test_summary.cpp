@@ -54,8 +54,9 @@ TEST_CASE("summary lists every module with its own parameters and the total", "[
   INFO(text);
   CHECK_THAT(text, Contains("TransformerEncoder summary"));
   CHECK_THAT(text, Contains("total parameters: " + commas(encoder.num_parameters()) + "\n"));
-  // PositionalEncoding's table (1, 1000, 8) is a buffer: saved, not trained.
-  CHECK_THAT(text, Contains("buffer elements (saved, not trained): 8,000"));
+  // PositionalEncoding's table (1, 1000, 8) is a buffer the module computes: not persistent.
+  CHECK_THAT(text, Contains("buffer elements (not trained): 0 persistent, 8,000 computed by the "
+                            "module (not persistent)"));
 
   // One line per module, in named_parameters order, and the own counts add up to the total.
   std::istringstream lines(text);

@@ -165,3 +165,44 @@ TEST_CASE("optimizer argument errors", "[optim]") {
   CHECK_THROWS_AS(optim::Adam({a.transpose(0, 0) * 2.0}), ValueError);  // not a leaf
   CHECK_THROWS_AS(optim::cosine_with_warmup(10, 10), ValueError);
 }
+
+// ---- parameter groups without ambiguity, and no tensor twice (the own-model issue) -------------
+
+TEST_CASE("braced lists of tensors are groups, and a flat list is one group", "[optim][groups]") {
+  const Tensor a = zeros({2}).requires_grad_(), b = zeros({3}).requires_grad_();
+  // {{a}, {b}} compiled as one group of two tensors before.
+  optim::AdamW two({{a}, {b}}, 0.1);
+  REQUIRE(two.param_groups().size() == 2);
+  CHECK(two.param_groups()[0].params.size() == 1);
+  CHECK(two.param_groups()[1].params[0].is_same(b));
+  CHECK(optim::SGD({{a}, {b}}, 0.1).param_groups().size() == 2);
+  CHECK(optim::Adam({{a}, {b}}, 0.1).param_groups().size() == 2);
+  optim::AdamW one({a, b}, 0.1);
+  REQUIRE(one.param_groups().size() == 1);
+  CHECK(one.param_groups()[0].params.size() == 2);
+  // Groups with their own options, as nanoGPT's decay / no-decay split.
+  const std::vector<Tensor> decay{a}, no_decay{b};
+  optim::AdamW split({{decay}, {no_decay, {}, 0.0}}, 0.1);
+  REQUIRE(split.param_groups().size() == 2);
+  CHECK(split.param_groups()[1].weight_decay == 0.0);
+  CHECK(split.param_groups()[0].weight_decay == 1e-2);
+}
+
+TEST_CASE("an optimizer refuses a tensor given twice, in one group or in two", "[optim][groups]") {
+  const Tensor a = zeros({2}).requires_grad_(), b = zeros({3}).requires_grad_();
+  CHECK_THROWS_AS(optim::SGD({a, b, a}, 0.1), ValueError);
+  CHECK_THROWS_WITH(optim::SGD({a, b, a}, 0.1),
+      Contains("SGD: parameter 2 of group 0 is parameter 0 of group 0 again"));
+  CHECK_THROWS_WITH(optim::AdamW({{a, b}, {b}}, 0.1),
+      Contains("AdamW: parameter 0 of group 1 is parameter 1 of group 0 again"));
+  CHECK_THROWS_WITH(optim::Adam({{a}, {a}}, 0.1), Contains("Adam: parameter 0 of group 1"));
+  // A view of a parameter is another tensor (not a leaf): refused as before.
+  CHECK_THROWS_AS(optim::SGD({a, a.view({2})}, 0.1), ValueError);
+}
+
+TEST_CASE("clip_grad_norm counts a tensor listed twice once", "[optim][groups]") {
+  Tensor w = zeros({1}).requires_grad_();
+  w.set_grad(ones({1}));
+  CHECK(optim::clip_grad_norm({w, w}, 0.5) == Approx(1.0));  // was √2
+  CHECK(w.grad().item() == Approx(0.5 / (1 + 1e-6)));        // scaled once, not twice
+}
