@@ -9,17 +9,19 @@
 
 namespace ag::viz {
 
-// A 5×7 bitmap font of digits, capital letters and the punctuation  <>-+.,:()/_=?%'![]*  — lower
-// case is drawn in capitals, any other character as '?'. Each glyph is 5 pixels wide with 1 pixel
-// of spacing, scaled up by `scale` (an integer ≥ 1). Text is UTF-8 (see drawable_text).
+// A 5×7 bitmap font of digits, capital and small letters and the punctuation  <>-+.,:()/_=?%'![]*
+// — any other character is drawn as '?'. Capitals fill the 7 rows; small letters have an x-height
+// of 5 rows, and as the cell has no rows below the baseline, g j p q y sit raised with their tails
+// in the bottom 2 rows (as on a character LCD). Each glyph is 5 pixels wide with 1 pixel of
+// spacing, scaled up by `scale` (an integer ≥ 1). Text is UTF-8 (see drawable_text).
 inline constexpr int64_t glyph_width = 5, glyph_height = 7, glyph_advance = 6;
 // The glyph of a character: 7 rows of 5 characters, '#' for ink and '.' for background.
 const std::vector<std::string>& glyph(char c);
-// Characters the font draws (their lower-case letters aside).
+// Characters the font draws, each with a glyph of its own.
 std::string font_characters();
 // What draw_text draws for UTF-8 `text`, one byte per glyph: ASCII as it is; the Latin letters
 // with accents of French, German, Spanish … (U+00C0–U+00FF, Œ œ Ÿ) without them ("é" -> "e",
-// "Œ" -> "OE", "ß" -> "SS"), ’ as '; any other code point, and each byte of invalid UTF-8, '?'.
+// "Œ" -> "OE", "ß" -> "ss"), ’ as '; any other code point, and each byte of invalid UTF-8, '?'.
 std::string drawable_text(const std::string& text);
 // Width in pixels of `text` drawn horizontally: 6 · length · scale − scale (0 for ""), length
 // that of drawable_text(text).

@@ -95,11 +95,47 @@ TEST_CASE("the bitmap font has a distinct 5x7 glyph for every character it lists
     }
     CHECK(seen.insert(rows).second);  // no two characters look the same
   }
-  CHECK(glyph('a') == glyph('A'));     // lower case is drawn in capitals
-  CHECK(glyph('\x01') == glyph('?'));  // anything else as '?'
+  for (char c : {'\x01', '@', '{', '~', '"'}) {  // anything else as '?'
+    INFO("character " << int(c));
+    CHECK(glyph(c) == glyph('?'));
+  }
   CHECK(text_width("", 2) == 0);
   CHECK(text_width("ab", 1) == 11);  // 5 + 1 + 5
   CHECK(text_width("ab", 3) == 33);
+}
+
+TEST_CASE("small letters have glyphs of their own, an x-height of 5 rows and raised descenders",
+    "[plot][font]") {
+  CHECK(glyph('a') ==
+        std::vector<std::string>{".....", ".....", ".###.", "....#", ".####", "#...#", ".####"});
+  CHECK(glyph('g') ==
+        std::vector<std::string>{".....", ".....", ".####", "#...#", ".####", "....#", ".###."});
+  CHECK(glyph('k') ==
+        std::vector<std::string>{"#....", "#....", "#..#.", "#.#..", "##...", "#.#..", "#..#."});
+  const std::string ascending = "bdfhklt", dotted = "ij";
+  for (char c = 'a'; c <= 'z'; ++c) {
+    INFO("glyph '" << c << "'");
+    const auto& rows = glyph(c);
+    CHECK(rows != glyph(static_cast<char>(c - 'a' + 'A')));  // not its capital
+    CHECK(font_characters().find(c) != std::string::npos);
+    // Above the x-height (rows 0 and 1) only ascenders and the dots of i and j have ink.
+    const bool above = rows[0] != "....." || rows[1] != ".....";
+    CHECK(above == (ascending.find(c) != std::string::npos || dotted.find(c) != std::string::npos));
+    CHECK(rows[2] != ".....");  // every small letter reaches the x-height
+  }
+  // Drawn: "ace" has no ink in the top two rows where "ACE" has, and is not the same picture.
+  Image small(20, 7), capitals(20, 7);
+  draw_text(small, 0, 0, "ace", black);
+  draw_text(capitals, 0, 0, "ACE", black);
+  CHECK(small.rgb() != capitals.rgb());
+  auto top_ink = [](const Image& image) {
+    int64_t count = 0;
+    for (int64_t y = 0; y < 2; ++y)
+      for (int64_t x = 0; x < image.width(); ++x) count += !(image.at(x, y) == white);
+    return count;
+  };
+  CHECK(top_ink(small) == 0);
+  CHECK(top_ink(capitals) > 0);
 }
 
 TEST_CASE(
@@ -107,7 +143,7 @@ TEST_CASE(
   // French words as d2l's fra.txt has them, as heatmap labels of a translation show them.
   CHECK(drawable_text("été") == "ete");
   CHECK(drawable_text("Ça coûte cher, n’est-ce pas ?") == "Ca coute cher, n'est-ce pas ?");
-  CHECK(drawable_text("Œuvre, cœur, Straße, ÀÉÎÕÜ, æ") == "OEuvre, coeur, StraSSe, AEIOU, ae");
+  CHECK(drawable_text("Œuvre, cœur, Straße, ÀÉÎÕÜ, æ") == "OEuvre, coeur, Strasse, AEIOU, ae");
   CHECK(drawable_text("×÷") == "??");                      // Latin-1's signs have no stand-in
   CHECK(drawable_text("日本, Ω, 🙂") == "??, ?, ?");  // one '?' per code point
   CHECK(drawable_text("a\xff\xc3") == "a??");              // invalid UTF-8: one '?' per byte
@@ -115,7 +151,7 @@ TEST_CASE(
   CHECK(text_width("été") == text_width("ete"));
   Image accented(60, 10), plain(60, 10);
   draw_text(accented, 0, 0, "Ça été", black);
-  draw_text(plain, 0, 0, "CA ETE", black);
+  draw_text(plain, 0, 0, "Ca ete", black);
   for (int64_t y = 0; y < 10; ++y)
     for (int64_t x = 0; x < 60; ++x) CHECK(accented.at(x, y) == plain.at(x, y));
 }
