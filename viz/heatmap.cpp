@@ -133,32 +133,52 @@ void write_heatmap(const std::string& path, const Tensor& matrix, const HeatmapO
   write_png(path, render_heatmap(matrix, options));
 }
 
+namespace {
+
+// Pictures laid out `columns` to a row, each in a cell as large as the largest, under an optional
+// title; row_titles (empty, or one per grid row) right-aligned in a column to the left of the
+// rows, each centred on its row.
+Image image_grid(const std::vector<Image>& images, int64_t columns, const std::string& title,
+    const std::vector<std::string>& row_titles, int64_t font_scale) {
+  int64_t cell_w = 0, cell_h = 0;
+  for (const Image& image : images) {
+    cell_w = std::max(cell_w, image.width());
+    cell_h = std::max(cell_h, image.height());
+  }
+  const int64_t count = static_cast<int64_t>(images.size());
+  const int64_t grid_columns = std::min(columns, count),
+                grid_rows = (count + columns - 1) / columns;
+  const int64_t s = font_scale, pad = 4 * s, line = glyph_height * s;
+  const int64_t title_h = title.empty() ? 0 : line + 2 * pad;
+  // A column for the row titles only if one has text: none (or all "") leaves no blank strip.
+  const int64_t longest_row_title = longest_label(row_titles, s);
+  const int64_t row_titles_w = longest_row_title > 0 ? longest_row_title + 2 * pad : 0;
+  const int64_t width =
+      std::max(row_titles_w + grid_columns * cell_w, text_width(title, s) + 2 * pad);
+  Image grid(width, title_h + grid_rows * cell_h);
+  const Rgb ink{40, 40, 40};
+  if (!title.empty()) draw_text(grid, (width - text_width(title, s)) / 2, pad, title, ink, s);
+  for (int64_t r = 0; r < static_cast<int64_t>(row_titles.size()); ++r) {
+    const std::string& row_title = row_titles[static_cast<std::size_t>(r)];
+    draw_text(grid, row_titles_w - pad - text_width(row_title, s),
+        title_h + r * cell_h + (cell_h - line) / 2, row_title, ink, s);
+  }
+  for (int64_t i = 0; i < count; ++i)
+    grid.blit(images[static_cast<std::size_t>(i)], row_titles_w + (i % columns) * cell_w,
+        title_h + (i / columns) * cell_h);
+  return grid;
+}
+
+}  // namespace
+
 Image render_heatmap_grid(const std::vector<HeatmapPanel>& panels, int64_t columns,
     const std::string& title, int64_t font_scale) {
   if (panels.empty() || columns < 1 || font_scale < 1)
     fail<ValueError>("render_heatmap_grid: ", panels.size(), " panels in ", columns,
         " columns (font scale ", font_scale, "): need at least one panel and one column");
   std::vector<Image> images;
-  int64_t cell_w = 0, cell_h = 0;
-  for (const HeatmapPanel& p : panels) {
-    images.push_back(render_heatmap(p.matrix, p.options));
-    cell_w = std::max(cell_w, images.back().width());
-    cell_h = std::max(cell_h, images.back().height());
-  }
-  const int64_t count = static_cast<int64_t>(panels.size());
-  const int64_t grid_columns = std::min(columns, count),
-                grid_rows = (count + columns - 1) / columns;
-  const int64_t pad = 4 * font_scale,
-                title_h = title.empty() ? 0 : glyph_height * font_scale + 2 * pad;
-  const int64_t width = std::max(grid_columns * cell_w, text_width(title, font_scale) + 2 * pad);
-  Image grid(width, title_h + grid_rows * cell_h);
-  if (!title.empty())
-    draw_text(
-        grid, (width - text_width(title, font_scale)) / 2, pad, title, {40, 40, 40}, font_scale);
-  for (int64_t i = 0; i < count; ++i)
-    grid.blit(images[static_cast<std::size_t>(i)], (i % columns) * cell_w,
-        title_h + (i / columns) * cell_h);
-  return grid;
+  for (const HeatmapPanel& p : panels) images.push_back(render_heatmap(p.matrix, p.options));
+  return image_grid(images, columns, title, {}, font_scale);
 }
 
 void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>& panels,
@@ -175,18 +195,26 @@ Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& o)
   const int64_t num_rows = matrices.size(0), num_cols = matrices.size(1);
   if (num_rows == 0 || num_cols == 0)
     fail<ShapeError>("show_heatmaps: no matrices to draw in shape ", shape_str(matrices.shape()));
-  if (!o.titles.empty() && static_cast<int64_t>(o.titles.size()) != num_cols)
-    fail<ShapeError>("show_heatmaps: ", o.titles.size(), " titles for ", num_cols,
-        " columns of matrices ", shape_str(matrices.shape()));
+  const int64_t num_titles = static_cast<int64_t>(o.titles.size());
+  const bool title_per_matrix = num_titles == num_rows * num_cols;
+  if (num_titles != 0 && num_titles != num_cols && !title_per_matrix)
+    fail<ShapeError>("show_heatmaps: ", num_titles, " titles for matrices ",
+        shape_str(matrices.shape()), ": need none, ", num_cols, " (one per grid column) or ",
+        num_rows * num_cols, " (one per matrix)");
+  if (!o.row_titles.empty() && static_cast<int64_t>(o.row_titles.size()) != num_rows)
+    fail<ShapeError>("show_heatmaps: ", o.row_titles.size(), " row titles for ", num_rows,
+        " rows of matrices ", shape_str(matrices.shape()), ": need none or ", num_rows);
   // One colour scale for every panel, as d2l's shared colorbar: the extremes of all the matrices.
   // (A non-finite value is left to render_heatmap, which names its row and column.)
   double vmin = INFINITY, vmax = -INFINITY;
   for (double v : matrices.to_vector<double>())
     if (std::isfinite(v)) vmin = std::min(vmin, v), vmax = std::max(vmax, v);
-  std::vector<HeatmapPanel> panels;
+  std::vector<Image> panels;
   for (int64_t row = 0; row < num_rows; ++row)
     for (int64_t col = 0; col < num_cols; ++col) {
-      HeatmapOptions panel{.title = o.titles.empty() ? "" : o.titles[static_cast<std::size_t>(col)],
+      const int64_t title_index = title_per_matrix ? row * num_cols + col : col;
+      HeatmapOptions panel{
+          .title = o.titles.empty() ? "" : o.titles[static_cast<std::size_t>(title_index)],
           .xlabel = o.xlabel,
           .ylabel = o.ylabel,
           .row_labels = o.row_labels,
@@ -195,9 +223,9 @@ Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& o)
           .vmin = vmin,
           .vmax = vmax,
           .colorbar = col == num_cols - 1};  // one colour bar per grid row
-      panels.push_back({matrices.select(0, row).select(0, col), panel});  // (Q, K)
+      panels.push_back(render_heatmap(matrices.select(0, row).select(0, col), panel));  // (Q, K)
     }
-  return render_heatmap_grid(panels, num_cols);
+  return image_grid(panels, num_cols, /*title=*/"", o.row_titles, /*font_scale=*/1);
 }
 
 void show_heatmaps(

@@ -59,17 +59,28 @@ void write_heatmap_grid(const std::string& path, const std::vector<HeatmapPanel>
 
 // d2l's show_heatmaps(matrices, xlabel, ylabel, titles) (chapter 10.1): `matrices` of shape
 // (num_rows, num_cols, Q, K) drawn as a num_rows × num_cols grid of heatmaps, each with the shared
-// axis names and its title (titles: empty, or one per column as in d2l), on one colour scale
-// from the smallest to the largest value of all the matrices. Labels name each row and column of
-// every matrix (the query and key tokens of attention weights; empty: none).
+// axis names and its title, on one colour scale from the smallest to the largest value of all the
+// matrices. Labels name each row and column of every matrix (the query and key tokens of
+// attention weights; empty: none).
+//
+// Titles: `titles` is empty, one per grid column (as in d2l: each column's title repeated down
+// the column) or one per matrix (num_rows · num_cols, row-major: matrix (r, c) gets
+// titles[r · num_cols + c]); `row_titles` is empty or one per grid row, drawn left of the row as
+// its header. With 1 grid row the two counts of `titles` are the same and mean the same.
+//
+//   // Weights (2 layers, 3 heads, Q, K): heads across, layers down.
+//   show_heatmaps(weights, "weights.png",
+//       {.titles = {"head 0", "head 1", "head 2"}, .row_titles = {"layer 0", "layer 1"}});
 struct ShowHeatmapsOptions {
   std::string xlabel = "Keys", ylabel = "Queries";
-  std::vector<std::string> titles;      // one per grid column, or empty
+  std::vector<std::string> titles;      // above the panels: none, num_cols or num_rows · num_cols
+  std::vector<std::string> row_titles;  // left of the grid rows: none or num_rows
   std::vector<std::string> row_labels;  // Q labels, or empty
   std::vector<std::string> col_labels;  // K labels, or empty
   int64_t cell = 12;                    // pixels per matrix cell
 };
-// Throws ShapeError for a tensor that is not 4-D or labels and titles of the wrong count.
+// Throws ShapeError for a tensor that is not 4-D, or labels or titles of the wrong count (naming
+// the count given and the counts allowed).
 Image render_show_heatmaps(const Tensor& matrices, const ShowHeatmapsOptions& options = {});
 void show_heatmaps(
     const Tensor& matrices, const std::string& path, const ShowHeatmapsOptions& options = {});

@@ -24,6 +24,24 @@ int64_t ink(const Image& image) {
   return count;
 }
 
+// Whether `part` is drawn in `image` with its top-left corner at (x, y), pixel for pixel.
+bool contains_at(const Image& image, int64_t x, int64_t y, const Image& part) {
+  for (int64_t v = 0; v < part.height(); ++v)
+    for (int64_t u = 0; u < part.width(); ++u)
+      if (!(image.at(x + u, y + v) == part.at(u, v))) return false;
+  return true;
+}
+
+// d2l-shaped attention weights: 2 × 3 matrices of shape (2, 4), matrix (r, c) holding the value
+// 3r + c everywhere (0 to 5).
+Tensor two_by_three_matrices() {
+  std::vector<double> values;
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 3; ++c)
+      for (int i = 0; i < 8; ++i) values.push_back(3 * r + c);
+  return tensor(values, {2, 3, 2, 4});  // (num_rows, num_cols, Q, K)
+}
+
 }  // namespace
 
 TEST_CASE("write_png writes RGB pixels that read_png reads back exactly", "[plot][png]") {
@@ -296,12 +314,7 @@ TEST_CASE("a heatmap grid lays the panels out in rows of `columns`", "[plot][hea
 
 TEST_CASE(
     "show_heatmaps draws d2l's (rows, cols, Q, K) grid on one colour scale", "[plot][heatmap]") {
-  // 2 x 3 matrices of shape (2, 4); matrix (r, c) holds the value 3r + c everywhere, 0 to 5.
-  std::vector<double> values;
-  for (int r = 0; r < 2; ++r)
-    for (int c = 0; c < 3; ++c)
-      for (int i = 0; i < 8; ++i) values.push_back(3 * r + c);
-  const Tensor matrices = tensor(values, {2, 3, 2, 4});  // (num_rows, num_cols, Q, K)
+  const Tensor matrices = two_by_three_matrices();  // matrix (r, c) holds 3r + c everywhere
   ShowHeatmapsOptions options;
   options.titles = {"head 0", "head 1", "head 2"};
   options.row_labels = {"q0", "q1"};
@@ -338,6 +351,64 @@ TEST_CASE(
   one_row_label.row_labels = {"q0"};
   CHECK_THROWS_AS(render_show_heatmaps(matrices, one_title), ShapeError);
   CHECK_THROWS_AS(render_show_heatmaps(matrices, one_row_label), ShapeError);
+}
+
+TEST_CASE("show_heatmaps takes a title per column or per matrix, and a title per grid row",
+    "[plot][heatmap]") {
+  const Tensor matrices = two_by_three_matrices();
+  ShowHeatmapsOptions by_column, by_matrix, with_rows;
+  by_column.titles = {"a0", "a1", "a2"};
+  by_matrix.titles = {"a0", "a1", "a2", "b0", "b1", "b2"};
+  with_rows.titles = by_column.titles;
+  with_rows.row_titles = {"encoder", "dec"};
+  const Image columns = render_show_heatmaps(matrices, by_column);
+  const Image matrix_titles = render_show_heatmaps(matrices, by_matrix);
+  const Image rows = render_show_heatmaps(matrices, with_rows);
+  const int64_t cell_h = columns.height() / 2;  // two rows of panels
+
+  // One title per matrix: the panel of matrix (1, 0) is titled "b0", not its column's "a0".
+  HeatmapOptions panel{.title = "b0",
+      .xlabel = "Keys",
+      .ylabel = "Queries",
+      .row_labels = {},
+      .col_labels = {},
+      .cell = 12,
+      .font_scale = 1,
+      .vmin = 0.0,
+      .vmax = 5.0,
+      .colorbar = false};
+  CHECK(contains_at(
+      matrix_titles, 0, cell_h, render_heatmap(matrices.select(0, 1).select(0, 0), panel)));
+  panel.title = "a0";
+  CHECK(contains_at(columns, 0, cell_h, render_heatmap(matrices.select(0, 1).select(0, 0), panel)));
+  CHECK(matrix_titles.width() == columns.width());
+  CHECK(matrix_titles.rgb() != columns.rgb());
+
+  // Row titles: a column as wide as the longest title and a pad either side, left of the grid,
+  // which is drawn beside it unchanged.
+  const int64_t header_w = text_width("encoder") + 2 * 4;
+  CHECK(rows.width() == columns.width() + header_w);
+  CHECK(rows.height() == columns.height());
+  CHECK(contains_at(rows, header_w, 0, columns));
+  // Each title right-aligned against the grid (a pad from it), centred on its row of panels.
+  Image header(header_w, rows.height());
+  draw_text(header, 4, (cell_h - glyph_height) / 2, "encoder", Rgb{40, 40, 40});
+  draw_text(header, header_w - 4 - text_width("dec"), cell_h + (cell_h - glyph_height) / 2, "dec",
+      Rgb{40, 40, 40});
+  CHECK(ink(header) > 0);
+  CHECK(contains_at(rows, 0, 0, header));
+
+  // Any other count names the function, the count given and the counts allowed.
+  ShowHeatmapsOptions four_titles, three_row_titles;
+  four_titles.titles = {"a", "b", "c", "d"};
+  three_row_titles.row_titles = {"x", "y", "z"};
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, four_titles), ShapeError);
+  CHECK_THROWS_WITH(render_show_heatmaps(matrices, four_titles),
+      Contains("show_heatmaps: 4 titles") && Contains("[2,3,2,4]") &&
+          Contains("3 (one per grid column)") && Contains("6 (one per matrix)"));
+  CHECK_THROWS_AS(render_show_heatmaps(matrices, three_row_titles), ShapeError);
+  CHECK_THROWS_WITH(render_show_heatmaps(matrices, three_row_titles),
+      Contains("show_heatmaps: 3 row titles for 2 rows") && Contains("[2,3,2,4]"));
 }
 
 TEST_CASE("write_csv writes a header and one row per index", "[plot][csv]") {
