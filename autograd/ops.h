@@ -10,6 +10,7 @@
 // ag::ShapeError naming the op and the full shapes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,21 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 // The exact GELU, x·Φ(x) with Φ the standard normal CDF (PyTorch's default).
 Tensor gelu(const Tensor& x);
+// torch.nn.functional.gelu(x, approximate=...): "none" (the exact one above) or "tanh", GPT-2's
+// ½ x (1 + tanh(√(2/π) (x + 0.044715 x³))); anything else is a ValueError.
+Tensor gelu(const Tensor& x, const std::string& approximate);
+Tensor silu(const Tensor& x);  // x · σ(x) (SiLU, swish): Llama's feed-forward gate
+Tensor abs(const Tensor& x);   // |x|; its gradient is 0 at 0, as PyTorch's
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor rsqrt(const Tensor& x);  // 1 / √x (RMSNorm's scale)
+// Elementwise larger / smaller of two broadcast tensors, torch.maximum / torch.minimum: a NaN in
+// either wins; at a tie each input gets half the gradient.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// torch.clamp(x, min, max): each value limited to [min, max] (either bound may be left out, not
+// both); NaN stays NaN; the gradient passes where min ≤ x ≤ max.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 
 // Comparisons give 1 where true and 0 where false, in the dtype of `a`. Not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);  // a == b

@@ -322,6 +322,164 @@ Tensor gelu(const Tensor& x) {
       });
 }
 
+namespace {
+// σ(x), written so that exp never overflows (as sigmoid above).
+template <class T>
+T stable_sigmoid(T v) {
+  if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+  const T e = std::exp(v);
+  return e / (T(1) + e);
+}
+// GELU's tanh approximation (Hendrycks & Gimpel; GPT-2's and nanoGPT's `new_gelu`):
+//   y = ½ x (1 + tanh u),  u = √(2/π) (x + 0.044715 x³)
+constexpr double kGeluC = 0.044715;
+template <class T>
+T gelu_tanh_u(T x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return static_cast<T>(k * (double(x) + kGeluC * double(x) * double(x) * double(x)));
+}
+}  // namespace
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") return gelu(x);
+  if (approximate != "tanh")
+    fail<ValueError>("gelu: approximate '", approximate, "' is not 'none' or 'tanh'");
+  Tensor out =
+      map_unary(x, [](auto v) { return decltype(v)(0.5) * v * (1 + std::tanh(gelu_tanh_u(v))); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, gelu_tanh: g · (½ (1 + t) + ½ x (1 − t²) · √(2/π) (1 + 3 · 0.044715 x²)), t = tanh u
+  return detail::record(
+      Op::gelu_tanh, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // dy/dx = ½ (1 + t) + ½ x · (1 − t²) · du/dx,  du/dx = √(2/π) (1 + 3c x²)
+        return {map_binary(g, x, "gelu_tanh_backward", [](auto gv, auto xv) {
+          using T = decltype(xv);
+          const T t = std::tanh(gelu_tanh_u(xv));
+          const T du = static_cast<T>(
+              std::sqrt(2.0 / std::numbers::pi) * (1 + 3 * kGeluC * double(xv) * double(xv)));
+          return gv * (T(0.5) * (1 + t) + T(0.5) * xv * (1 - t * t) * du);
+        })};
+      });
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return v * stable_sigmoid(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, silu: g · σ(x) · (1 + x · (1 − σ(x)))
+  return detail::record(
+      Op::silu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(x σ(x))/dx = σ(x) + x σ(x)(1 − σ(x))
+        return {map_binary(g, x, "silu_backward", [](auto gv, auto xv) {
+          const auto s = stable_sigmoid(xv);
+          return gv * s * (1 + xv * (1 - s));
+        })};
+      });
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::abs(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, abs: g · sign(x) (0 at 0)
+  return detail::record(
+      Op::abs, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d|x|/dx = sign(x); PyTorch takes 0 at the kink
+        return {map_binary(g, x, "abs_backward", [](auto gv, auto xv) {
+          using T = decltype(xv);
+          return xv > 0 ? gv : xv < 0 ? -gv : T(0);
+        })};
+      });
+}
+
+Tensor sin(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::sin(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, sin: g · cos x
+  return detail::record(
+      Op::sin, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {
+            map_binary(g, x, "sin_backward", [](auto gv, auto xv) { return gv * std::cos(xv); })};
+      });
+}
+
+Tensor cos(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return std::cos(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, cos: −g · sin x
+  return detail::record(
+      Op::cos, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {
+            map_binary(g, x, "cos_backward", [](auto gv, auto xv) { return -gv * std::sin(xv); })};
+      });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = map_unary(x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, rsqrt: −g · y³ / 2
+  return detail::record(Op::rsqrt, out, {x}, /*saved=*/{out},
+      [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(x^(−1/2))/dx = −½ x^(−3/2) = −½ y³
+        return {map_binary(
+            g, y, "rsqrt_backward", [](auto gv, auto yv) { return -gv * yv * yv * yv / 2; })};
+      });
+}
+
+namespace {
+// maximum and minimum share their backward: the gradient goes to the larger (smaller) input, and
+// is split in halves at a tie, as PyTorch's.
+Grads pick_backward(
+    const Tensor& g, const Tensor& a, const Tensor& b, bool larger, const NeedsGrad& needs) {
+  // share of a: 1 where a wins, ½ at a tie, 0 where b wins; b takes the rest
+  const Tensor share_a = map_binary(a, b, "pick_backward", [larger](auto x, auto y) {
+    using T = decltype(x);
+    return x == y ? T(0.5) : (larger ? x > y : x < y) ? T(1) : T(0);
+  });
+  return {needs[0] ? sum_to(mul(g, share_a), a.shape()) : Tensor(),
+      needs[1] ? sum_to(mul(g, 1.0 - share_a), b.shape()) : Tensor()};
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  // A NaN in either input wins, as in PyTorch.
+  Tensor out = map_binary(a, b, "maximum", [](auto x, auto y) { return x != x || x > y ? x : y; });
+  if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, maximum: ga = sum_to(g · [a > b] + g/2 · [a = b]), gb the rest
+  return detail::record(Op::maximum, out, {a, b}, /*saved=*/{a, b},
+      [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        return pick_backward(g, a, b, /*larger=*/true, needs);
+      });
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor out = map_binary(a, b, "minimum", [](auto x, auto y) { return x != x || x < y ? x : y; });
+  if (!detail::any_requires_grad({a, b})) return out;
+  // docs/ops.md, minimum: ga = sum_to(g · [a < b] + g/2 · [a = b]), gb the rest
+  return detail::record(Op::minimum, out, {a, b}, /*saved=*/{a, b},
+      [a, b](const Tensor& g, const NeedsGrad& needs) -> Grads {
+        return pick_backward(g, a, b, /*larger=*/false, needs);
+      });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) fail<ValueError>("clamp: at least one of min and max must be given");
+  if (min && max && !(*min <= *max)) fail<ValueError>("clamp: min ", *min, " is above max ", *max);
+  const double lo = min.value_or(-INFINITY), hi = max.value_or(INFINITY);
+  Tensor out = dispatch(x.dtype(), [&]<typename T>() {
+    // NaN stays NaN, as in PyTorch
+    return map_unary(x, [l = T(lo), h = T(hi)](T v) {
+      return v != v ? v : v < l ? l : v > h ? h : v;
+    });
+  });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, clamp: g · [min ≤ x ≤ max]
+  return detail::record(
+      Op::clamp, out, {x}, /*saved=*/{x}, [x, lo, hi](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {dispatch(x.dtype(), [&]<typename T>() {
+          return map_binary(g, x, "clamp_backward",
+              [l = T(lo), h = T(hi)](T gv, T xv) { return xv >= l && xv <= h ? gv : T(0); });
+        })};
+      });
+}
+
 // ---- comparisons ------------------------------------------------------------------------------
 
 #define AG_COMPARISON(name, expr)                                                              \

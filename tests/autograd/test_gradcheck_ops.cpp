@@ -97,6 +97,38 @@ AG_GRADCHECK_CASE(relu, "relu, inputs away from the kink") {
 AG_GRADCHECK_CASE(gelu, "gelu") {
   return gradcheck([](const Inputs& x) { return gelu(x[0]); }, {input({3, 4}, 1, -3.0, 3.0)});
 }
+AG_GRADCHECK_CASE(gelu_tanh, "gelu, approximate tanh") {
+  return gradcheck(
+      [](const Inputs& x) { return gelu(x[0], "tanh"); }, {input({3, 4}, 1, -3.0, 3.0)});
+}
+AG_GRADCHECK_CASE(silu, "silu") {
+  return gradcheck([](const Inputs& x) { return silu(x[0]); }, {input({3, 4}, 1, -4.0, 4.0)});
+}
+AG_GRADCHECK_CASE(abs, "abs, inputs away from the kink") {
+  return gradcheck([](const Inputs& x) { return abs(x[0]); }, {away_from_zero({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(sin, "sin") {
+  return gradcheck([](const Inputs& x) { return sin(x[0]); }, {input({2, 3}, 1, -3.0, 3.0)});
+}
+AG_GRADCHECK_CASE(cos, "cos") {
+  return gradcheck([](const Inputs& x) { return cos(x[0]); }, {input({2, 3}, 1, -3.0, 3.0)});
+}
+AG_GRADCHECK_CASE(rsqrt, "rsqrt") {
+  return gradcheck([](const Inputs& x) { return rsqrt(x[0]); }, {input({2, 3}, 1, 0.3, 3.0)});
+}
+AG_GRADCHECK_CASE(maximum, "maximum, a (3,4) and b (2,3,1) broadcast") {
+  return gradcheck(
+      [](const Inputs& x) { return maximum(x[0], x[1]); }, {input({3, 4}, 1), input({2, 3, 1}, 2)});
+}
+AG_GRADCHECK_CASE(minimum, "minimum, a (3,4) and b (4)") {
+  return gradcheck(
+      [](const Inputs& x) { return minimum(x[0], x[1]); }, {input({3, 4}, 1), input({4}, 2)});
+}
+AG_GRADCHECK_CASE(clamp, "clamp to [-0.5, 0.5], inputs away from the bounds") {
+  // below, inside and above the bounds, each at least 0.1 away from them
+  Tensor x = tensor({-1.5, -0.9, -0.3, 0.1, 0.35, 1.7}, {2, 3}, float64).requires_grad_();
+  return gradcheck([](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }, {x});
+}
 AG_GRADCHECK_CASE(where_broadcast, "where, condition (2,1,4), a (3,4), b (2,3,1)") {
   Tensor condition = mask({2, 1, 4}, 3);
   return gradcheck([condition](const Inputs& x) { return where(condition, x[0], x[1]); },
