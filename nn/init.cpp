@@ -32,6 +32,9 @@ void constant_(const Tensor& tensor, double value) {
   tensor.fill_(value);
 }
 
+void zeros_(const Tensor& tensor) { constant_(tensor, 0.0); }
+void ones_(const Tensor& tensor) { constant_(tensor, 1.0); }
+
 void xavier_uniform_(const Tensor& weight, double gain, Generator& generator) {
   const Fans f = fans(weight);
   const double bound = gain * std::sqrt(6.0 / static_cast<double>(f.fan_in + f.fan_out));

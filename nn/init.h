@@ -19,6 +19,8 @@ void uniform_(
 void normal_(
     const Tensor& tensor, double mean, double std, Generator& generator = default_generator());
 void constant_(const Tensor& tensor, double value);
+void zeros_(const Tensor& tensor);  // constant_(tensor, 0): nanoGPT's biases
+void ones_(const Tensor& tensor);   // constant_(tensor, 1)
 
 // U(−b, b) with b = gain · sqrt(6 / (fan_in + fan_out))  (Glorot & Bengio, 2010).
 void xavier_uniform_(

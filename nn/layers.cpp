@@ -57,6 +57,11 @@ std::string Linear::extra_repr() const {
          ", out_features=" + std::to_string(out_features) + ", bias=" + python_bool(bias.defined());
 }
 
+GELU::GELU(std::string how) : approximate(std::move(how)) {
+  if (approximate != "none" && approximate != "tanh")
+    fail<ValueError>("GELU: approximate '", approximate, "' is not 'none' or 'tanh'");
+}
+
 Dropout::Dropout(double probability) : p(probability) {
   if (!(p >= 0.0 && p <= 1.0)) fail<ValueError>("Dropout: probability ", p, " is outside [0, 1]");
 }

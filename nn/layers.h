@@ -41,11 +41,38 @@ class Dropout : public Module {
   double p;
 };
 
+// Activations as modules, torch.nn's: for a Sequential, or a member a forward calls.
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) const { return relu(x); }
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::string type_name() const override { return "ReLU"; }
+};
+
+// approximate "none" (exact, PyTorch's default) or "tanh" (GPT-2's); ValueError otherwise.
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) const { return gelu(x, approximate); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override { return "approximate='" + approximate + "'"; }
+
+  std::string approximate;
+};
+
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return silu(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "SiLU"; }
+};
+
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) const { return tanh(x); }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "Tanh"; }
 };
 
 // A table of num_embeddings vectors of size embedding_dim, looked up by integer index; init

@@ -202,6 +202,22 @@ std::string Module::repr() const {
 
 std::ostream& operator<<(std::ostream& out, const Module& module) { return out << module.repr(); }
 
+bool ModuleDict::contains(const std::string& name) const {
+  for (const auto& [key, module] : named_children())
+    if (key == name) return true;
+  return false;
+}
+
+std::shared_ptr<Module> ModuleDict::operator[](const std::string& name) const {
+  std::string keys;
+  for (const auto& [key, module] : named_children()) {
+    if (key == name) return module;
+    keys += (keys.empty() ? "" : ", ") + key;
+  }
+  fail<ValueError>(
+      "ModuleDict: no module '", name, "' (its keys: ", keys.empty() ? "none" : keys, ")");
+}
+
 std::string python_float(double value) {
   // Python's repr: the shortest digits that round-trip, written in fixed notation when the
   // decimal exponent is in [-4, 16) and in scientific notation (two exponent digits) otherwise.

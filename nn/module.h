@@ -136,15 +136,28 @@ class Module {
 std::ostream& operator<<(std::ostream& out, const Module& module);
 
 // A list of submodules named "0", "1", ... (torch.nn.ModuleList): the Transformer's blocks.
+//   for (const auto& block : *blocks) x = std::static_pointer_cast<Block>(block)->forward(x);
+//   auto first = blocks->at<Block>(0);  // checked: a ValueError if module 0 is no Block
 class ModuleList : public Module {
  public:
   std::string type_name() const override { return "ModuleList"; }
   template <class M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    register_module(std::to_string(modules_.size()), module);
     modules_.push_back(module);
-    return register_module(std::to_string(modules_.size() - 1), std::move(module));
+    return module;
   }
   std::size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  // Module i; a negative i counts from the end, as Python's; out of range is a ValueError.
+  std::shared_ptr<Module> operator[](int64_t i) const {
+    const auto n = static_cast<int64_t>(modules_.size());
+    if (i < -n || i >= n)
+      fail<ValueError>("ModuleList: index ", i, " is out of range for ", n, " modules");
+    return modules_[static_cast<std::size_t>(i < 0 ? i + n : i)];
+  }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
   // Module i as an M; throws ValueError if it is not one.
   template <class M>
   std::shared_ptr<M> at(std::size_t i) const {
@@ -160,6 +173,63 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Modules applied one after another (torch.nn.Sequential), named "0", "1", ...:
+//   auto mlp = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 16),
+//       std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(16, 4));
+//   Tensor y = mlp->forward(x);  // Linear, then GELU, then Linear
+// Any module with a `Tensor forward(const Tensor&)` can be a step.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  template <class... M>
+  explicit Sequential(std::shared_ptr<M>... modules) {
+    (push_back(std::move(modules)), ...);
+  }
+  std::string type_name() const override { return "Sequential"; }
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    register_module(std::to_string(steps_.size()), module);
+    steps_.push_back([module](const Tensor& x) { return module->forward(x); });
+    return module;
+  }
+  Tensor forward(const Tensor& x) const {
+    Tensor y = x;
+    for (const auto& step : steps_) y = step(y);
+    return y;
+  }
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::size_t size() const { return steps_.size(); }
+
+ private:
+  std::vector<std::function<Tensor(const Tensor&)>> steps_;
+};
+
+// Submodules by name, in insertion order (torch.nn.ModuleDict): nanoGPT's
+// `self.transformer = nn.ModuleDict(dict(wte=..., wpe=..., h=..., ln_f=...))`, whose names make
+// the state dict's "transformer.h.0.attn.c_attn.weight".
+class ModuleDict : public Module {
+ public:
+  std::string type_name() const override { return "ModuleDict"; }
+  // Adds `module` under `name` (the rules of every module name: not empty, no dot, not taken).
+  template <class M>
+  std::shared_ptr<M> insert(const std::string& name, std::shared_ptr<M> module) {
+    return register_module(name, std::move(module));
+  }
+  bool contains(const std::string& name) const;
+  std::size_t size() const { return named_children().size(); }
+  // The module under `name`; a ValueError naming the keys if there is none.
+  std::shared_ptr<Module> operator[](const std::string& name) const;
+  // The same as an M; a ValueError if it is not one.
+  template <class M>
+  std::shared_ptr<M> at(const std::string& name) const {
+    auto module = std::dynamic_pointer_cast<M>((*this)[name]);
+    if (!module)
+      fail<ValueError>("ModuleDict: module '", name, "' is a ", (*this)[name]->type_name(),
+          ", not the type asked for");
+    return module;
+  }
 };
 
 // Python's repr of a float, as PyTorch prints it in module reprs: 0.5, 0.0, 1e-05.

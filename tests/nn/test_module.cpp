@@ -513,3 +513,90 @@ TEST_CASE("a parameter slot assigned a computed tensor, or left empty, is handle
   CHECK_THROWS_WITH(with_bias.parameters(),
       Contains("Linear: parameter 'bias' holds a tensor computed by an op, not a leaf"));
 }
+
+// ---- containers and activations for a user's own model (the own-model issue, item 4) ----------
+
+TEST_CASE("activation modules compute their ops and print as PyTorch's", "[nn][module][own]") {
+  const Tensor x = tensor({-2.0, -0.5, 0.0, 0.5, 2.0});
+  CHECK(values(nn::GELU()(x)) == values(gelu(x)));
+  CHECK(values(nn::GELU("tanh")(x)) == values(gelu(x, "tanh")));
+  CHECK(values(nn::SiLU()(x)) == values(silu(x)));
+  CHECK(values(nn::Tanh()(x)) == values(tanh(x)));
+  CHECK(nn::GELU().repr() == "GELU(approximate='none')");
+  CHECK(nn::GELU("tanh").repr() == "GELU(approximate='tanh')");
+  CHECK(nn::SiLU().repr() == "SiLU()");
+  CHECK(nn::Tanh().repr() == "Tanh()");
+  CHECK(nn::ReLU().repr() == "ReLU()");
+  CHECK_THROWS_WITH(nn::GELU("erf"), Contains("GELU: approximate 'erf' is not 'none' or 'tanh'"));
+}
+
+TEST_CASE(
+    "Sequential applies its modules in order, named 0, 1, ... as PyTorch's", "[nn][module][own]") {
+  manual_seed(3);
+  auto first = std::make_shared<nn::Linear>(4, 16), last = std::make_shared<nn::Linear>(16, 4);
+  nn::Sequential mlp(first, std::make_shared<nn::GELU>(), last);
+  const Tensor x = randn({2, 4});
+  CHECK(values(mlp(x)) == values(last->forward(gelu(first->forward(x)))));
+  CHECK(mlp.size() == 3);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : mlp.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  // print(nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Linear(16, 4))) in PyTorch 1.13:
+  CHECK(mlp.repr() ==
+        "Sequential(\n"
+        "  (0): Linear(in_features=4, out_features=16, bias=True)\n"
+        "  (1): GELU(approximate='none')\n"
+        "  (2): Linear(in_features=16, out_features=4, bias=True)\n"
+        ")");
+  nn::Sequential empty;
+  CHECK(values(empty(x)) == values(x));  // no steps: the identity, as PyTorch's
+}
+
+TEST_CASE("ModuleDict and ModuleList name a model as nanoGPT's", "[nn][module][own]") {
+  struct Block : nn::Module {
+    std::shared_ptr<nn::Linear> c_attn =
+        register_module("c_attn", std::make_shared<nn::Linear>(2, 6));
+    std::string type_name() const override { return "Block"; }
+  };
+  nn::ModuleDict transformer;
+  transformer.insert("wte", std::make_shared<nn::Embedding>(5, 2));
+  auto h = transformer.insert("h", std::make_shared<nn::ModuleList>());
+  h->push_back(std::make_shared<Block>());
+  h->push_back(std::make_shared<Block>());
+  CHECK(transformer.size() == 2);
+  CHECK(transformer.contains("h"));
+  CHECK_FALSE(transformer.contains("ln_f"));
+  CHECK(transformer.state_dict().count("h.1.c_attn.weight") == 1);
+  CHECK(transformer.at<nn::Embedding>("wte")->num_embeddings == 5);
+  CHECK_THROWS_WITH(
+      transformer["ln_f"], Contains("ModuleDict: no module 'ln_f' (its keys: wte, h)"));
+  CHECK_THROWS_WITH(transformer.at<nn::Linear>("wte"),
+      Contains("ModuleDict: module 'wte' is a Embedding, not the type asked for"));
+  // The list: size, [i] with Python's negative indices, iteration in order.
+  CHECK(h->size() == 2);
+  CHECK((*h)[-1].get() == (*h)[1].get());
+  CHECK_THROWS_WITH((*h)[2], Contains("ModuleList: index 2 is out of range for 2 modules"));
+  int64_t blocks = 0;
+  for (const auto& block : *h) blocks += block->type_name() == "Block";
+  CHECK(blocks == 2);
+  CHECK(transformer.repr() ==
+        "ModuleDict(\n"
+        "  (wte): Embedding(5, 2)\n"
+        "  (h): ModuleList(\n"
+        "    (0): Block(\n"
+        "      (c_attn): Linear(in_features=2, out_features=6, bias=True)\n"
+        "    )\n"
+        "    (1): Block(\n"
+        "      (c_attn): Linear(in_features=2, out_features=6, bias=True)\n"
+        "    )\n"
+        "  )\n"
+        ")");
+}
+
+TEST_CASE("init::zeros_ and init::ones_ fill in place", "[nn][module][own]") {
+  nn::Linear layer(3, 2);
+  nn::init::zeros_(layer.bias);
+  nn::init::ones_(layer.weight);
+  CHECK(values(layer.bias) == std::vector<double>(2, 0.0));
+  CHECK(values(layer.weight) == std::vector<double>(6, 1.0));
+}
