@@ -194,18 +194,20 @@ void queue_backward_callback(std::function<void()> callback) {
 
 namespace {
 
-// The first NaN or ±Inf of `t` in row-major order: its index and value; index -1 if all finite.
+// The first anomaly of `t` in row-major order — a NaN, or with infinities too also a ±Inf — its
+// index and value; index -1 if there is none.
 struct NonFinite {
   int64_t index = -1;
   double value = 0;
 };
-NonFinite first_non_finite(const Tensor& t) {
+NonFinite first_anomaly(const Tensor& t, bool infinities) {
+  auto bad = [infinities](double v) { return std::isnan(v) || (infinities && std::isinf(v)); };
   NonFinite found;
   if (t.is_contiguous()) {
     dispatch(t.dtype(), [&]<typename T>() {
       const T* p = t.data<T>();
       for (int64_t i = 0, n = t.numel(); i < n; ++i)
-        if (!std::isfinite(p[i])) {
+        if (bad(static_cast<double>(p[i]))) {
           found = {i, static_cast<double>(p[i])};
           return;
         }
@@ -214,7 +216,7 @@ NonFinite first_non_finite(const Tensor& t) {
   }
   const std::vector<double> values = t.to_vector<double>();  // a strided view: rare, debug-only
   for (std::size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i])) return {static_cast<int64_t>(i), values[i]};
+    if (bad(values[i])) return {static_cast<int64_t>(i), values[i]};
   return found;
 }
 
@@ -232,7 +234,9 @@ std::string shapes_str(const std::vector<std::optional<Shape>>& shapes) {
 
 void check_forward_anomaly(
     const char* op, const Tensor& output, const std::vector<Tensor>& inputs) {
-  const NonFinite bad = first_non_finite(output);
+  // A forward may make infinities on purpose (a −inf causal mask before softmax): only a NaN is
+  // an anomaly there, as in PyTorch.
+  const NonFinite bad = first_anomaly(output, /*infinities=*/false);
   if (bad.index < 0) return;
   std::vector<std::optional<Shape>> shapes;
   for (const Tensor& input : inputs)
@@ -245,7 +249,7 @@ void check_forward_anomaly(
 void check_backward_anomaly(const Node& node, const Grads& grads) {
   for (std::size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
-    const NonFinite bad = first_non_finite(grads[i]);
+    const NonFinite bad = first_anomaly(grads[i], /*infinities=*/true);
     if (bad.index < 0) continue;
     fail<AutogradError>("anomaly mode: backward of '", node.name(), "' (inputs ",
         shapes_str(node.input_shapes()), " -> output ", shape_str(node.output_shape()),

@@ -135,9 +135,11 @@ class NoGradGuard : public ScopedSetting<bool, &GradMode::is_enabled, &GradMode:
 
 // ---- anomaly mode -------------------------------------------------------------------------------
 // While anomaly mode is on (on this thread), every op recorded in the graph has its output checked
-// for NaN and ±Inf as the forward computes it, and backward checks every gradient an op returns
-// for its inputs. The first non-finite value throws an AutogradError that names the op, its input
-// shapes and output shape, which element went bad and whether it happened in forward or backward:
+// for NaN as the forward computes it (an infinity is no anomaly there: nanoGPT's −inf causal mask
+// through masked_fill, as PyTorch's anomaly mode lets it pass), and backward checks every gradient
+// an op returns for its inputs for NaN and ±Inf (no gradient should be infinite). The first
+// anomaly throws an AutogradError that names the op, its input shapes and output shape, which
+// element went bad and whether it happened in forward or backward:
 //   anomaly mode: forward of 'log' (inputs [3] -> output [3]) produced NaN at element 1 of its
 //   output
 // It finds the op where a NaN is born instead of the loss where it shows up. Ops on tensors that

@@ -1,5 +1,5 @@
-// Anomaly mode: the first op whose forward output or backward gradient holds a NaN or Inf throws,
-// naming the op, its shapes and the direction.
+// Anomaly mode: the first op whose forward output holds a NaN, or whose backward gradient holds a
+// NaN or Inf, throws, naming the op, its shapes and the direction.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -47,6 +47,22 @@ TEST_CASE("anomaly mode: a backward that produces Inf (sqrt at 0) names the op a
       WhatContains({"anomaly mode: backward of 'sqrt'", "inputs [2] -> output [2]",
           "+Inf at element 1", "gradient for its input 0"}));
   CHECK_FALSE(x.grad().defined());  // it stopped before anything reached the leaf
+}
+
+TEST_CASE("anomaly mode: an infinity in forward is no anomaly, a NaN from it still is",
+    "[autograd][anomaly]") {
+  // nanoGPT's causal mask: masked_fill with -inf, then softmax (the -inf become 0).
+  Tensor scores = tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}, float64).requires_grad_();
+  const Tensor future = tensor({0.0, 1.0, 0.0, 0.0}, {2, 2}, float64);
+  AnomalyModeGuard anomaly;
+  Tensor weights;
+  CHECK_NOTHROW(weights = softmax(masked_fill(scores, future, -INFINITY), -1));
+  CHECK_NOTHROW(weights.sum().backward());
+  CHECK(scores.grad().defined());
+  // inf − inf is a NaN: caught where it is born.
+  Tensor big = tensor({INFINITY}, float64).requires_grad_();
+  CHECK_THROWS_MATCHES(
+      big - INFINITY, AutogradError, WhatContains({"forward of 'add_scalar'", "NaN at element 0"}));
 }
 
 TEST_CASE("AnomalyModeGuard restores the previous mode and leaves finite graphs alone",
