@@ -266,6 +266,29 @@ class AttentionWeights {
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
     double dropout_p, bool training, Generator& generator, AttentionWeights* weights_out = nullptr);
 
+// The same with PyTorch's keywords, F.scaled_dot_product_attention(q, k, v, is_causal=True):
+//   Tensor O = ag::attention(q, k, v, {.is_causal = true});  // nanoGPT's CausalSelfAttention
+struct AttentionOptions {
+  Tensor valid_lens;  // undefined, (B,) or (B, Tq), as above
+  // Query i sees keys 0 … i + (Tk − Tq): the queries are the last Tq of the Tk positions. For
+  // Tq = Tk that is PyTorch's is_causal; for Tq < Tk (decoding with a key/value cache) it is
+  // PyTorch's causal_lower_right — its is_causal would align the queries with the first keys.
+  // Tq > Tk is a ShapeError (a query would see no key). With valid_lens too, a query sees the keys
+  // both allow. The kernels skip the masked keys, as they skip those past a valid length.
+  bool is_causal = false;
+  double dropout_p = 0;            // applied when training, as ag::dropout
+  bool training = true;            // (PyTorch's function applies dropout_p always)
+  Generator* generator = nullptr;  // for dropout; null: default_generator()
+  AttentionWeights* weights_out = nullptr;
+};
+Tensor attention(
+    const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options = {});
+// The per-query valid lengths (B, Tq) of a causal mask over Tk keys, combined with valid_lens
+// (undefined, (B,) or (B, Tq)) as AttentionOptions::is_causal does; float64. ShapeError naming
+// `op` for Tq > Tk.
+Tensor causal_valid_lens(
+    int64_t batch, int64_t queries, int64_t keys, const Tensor& valid_lens, const char* op);
+
 // ---- threads ----------------------------------------------------------------------------------
 // set_num_threads, get_num_threads and parallel_for are declared in autograd/parallel.h
 // (included above).

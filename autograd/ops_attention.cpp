@@ -110,6 +110,42 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   return out;
 }
 
+Tensor causal_valid_lens(
+    int64_t batch, int64_t queries, int64_t keys, const Tensor& valid_lens, const char* op) {
+  if (queries > keys)
+    fail<ShapeError>(op, ": is_causal with ", queries, " queries and ", keys,
+        " keys: the queries are the last of the key positions, so there cannot be more of them");
+  const bool per_row = valid_lens.defined() && valid_lens.shape() == Shape{batch};
+  const bool per_query = valid_lens.defined() && valid_lens.shape() == Shape{batch, queries};
+  if (valid_lens.defined() && !per_row && !per_query)
+    fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ",
+        batch, " rows of ", queries, " queries (expected [", batch, "] or [", batch, ",", queries,
+        "])");
+  const std::vector<double> given =
+      valid_lens.defined() ? valid_lens.to_vector<double>() : std::vector<double>{};
+  std::vector<double> lengths(static_cast<std::size_t>(batch * queries));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < queries; ++i) {
+      // query i is position keys − queries + i: it sees that many keys and itself
+      double length = static_cast<double>(keys - queries + i + 1);
+      if (valid_lens.defined())
+        length = std::min(length, given[static_cast<std::size_t>(per_row ? b : b * queries + i)]);
+      lengths[static_cast<std::size_t>(b * queries + i)] = length;
+    }
+  return tensor(lengths, {batch, queries}, float64);  // (B, Tq)
+}
+
+Tensor attention(
+    const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  Generator& generator = options.generator ? *options.generator : default_generator();
+  Tensor valid_lens = options.valid_lens;
+  // A q or k that is not 4-D is left to the kernel's checks, which name it.
+  if (options.is_causal && q.dim() == 4 && k.dim() == 4)
+    valid_lens = causal_valid_lens(q.size(0), q.size(2), k.size(2), valid_lens, "attention");
+  return attention(
+      q, k, v, valid_lens, options.dropout_p, options.training, generator, options.weights_out);
+}
+
 const Tensor& AttentionWeights::tensor() const {
   if (!weights_.defined() && queries_.defined()) {
     // The whole-row kernel with no values (dv = 0) on the tiled call's q and k: its weights, bit

@@ -35,12 +35,22 @@ Tensor masked_softmax_composed(const Tensor& X, const Tensor& valid_lens = Tenso
 
 // What d2l's attention layers share: queries attend to key–value pairs, optionally masked by
 // valid lengths, and the layer is called like a function, attention(queries, keys, values).
+// With is_causal (PyTorch's keyword), query i of Q also sees only keys 0 … i + K − Q (the queries
+// are the last Q of the K positions: ag::AttentionOptions::is_causal): the lengths become per
+// query (ag::causal_valid_lens, the smaller of both) and every layer masks them as valid lengths —
+// d2l's decoder passes the same lengths by hand as dec_valid_lens; the fused kernel skips the
+// masked keys.
 class Attention : public Module {
  public:
   virtual Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor()) = 0;
   Tensor operator()(const Tensor& queries, const Tensor& keys, const Tensor& values,
-      const Tensor& valid_lens = Tensor()) {
+      const Tensor& valid_lens = Tensor(), bool is_causal = false) {
+    // (queries (B, Q, ·) and keys (B, K, ·); other shapes are left to forward's errors)
+    if (is_causal && queries.dim() == 3 && keys.dim() == 3)
+      return forward(queries, keys, values,
+          causal_valid_lens(
+              queries.size(0), queries.size(1), keys.size(1), valid_lens, type_name().c_str()));
     return forward(queries, keys, values, valid_lens);
   }
 };

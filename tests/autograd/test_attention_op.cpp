@@ -350,3 +350,42 @@ TEST_CASE(
   CHECK_THROWS_WITH(whole_row_attention(q, k, v, Tensor(), -0.1, true, g),
       Contains("scaled_dot_product_attention: dropout probability -0.1 is outside [0, 1]"));
 }
+
+TEST_CASE("attention is_causal: query i sees keys up to i + Tk - Tq, on both kernels",
+    "[attention][causal]") {
+  manual_seed(5);
+  // (B, H, T, d): 2 heads of 5 queries over 5 keys, and 2 cached-decoding queries over 5 keys.
+  const Tensor q = randn({2, 2, 5, 3}), k = randn({2, 2, 5, 3}), v = randn({2, 2, 5, 4});
+  for (int64_t Tq : {5, 2}) {
+    const Tensor queries = q.narrow(2, 5 - Tq, Tq);
+    // nanoGPT's mask: -inf above the (lower-right) diagonal, then softmax.
+    const Tensor future = tensor(std::vector<float>(static_cast<std::size_t>(Tq * 5)), {Tq, 5});
+    {
+      NoGradGuard no_grad;
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = 5 - Tq + i + 1; j < 5; ++j) future.select(0, i).select(0, j).fill_(1.0);
+    }
+    const Tensor scores = matmul(queries, k.transpose(-1, -2)) / std::sqrt(3.0);  // (B,H,Tq,Tk)
+    const Tensor expected = matmul(softmax(masked_fill(scores, future, -INFINITY), -1), v);
+    for (AttentionKernel kernel : {AttentionKernel::whole_rows, AttentionKernel::tiled}) {
+      AttentionKernelGuard guard(kernel);
+      const Tensor out = attention(queries, k, v, {.is_causal = true});
+      INFO("Tq " << Tq << ", kernel " << static_cast<int>(kernel));
+      const std::vector<float> got = out.to_vector<float>(), want = expected.to_vector<float>();
+      REQUIRE(got.size() == want.size());
+      for (std::size_t e = 0; e < got.size(); ++e) CHECK(got[e] == Approx(want[e]).margin(1e-6));
+    }
+  }
+  // More queries than keys: some query would see nothing.
+  CHECK_THROWS_WITH(
+      attention(randn({1, 1, 4, 3}), randn({1, 1, 3, 3}), randn({1, 1, 3, 2}), {.is_causal = true}),
+      Contains("attention: is_causal with 4 queries and 3 keys"));
+  // With valid_lens as well, a query sees what both allow: length min(2, i + 1).
+  const Tensor one = randn({1, 1, 4, 3}), keys = randn({1, 1, 4, 3}), values = randn({1, 1, 4, 2});
+  const Tensor both =
+      attention(one, keys, values, {.valid_lens = tensor({2.0}), .is_causal = true});
+  Generator unused(0);
+  const Tensor lens = tensor({1.0, 2.0, 2.0, 2.0}, {1, 4});
+  CHECK(both.to_vector<float>() ==
+        attention(one, keys, values, lens, 0.0, true, unused).to_vector<float>());
+}

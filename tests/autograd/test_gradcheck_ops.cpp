@@ -512,6 +512,25 @@ AG_GRADCHECK_CASE(
       {input({3, 3, 2, 3}, 4, -2, 2), input({3, 4, 2, 3}, 5, -2, 2), input({3, 4, 2, 2}, 6)});
 }
 
+AG_GRADCHECK_CASE(sdpa_causal, "scaled_dot_product_attention, is_causal, Tq 3 of Tk 4, (B,) lens") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+        return attention(heads(x[0]), heads(x[1]), heads(x[2]),
+            {.valid_lens = tensor({4, 2}, float64), .is_causal = true});
+      },
+      {input({2, 3, 2, 3}, 10, -2, 2), input({2, 4, 2, 3}, 11, -2, 2), input({2, 4, 2, 2}, 12)});
+}
+
+AG_GRADCHECK_CASE(flash_causal, "flash_attention, is_causal, Tq 3 of Tk 4") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard tiled(AttentionKernel::tiled);
+        return attention(heads(x[0]), heads(x[1]), heads(x[2]), {.is_causal = true});
+      },
+      {input({2, 3, 2, 3}, 13, -2, 2), input({2, 4, 2, 3}, 14, -2, 2), input({2, 4, 2, 2}, 15)});
+}
+
 AG_GRADCHECK_CASE(
     sdpa_query_lens, "scaled_dot_product_attention, (B,Tq) valid_lens with 0 and Tk") {
   return gradcheck(

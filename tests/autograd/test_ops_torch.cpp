@@ -119,6 +119,13 @@ ag::Tensor tiled_attention_of_heads(const Args& in) {
       /*training=*/true, unused);
 }
 
+// ag::attention with is_causal on the head views, on the kernel `kernel`.
+ag::Tensor causal_attention_of_heads(const Args& in, ag::AttentionKernel kernel) {
+  auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
+  ag::AttentionKernelGuard guard(kernel);
+  return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), {.is_causal = true});
+}
+
 struct Family {
   std::string name;
   std::map<std::string, OpFn> cases;  // fixture name -> ag code
@@ -371,6 +378,12 @@ const std::vector<Family>& families() {
               AG_CASE("scaled_dot_product_attention_query_lens", fused_attention_of_heads(in)),
               AG_CASE("flash_attention_batch_lens", tiled_attention_of_heads(in)),
               AG_CASE("flash_attention_tiles", tiled_attention_of_heads(in)),
+              AG_CASE("causal_attention_square",
+                  causal_attention_of_heads(in, ag::AttentionKernel::whole_rows)),
+              AG_CASE("causal_attention_cached",
+                  causal_attention_of_heads(in, ag::AttentionKernel::tiled)),
+              AG_CASE("causal_flash_attention_tiles",
+                  causal_attention_of_heads(in, ag::AttentionKernel::tiled)),
               AG_CASE("layer_norm",
                   (in["x"] - in["x"].mean({-1}, true)) /
                           ag::sqrt(in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true) + 1e-5) *

@@ -345,3 +345,26 @@ TEST_CASE("MultiHeadAttention: the heads are independent attentions of width D/H
   Tensor expected = attention.W_o->forward(concat(heads, 2));
   CHECK(nn_test::max_abs_diff(Y, expected) < 1e-12);
 }
+
+TEST_CASE("attention layers take is_causal: d2l's dec_valid_lens without building them",
+    "[nn][attention][causal]") {
+  manual_seed(9);
+  nn::MultiHeadAttention attention(8, 8, 8, 8, 2, 0.0);
+  attention.eval();
+  const Tensor X = randn({2, 4, 8});  // (B, T, D)
+  // d2l's decoder: dec_valid_lens = arange(1, T + 1) per batch row.
+  const Tensor dec_valid_lens = tensor({1, 2, 3, 4, 1, 2, 3, 4}, {2, 4});
+  const Tensor causal = attention(X, X, X, Tensor(), /*is_causal=*/true);
+  CHECK(causal.to_vector<float>() == attention(X, X, X, dec_valid_lens).to_vector<float>());
+  // With valid lengths too, the smaller of both (here 2 for row 0: keys 0 and 1 at most).
+  const Tensor both = attention(X, X, X, tensor({2, 4}), true);
+  const Tensor lens = tensor({1, 2, 2, 2, 1, 2, 3, 4}, {2, 4});
+  CHECK(both.to_vector<float>() == attention(X, X, X, lens).to_vector<float>());
+  // The composed path (d2l's code op by op) masks the same way.
+  nn::DotProductAttention plain(0.0);
+  CHECK(plain(X, X, X, Tensor(), true).to_vector<float>() ==
+        plain(X, X, X, dec_valid_lens).to_vector<float>());
+  CHECK_THROWS_WITH(
+      attention(randn({1, 5, 8}), X.narrow(0, 0, 1), X.narrow(0, 0, 1), Tensor(), true),
+      Contains("MultiHeadAttention: is_causal with 5 queries and 4 keys"));
+}
