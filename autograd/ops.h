@@ -10,6 +10,7 @@
 // ag::ShapeError naming the op and the full shapes.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -103,6 +104,23 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
 // The largest element, over all elements or over `dims`.
 Tensor max(const Tensor& x);
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim = false);
+// One dim, as PyTorch's x.sum(-1), x.mean(1, true) (a negative dim counts from the end). A braced
+// list is a list of dims — sum(x, {-1}) one, sum(x, {0, 1}) two — never a single int: these
+// overloads make sum(x, {}) the Shape form it always was, not dim 0.
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor sum(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
+// torch.max(x, dim) and torch.min(x, dim): the values along dim and the index of the first of
+// each (argmax's, in x's dtype, not differentiable); the values' gradient goes to that index.
+//   auto [values, indices] = ag::max(logits, -1);  (ValuesIndices: autograd/tensor.h)
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor min(const Tensor& x);  // the smallest element
+// torch.amax / torch.amin: the largest / smallest over dims, values only (amin is −amax(−x)).
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor var(const Tensor& x);  // over all elements, unbiased

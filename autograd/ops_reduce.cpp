@@ -284,4 +284,30 @@ std::vector<double> squared_norm_partials(const Tensor& t) {
   return partial;
 }
 
+// ---- single-dim and braced forms (PyTorch's spellings) ------------------------------------------
+
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim) { return sum(x, Shape{dim}, keepdim); }
+Tensor sum(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
+  return sum(x, Shape(dims), keepdim);
+}
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim) { return mean(x, Shape{dim}, keepdim); }
+Tensor mean(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
+  return mean(x, Shape(dims), keepdim);
+}
+Tensor max(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
+  return max(x, Shape(dims), keepdim);
+}
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
+  return {max(x, Shape{dim}, keepdim), argmax(x, dim, keepdim)};
+}
+// min = −max(−x): its gradient reaches the first minimum (the first maximum of −x).
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
+  return {neg(max(neg(x), Shape{dim}, keepdim)), argmax(neg(x), dim, keepdim)};
+}
+Tensor min(const Tensor& x) { return neg(max(neg(x))); }
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return max(x, dims, keepdim); }
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  return neg(max(neg(x), dims, keepdim));
+}
+
 }  // namespace ag

@@ -445,6 +445,20 @@ Tensor Tensor::mean() const { return ag::mean(*this); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
   return ag::mean(*this, dims, keepdim);
 }
+Tensor Tensor::sum(int64_t dim, bool keepdim) const { return ag::sum(*this, dim, keepdim); }
+Tensor Tensor::sum(std::initializer_list<int64_t> dims, bool keepdim) const {
+  return ag::sum(*this, dims, keepdim);
+}
+Tensor Tensor::mean(int64_t dim, bool keepdim) const { return ag::mean(*this, dim, keepdim); }
+Tensor Tensor::mean(std::initializer_list<int64_t> dims, bool keepdim) const {
+  return ag::mean(*this, dims, keepdim);
+}
+Tensor Tensor::max(std::initializer_list<int64_t> dims, bool keepdim) const {
+  return ag::max(*this, dims, keepdim);
+}
+ValuesIndices Tensor::max(int64_t dim, bool keepdim) const { return ag::max(*this, dim, keepdim); }
+Tensor Tensor::min() const { return ag::min(*this); }
+ValuesIndices Tensor::min(int64_t dim, bool keepdim) const { return ag::min(*this, dim, keepdim); }
 Tensor Tensor::max() const { return ag::max(*this); }
 Tensor Tensor::max(const Shape& dims, bool keepdim) const { return ag::max(*this, dims, keepdim); }
 Tensor Tensor::var(const Shape& dims, int64_t correction, bool keepdim) const {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@ using Shape = std::vector<int64_t>;
 
 class Node;
 class Tensor;
+struct ValuesIndices;  // what x.max(dim) returns (below the class)
 
 // A gradient hook (see Tensor::register_hook): called with the gradient of a tensor; a defined
 // return value replaces that gradient, an undefined one (Tensor()) leaves it as it is.
@@ -220,10 +222,19 @@ class Tensor {
 
   Tensor sum() const;
   Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;  // x.sum(-1); {…} is a list of dims
+  Tensor sum(std::initializer_list<int64_t> dims, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(std::initializer_list<int64_t> dims, bool keepdim = false) const;
   Tensor max() const;
   Tensor max(const Shape& dims, bool keepdim = false) const;
+  Tensor max(std::initializer_list<int64_t> dims, bool keepdim = false) const;
+  // x.max(-1) as PyTorch's: the values and the indices (ag::max, autograd/ops.h).
+  ValuesIndices max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  ValuesIndices min(int64_t dim, bool keepdim = false) const;
   Tensor var(const Shape& dims, int64_t correction = 1, bool keepdim = false) const;
 
   Tensor exp() const;
@@ -247,6 +258,11 @@ class Tensor {
  private:
   TensorImpl& impl() const;
   std::shared_ptr<TensorImpl> impl_;
+};
+
+// torch.max(x, dim)'s pair: the values and the index of each (ag::max and ag::min, ops.h).
+struct ValuesIndices {
+  Tensor values, indices;
 };
 
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);

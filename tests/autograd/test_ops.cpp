@@ -258,3 +258,26 @@ TEST_CASE("ops read strided inputs correctly", "[ops]") {
         std::vector<double>{0, 0, 8, 1, 0, 9, 2, 0, 10, 3, 0, 11});
   CHECK(values(x.slice(1, 0, 4, 3) * 2.0) == std::vector<double>{0, 6, 8, 14, 16, 22});
 }
+
+
+TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list of dims",
+    "[reduce][own]") {
+  const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
+  CHECK(x.sum(-1).to_vector<double>() == std::vector<double>{8, 7});
+  CHECK(x.sum(0, true).shape() == Shape{1, 3});
+  CHECK(x.mean(1).to_vector<double>() == x.mean({1}).to_vector<double>());
+  CHECK(sum(x, -1).to_vector<double>() == sum(x, Shape{1}).to_vector<double>());
+  // {} is no dim at all, refused as Shape{} always was, and never taken as dim 0.
+  CHECK_THROWS_WITH(x.sum({}), Catch::Matchers::Contains("sum: no dims given"));
+  CHECK(x.sum({0, 1}).item() == 15);
+  // max(dim) gives the values and the index of the first maximum; min the same for the minimum.
+  const auto [values, indices] = x.max(-1);
+  CHECK(values.to_vector<double>() == std::vector<double>{5, 4});
+  CHECK(indices.to_vector<double>() == std::vector<double>{1, 0});
+  const auto [smallest, where] = x.min(1);
+  CHECK(smallest.to_vector<double>() == std::vector<double>{1, 0});
+  CHECK(where.to_vector<double>() == std::vector<double>{0, 2});
+  CHECK(x.min().item() == 0);
+  CHECK(x.max({0}).to_vector<double>() == std::vector<double>{4, 5, 2});  // values only
+  CHECK(amin(x, {0}).to_vector<double>() == std::vector<double>{1, 3, 0});
+}
