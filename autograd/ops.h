@@ -121,6 +121,11 @@ Tensor min(const Tensor& x);  // the smallest element
 // torch.amax / torch.amin: the largest / smallest over dims, values only (amin is −amax(−x)).
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
+// log Σ exp(x) over dims, computed as m + log Σ exp(x − m) with m the largest (0 where it is
+// infinite), as torch.logsumexp: finite for any finite x, and −inf for a row of −inf.
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor var(const Tensor& x);  // over all elements, unbiased
@@ -205,6 +210,13 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index);  // narrow to one, d
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// torch.stack: tensors of one shape joined along a new dim (concat of each unsqueezed at dim).
+// ShapeError naming the first tensor whose shape differs, or for no tensors.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// torch.tril / torch.triu over the last two dims: the elements on and below (above) the
+// `diagonal`-th diagonal kept, the others 0; the gradient is masked the same way.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // Rows (along dim) of x picked by the integer values of the 1-D `index` (any dtype) — an
 // embedding lookup when dim is 0.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);

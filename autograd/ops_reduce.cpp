@@ -306,6 +306,20 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor min(const Tensor& x) { return neg(max(neg(x))); }
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return max(x, dims, keepdim); }
+
+// A composition: its gradient is softmax(x) over dims, through exp and sum (m is a constant).
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  Tensor m = max(x, dims, /*keepdim=*/true).detach();  // the shift, no gradient
+  m = masked_fill(m, eq(abs(m), INFINITY), 0.0);       // an infinite max shifts by nothing
+  Tensor out = log(sum(exp(x - m), dims, /*keepdim=*/true)) + m;
+  return keepdim ? out : sum(out, dims);  // (sum over size-1 dims drops them)
+}
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
+  return logsumexp(x, Shape{dim}, keepdim);
+}
+Tensor logsumexp(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
+  return logsumexp(x, Shape(dims), keepdim);
+}
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
   return neg(max(neg(x), dims, keepdim));
 }

@@ -504,4 +504,43 @@ Tensor contiguous(const Tensor& x) {
   });
 }
 
+// ---- compositions: stack, tril, triu ------------------------------------------------------------
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) fail<ShapeError>("stack: no tensors to stack");
+  std::vector<Tensor> unsqueezed;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != tensors[0].shape())
+      fail<ShapeError>("stack: tensor ", i, " of shape ", shape_str(tensors[i].shape()),
+          " is not of the shape ", shape_str(tensors[0].shape()), " of tensor 0");
+    unsqueezed.push_back(unsqueeze(tensors[i], dim));  // (..., 1 at dim, ...)
+  }
+  return concat(unsqueezed, dim);
+}
+
+namespace {
+// x with 0 at the (row, col) positions of its last two dims that `keep` refuses (a NaN there
+// too, as PyTorch's); masked_fill masks the gradient the same way.
+template <class Keep>
+Tensor triangle(const Tensor& x, const char* op, Keep keep) {
+  if (x.dim() < 2)
+    fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()), " has fewer than 2 dims");
+  const int64_t rows = x.size(-2), cols = x.size(-1);
+  Tensor dropped = zeros({rows, cols}, x.dtype());  // 1 where the element becomes 0
+  dispatch(x.dtype(), [&]<typename T>() {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (!keep(i, j)) dropped.data<T>()[i * cols + j] = T(1);
+  });
+  return masked_fill(x, dropped, 0.0);
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  return triangle(x, "tril", [diagonal](int64_t i, int64_t j) { return j - i <= diagonal; });
+}
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  return triangle(x, "triu", [diagonal](int64_t i, int64_t j) { return j - i >= diagonal; });
+}
+
 }  // namespace ag

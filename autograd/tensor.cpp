@@ -509,6 +509,35 @@ Tensor zeros(const Shape& shape, DType dtype) { return full_for("zeros", shape, 
 Tensor ones(const Shape& shape, DType dtype) { return full_for("ones", shape, 1.0, dtype); }
 Tensor zeros_like(const Tensor& like) { return zeros(like.shape(), like.dtype()); }
 Tensor ones_like(const Tensor& like) { return ones(like.shape(), like.dtype()); }
+Tensor full_like(const Tensor& like, double value) {
+  return full_for("full_like", like.shape(), value, like.dtype());
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
+  const int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) fail<ValueError>("eye: sizes ", n, " and ", cols, " must not be negative");
+  Tensor t = full_for("eye", {n, cols}, 0.0, dtype);
+  dispatch(dtype, [&]<typename T>() {
+    for (int64_t i = 0; i < std::min(n, cols); ++i) t.data<T>()[i * cols + i] = T(1);
+  });
+  return t;
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  if (steps < 0 || !std::isfinite(start) || !std::isfinite(end))
+    fail<ValueError>("linspace: start ", start, ", end ", end, ", steps ", steps,
+        " (need finite ends and steps >= 0)");
+  Tensor t = detail::empty({steps}, dtype, "linspace");
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
+  dispatch(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    // As PyTorch: the first half counted from start, the second from end, so both ends are exact.
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = static_cast<T>(i < steps / 2 ? start + step * static_cast<double>(i)
+                                          : end - step * static_cast<double>(steps - 1 - i));
+  });
+  return t;
+}
 
 Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 

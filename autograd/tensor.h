@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -272,8 +273,14 @@ Tensor empty(const Shape& shape, DType dtype = float32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = float32);
 Tensor ones(const Shape& shape, DType dtype = float32);
 Tensor full(const Shape& shape, double value, DType dtype = float32);
-Tensor zeros_like(const Tensor& like);
+Tensor zeros_like(const Tensor& like);  // like's shape and dtype
 Tensor ones_like(const Tensor& like);
+Tensor full_like(const Tensor& like, double value);
+// The n × m identity (m = n by default), torch.eye.
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = float32);
+// `steps` values from start to end, evenly spaced, both ends included (torch.linspace): steps 1
+// gives [start]; a negative steps or a non-finite end is a ValueError.
+Tensor linspace(double start, double end, int64_t steps, DType dtype = float32);
 // 0, 1, ..., end-1 and start, start+step, ... (< end for step > 0, > end for step < 0).
 Tensor arange(double end, DType dtype = float32);
 Tensor arange(double start, double end, double step = 1, DType dtype = float32);

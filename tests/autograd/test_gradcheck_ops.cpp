@@ -129,6 +129,24 @@ AG_GRADCHECK_CASE(clamp, "clamp to [-0.5, 0.5], inputs away from the bounds") {
   Tensor x = tensor({-1.5, -0.9, -0.3, 0.1, 0.35, 1.7}, {2, 3}, float64).requires_grad_();
   return gradcheck([](const Inputs& x) { return clamp(x[0], -0.5, 0.5); }, {x});
 }
+AG_GRADCHECK_CASE(logsumexp, "logsumexp over dims 0 and 2 (a composition)") {
+  return gradcheck(
+      [](const Inputs& x) {
+        return logsumexp(x[0], {0, 2});
+      },
+      {input({2, 3, 4}, 1, -3.0, 3.0)});
+}
+AG_GRADCHECK_CASE(stack, "stack of three tensors at dim -1 (a composition)") {
+  return gradcheck(
+      [](const Inputs& x) {
+        return stack({x[0], x[1], x[0] * x[1]}, -1);
+      },
+      {input({2, 3}, 1), input({2, 3}, 2)});
+}
+AG_GRADCHECK_CASE(tril_triu, "tril and triu of a (2,3,4) batch (compositions)") {
+  return gradcheck(
+      [](const Inputs& x) { return tril(x[0], 1) + triu(x[0], -1) * 2.0; }, {input({2, 3, 4}, 1)});
+}
 AG_GRADCHECK_CASE(where_broadcast, "where, condition (2,1,4), a (3,4), b (2,3,1)") {
   Tensor condition = mask({2, 1, 4}, 3);
   return gradcheck([condition](const Inputs& x) { return where(condition, x[0], x[1]); },

@@ -259,7 +259,6 @@ TEST_CASE("ops read strided inputs correctly", "[ops]") {
   CHECK(values(x.slice(1, 0, 4, 3) * 2.0) == std::vector<double>{0, 6, 8, 14, 16, 22});
 }
 
-
 TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list of dims",
     "[reduce][own]") {
   const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
@@ -280,4 +279,30 @@ TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list 
   CHECK(x.min().item() == 0);
   CHECK(x.max({0}).to_vector<double>() == std::vector<double>{4, 5, 2});  // values only
   CHECK(amin(x, {0}).to_vector<double>() == std::vector<double>{1, 3, 0});
+}
+
+TEST_CASE("creation and compositions for a user's own model", "[ops][own]") {
+  using Catch::Matchers::Contains;
+  CHECK(eye(2, 3).to_vector<double>() == std::vector<double>{1, 0, 0, 0, 1, 0});
+  CHECK(eye(2).shape() == Shape{2, 2});
+  CHECK(linspace(0, 1, 5).to_vector<double>() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
+  CHECK(linspace(3, 3, 1).to_vector<double>() == std::vector<double>{3});
+  CHECK(linspace(0, 1, 0).numel() == 0);
+  CHECK_THROWS_WITH(linspace(0, 1, -1), Contains("linspace: start 0, end 1, steps -1"));
+  const Tensor x = tensor({1, 2, 3, 4}, {2, 2}, float64);
+  CHECK(full_like(x, 7).to_vector<double>() == std::vector<double>(4, 7));
+  CHECK(full_like(x, 7).dtype() == float64);
+  CHECK(stack({x, x}, 0).shape() == Shape{2, 2, 2});
+  CHECK_THROWS_WITH(stack({x, x.reshape({4})}),
+      Contains("stack: tensor 1 of shape [4] is not of the shape [2,2] of tensor 0"));
+  CHECK_THROWS_WITH(stack({}), Contains("stack: no tensors"));
+  // tril zeroes what it drops, NaN included (as PyTorch's), and leaves the rest.
+  const Tensor with_nan = tensor({1, NAN, 3, 4}, {2, 2});
+  CHECK(tril(with_nan).to_vector<double>() == std::vector<double>{1, 0, 3, 4});
+  CHECK_THROWS_WITH(tril(tensor({1, 2})), Contains("tril: input of shape [2] has fewer than 2"));
+  // logsumexp: exact where the naive form overflows, and -inf for a row of -inf.
+  const Tensor big = tensor({1000, 1000, -INFINITY, -INFINITY}, {2, 2}, float64);
+  const std::vector<double> lse = logsumexp(big, -1).to_vector<double>();
+  CHECK(lse[0] == Approx(1000 + std::log(2.0)));
+  CHECK(lse[1] == -INFINITY);
 }
