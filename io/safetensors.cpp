@@ -527,6 +527,16 @@ std::vector<std::string> load_safetensors(nn::Module& module, const Safetensors&
     if (!state.emplace(own, tensor).second)
       throw SafetensorsError(path + ": two tensors become \"" + own + "\" once renamed");
   }
+  // A tied tensor is saved once, under its first name (named_parameters; as safetensors'
+  // save_model): its other names take the same entry, so the module loads tied.
+  std::map<const void*, std::string> saved_name;  // tensor -> the name of it the file holds
+  for (const auto& [name, tensor] : module.state_dict())
+    if (state.count(name)) saved_name.emplace(tensor.identity(), name);
+  for (const auto& [name, tensor] : module.state_dict()) {
+    auto alias = saved_name.find(tensor.identity());
+    if (!state.count(name) && alias != saved_name.end())
+      state.emplace(name, state.at(alias->second));
+  }
   // Non-persistent buffers are not in the file: they keep the values the module computed.
   std::set<std::string> persistent;
   for (const auto& [name, buffer] : module.named_buffers(/*persistent_only=*/true))

@@ -107,8 +107,8 @@ class Module {
   Tensor& register_parameter(const std::string& name, Tensor tensor);
   // A tensor the module keeps but does not train, in a slot as above. Persistent by default (in
   // every state dict); not persistent (PyTorch's persistent=False): computed by the module itself
-  // (PositionalEncoding's table), so files for other programs (safetensors) and nn::summary's
-  // "saved" count leave it out. ag's own checkpoints hold every buffer.
+  // (PositionalEncoding's table), so files for other programs (safetensors) leave it out and
+  // nn::summary counts it apart. ag's own checkpoints hold every buffer.
   Tensor& register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {

@@ -103,3 +103,27 @@ TEST_CASE("module safetensors: d2l's block names map to ag's and back", "[io][sa
   load_safetensors(*loaded, dir.file("d2l.safetensors"), from_d2l);
   CHECK(run(*loaded).to_vector<float>() == run(*saved).to_vector<float>());
 }
+
+TEST_CASE("module safetensors: a tied weight is saved once and loads tied", "[io][safetensors]") {
+  // nanoGPT's tying: the output layer's weight is the token table.
+  struct Tied : nn::Module {
+    std::shared_ptr<nn::Embedding> wte =
+        register_module("wte", std::make_shared<nn::Embedding>(5, 3));
+    std::shared_ptr<nn::Linear> lm_head =
+        register_module("lm_head", std::make_shared<nn::Linear>(3, 5, false));
+    Tied() { lm_head->weight = wte->weight; }
+    std::string type_name() const override { return "Tied"; }
+  };
+  TempFolder dir;
+  manual_seed(1);
+  Tied saved;
+  save_safetensors(saved, dir.file("tied.safetensors"));
+  const Safetensors file = read_safetensors(dir.file("tied.safetensors"));
+  CHECK(file.tensors.size() == 1);  // under its first name, as safetensors' save_model
+  CHECK(file.tensors[0].first == "wte.weight");
+  manual_seed(2);
+  Tied loaded;
+  CHECK(load_safetensors(loaded, dir.file("tied.safetensors")).empty());
+  CHECK(loaded.lm_head->weight.to_vector<float>() == saved.wte->weight.to_vector<float>());
+  CHECK(loaded.lm_head->weight.is_same(loaded.wte->weight));  // still one tensor
+}
