@@ -123,6 +123,11 @@ Tensor causal_valid_lens(
         "])");
   const std::vector<double> given =
       valid_lens.defined() ? valid_lens.to_vector<double>() : std::vector<double>{};
+  // Checked here, as the kernels check them: the smaller of both would hide a length past Tk.
+  for (double length : given)
+    if (!(length >= 0 && length <= static_cast<double>(keys)) || length != std::floor(length))
+      fail<ShapeError>(op, ": valid length ", length, " is not an integer in [0, ", keys,
+          "] (valid_lens of shape ", shape_str(valid_lens.shape()), ")");
   std::vector<double> lengths(static_cast<std::size_t>(batch * queries));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < queries; ++i) {

@@ -380,6 +380,10 @@ TEST_CASE("attention is_causal: query i sees keys up to i + Tk - Tq, on both ker
   CHECK_THROWS_WITH(
       attention(randn({1, 1, 4, 3}), randn({1, 1, 3, 3}), randn({1, 1, 3, 2}), {.is_causal = true}),
       Contains("attention: is_causal with 4 queries and 3 keys"));
+  // A valid length past Tk is refused with is_causal too (the smaller of both would hide it).
+  CHECK_THROWS_WITH(attention(randn({1, 1, 3, 3}), randn({1, 1, 3, 3}), randn({1, 1, 3, 2}),
+                        {.valid_lens = tensor({7.0}), .is_causal = true}),
+      Contains("attention: valid length 7 is not an integer in [0, 3]"));
   // With valid_lens as well, a query sees what both allow: length min(2, i + 1).
   const Tensor one = randn({1, 1, 4, 3}), keys = randn({1, 1, 4, 3}), values = randn({1, 1, 4, 2});
   const Tensor both =
