@@ -65,6 +65,9 @@ template <class T>
 void reserve_scratch(
     std::vector<T>& values, std::size_t n, const char* op, const std::vector<int64_t>& shape) {
   const std::size_t nbytes = n > SIZE_MAX / sizeof(T) ? SIZE_MAX : n * sizeof(T);
+  // Beyond 2^57 bytes, more than any x86-64 or arm64 address space: no machine has it, so it is
+  // not asked for (AddressSanitizer's operator new would abort the process rather than throw).
+  if (nbytes > (std::size_t{1} << 57)) fail_out_of_memory(op, shape, nbytes);
   try {
     values.reserve(n);
   } catch (const std::bad_alloc&) {
