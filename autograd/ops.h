@@ -56,7 +56,8 @@ Tensor rsqrt(const Tensor& x);  // 1 / √x (RMSNorm's scale)
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // torch.clamp(x, min, max): each value limited to [min, max] (either bound may be left out, not
-// both); NaN stays NaN; the gradient passes where min ≤ x ≤ max.
+// both); NaN stays NaN; the gradient passes where min ≤ x ≤ max. A NaN bound, or min above max
+// (where PyTorch quietly returns max everywhere), is a ValueError.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 
 // Comparisons give 1 where true and 0 where false, in the dtype of `a`. Not differentiable.

@@ -279,14 +279,18 @@ Tensor tanh(const Tensor& x) {
       });
 }
 
+namespace {
+// σ(x), written so that exp never overflows: for x < 0, σ(x) = eˣ / (1 + eˣ). (silu uses it too.)
+template <class T>
+T stable_sigmoid(T v) {
+  if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+  const T e = std::exp(v);
+  return e / (T(1) + e);
+}
+}  // namespace
+
 Tensor sigmoid(const Tensor& x) {
-  // Written so that exp never overflows: for x < 0, σ(x) = eˣ / (1 + eˣ).
-  Tensor out = map_unary(x, [](auto v) {
-    using T = decltype(v);
-    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-    T e = std::exp(v);
-    return e / (T(1) + e);
-  });
+  Tensor out = map_unary(x, [](auto v) { return stable_sigmoid(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sigmoid: g · y · (1 − y)
   return detail::record(Op::sigmoid, out, {x}, /*saved=*/{out},
@@ -323,13 +327,6 @@ Tensor gelu(const Tensor& x) {
 }
 
 namespace {
-// σ(x), written so that exp never overflows (as sigmoid above).
-template <class T>
-T stable_sigmoid(T v) {
-  if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-  const T e = std::exp(v);
-  return e / (T(1) + e);
-}
 // GELU's tanh approximation (Hendrycks & Gimpel; GPT-2's and nanoGPT's `new_gelu`):
 //   y = ½ x (1 + tanh u),  u = √(2/π) (x + 0.044715 x³)
 constexpr double kGeluC = 0.044715;
@@ -461,6 +458,9 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   if (!min && !max) fail<ValueError>("clamp: at least one of min and max must be given");
+  if ((min && std::isnan(*min)) || (max && std::isnan(*max)))
+    fail<ValueError>("clamp: a bound is NaN (min ", min.value_or(-INFINITY), ", max ",
+        max.value_or(INFINITY), ")");
   if (min && max && !(*min <= *max)) fail<ValueError>("clamp: min ", *min, " is above max ", *max);
   const double lo = min.value_or(-INFINITY), hi = max.value_or(INFINITY);
   Tensor out = dispatch(x.dtype(), [&]<typename T>() {

@@ -123,8 +123,9 @@ Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
       });
 }
 
-Tensor max_impl(const Tensor& x, const ReductionPlan& r) {
-  check_nonempty_groups(x, r, "max");
+// `op`: the name errors give (max, or amax, min, amin, logsumexp, which are built on it).
+Tensor max_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
+  check_nonempty_groups(x, r, op);
   Tensor xc = contiguous(x.detach());  // so an element's offset is its flat index
   const std::size_t groups = static_cast<std::size_t>(numel(r.keep_shape));
   std::vector<int64_t> argmax(groups, -1);  // flat index into x of each group's first maximum
@@ -210,9 +211,9 @@ Tensor mean(const Tensor& x) { return mean_impl(x, plan_full_reduction(x), "mean
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return mean_impl(x, plan_reduction(x, dims, keepdim, "mean"), "mean");
 }
-Tensor max(const Tensor& x) { return max_impl(x, plan_full_reduction(x)); }
+Tensor max(const Tensor& x) { return max_impl(x, plan_full_reduction(x), "max"); }
 Tensor max(const Tensor& x, const Shape& dims, bool keepdim) {
-  return max_impl(x, plan_reduction(x, dims, keepdim, "max"));
+  return max_impl(x, plan_reduction(x, dims, keepdim, "max"), "max");
 }
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   return var_impl(x, plan_reduction(x, dims, keepdim, "var"), correction);
@@ -300,17 +301,27 @@ Tensor max(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) {
   return {max(x, Shape{dim}, keepdim), argmax(x, dim, keepdim)};
 }
+
+// min, amin and logsumexp are built on max; their dims are checked under their own names.
 // min = −max(−x): its gradient reaches the first minimum (the first maximum of −x).
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) {
-  return {neg(max(neg(x), Shape{dim}, keepdim)), argmax(neg(x), dim, keepdim)};
+  const ReductionPlan r = plan_reduction(x, {dim}, keepdim, "min");
+  const Tensor negated = neg(x);
+  return {neg(max_impl(negated, r, "min")), argmax(negated, dim, keepdim)};
 }
-Tensor min(const Tensor& x) { return neg(max(neg(x))); }
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return max(x, dims, keepdim); }
+Tensor min(const Tensor& x) { return neg(max_impl(neg(x), plan_full_reduction(x), "min")); }
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  return max_impl(x, plan_reduction(x, dims, keepdim, "amax"), "amax");
+}
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  return neg(max_impl(neg(x), plan_reduction(x, dims, keepdim, "amin"), "amin"));
+}
 
 // A composition: its gradient is softmax(x) over dims, through exp and sum (m is a constant).
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
-  Tensor m = max(x, dims, /*keepdim=*/true).detach();  // the shift, no gradient
-  m = masked_fill(m, eq(abs(m), INFINITY), 0.0);       // an infinite max shifts by nothing
+  const ReductionPlan r = plan_reduction(x, dims, /*keepdim=*/true, "logsumexp");
+  Tensor m = max_impl(x.detach(), r, "logsumexp");  // the shift, no gradient
+  m = masked_fill(m, eq(abs(m), INFINITY), 0.0);    // an infinite max shifts by nothing
   Tensor out = log(sum(exp(x - m), dims, /*keepdim=*/true)) + m;
   return keepdim ? out : sum(out, dims);  // (sum over size-1 dims drops them)
 }
@@ -319,9 +330,6 @@ Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor logsumexp(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim) {
   return logsumexp(x, Shape(dims), keepdim);
-}
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
-  return neg(max(neg(x), dims, keepdim));
 }
 
 }  // namespace ag

@@ -13,7 +13,6 @@
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
 // or would need more memory than is available or than --max-memory); 2 a bad option (an empty
 // prompt, --max-new outside 0–10^6, a temperature < 0 or NaN, --top-k < 0 or above the vocabulary's size).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -85,12 +84,8 @@ int main(int argc, char** argv) {
     const ag::lm::LoadedModel loaded = ag::lm::load_model(model_path, memory_limit);
     const ag::data::Vocab& vocab = loaded.description.vocab;
     // And the memory of the generation itself, before it starts (exit 2).
-    std::size_t longest_token = 0;
-    for (const std::string& token : vocab.id_to_token())
-      longest_token = std::max(longest_token, token.size());
     ag::MemoryEstimate need = loaded.memory;
-    need.evaluation =
-        ag::lm::estimate_sampling_bytes(loaded.description.config, max_new, longest_token);
+    need.evaluation = ag::lm::estimate_sampling_bytes(loaded.description.config, max_new, vocab);
     const uint64_t limit = memory_limit.value_or(ag::available_memory_bytes());
     try {
       ag::check_memory(need, limit, "generating --max-new " + std::to_string(max_new) + " tokens",

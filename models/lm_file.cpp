@@ -1,5 +1,6 @@
 #include "models/lm_file.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -173,7 +174,10 @@ MemoryEstimate estimate_training_bytes(
 }
 
 double estimate_sampling_bytes(
-    const nn::LanguageModelConfig& c, int64_t length, std::size_t longest_token) {
+    const nn::LanguageModelConfig& c, int64_t length, const data::Vocab& vocab) {
+  std::size_t longest_token = 0;
+  for (const std::string& token : vocab.id_to_token())
+    longest_token = std::max(longest_token, token.size());
   const double per_token = 16 + 32 + 2 * (static_cast<double>(longest_token) + 1);
   return 4 * activation_numbers(c, 1) + static_cast<double>(length) * per_token;
 }

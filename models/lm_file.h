@@ -73,9 +73,10 @@ MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config, in
 MemoryEstimate estimate_inference_bytes(const nn::LanguageModelConfig& config);
 // Sampling `length` tokens and making them text (lm::generate, detokenize), as ag-train's
 // evaluations do, in MemoryEstimate::evaluation: a forward of one window, and per token its id
-// twice (the context and the sample), its string and its text — at most `longest_token` bytes.
+// twice (the context and the sample), its string and its text — at most the vocabulary's longest
+// token.
 double estimate_sampling_bytes(
-    const nn::LanguageModelConfig& config, int64_t length, std::size_t longest_token);
+    const nn::LanguageModelConfig& config, int64_t length, const data::Vocab& vocab);
 
 // The memory of a text of `text_bytes` bytes while ag-train --task lm reads and tokenizes it (the
 // text, its split and its ids; for words the tokens too), in MemoryEstimate::data, checked before

@@ -142,10 +142,7 @@ LMData lm_data(const Options& o, const std::optional<Checkpoint>& resumed) {
     // the ids the run keeps: 8 bytes a token (and a character count a word token)
     estimate.data = 8.0 * static_cast<double>(d.train_ids.size() + d.validation_ids.size() +
                                               d.validation_characters.size());
-    std::size_t longest_token = 0;
-    for (const std::string& token : d.vocab.id_to_token())
-      longest_token = std::max(longest_token, token.size());
-    estimate.evaluation += lm::estimate_sampling_bytes(config, o.lm.sample_length, longest_token);
+    estimate.evaluation += lm::estimate_sampling_bytes(config, o.lm.sample_length, d.vocab);
     check_memory(estimate, o.run.memory_limit,
         "this run (--num-hiddens " + std::to_string(config.num_hiddens) + ", --layers " +
             std::to_string(config.num_layers) + ", --block-size " +

@@ -279,6 +279,14 @@ TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list 
   CHECK(x.min().item() == 0);
   CHECK(x.max({0}).to_vector<double>() == std::vector<double>{4, 5, 2});  // values only
   CHECK(amin(x, {0}).to_vector<double>() == std::vector<double>{1, 3, 0});
+  // The compositions' errors name them, not the max they are built on.
+  using Catch::Matchers::StartsWith;
+  CHECK_THROWS_WITH(x.min(5), StartsWith("min: "));
+  CHECK_THROWS_WITH(amin(x, {0, 0}), StartsWith("amin: dim 0 is listed twice"));
+  CHECK_THROWS_WITH(amax(x, {7}), StartsWith("amax: "));
+  CHECK_THROWS_WITH(logsumexp(x, 3), StartsWith("logsumexp: "));
+  CHECK_THROWS_WITH(min(zeros({0})), StartsWith("min: cannot reduce over zero elements"));
+  CHECK_THROWS_WITH(clamp(x, NAN), StartsWith("clamp: a bound is NaN"));
 }
 
 TEST_CASE("creation and compositions for a user's own model", "[ops][own]") {
