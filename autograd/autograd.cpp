@@ -304,6 +304,8 @@ namespace {
 Tensor record_node(Op op, std::string custom_name, const Tensor& output,
     const std::vector<Tensor>& inputs, BackwardFn backward, std::span<const Tensor> saved = {}) {
   if (!any_requires_grad(inputs)) return output;
+  // An int64 or bool output (a comparison, an argmax) carries no gradient, as in PyTorch.
+  if (!is_floating_point(output.dtype())) return output;
   const char* name = custom_name.empty() ? op_name(op) : custom_name.c_str();
   if (output.impl_ptr()->grad_fn || output.requires_grad())
     fail<AutogradError>(name, ": its output must be a fresh tensor, not one already in the graph");

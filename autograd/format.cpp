@@ -2,6 +2,7 @@
 // values the same way: 4 decimals ("0.1000"), integers as "1.", scientific notation when the
 // magnitudes span more than 1000× or leave [1e-4, 1e8), right-aligned columns, 80-character lines,
 // and only the first and last 3 items of each dim once a tensor has more than 1000 elements.
+// int64 and bool elements print as Python prints them ("42", "True"), right-aligned.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,10 +31,23 @@ std::string scientific(double value) {
   return buffer;
 }
 
-// Chooses one notation and width for every printed element (PyTorch's _Formatter).
+// How each printed element looks, all in one width (PyTorch's _Formatter); elements are named by
+// their row-major index.
 class Formatter {
  public:
-  explicit Formatter(const std::vector<double>& values) {
+  virtual ~Formatter() = default;
+  virtual std::size_t width() const = 0;
+  virtual std::string format(int64_t index) const = 0;
+};
+
+// Floating point: one notation for every printed element.
+class FloatFormatter : public Formatter {
+ public:
+  // `values` are all elements; `shown` the indices of those printed.
+  FloatFormatter(const std::vector<double>& all, const std::vector<int64_t>& shown_indices)
+      : all_(all) {
+    std::vector<double> values;
+    for (int64_t i : shown_indices) values.push_back(all[static_cast<std::size_t>(i)]);
     double lo = INFINITY, hi = 0;
     bool any = false;
     for (double v : values) {
@@ -54,9 +68,10 @@ class Formatter {
     }
   }
 
-  std::size_t width() const { return width_; }
+  std::size_t width() const override { return width_; }
 
-  std::string format(double v) const {
+  std::string format(int64_t index) const override {
+    const double v = all_[static_cast<std::size_t>(index)];
     std::string s;
     if (std::isnan(v)) {
       s = "nan";
@@ -73,13 +88,32 @@ class Formatter {
   }
 
  private:
+  const std::vector<double>& all_;
   bool int_mode_ = true;
   bool sci_mode_ = false;
   std::size_t width_ = 1;
 };
 
+// int64 and bool: Python's str of each element ("-3", "True"), right-aligned to the widest shown.
+class TextFormatter : public Formatter {
+ public:
+  TextFormatter(std::vector<std::string> all, const std::vector<int64_t>& shown_indices)
+      : all_(std::move(all)) {
+    for (int64_t i : shown_indices)
+      width_ = std::max(width_, all_[static_cast<std::size_t>(i)].size());
+  }
+  std::size_t width() const override { return width_; }
+  std::string format(int64_t index) const override {
+    const std::string& s = all_[static_cast<std::size_t>(index)];
+    return std::string(width_ - s.size(), ' ') + s;
+  }
+
+ private:
+  std::vector<std::string> all_;
+  std::size_t width_ = 1;
+};
+
 struct Printer {
-  const std::vector<double>& values;  // all elements, row-major
   const Shape& shape;
   bool summarize;
 
@@ -99,23 +133,24 @@ struct Printer {
     return s;
   }
 
-  // The elements that will be printed (PyTorch's get_summarized_data), to size the columns.
-  void collect(std::size_t d, int64_t base, std::vector<double>& out) const {
+  // The indices of the elements that will be printed (PyTorch's get_summarized_data), to size the
+  // columns.
+  void collect(std::size_t d, int64_t base, std::vector<int64_t>& out) const {
     if (d == shape.size()) {
-      out.push_back(values[static_cast<std::size_t>(base)]);
+      out.push_back(base);
       return;
     }
     for (int64_t i : shown(d)) collect(d + 1, base + i * stride(d), out);
   }
 
   std::string render(std::size_t d, int64_t base, std::size_t indent, const Formatter& f) const {
-    if (shape.empty()) return f.format(values[0]);
+    if (shape.empty()) return f.format(0);
     const bool cut = summarize && shape[d] > 2 * kEdgeItems;
     std::vector<std::string> items;
     for (int64_t i : shown(d)) {
       if (cut && i == shape[d] - kEdgeItems)
         items.push_back(d + 1 == shape.size() ? " ..." : "...");
-      items.push_back(d + 1 == shape.size() ? f.format(values[static_cast<std::size_t>(base + i)])
+      items.push_back(d + 1 == shape.size() ? f.format(base + i)
                                             : render(d + 1, base + i * stride(d), indent + 1, f));
     }
     std::string out = "[";
@@ -163,13 +198,27 @@ std::string Tensor::str() const {
     body = "[]";
     if (dim() != 1) suffixes.push_back("size=" + shape_tuple(shape()));
   } else {
-    const std::vector<double> values = to_vector<double>();
-    Printer printer{values, shape(), numel() > kThreshold};
-    std::vector<double> shown;
+    Printer printer{shape(), numel() > kThreshold};
+    std::vector<int64_t> shown;
     printer.collect(0, 0, shown);
-    body = printer.render(0, 0, indent, Formatter(shown));
+    if (is_floating_point(dtype())) {
+      const std::vector<double> values = to_vector<double>();
+      body = printer.render(0, 0, indent, FloatFormatter(values, shown));
+    } else {
+      std::vector<std::string> text;
+      if (dtype() == bool_) {
+        for (bool b : to_vector<bool>()) text.emplace_back(b ? "True" : "False");
+      } else {
+        for (int64_t v : to_vector<int64_t>()) text.push_back(std::to_string(v));
+      }
+      body = printer.render(0, 0, indent, TextFormatter(std::move(text), shown));
+    }
   }
-  if (dtype() != float32) suffixes.push_back(std::string("dtype=") + dtype_name(dtype()));
+  // As PyTorch: float32 (the default dtype), int64 and bool go without saying — except in an empty
+  // tensor, which shows no element to tell them by.
+  const bool implied =
+      dtype() == float32 || (numel() > 0 && (dtype() == int64 || dtype() == bool_));
+  if (!implied) suffixes.push_back(std::string("dtype=") + dtype_name(dtype()));
   if (grad_fn())
     suffixes.push_back(std::string("grad_fn=<") + grad_fn()->name() + ">");
   else if (requires_grad())

@@ -199,9 +199,11 @@ GradcheckResult gradcheck(
   std::vector<Checked> checked;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& input = inputs[i];
-    if (input.dtype() != float64)
+    // int64 and bool inputs (indices, masks) carry no gradient and go to f as they are.
+    if (input.dtype() != float64 && is_floating_point(input.dtype()))
       fail<DTypeError>("gradcheck: input ", i, " of shape ", shape_str(input.shape()), " is ",
-          dtype_name(input.dtype()), "; finite differences need float64 inputs");
+          dtype_name(input.dtype()),
+          "; finite differences need float64 inputs (int64 and bool ones pass as they are)");
     Tensor leaf = input.detach().clone();
     leaf.requires_grad_(input.requires_grad());
     leaves.push_back(leaf);

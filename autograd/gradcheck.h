@@ -62,8 +62,9 @@ std::ostream& operator<<(std::ostream& out, const GradcheckResult& result);
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
 
-// Checks the gradient of `f` with respect to every input that requires grad. The inputs must be
-// float64; gradcheck works on copies, so the caller's tensors and their .grad are untouched.
+// Checks the gradient of `f` with respect to every input that requires grad. The floating inputs
+// must be float64; int64 and bool ones (indices, masks) are passed as they are. gradcheck works on
+// copies, so the caller's tensors and their .grad are untouched.
 GradcheckResult gradcheck(
     const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 

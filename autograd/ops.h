@@ -6,10 +6,14 @@
 // keeps the two equal).
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
-// PyTorch do; both operands of an op must have the same dtype; every shape error is an
-// ag::ShapeError naming the op and the full shapes.
+// PyTorch do; arithmetic, comparisons and where mix int64 and bool with a floating dtype as
+// PyTorch's type promotion does (autograd/dtype.h), everything else takes operands of one dtype;
+// the ops that compute in floating point refuse int64 and bool with a DTypeError naming the op;
+// every shape error is an ag::ShapeError naming the op and the full shapes.
 #pragma once
 
+#include <concepts>
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -60,7 +64,8 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 // (where PyTorch quietly returns max everywhere), is a ValueError.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max = std::nullopt);
 
-// Comparisons give 1 where true and 0 where false, in the dtype of `a`. Not differentiable.
+// Comparisons give a bool tensor (torch.bool), true where the relation holds; the operands promote
+// as arithmetic does (bool with bool compares too). Not differentiable.
 Tensor eq(const Tensor& a, const Tensor& b);  // a == b
 Tensor eq(const Tensor& a, double b);
 Tensor ne(const Tensor& a, const Tensor& b);  // a != b
@@ -74,11 +79,12 @@ Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, const Tensor& b);  // a >= b
 Tensor ge(const Tensor& a, double b);
 
-// a where condition is nonzero, else b; all three broadcast. The condition (any dtype) is not
-// differentiated.
+// a where condition is true (nonzero), else b; all three broadcast; a and b promote as in
+// arithmetic. The condition is a bool tensor, as PyTorch's — or, as ag always took it, a
+// tensor of another dtype read as `!= 0`. It is not differentiated.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
-// x with `value` wherever mask (any dtype, broadcast to x) is nonzero. The mask is not
-// differentiated.
+// x with `value` wherever mask (bool, or another dtype read as `!= 0`; broadcast to x) is true.
+// For an int64 x the value must be an integer. The mask is not differentiated.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
@@ -95,9 +101,69 @@ Tensor operator/(const Tensor& a, double b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& x);
 
+// An integer scalar (x + 1, 2 * positions, x - n) keeps an int64 tensor int64, as a Python int in
+// PyTorch does; a double scalar makes an int64 or bool tensor float32 (x * 0.5). On float tensors
+// both are the double forms above. Division is true division: x / 2 of int64 is float32.
+template <class I>
+concept IntegerScalar = std::integral<I> && !std::same_as<I, bool>;
+namespace detail {
+enum class IntegerScalarOp { add, sub, rsub, mul };
+Tensor integer_scalar_op(const Tensor& x, int64_t s, IntegerScalarOp op);
+// An integer scalar as int64: a ValueError naming `op` for an unsigned one beyond 2^63 − 1.
+template <IntegerScalar I>
+int64_t scalar_int64(I value, const char* op) {
+  if constexpr (std::is_unsigned_v<I> && sizeof(I) >= sizeof(int64_t))
+    if (value > static_cast<uint64_t>(INT64_MAX))
+      fail<ValueError>(op, ": the scalar ", value, " is beyond int64's range");
+  return static_cast<int64_t>(value);
+}
+}  // namespace detail
+template <IntegerScalar I>
+Tensor add(const Tensor& a, I b) {
+  return detail::integer_scalar_op(a, detail::scalar_int64(b, "add"), detail::IntegerScalarOp::add);
+}
+template <IntegerScalar I>
+Tensor sub(const Tensor& a, I b) {
+  return detail::integer_scalar_op(a, detail::scalar_int64(b, "sub"), detail::IntegerScalarOp::sub);
+}
+template <IntegerScalar I>
+Tensor sub(I a, const Tensor& b) {
+  return detail::integer_scalar_op(
+      b, detail::scalar_int64(a, "sub"), detail::IntegerScalarOp::rsub);
+}
+template <IntegerScalar I>
+Tensor mul(const Tensor& a, I b) {
+  return detail::integer_scalar_op(a, detail::scalar_int64(b, "mul"), detail::IntegerScalarOp::mul);
+}
+template <IntegerScalar I>
+Tensor operator+(const Tensor& a, I b) {
+  return add(a, b);
+}
+template <IntegerScalar I>
+Tensor operator+(I a, const Tensor& b) {
+  return add(b, a);
+}
+template <IntegerScalar I>
+Tensor operator-(const Tensor& a, I b) {
+  return sub(a, b);
+}
+template <IntegerScalar I>
+Tensor operator-(I a, const Tensor& b) {
+  return sub(a, b);
+}
+template <IntegerScalar I>
+Tensor operator*(const Tensor& a, I b) {
+  return mul(a, b);
+}
+template <IntegerScalar I>
+Tensor operator*(I a, const Tensor& b) {
+  return mul(b, a);
+}
+
 // ---- reductions -----------------------------------------------------------------------------
 // Over all elements (a 0-dim result) or over `dims` (each listed once), keeping them as size 1
-// with keepdim.
+// with keepdim. sum of an int64 or bool tensor is int64 (a count: eq(pred, target).sum()); the
+// others compute in floating point (mean of int64 is a DTypeError, as in PyTorch).
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& x);
@@ -113,7 +179,7 @@ Tensor sum(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = 
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
 // torch.max(x, dim) and torch.min(x, dim): the values along dim and the index of the first of
-// each (argmax's, in x's dtype, not differentiable); the values' gradient goes to that index.
+// each (argmax's: int64, not differentiable); the values' gradient goes to that index.
 //   auto [values, indices] = ag::max(logits, -1);  (ValuesIndices: autograd/tensor.h)
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& x, std::initializer_list<int64_t> dims, bool keepdim = false);
@@ -130,7 +196,7 @@ Tensor logsumexp(const Tensor& x, std::initializer_list<int64_t> dims, bool keep
 // Σ(x − mean)² / (N − correction): correction 1 is the unbiased estimate, 0 the biased one.
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
 Tensor var(const Tensor& x);  // over all elements, unbiased
-// Index of the first maximum along `dim`, as a tensor of x's dtype. Not differentiable.
+// Index of the first maximum along `dim`, as an int64 tensor. Not differentiable.
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // exp(x − max) / Σ exp(x − max) along dim.
@@ -300,7 +366,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // The same with PyTorch's keywords, F.scaled_dot_product_attention(q, k, v, is_causal=True):
 //   Tensor O = ag::attention(q, k, v, {.is_causal = true});  // nanoGPT's CausalSelfAttention
 struct AttentionOptions {
-  Tensor valid_lens;  // undefined, (B,) or (B, Tq), as above
+  Tensor valid_lens = Tensor();  // undefined, (B,) or (B, Tq), as above
   // Query i sees keys 0 … i + (Tk − Tq): the queries are the last Tq of the Tk positions. For
   // Tq = Tk that is PyTorch's is_causal; for Tq < Tk (decoding with a key/value cache) it is
   // PyTorch's causal_lower_right — its is_causal would align the queries with the first keys.
@@ -339,6 +405,12 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // masked_softmax, its fused kernel and the attention ops all check valid_lens through this.
 std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B, int64_t Q,
     int64_t K, const char* op, const std::string& queries, const std::string& keys);
+
+// The values of an index tensor — token ids, class targets, valid lengths — as doubles for `op` to
+// range-check and use: an int64 tensor's exactly (one beyond ±2^53, past any size a tensor has, is
+// a ShapeError naming `op`), a float32/float64 tensor's as they are (ag took ids in them before it
+// had int64; the caller checks that each is an integer), a bool tensor a DTypeError naming `op`.
+std::vector<double> index_values(const Tensor& index, const char* op);
 
 // ---- norms (not differentiable) -------------------------------------------------------------
 // Σ x² of t's elements in double, as one partial sum per block of 4096 elements (ag's threads

@@ -122,7 +122,7 @@ Tensor causal_valid_lens(
         batch, " rows of ", queries, " queries (expected [", batch, "] or [", batch, ",", queries,
         "])");
   const std::vector<double> given =
-      valid_lens.defined() ? valid_lens.to_vector<double>() : std::vector<double>{};
+      valid_lens.defined() ? index_values(valid_lens, op) : std::vector<double>{};
   // Checked here, as the kernels check them: the smaller of both would hide a length past Tk.
   for (double length : given)
     if (!(length >= 0 && length <= static_cast<double>(keys)) || length != std::floor(length))
@@ -468,6 +468,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
     Tensor* weights_out) {
   constexpr const char* kOpName = "scaled_dot_product_attention";
+  detail::check_floating(q, kOpName);
   check_attention_operands(q, k, v, dropout_p, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
   const int64_t Tk = k.size(2), dv = v.size(3);

@@ -52,59 +52,129 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 namespace {
 
-// out[i] = f(a[i], b[i]) over the broadcast shape of a and b; a fresh contiguous tensor.
-template <class F>
+// Integer arithmetic wraps around on overflow, as PyTorch's (in C++ a signed overflow would be
+// undefined, so int64 adds, subtracts and multiplies as uint64).
+struct Plus {
+  template <class T>
+  T operator()(T x, T y) const {
+    if constexpr (std::is_same_v<T, int64_t>)
+      return static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
+    else
+      return x + y;
+  }
+};
+struct Minus {
+  template <class T>
+  T operator()(T x, T y) const {
+    if constexpr (std::is_same_v<T, int64_t>)
+      return static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
+    else
+      return x - y;
+  }
+};
+struct Times {
+  template <class T>
+  T operator()(T x, T y) const {
+    if constexpr (std::is_same_v<T, int64_t>)
+      return static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+    else
+      return x * y;
+  }
+};
+
+// The element types an elementwise loop is compiled for: the floating ones (most ops), those ag
+// does arithmetic in (+ int64_t), or every dtype (comparisons). Only those are instantiated; the
+// ops check their operands' dtypes before they get here.
+enum class Over { floating, numbers, all };
+template <Over over, class T>
+inline constexpr bool kAdmits =
+    std::is_floating_point_v<T> ||
+    (over != Over::floating && std::is_same_v<T, int64_t>) || over == Over::all;
+
+// Whether an elementwise function f, called with T, gives what ag stores: T itself, or bool (a
+// comparison). A lambda written for one type (float) is compiled for the other too, where it
+// would convert; that instantiation is never run and throws.
+template <class T, class Out>
+inline constexpr bool kStores = std::is_same_v<Out, T> || std::is_same_v<Out, bool>;
+
+[[noreturn]] inline void unreachable_dtype(const char* op) {
+  throw std::logic_error(
+      std::string("ag: ") + op + ": an elementwise function got a dtype it does not take");
+}
+
+// out[i] = f(a[i], b[i]) over the broadcast shape of a and b (of one dtype: callers promote); a
+// fresh contiguous tensor of a's dtype, or bool where f returns bool (comparisons).
+template <Over over = Over::floating, class F>
 Tensor map_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   detail::check_same_dtype(a, b, op);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  // (Valid shapes can broadcast to one too large to count, [2^32, 1] and [1, 2^32]: checked here.)
-  Tensor out = detail::empty(shape, a.dtype(), op);
-  dispatch(a.dtype(), [&]<typename T>() {
-    T* po = out.data<T>();
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    parallel_for_each_row<3>(shape,
-        {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
-        [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-          T* o = po + off[0];
-          const T* x = pa + off[1];
-          const T* y = pb + off[2];
-          // Fast paths the compiler vectorises: both contiguous, or one a scalar.
-          if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-            for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-          } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-            const T yv = *y;
-            for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-          } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-            const T xv = *x;
-            for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-          } else {
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
-          }
-        });
+  return dispatch_all(a.dtype(), [&]<typename T>() {
+    if constexpr (!kAdmits<over, T>) {
+      unreachable_dtype(op);
+      return Tensor();
+    } else if constexpr (!kStores<T, decltype(f(T(), T()))>) {
+      unreachable_dtype(op);
+      return Tensor();
+    } else {
+      using Out = decltype(f(T(), T()));
+      // (Valid shapes can broadcast to one too large to count, [2^32, 1] and [1, 2^32]: checked
+      // here.)
+      Tensor out = detail::empty(shape, dtype_of<Out>, op);
+      Out* po = out.data<Out>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      parallel_for_each_row<3>(shape,
+          {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+          [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+            Out* o = po + off[0];
+            const T* x = pa + off[1];
+            const T* y = pb + off[2];
+            // Fast paths the compiler vectorises: both contiguous, or one a scalar.
+            if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+              for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+            } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+              const T yv = *y;
+              for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+            } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+              const T xv = *x;
+              for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+            } else {
+              for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+            }
+          });
+      return out;
+    }
   });
-  return out;
 }
 
-// out[i] = f(x[i]); a fresh contiguous tensor of x's shape.
-template <class F>
+// out[i] = f(x[i]); a fresh contiguous tensor of x's shape, of x's dtype or bool (as map_binary).
+template <Over over = Over::floating, class F>
 Tensor map_unary(const Tensor& x, F f) {
-  Tensor out = empty(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&]<typename T>() {
-    T* po = out.data<T>();
-    const T* px = x.data<T>();
-    parallel_for_each_row<2>(x.shape(), {out.strides(), x.strides()},
-        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-          T* o = po + off[0];
-          const T* in = px + off[1];
-          if (st[0] == 1 && st[1] == 1) {
-            for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
-          } else {
-            for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
-          }
-        });
+  return dispatch_all(x.dtype(), [&]<typename T>() {
+    if constexpr (!kAdmits<over, T>) {
+      unreachable_dtype("map_unary");
+      return Tensor();
+    } else if constexpr (!kStores<T, decltype(f(T()))>) {
+      unreachable_dtype("map_unary");
+      return Tensor();
+    } else {
+      using Out = decltype(f(T()));
+      Tensor out = empty(x.shape(), dtype_of<Out>);
+      Out* po = out.data<Out>();
+      const T* px = x.data<T>();
+      parallel_for_each_row<2>(x.shape(), {out.strides(), x.strides()},
+          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+            Out* o = po + off[0];
+            const T* in = px + off[1];
+            if (st[0] == 1 && st[1] == 1) {
+              for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
+            } else {
+              for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
+            }
+          });
+      return out;
+    }
   });
-  return out;
 }
 
 // Standard normal density φ and distribution function Φ.
@@ -117,12 +187,29 @@ T normal_cdf(T x) {
   return static_cast<T>(0.5 * (1.0 + std::erf(double(x) / std::numbers::sqrt2)));
 }
 
+// The dtype in which `op` computes on a and b (promote_types), with bool ⊕ bool refused as the
+// arithmetic it is not; at least float32 where `floating` (true division).
+DType arithmetic_dtype(const Tensor& a, const Tensor& b, const char* op, bool floating = false) {
+  const DType dtype = promote_types(a.dtype(), b.dtype(), op);
+  if (floating && !is_floating_point(dtype)) return float32;
+  if (dtype == bool_)
+    fail<DTypeError>(op, ": no arithmetic on two bool tensors (shapes ", shape_str(a.shape()),
+        " and ", shape_str(b.shape()), "); convert them first (to(ag::int64))");
+  return dtype;
+}
+
 }  // namespace
 
 // ---- binary arithmetic --------------------------------------------------------------------------
+//
+// Mixed dtypes promote as PyTorch's (autograd/dtype.h, promote_types): int64 + float32 is float32,
+// bool · float32 is float32 (a mask), int64 + bool is int64; int64 / int64 is a true division, in
+// float32. The operand converted carries no gradient (only floating tensors do).
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "add", [](auto x, auto y) { return x + y; });
+Tensor add(const Tensor& a_given, const Tensor& b_given) {
+  const DType dtype = arithmetic_dtype(a_given, b_given, "add");
+  const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
+  Tensor out = map_binary<Over::numbers>(a, b, "add", Plus());
   // docs/ops.md, add: ga = sum_to(g), gb = sum_to(g)
   return detail::record(Op::add, out, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
@@ -131,8 +218,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
       });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
+Tensor sub(const Tensor& a_given, const Tensor& b_given) {
+  const DType dtype = arithmetic_dtype(a_given, b_given, "sub");
+  const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
+  Tensor out = map_binary<Over::numbers>(a, b, "sub", Minus());
   // docs/ops.md, sub: ga = sum_to(g), gb = sum_to(−g)
   return detail::record(Op::sub, out, {a, b},
       [sa = a.shape(), sb = b.shape()](const Tensor& g, const NeedsGrad& needs) -> Grads {
@@ -141,8 +230,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
       });
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = map_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
+Tensor mul(const Tensor& a_given, const Tensor& b_given) {
+  const DType dtype = arithmetic_dtype(a_given, b_given, "mul");
+  const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
+  Tensor out = map_binary<Over::numbers>(a, b, "mul", Times());
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, mul: ga = sum_to(g · b), gb = sum_to(g · a)
   return detail::record(Op::mul, out, {a, b}, /*saved=*/{a, b},
@@ -153,7 +244,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
       });
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a_given, const Tensor& b_given) {
+  const DType dtype = arithmetic_dtype(a_given, b_given, "div", /*floating=*/true);
+  const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, div: ga = sum_to(g / b), gb = sum_to(−g · a / b²)
@@ -166,8 +259,20 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 // ---- tensor–scalar forms ------------------------------------------------------------------------
+//
+// A double scalar is a floating one: an int64 or bool tensor becomes float32 first (x * 0.5), as
+// with a Python float in PyTorch. An integer scalar (the templates in ops.h: x + 1, positions * 2)
+// keeps an int64 tensor int64, as a Python int does.
 
-Tensor add(const Tensor& a, double s) {
+namespace {
+// The float32 tensor an int64 or bool operand of a floating scalar op becomes; x itself otherwise.
+Tensor floating(const Tensor& x) {
+  return is_floating_point(x.dtype()) ? x : detail::promoted(x, float32);
+}
+}  // namespace
+
+Tensor add(const Tensor& a_given, double s) {
+  const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; }); });
   // d(x + s)/dx = 1
@@ -180,7 +285,8 @@ Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (
 
 Tensor sub(double s, const Tensor& b) { return add(neg(b), s); }  // s − x = (−x) + s, exactly
 
-Tensor mul(const Tensor& a, double s) {
+Tensor mul(const Tensor& a_given, double s) {
+  const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; }); });
   // d(x · s)/dx = s
@@ -189,7 +295,8 @@ Tensor mul(const Tensor& a, double s) {
       [s](const Tensor& g, const NeedsGrad&) -> Grads { return {mul(g, s)}; });
 }
 
-Tensor div(const Tensor& a, double s) {
+Tensor div(const Tensor& a_given, double s) {
+  const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; }); });
   // d(x / s)/dx = 1 / s
@@ -198,7 +305,8 @@ Tensor div(const Tensor& a, double s) {
       [s](const Tensor& g, const NeedsGrad&) -> Grads { return {div(g, s)}; });
 }
 
-Tensor div(double s, const Tensor& b) {
+Tensor div(double s, const Tensor& b_given) {
+  const Tensor b = floating(b_given);
   Tensor out = dispatch(b.dtype(),
       [&]<typename T>() { return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; }); });
   if (!detail::any_requires_grad({b})) return out;
@@ -210,8 +318,46 @@ Tensor div(double s, const Tensor& b) {
       });
 }
 
+namespace detail {
+Tensor integer_scalar_op(const Tensor& x, int64_t s, IntegerScalarOp op) {
+  if (is_floating_point(x.dtype())) {
+    const auto v = static_cast<double>(s);
+    switch (op) {
+      case IntegerScalarOp::add:
+        return add(x, v);
+      case IntegerScalarOp::sub:
+        return sub(x, v);
+      case IntegerScalarOp::rsub:
+        return sub(v, x);
+      default:
+        return mul(x, v);
+    }
+  }
+  // int64 (a bool tensor becomes int64 first, as PyTorch's mask + 1): wrapping integer arithmetic
+  const Tensor n = promoted(x, int64);
+  switch (op) {
+    case IntegerScalarOp::add:
+      return map_unary<Over::numbers>(n, [s](int64_t v) { return Plus()(v, s); });
+    case IntegerScalarOp::sub:
+      return map_unary<Over::numbers>(n, [s](int64_t v) { return Minus()(v, s); });
+    case IntegerScalarOp::rsub:
+      return map_unary<Over::numbers>(n, [s](int64_t v) { return Minus()(s, v); });
+    default:
+      return map_unary<Over::numbers>(n, [s](int64_t v) { return Times()(v, s); });
+  }
+}
+}  // namespace detail
+
 Tensor neg(const Tensor& x) {
-  Tensor out = map_unary(x, [](auto v) { return -v; });
+  if (x.dtype() == bool_)
+    fail<DTypeError>("neg: a bool tensor of shape ", shape_str(x.shape()),
+        " has no negation (PyTorch's neither); use logical not, eq(x, 0), or to(ag::int64) first");
+  Tensor out = map_unary<Over::numbers>(x, [](auto v) {
+    if constexpr (std::is_same_v<decltype(v), int64_t>)
+      return Minus()(int64_t{0}, v);
+    else
+      return -v;
+  });
   // d(−x)/dx = −1
   // docs/ops.md, neg: −g
   return detail::record(
@@ -221,6 +367,7 @@ Tensor neg(const Tensor& x) {
 // ---- unary math ---------------------------------------------------------------------------------
 
 Tensor pow(const Tensor& x, double p) {
+  detail::check_floating(x, "pow");
   Tensor out = dispatch(x.dtype(), [&]<typename T>() {
     return map_unary(x, [p](T v) { return static_cast<T>(std::pow(double(v), p)); });
   });
@@ -235,6 +382,7 @@ Tensor pow(const Tensor& x, double p) {
 }
 
 Tensor exp(const Tensor& x) {
+  detail::check_floating(x, "exp");
   Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, exp: g · y
@@ -246,6 +394,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  detail::check_floating(x, "log");
   Tensor out = map_unary(x, [](auto v) { return std::log(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log: g / x
@@ -257,6 +406,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  detail::check_floating(x, "sqrt");
   Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sqrt: g / (2y)
@@ -268,6 +418,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  detail::check_floating(x, "tanh");
   Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, tanh: g · (1 − y²)
@@ -290,6 +441,7 @@ T stable_sigmoid(T v) {
 }  // namespace
 
 Tensor sigmoid(const Tensor& x) {
+  detail::check_floating(x, "sigmoid");
   Tensor out = map_unary(x, [](auto v) { return stable_sigmoid(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sigmoid: g · y · (1 − y)
@@ -302,6 +454,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
+  detail::check_floating(x, "relu");
   // NaN stays NaN, as in PyTorch: only what is known to be ≤ 0 becomes 0.
   Tensor out = map_unary(x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
   if (!detail::any_requires_grad({x})) return out;
@@ -315,6 +468,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x) {
+  detail::check_floating(x, "gelu");
   Tensor out = map_unary(x, [](auto v) { return v * normal_cdf(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu: g · (Φ(x) + x · φ(x))
@@ -338,6 +492,7 @@ T gelu_tanh_u(T x) {
 }  // namespace
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
+  detail::check_floating(x, "gelu");
   if (approximate == "none") return gelu(x);
   if (approximate != "tanh")
     fail<ValueError>("gelu: approximate '", approximate, "' is not 'none' or 'tanh'");
@@ -359,6 +514,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 Tensor silu(const Tensor& x) {
+  detail::check_floating(x, "silu");
   Tensor out = map_unary(x, [](auto v) { return v * stable_sigmoid(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, silu: g · σ(x) · (1 + x · (1 − σ(x)))
@@ -373,6 +529,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) {
+  detail::check_floating(x, "abs");
   Tensor out = map_unary(x, [](auto v) { return std::abs(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, abs: g · sign(x) (0 at 0)
@@ -387,6 +544,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor sin(const Tensor& x) {
+  detail::check_floating(x, "sin");
   Tensor out = map_unary(x, [](auto v) { return std::sin(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sin: g · cos x
@@ -398,6 +556,7 @@ Tensor sin(const Tensor& x) {
 }
 
 Tensor cos(const Tensor& x) {
+  detail::check_floating(x, "cos");
   Tensor out = map_unary(x, [](auto v) { return std::cos(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, cos: −g · sin x
@@ -409,6 +568,7 @@ Tensor cos(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  detail::check_floating(x, "rsqrt");
   Tensor out = map_unary(x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, rsqrt: −g · y³ / 2
@@ -436,6 +596,8 @@ Grads pick_backward(
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  detail::check_floating(a, "maximum");
+  detail::check_floating(b, "maximum");
   // A NaN in either input wins, as in PyTorch.
   Tensor out = map_binary(a, b, "maximum", [](auto x, auto y) { return x != x || x > y ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
@@ -447,6 +609,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  detail::check_floating(a, "minimum");
+  detail::check_floating(b, "minimum");
   Tensor out = map_binary(a, b, "minimum", [](auto x, auto y) { return x != x || x < y ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, minimum: ga = sum_to(g · [a < b] + g/2 · [a = b]), gb the rest
@@ -457,6 +621,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  detail::check_floating(x, "clamp");
   if (!min && !max) fail<ValueError>("clamp: at least one of min and max must be given");
   if ((min && std::isnan(*min)) || (max && std::isnan(*max)))
     fail<ValueError>("clamp: a bound is NaN (min ", min.value_or(-INFINITY), ", max ",
@@ -482,15 +647,24 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
 
 // ---- comparisons ------------------------------------------------------------------------------
 
-#define AG_COMPARISON(name, expr)                                                              \
-  Tensor name(const Tensor& a, const Tensor& b) {                                              \
-    return map_binary(                                                                         \
-        a, b, #name, [](auto x, auto y) { return (expr) ? decltype(x)(1) : decltype(x)(0); }); \
-  }                                                                                            \
-  Tensor name(const Tensor& a, double s) {                                                     \
-    return dispatch(a.dtype(), [&]<typename T>() {                                             \
-      return map_unary(a, [y = static_cast<T>(s)](T x) { return (expr) ? T(1) : T(0); });      \
-    });                                                                                        \
+// Both operands in their promoted dtype (int64 == float32 compares as float32, bool == int64 as
+// int64); a bool result. A scalar compares in the tensor's floating dtype, or in double for an
+// int64 or bool tensor (x.eq(3) on token ids is exact for every id below 2^53).
+#define AG_COMPARISON(name, expr)                                                            \
+  Tensor name(const Tensor& a_given, const Tensor& b_given) {                                \
+    const DType dtype = promote_types(a_given.dtype(), b_given.dtype(), #name);              \
+    const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype); \
+    return map_binary<Over::all>(a, b, #name, [](auto x, auto y) -> bool { return expr; });  \
+  }                                                                                          \
+  Tensor name(const Tensor& a, double s) {                                                   \
+    if (a.dtype() == float32)                                                                \
+      return map_unary(a, [y = static_cast<float>(s)](float x) -> bool { return expr; });    \
+    return dispatch_all(a.dtype(), [&]<typename T>() {                                       \
+      return map_unary<Over::all>(a, [y = s](T v) -> bool {                                  \
+        const auto x = static_cast<double>(v);                                               \
+        return expr;                                                                         \
+      });                                                                                    \
+    });                                                                                      \
   }
 AG_COMPARISON(eq, x == y)
 AG_COMPARISON(ne, x != y)
@@ -502,13 +676,14 @@ AG_COMPARISON(ge, x >= y)
 
 // ---- where / masked_fill ----------------------------------------------------------------------
 
-Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
-  detail::check_same_dtype(a, b, "where");
+Tensor where(const Tensor& condition, const Tensor& a_given, const Tensor& b_given) {
+  const DType dtype = promote_types(a_given.dtype(), b_given.dtype(), "where");
+  const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Shape shape =
       broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = detail::empty(shape, a.dtype(), "where");
-  dispatch(condition.dtype(), [&]<typename C>() {
-    dispatch(a.dtype(), [&]<typename T>() {
+  dispatch_all(condition.dtype(), [&]<typename C>() {
+    dispatch_all(a.dtype(), [&]<typename T>() {
       T* po = out.data<T>();
       const C* pc = condition.data<C>();
       const T* pa = a.data<T>();
@@ -536,6 +711,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  if (x.dtype() == int64 && !(value == std::trunc(value) && detail::fits_int64(value)))
+    fail<ValueError>("masked_fill: the value ", value, " does not fit the int64 tensor of shape ",
+        shape_str(x.shape()), " (an integer in int64's range does)");
   if (broadcast_shapes(mask.shape(), x.shape(), "masked_fill") != x.shape())
     fail<ShapeError>("masked_fill: mask of shape ", shape_str(mask.shape()),
         " does not broadcast to the input's shape ", shape_str(x.shape()));

@@ -78,6 +78,7 @@ constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
     double dropout_p, bool training, Generator& generator) {
   constexpr const char* kOpName = "flash_attention";
+  detail::check_floating(q, kOpName);
   check_attention_operands(q, k, v, dropout_p, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
   const int64_t Tk = k.size(2), dv = v.size(3);

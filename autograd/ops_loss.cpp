@@ -17,6 +17,7 @@
 namespace ag {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+  detail::check_floating(logits, "cross_entropy");
   if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
     fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),
         " and targets of shape ", shape_str(targets.shape()),
@@ -27,7 +28,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
         "cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
   std::vector<int64_t> target_ids;
   target_ids.reserve(static_cast<std::size_t>(N));
-  for (double t : targets.to_vector<double>()) {
+  for (double t : index_values(targets, "cross_entropy")) {
     if (!(t >= 0 && t < static_cast<double>(V)) || t != std::floor(t))
       fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
           ") for logits of shape ", shape_str(logits.shape()));

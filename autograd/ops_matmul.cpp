@@ -283,6 +283,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0)
     fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
         " cannot be multiplied (both operands need at least 1 dim)");
+  detail::check_floating(a, "matmul");
   detail::check_same_dtype(a, b, "matmul");
   // As torch.matmul: a 1-D left operand is a row vector (1, K), a 1-D right operand a column
   // vector (K, 1); the added dim is removed from the result.
@@ -306,6 +307,7 @@ Tensor linear_forward(
   if (!x.defined() || !weight.defined())
     fail<ValueError>(
         op, ": the input and the weight must be defined tensors (bias may be undefined: no bias)");
+  detail::check_floating(x, op);
   auto shapes = [&] {  // for the errors
     return "input " + shape_str(x.shape()) + ", weight " + shape_str(weight.shape()) + ", bias " +
            (bias.defined() ? shape_str(bias.shape()) : "none");

@@ -304,6 +304,7 @@ NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Ten
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
     const Tensor& bias, double eps) {
+  detail::check_floating(input, "layer_norm");
   check_layer_norm_args(input, normalized_shape, weight, bias, "layer_norm");
   check_eps(eps, "layer_norm");
   Tensor b;
@@ -326,6 +327,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
     fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()),
         " and y of shape ", shape_str(y.shape()),
         " differ (the residual sum x + dropout(y) needs one shape)");
+  detail::check_floating(x, "dropout_add_layer_norm");
   detail::check_same_dtype(x, y, "dropout_add_layer_norm");
   check_layer_norm_args(x, normalized_shape, weight, bias, "dropout_add_layer_norm");
   check_eps(eps, "dropout_add_layer_norm");

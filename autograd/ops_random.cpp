@@ -113,6 +113,7 @@ AG_TARGET_CLONES void apply_dropout_keep(
 }  // namespace detail
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
+  detail::check_floating(x, "dropout");
   if (!(p >= 0.0 && p <= 1.0))
     fail<ValueError>(
         "dropout: probability ", p, " is outside [0, 1] (input shape ", shape_str(x.shape()), ")");

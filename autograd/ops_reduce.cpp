@@ -101,7 +101,30 @@ Tensor expand_back(const Tensor& g, const ReductionPlan& r, const Shape& input_s
   return expand(reshape(g, r.keep_shape), input_shape);
 }
 
+// Σ of each group of an int64 or bool tensor, in int64 (wrapping on overflow, as PyTorch's): the
+// count of a mask, (pred == target).sum().
+Tensor integer_sums(const Tensor& x, const ReductionPlan& r) {
+  Tensor out = detail::empty(r.out_shape, int64, "sum");
+  int64_t* acc = out.data<int64_t>();  // out_shape has keep_shape's elements, in its order
+  std::fill_n(acc, out.numel(), int64_t{0});
+  dispatch_all(x.dtype(), [&]<typename T>() {
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+      const T* px = x.data<T>();
+      for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},
+          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+            for (int64_t i = 0; i < n; ++i) {
+              int64_t& slot = acc[off[1] + i * st[1]];
+              slot = static_cast<int64_t>(
+                  static_cast<uint64_t>(slot) + static_cast<uint64_t>(px[off[0] + i * st[0]]));
+            }
+          });
+    }
+  });
+  return out;
+}
+
 Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
+  if (!is_floating_point(x.dtype())) return integer_sums(x, r);  // int64, never in the graph
   Tensor out = from_doubles(group_sums(x, r, "sum"), r.out_shape, x.dtype(), 1.0);
   // docs/ops.md, sum: g broadcast back over the dims
   return detail::record(
@@ -112,6 +135,7 @@ Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
 }
 
 Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
+  detail::check_floating(x, op);  // (PyTorch's mean of integers is an error too)
   check_nonempty_groups(x, r, op);
   const double n = static_cast<double>(r.group_size);
   Tensor out = from_doubles(group_sums(x, r, op), r.out_shape, x.dtype(), 1.0 / n);
@@ -125,6 +149,7 @@ Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
 
 // `op`: the name errors give (max, or amax, min, amin, logsumexp, which are built on it).
 Tensor max_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
+  detail::check_floating(x, op);
   check_nonempty_groups(x, r, op);
   Tensor xc = contiguous(x.detach());  // so an element's offset is its flat index
   const std::size_t groups = static_cast<std::size_t>(numel(r.keep_shape));
@@ -165,6 +190,7 @@ Tensor max_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
 }
 
 Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
+  detail::check_floating(x, "var");
   check_nonempty_groups(x, r, "var");
   if (correction < 0) fail<ValueError>("var: correction ", correction, " is negative");
   const int64_t dof = r.group_size - correction;
@@ -221,18 +247,19 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 Tensor var(const Tensor& x) { return var_impl(x, plan_full_reduction(x), 1); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  detail::check_floating(x, "argmax");
   ReductionPlan r = plan_reduction(x, {dim}, keepdim, "argmax");
   check_nonempty_groups(x, r, "argmax");
-  if (x.dim() == 0) return zeros({}, x.dtype());
+  if (x.dim() == 0) return zeros({}, int64);
   const int64_t d = wrap_dim(dim, x.dim(), "argmax");
   const int64_t length = x.shape()[d];
-  Tensor indices = empty(r.keep_shape, x.dtype());
+  Tensor indices = empty(r.keep_shape, int64);
   dispatch(x.dtype(), [&]<typename T>() {
     // Walk the lanes of x along d; `indices` (keep_shape, contiguous) takes one value per lane.
     Shape outer = x.shape();
     outer[d] = 1;
     const T* px = x.data<T>();
-    T* pi = indices.data<T>();
+    int64_t* pi = indices.data<int64_t>();
     for_each_row<2>(outer, {x.strides(), indices.strides()},
         [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
           for (int64_t i = 0; i < n; ++i) {
@@ -242,7 +269,7 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
               const T v = lane[k * x.strides()[d]], b = lane[best * x.strides()[d]];
               if (v > b || (std::isnan(v) && !std::isnan(b))) best = k;
             }
-            pi[off[1] + i * st[1]] = static_cast<T>(best);
+            pi[off[1] + i * st[1]] = best;
           }
         });
   });

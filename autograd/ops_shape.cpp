@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
@@ -391,7 +392,7 @@ Tensor gather_rows(const Tensor& x, int64_t dim, int64_t count, RowOf row_of, co
   Tensor out = detail::empty(shape, x.dtype(), op);
   if (out.numel() == 0) return out;  // nothing to copy (and count may be huge when inner is 0)
   Tensor xc = contiguous(x.detach());
-  dispatch(x.dtype(), [&]<typename T>() {
+  dispatch_all(x.dtype(), [&]<typename T>() {
     const T* src = xc.data<T>();
     T* dst = out.data<T>();
     const std::size_t row_bytes = static_cast<std::size_t>(a.inner) * sizeof(T);
@@ -446,12 +447,28 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
       });
 }
 
+std::vector<double> index_values(const Tensor& index, const char* op) {
+  if (index.dtype() == bool_)
+    fail<DTypeError>(op, ": indices must be integers (int64), got a bool tensor of shape ",
+        shape_str(index.shape()), " (to(ag::int64) makes them 0 and 1)");
+  if (index.dtype() != int64) return index.to_vector<double>();
+  std::vector<double> values;
+  detail::reserve_scratch(values, static_cast<std::size_t>(index.numel()), op, index.shape());
+  for (int64_t v : index.to_vector<int64_t>()) {
+    if (v > (int64_t{1} << 53) || v < -(int64_t{1} << 53))
+      fail<ShapeError>(op, ": index value ", v, " is out of range for every tensor (index shape ",
+          shape_str(index.shape()), ")");
+    values.push_back(static_cast<double>(v));
+  }
+  return values;
+}
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() > 1)
     fail<ShapeError>("index_select: index must be 1-D, got shape ", shape_str(index.shape()),
         " (input shape ", shape_str(x.shape()), ")");
   std::vector<int64_t> positions;
-  for (double v : index.to_vector<double>()) {
+  for (double v : index_values(index, "index_select")) {
     if (v != std::floor(v) || !std::isfinite(v))
       fail<ShapeError>("index_select: index value ", v, " is not an integer (input shape ",
           shape_str(x.shape()), ")");
@@ -526,12 +543,10 @@ Tensor triangle(const Tensor& x, const char* op, Keep keep) {
   if (x.dim() < 2)
     fail<ShapeError>(op, ": input of shape ", shape_str(x.shape()), " has fewer than 2 dims");
   const int64_t rows = x.size(-2), cols = x.size(-1);
-  Tensor dropped = zeros({rows, cols}, x.dtype());  // 1 where the element becomes 0
-  dispatch(x.dtype(), [&]<typename T>() {
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        if (!keep(i, j)) dropped.data<T>()[i * cols + j] = T(1);
-  });
+  Tensor dropped = zeros({rows, cols}, bool_);  // true where the element becomes 0
+  bool* drop = dropped.data<bool>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) drop[i * cols + j] = !keep(i, j);
   return masked_fill(x, dropped, 0.0);
 }
 }  // namespace

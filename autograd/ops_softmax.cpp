@@ -79,6 +79,7 @@ void row_log_softmax(const T* in, T* out, int64_t n) {
 
 // y = x − m − log Σ exp(x − m) (log = true) or y = exp(x − m) / Σ exp(x − m) along dim.
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  detail::check_floating(x, log ? "log_softmax" : "softmax");
   Tensor out = empty(x.shape(), x.dtype());
   if (x.dim() == 0) {  // a single element: softmax 1, log_softmax 0
     out.fill_(log ? 0.0 : 1.0);
@@ -123,7 +124,7 @@ std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B
   if (!per_row && !per_query)
     fail<ShapeError>(op, ": valid_lens of shape ", shape_str(valid_lens.shape()), " does not fit ",
         queries, " (expected [", B, "] or [", B, ",", Q, "])");
-  const std::vector<double> lens = valid_lens.to_vector<double>();
+  const std::vector<double> lens = index_values(valid_lens, op);
   for (double len : lens)
     if (!(len >= 0 && len <= static_cast<double>(K)) || len != std::floor(len))
       fail<ShapeError>(op, ": valid length ", len, " is not an integer in [0, ", K,
@@ -218,6 +219,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  detail::check_floating(X, "masked_softmax");
   // X seen as rows of its last dim: (B, Q, K) is B·Q rows of K (a 0-dim X is one row of 1).
   const int64_t K = X.dim() == 0 ? 1 : X.size(-1);
   const int64_t rows = K == 0 ? 0 : X.numel() / K;

@@ -120,6 +120,24 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
         "); convert one of them first");
 }
 
+void check_floating(DType dtype, const char* op) {
+  if (!is_floating_point(dtype))
+    fail<DTypeError>(op, ": expected a floating-point tensor (float32 or float64), got ",
+        dtype_name(dtype), "; convert it first (x.to(ag::float32))");
+}
+
+void check_floating(const Tensor& x, const char* op) {
+  if (!is_floating_point(x.dtype()))
+    fail<DTypeError>(op, ": expected a floating-point tensor (float32 or float64), got a ",
+        dtype_name(x.dtype()), " tensor of shape ", shape_str(x.shape()),
+        "; convert it first (x.to(ag::float32))");
+}
+
+Tensor promoted(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  return t.to(dtype);
+}
+
 // False if some element of t is reached by two indices (a stride-0 dim of size > 1, as
 // expand() makes): then a loop writing t must not be split across threads.
 bool has_distinct_elements(const Tensor& t) {
@@ -133,7 +151,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
     fail<ShapeError>("copy: source of shape ", shape_str(src.shape()),
         " does not broadcast to destination shape ", shape_str(dst.shape()));
-  dispatch(dst.dtype(), [&]<typename T>() {
+  dispatch_all(dst.dtype(), [&]<typename T>() {
     T* out = dst.data<T>();
     const T* in = src.data<T>();
     auto copy_row = [&](const std::array<int64_t, 2>& off, int64_t n,
@@ -204,6 +222,8 @@ T* Tensor::data() const {
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
+template int64_t* Tensor::data<int64_t>() const;
+template bool* Tensor::data<bool>() const;
 
 void* Tensor::raw_data() const {
   return static_cast<char*>(impl().storage->data()) + impl().offset * dtype_size(dtype());
@@ -211,35 +231,47 @@ void* Tensor::raw_data() const {
 
 // ---- Tensor: values -----------------------------------------------------------------------------
 
-double Tensor::item() const {
+template <class T>
+T Tensor::item() const {
   if (numel() != 1)
     fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
         " elements; item() needs exactly one");
-  return dispatch(dtype(), [&]<typename T>() { return static_cast<double>(*data<T>()); });
+  return dispatch_all(
+      dtype(), [&]<typename S>() { return detail::exact_cast<T>(*data<S>(), "item"); });
 }
+template double Tensor::item<double>() const;
+template float Tensor::item<float>() const;
+template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   std::vector<T> values;
   detail::reserve_scratch(values, static_cast<std::size_t>(numel()), "to_vector", shape());
-  dispatch(dtype(), [&]<typename S>() {
+  dispatch_all(dtype(), [&]<typename S>() {
     const S* base = data<S>();
     detail::for_each_row<1>(shape(), {strides()},
         [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
           for (int64_t i = 0; i < n; ++i)
-            values.push_back(static_cast<T>(base[off[0] + i * st[0]]));
+            values.push_back(detail::exact_cast<T>(base[off[0] + i * st[0]], "to_vector"));
         });
   });
   return values;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
 
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor) { return out << tensor.str(); }
 
 // ---- Tensor: autograd ---------------------------------------------------------------------------
 
 Tensor& Tensor::requires_grad_(bool requires_grad) {
+  if (requires_grad && !is_floating_point(dtype()))
+    fail<AutogradError>("requires_grad_: only floating-point tensors can require gradients; this ",
+        dtype_name(dtype()), " tensor of shape ", shape_str(shape()),
+        " holds integers (convert it with to(ag::float32) to differentiate through its values)");
   if (!is_leaf() && !requires_grad)
     fail<AutogradError>("requires_grad_: a tensor computed by '", impl().grad_fn->name(),
         "' always requires grad; use detach() to get a copy cut from the graph");
@@ -337,10 +369,10 @@ Tensor unaliased_source(const Tensor& t, const Tensor& source, const char* op) {
 template <class Update>
 void update_each_element(const Tensor& t, const char* op, double scalar, Update update) {
   check_inplace_allowed(t, op);
-  t.bump_version();
-  dispatch(t.dtype(), [&]<typename T>() {
+  dispatch_all(t.dtype(), [&]<typename T>() {
+    const T s = detail::exact_cast<T>(scalar, op);
+    t.bump_version();
     T* base = t.data<T>();
-    const T s = static_cast<T>(scalar);
     detail::for_each_row<1>(t.shape(), {t.strides()},
         [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
           for (int64_t i = 0; i < n; ++i) {
@@ -367,6 +399,7 @@ const Tensor& Tensor::copy_(const Tensor& source_given) const {
 
 const Tensor& Tensor::add_(const Tensor& other_given, double alpha) const {
   check_inplace_allowed(*this, "add_");
+  detail::check_floating(*this, "add_");
   detail::check_same_dtype(*this, other_given, "add_");
   if (broadcast_shapes(other_given.shape(), shape(), "add_") != shape())
     fail<ShapeError>("add_: shape ", shape_str(other_given.shape()),
@@ -395,6 +428,7 @@ const Tensor& Tensor::add_(const Tensor& other_given, double alpha) const {
 }
 
 const Tensor& Tensor::mul_(double factor) const {
+  detail::check_floating(*this, "mul_");
   update_each_element(*this, "mul_", factor, [](auto x, auto f) { return x * f; });
   return *this;
 }
@@ -426,14 +460,15 @@ Tensor Tensor::to(DType target) const {
         " that requires grad from ", dtype_name(dtype()), " to ", dtype_name(target),
         " is not differentiable; detach() it or use NoGradGuard");
   Tensor out = detail::empty(shape(), target, "to");
-  dispatch(dtype(), [&]<typename S>() {
-    dispatch(target, [&]<typename T>() {
+  dispatch_all(dtype(), [&]<typename S>() {
+    dispatch_all(target, [&]<typename T>() {
       const S* in = data<S>();
       T* o = out.data<T>();
       int64_t i = 0;
       detail::for_each_row<1>(shape(), {strides()},
           [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-            for (int64_t k = 0; k < n; ++k) o[i++] = static_cast<T>(in[off[0] + k * st[0]]);
+            for (int64_t k = 0; k < n; ++k)
+              o[i++] = detail::converting_cast<T>(in[off[0] + k * st[0]]);
           });
     });
   });
@@ -496,8 +531,8 @@ Tensor empty(const Shape& shape, DType dtype) { return detail::empty(shape, dtyp
 namespace {
 Tensor full_for(const char* op, const Shape& shape, double value, DType dtype) {
   Tensor t = detail::empty(shape, dtype, op);
-  dispatch(
-      dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), static_cast<T>(value)); });
+  dispatch_all(dtype,
+      [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), detail::exact_cast<T>(value, op)); });
   return t;
 }
 }  // namespace
@@ -517,7 +552,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
   const int64_t cols = m.value_or(n);
   if (n < 0 || cols < 0) fail<ValueError>("eye: sizes ", n, " and ", cols, " must not be negative");
   Tensor t = full_for("eye", {n, cols}, 0.0, dtype);
-  dispatch(dtype, [&]<typename T>() {
+  dispatch_all(dtype, [&]<typename T>() {
     for (int64_t i = 0; i < std::min(n, cols); ++i) t.data<T>()[i * cols + i] = T(1);
   });
   return t;
@@ -527,6 +562,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   if (steps < 0 || !std::isfinite(start) || !std::isfinite(end))
     fail<ValueError>("linspace: start ", start, ", end ", end, ", steps ", steps,
         " (need finite ends and steps >= 0)");
+  detail::check_floating(dtype, "linspace");
   Tensor t = detail::empty({steps}, dtype, "linspace");
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0;
   dispatch(dtype, [&]<typename T>() {
@@ -552,6 +588,21 @@ Tensor arange(double start, double end, double step, DType dtype) {
     fail<ShapeError>("arange: start ", start, ", end ", end, ", step ", step, " give ", count,
         " elements, more than 2^63 - 1 = ", INT64_MAX);
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (dtype == bool_) fail<DTypeError>("arange: a range of bool is not a thing; use int64");
+  if (dtype == int64) {
+    // In integers, exactly: start + i · step with every value an int64 (so |start|, |end| and
+    // |step| below 2^63, and integers: a double up to 2^53 is exact, beyond it every double is an
+    // integer anyway).
+    for (double v : {start, end, step})
+      if (v != std::trunc(v) || !(std::abs(v) < 0x1p63))
+        fail<ValueError>("arange: start ", start, ", end ", end, ", step ", step,
+            " must be integers in int64's range for an int64 range");
+    Tensor t = detail::empty({n}, dtype, "arange");
+    int64_t* p = t.data<int64_t>();
+    const auto first = static_cast<int64_t>(start), stride = static_cast<int64_t>(step);
+    for (int64_t i = 0; i < n; ++i) p[i] = first + i * stride;  // in range: between start and end
+    return t;
+  }
   Tensor t = detail::empty({n}, dtype, "arange");
   dispatch(dtype, [&]<typename T>() {
     T* p = t.data<T>();
@@ -568,9 +619,10 @@ Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype
     fail<ShapeError>("tensor: ", values.size(), " values cannot fill shape ", shape_str(shape),
         " (", count, " elements)");
   Tensor t = detail::empty(shape, dtype, "tensor");
-  dispatch(dtype, [&]<typename T>() {
+  dispatch_all(dtype, [&]<typename T>() {
     T* p = t.data<T>();
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i)
+      p[i] = detail::exact_cast<T>(static_cast<V>(values[i]), "tensor");
   });
   return t;
 }
@@ -579,12 +631,20 @@ Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   return tensor_from(values, shape, dtype);
 }
-template <class V>
-requires std::is_same_v<V, float> Tensor tensor(
-    const std::vector<V>& values, const Shape& shape, DType dtype) {
+template <TensorElement V>
+Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype) {
   return tensor_from(values, shape, dtype);
 }
+template <TensorElement V>
+Tensor tensor(const std::vector<V>& values, DType dtype) {
+  return tensor_from(values, {static_cast<int64_t>(values.size())}, dtype);
+}
 template Tensor tensor<float>(const std::vector<float>&, const Shape&, DType);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&, DType);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&, DType);
+template Tensor tensor<float>(const std::vector<float>&, DType);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, DType);
+template Tensor tensor<bool>(const std::vector<bool>&, DType);
 Tensor tensor(const std::vector<double>& values, DType dtype) {
   return tensor_from(values, {static_cast<int64_t>(values.size())}, dtype);
 }
@@ -665,6 +725,7 @@ Tensor uniform_for(const char* op, const Shape& shape, double low, double high,
     Generator& generator, DType dtype) {
   if (!(low <= high) || !std::isfinite(low) || !std::isfinite(high))
     fail<ValueError>(op, ": invalid range [", low, ", ", high, ")");
+  detail::check_floating(dtype, op);
   Tensor t = detail::empty(shape, dtype, op);
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
@@ -689,6 +750,7 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
   // Box–Muller: from u1 in (0, 1] and u2 in [0, 1),
   //   z0 = sqrt(−2 ln u1) · cos(2π u2),   z1 = sqrt(−2 ln u1) · sin(2π u2)
   // are two independent standard normal draws.
+  detail::check_floating(dtype, "randn");
   Tensor t = detail::empty(shape, dtype, "randn");
   const int64_t n = t.numel(), pairs = (n + 1) / 2;
   WordStream words = reserve_words(generator, 2 * pairs * words_per_element(dtype));
@@ -708,6 +770,7 @@ Tensor randn(const Shape& shape, Generator& generator, DType dtype) {
 
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype) {
   if (!(p >= 0.0 && p <= 1.0)) fail<ValueError>("bernoulli: probability ", p, " is outside [0, 1]");
+  detail::check_floating(dtype, "bernoulli");
   Tensor t = detail::empty(shape, dtype, "bernoulli");
   const int64_t n = t.numel();
   WordStream words = reserve_words(generator, n * words_per_element(dtype));
@@ -726,6 +789,34 @@ Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype
     for (int64_t i = 0; i < n; ++i) out[i] = next_uniform<double>(words) < p ? 1.0 : 0.0;
   }
   return t;
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generator, DType dtype) {
+  if (!(low < high))
+    fail<ValueError>(
+        "randint: low ", low, " must be below high ", high, " (draws are in [low, high))");
+  if (dtype == bool_)
+    fail<DTypeError>("randint: draws integers: int64, float32 or float64, not bool");
+  Tensor t = detail::empty(shape, dtype, "randint");
+  const int64_t n = t.numel();
+  // Each draw is low + (w mod (high − low)) for a 64-bit word w (two Philox words), as PyTorch's
+  // random_(low, high): for ranges far below 2^64 the bias of the modulo is below 2^-32.
+  const auto range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  WordStream words = reserve_words(generator, 2 * n);
+  dispatch_all(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t hi = words.next();
+      const uint64_t w = (hi << 32) | words.next();
+      const auto value = static_cast<int64_t>(static_cast<uint64_t>(low) + w % range);
+      p[i] = detail::exact_cast<T>(value, "randint");
+    }
+  });
+  return t;
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+  return randint(low, high, shape, default_generator(), dtype);
 }
 
 Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }

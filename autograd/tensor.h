@@ -1,4 +1,5 @@
-// ag::Tensor — an n-dimensional array of float32 or float64 with reverse-mode autograd.
+// ag::Tensor — an n-dimensional array of float32, float64, int64 or bool (autograd/dtype.h) with
+// reverse-mode autograd.
 //
 // A Tensor is a cheap handle (one shared_ptr) to a TensorImpl: shape, strides and an offset into a
 // Storage that views share. Ops are free functions in autograd/ops.h; the methods below are the
@@ -19,6 +20,7 @@
 #include "autograd/dtype.h"
 #include "autograd/error.h"
 #include "autograd/generator.h"
+#include "autograd/indexing.h"
 
 namespace ag {
 
@@ -121,20 +123,27 @@ class Tensor {
   bool is_contiguous() const;
   bool shares_storage(const Tensor& other) const;
 
-  // Pointer to the first element. T must match the dtype (checked).
+  // Pointer to the first element. T must match the dtype (checked): float, double, int64_t, bool.
   template <class T>
   T* data() const;
   void* raw_data() const;
 
   // ---- values ------------------------------------------------------------------------------
-  double item() const;  // the value of a one-element tensor
+  // The value of a one-element tensor, and all elements in row-major order, as T = double, float,
+  // int64_t or bool. Between integers and floating point the value must survive the trip: an
+  // int64 beyond what T holds exactly (2^53 for double, 2^24 for float), or a float that is not an
+  // integer in int64's range, is a ValueError — x.item<int64_t>() reads a token id exactly.
+  // (float64 to float rounds, as it always did; anything to bool is `!= 0`.)
   template <class T = double>
-  std::vector<T> to_vector() const;  // all elements in row-major order
-  std::string str() const;           // as PyTorch prints it: tensor([[0.1000, 0.2000]])
+  T item() const;
+  template <class T = double>
+  std::vector<T> to_vector() const;
+  std::string str() const;  // as PyTorch prints it: tensor([[0.1000, 0.2000]])
 
   // ---- autograd ----------------------------------------------------------------------------
   bool requires_grad() const { return impl().requires_grad; }
-  // Marks a leaf as a parameter to differentiate with respect to. Returns *this.
+  // Marks a leaf as a parameter to differentiate with respect to. Returns *this. Only float32 and
+  // float64 tensors can require grad (an AutogradError for int64 and bool, as in PyTorch).
   Tensor& requires_grad_(bool requires_grad = true);
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
@@ -215,10 +224,16 @@ class Tensor {
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
+  // Python's x[...], as libtorch's: x.index({Slice(), -1}) is x[:, -1] (autograd/indexing.h).
+  Tensor index(std::initializer_list<TensorIndex> indices) const;
   Tensor contiguous() const;
   Tensor clone() const;
-  // A copy converted to `dtype` (the tensor itself if it already has that dtype). Not
-  // differentiable: converting a tensor that requires grad while grad mode is on is an error.
+  // A copy converted to `dtype` (the tensor itself if it already has that dtype), as PyTorch's:
+  // floating point to int64 truncates toward zero, anything to bool is `!= 0`, bool to a number
+  // is 0 or 1, int64 to floating point rounds to the nearest. A NaN, an infinity or a value
+  // beyond int64's range converted to int64 (where PyTorch gives an undefined number) is a
+  // ValueError naming the value. Not differentiable: converting a tensor that requires grad while
+  // grad mode is on is an error.
   Tensor to(DType dtype) const;
 
   Tensor sum() const;
@@ -269,9 +284,12 @@ struct ValuesIndices {
 std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
 
 // ---- creation ---------------------------------------------------------------------------------
+// Every creation function takes a dtype: float32 unless given (also for integer values, as ag's
+// arange(5) always was — pass ag::int64 for token ids and positions).
 Tensor empty(const Shape& shape, DType dtype = float32);  // uninitialised
 Tensor zeros(const Shape& shape, DType dtype = float32);
 Tensor ones(const Shape& shape, DType dtype = float32);
+// For int64 the value must be an integer in range, for bool it is `value != 0`.
 Tensor full(const Shape& shape, double value, DType dtype = float32);
 Tensor zeros_like(const Tensor& like);  // like's shape and dtype
 Tensor ones_like(const Tensor& like);
@@ -281,15 +299,26 @@ Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = flo
 // `steps` values from start to end, evenly spaced, both ends included (torch.linspace): steps 1
 // gives [start]; a negative steps or a non-finite end is a ValueError.
 Tensor linspace(double start, double end, int64_t steps, DType dtype = float32);
-// 0, 1, ..., end-1 and start, start+step, ... (< end for step > 0, > end for step < 0).
+// 0, 1, ..., end-1 and start, start+step, ... (< end for step > 0, > end for step < 0). In int64
+// (arange(T, ag::int64): positions) start, end and step must be integers.
 Tensor arange(double end, DType dtype = float32);
 Tensor arange(double start, double end, double step = 1, DType dtype = float32);
 // A tensor holding `values` (row-major) with `shape`; numel(shape) must equal values.size().
+// A braced list is doubles, float32 by default: tensor({1, 2, 3}, {3}) is float32, and
+// tensor({1, 2, 3}, {3}, ag::int64) int64. A std::vector<int64_t> (or of bool, of float) makes a
+// tensor of its own dtype unless another is given — token ids stay exact:
+//   std::vector<int64_t> ids = vocab.encode(text);  Tensor x = ag::tensor(ids);  // int64, (N,)
+// Values that the dtype cannot hold exactly (an id past 2^24 into float32, 0.5 into int64) are a
+// ValueError.
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = float32);
-// (A template so that a braced list like tensor({1.0, 2.0}, {2}) picks the double overload.)
+// (Templates so that a braced list like tensor({1.0, 2.0}, {2}) picks the double overload.)
 template <class V>
-requires std::is_same_v<V, float> Tensor tensor(
-    const std::vector<V>& values, const Shape& shape, DType dtype = float32);
+concept TensorElement =
+    std::is_same_v<V, float> || std::is_same_v<V, int64_t> || std::is_same_v<V, bool>;
+template <TensorElement V>
+Tensor tensor(const std::vector<V>& values, const Shape& shape, DType dtype = dtype_of<V>);
+template <TensorElement V>
+Tensor tensor(const std::vector<V>& values, DType dtype = dtype_of<V>);  // 1-D
 // A 1-D tensor of the values.
 Tensor tensor(const std::vector<double>& values, DType dtype = float32);
 Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
@@ -305,6 +334,11 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype = float3
 // Each element 1 with probability p, else 0.
 Tensor bernoulli(const Shape& shape, double p, Generator& generator, DType dtype = float32);
 Tensor bernoulli(const Shape& shape, double p, DType dtype = float32);
+// torch.randint(low, high, shape): integers drawn uniformly from [low, high), int64 by default
+// (float32 and float64 take them too). low < high, else a ValueError.
+Tensor randint(
+    int64_t low, int64_t high, const Shape& shape, Generator& generator, DType dtype = int64);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = int64);
 
 // ---- helpers ------------------------------------------------------------------------------------
 // The number of elements of the shape of a tensor that exists (its sizes are known to be valid).

@@ -79,7 +79,7 @@ Batch make_batch(int64_t B, Generator& g) {
 double accuracy(SortedClassifier& model, const Batch& batch) {
   NoGradGuard no_grad;
   const Tensor predicted = argmax(model.forward(batch.tokens), 1);  // (B,)
-  return mean(eq(predicted, batch.labels)).item();
+  return mean(eq(predicted, batch.labels).to(float32)).item();      // the fraction right
 }
 
 int train(training::RunOptions& o, ModelSize& size) {

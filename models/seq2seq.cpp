@@ -59,12 +59,12 @@ std::vector<std::vector<int64_t>> greedy_decode(nn::EncoderDecoder& model, const
   for (int64_t step = 0; step < max_steps; ++step) {
     Tensor logits =
         model.decoder->forward(next, state);  // (B, 1, V): one new position, cached past
-    next = argmax(logits, -1);                // (B, 1)
-    const std::vector<float> ids = next.to_vector<float>();
+    next = argmax(logits, -1);                // (B, 1), int64
+    const std::vector<int64_t> ids = next.to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      const int64_t id = static_cast<int64_t>(ids[b]);
+      const int64_t id = ids[b];
       if (id == eos)
         done[b] = true;
       else

@@ -12,7 +12,7 @@ Tensor masked_softmax_ce(const Tensor& logits, const Tensor& labels, const Tenso
         " do not fit (expected (B, T, V), (B, T) and (B,))");
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
   double valid_tokens = 0;
-  for (double len : valid_lens.to_vector<double>()) {
+  for (double len : index_values(valid_lens, "masked_softmax_ce")) {
     if (!(len >= 0 && len <= static_cast<double>(T)) || len != std::floor(len))
       fail<ShapeError>("masked_softmax_ce: valid length ", len, " is not an integer in [0, ", T,
           "] for logits of shape ", shape_str(logits.shape()));

@@ -93,6 +93,14 @@ void Module::apply(const std::function<void(Module&)>& fn) {
   for (auto& [name, child] : children_) child->apply(fn);
 }
 
+namespace {
+void check_conversion_target(DType dtype) {
+  if (!is_floating_point(dtype))
+    fail<DTypeError>("Module::to: a module converts to a floating dtype (float32 or float64), not ",
+        dtype_name(dtype), " (its int64 and bool buffers keep their dtype anyway)");
+}
+}  // namespace
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
@@ -103,8 +111,12 @@ void Module::zero_grad() {
 }
 
 void Module::to(DType dtype) {
+  check_conversion_target(dtype);
   NoGradGuard no_grad;
   auto convert = [dtype](const Tensor& t) {
+    // As PyTorch's module.to(dtype): only floating tensors change; an int64 or bool buffer (token
+    // ids, a causal mask) keeps what it holds.
+    if (!is_floating_point(t.dtype())) return;
     // Swap the data under the handle, so every holder of this tensor sees the new dtype.
     Tensor converted = t.to(dtype).contiguous();
     if (converted.shares_storage(t)) return;

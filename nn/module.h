@@ -89,7 +89,8 @@ class Module {
   std::vector<std::string> load_state_dict(
       const std::map<std::string, Tensor>& state, bool strict = true);
 
-  // Converts every parameter and buffer to `dtype` in place (float64 for gradient checks).
+  // Converts every floating parameter and buffer to `dtype` (float32 or float64: float64 for
+  // gradient checks) in place; int64 and bool buffers stay as they are, as in PyTorch.
   // The handles the layers hold stay valid; gradients are dropped. Buffers computed by a formula
   // are computed again in the new dtype (recompute_buffers), not widened from float32.
   void to(DType dtype);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/detail/convert.h"
 #include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
@@ -180,5 +181,13 @@ void apply_dropout_keep(
 
 // Throws DTypeError unless a and b have the same dtype.
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+// Throws DTypeError, naming `op`, unless the tensor (the dtype) is float32 or float64: for the ops
+// that compute in floating point (exp, matmul, softmax, ...).
+void check_floating(const Tensor& x, const char* op);
+void check_floating(DType dtype, const char* op);
+// `t` converted to `dtype` for an op that mixes dtypes (promote_types: an int64 or bool operand
+// of a floating op); t itself when it has that dtype already. Not differentiable — only integer
+// and bool tensors are ever converted, and they carry no gradient.
+Tensor promoted(const Tensor& t, DType dtype);
 
 }  // namespace ag::detail

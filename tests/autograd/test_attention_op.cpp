@@ -217,7 +217,7 @@ TEST_CASE(
   Generator values(3);
   const Tensor q = randn({B, H, Tq, 5}, values, float64), k = randn({B, H, Tk, 5}, values, float64);
   const Tensor identity =
-      eq(arange(Tk, float64).reshape({Tk, 1}), arange(Tk, float64).reshape({1, Tk}));
+      eq(arange(Tk, float64).reshape({Tk, 1}), arange(Tk, float64).reshape({1, Tk})).to(float64);
   const Tensor v =
       identity.reshape({1, 1, Tk, Tk}).expand({B, H, Tk, Tk}).contiguous();  // (B, H, Tk, Tk)
   Generator fused_generator(5), reference_generator(5);

@@ -25,7 +25,7 @@ TEST_CASE("broadcast_shapes and sum_to", "[ops][broadcast]") {
   CHECK(values(sum_to(g, {4})) == std::vector<double>{6, 6, 6, 6});
 }
 
-TEST_CASE("comparisons give 0/1 in the input's dtype and are not differentiable", "[ops]") {
+TEST_CASE("comparisons give bool and are not differentiable", "[ops]") {
   Tensor a = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();
   Tensor b = tensor({2.0, 2.0, 2.0}, float64);
   CHECK(values(lt(a, b)) == std::vector<double>{1, 0, 0});
@@ -34,7 +34,7 @@ TEST_CASE("comparisons give 0/1 in the input's dtype and are not differentiable"
   CHECK(values(ge(a, 2.0)) == std::vector<double>{0, 1, 1});
   CHECK(values(eq(a, b)) == std::vector<double>{0, 1, 0});
   CHECK(values(ne(a, 2.0)) == std::vector<double>{1, 0, 1});
-  CHECK(lt(a, b).dtype() == float64);
+  CHECK(lt(a, b).dtype() == bool_);
   CHECK_FALSE(lt(a, b).requires_grad());
 }
 

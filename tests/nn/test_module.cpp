@@ -600,3 +600,36 @@ TEST_CASE("init::zeros_ and init::ones_ fill in place", "[nn][module][own]") {
   CHECK(values(layer.bias) == std::vector<double>(2, 0.0));
   CHECK(values(layer.weight) == std::vector<double>(6, 1.0));
 }
+
+TEST_CASE("module.to(float64) converts floating tensors only: int64 and bool buffers stay",
+    "[nn][module][dtype]") {
+  struct WithIntegerBuffers : nn::Module {
+    std::string type_name() const override { return "WithIntegerBuffers"; }
+    nn::Linear& proj;
+    Tensor& positions;
+    Tensor& causal;
+    WithIntegerBuffers()
+        : proj(*register_module("proj", std::make_shared<nn::Linear>(2, 2))),
+          positions(register_buffer("positions", arange(4, int64))),
+          causal(register_buffer("causal", tril(ones({4, 4}, bool_)), /*persistent=*/false)) {}
+  };
+  WithIntegerBuffers m;
+  m.to(float64);
+  CHECK(m.proj.weight.dtype() == float64);
+  CHECK(m.positions.dtype() == int64);
+  CHECK(m.positions.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(m.causal.dtype() == bool_);
+  CHECK_THROWS_WITH(m.to(int64), Catch::Matchers::Contains("Module::to: a module converts to a "
+                                                           "floating dtype"));
+}
+
+TEST_CASE(
+    "Embedding takes int64 ids, and float ids holding integers as before", "[nn][module][dtype]") {
+  nn::Embedding embedding(10, 3);
+  const Tensor ids = tensor(std::vector<int64_t>{7, 0, 7, 2}, {2, 2});
+  const Tensor looked_up = embedding.forward(ids);  // (2, 2, 3)
+  CHECK(looked_up.shape() == Shape{2, 2, 3});
+  CHECK(looked_up.to_vector<double>() == embedding.forward(ids.to(float32)).to_vector<double>());
+  CHECK_THROWS_WITH(embedding.forward(tensor(std::vector<int64_t>{10})),
+      Catch::Matchers::Contains("index_select: index 10 is out of range"));
+}
