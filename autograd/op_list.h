@@ -24,6 +24,8 @@
   /* shape and indexing (ops_shape.cpp) */                                                        \
   X(reshape) X(permute) X(squeeze) X(unsqueeze) X(expand) X(slice) X(concat) X(index_select)     \
   X(repeat_interleave) X(contiguous) X(clone)                                                     \
+  /* gathering, cumulative sums (ops_index.cpp) */                                                \
+  X(gather) X(cumsum) X(topk)                                                                     \
   /* random (ops_random.cpp) */                                                                   \
   X(dropout)                                                                                      \
   /* ag::attention's kernels (ops_attention.cpp, ops_flash_attention.cpp) */                      \

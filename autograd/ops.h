@@ -1,9 +1,9 @@
 // ag's differentiable ops: what each computes. Each is defined, forward and backward together, in
 // one of ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp,
-// ops_matmul.cpp, ops_shape.cpp, ops_random.cpp, ops_attention.cpp and ops_flash_attention.cpp. Its
-// gradient is written in one checked place: beside its backward there, as the line
-// `// docs/ops.md, <op>: ...`, and in the table of docs/ops.md (tests/autograd/test_docs.cpp
-// keeps the two equal).
+// ops_matmul.cpp, ops_shape.cpp, ops_index.cpp, ops_random.cpp, ops_attention.cpp and
+// ops_flash_attention.cpp. Its gradient is written in one checked place: beside its backward
+// there, as the line `// docs/ops.md, <op>: ...`, and in the table of docs/ops.md
+// (tests/autograd/test_docs.cpp keeps the two equal).
 //
 // Conventions: dims may be negative (counted from the end); binary ops broadcast as NumPy and
 // PyTorch do; arithmetic, comparisons and where mix int64 and bool with a floating dtype as
@@ -292,6 +292,43 @@ Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& in
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
 Tensor contiguous(const Tensor& x);  // x itself if already contiguous, else a row-major copy
 Tensor clone(const Tensor& x);       // always a copy
+
+// ---- gathering, cumulative sums, sampling (ops_index.cpp) ----
+// torch.gather: out has index's shape and x's dtype (any dtype), and picks along dim
+//   out[i][j][k] = x[index[i][j][k]][j][k]   (dim 0; likewise for the other dims)
+// index is int64 (or floating holding integers; bool is a DTypeError) with as many dims as x,
+// index.size(d) <= x.size(d) for d != dim, and values in [0, x.size(dim)) (negative ones do not
+// count from the end, as in PyTorch); else a ShapeError naming gather. The gradient of x is g
+// scatter-added back to the gathered positions.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// torch.cumsum: out_i = x_0 + ... + x_i along dim. Floating x sums in double and rounds each
+// partial sum to x's dtype (PyTorch's CPU kernel accumulates float32 in double too) and is
+// differentiable; int64 and bool x give int64 (wrapping on overflow), not differentiable.
+Tensor cumsum(const Tensor& x, int64_t dim);
+// torch.nn.functional.one_hot: an int64 tensor of shape index.shape + [num_classes], 1 at each
+// element's id and 0 elsewhere. index must be int64 (a DTypeError otherwise: pass
+// index.to(ag::int64)); num_classes −1 takes the largest id + 1. An id outside [0, num_classes)
+// is a ValueError naming one_hot. Not differentiable.
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
+// torch.topk: the k largest (smallest without `largest`) values of floating x along dim, and
+// their int64 indices; x's shape with k at dim. NaN counts as larger than every number, as in
+// PyTorch; among equal values the lower index comes first (PyTorch leaves ties unordered), and
+// the values are always in order (sorted = false, where PyTorch's order is unspecified, gives the
+// same). k outside [0, x.size(dim)] is a ShapeError. The values' gradient goes to the picked
+// positions; the indices are not differentiable.
+//   auto [top, ids] = ag::topk(logits, 5);  // nanoGPT's top-k sampling
+ValuesIndices topk(
+    const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// torch.multinomial: num_samples category ids drawn from each row of probs, 1-D (n) or 2-D
+// (rows, n) non-negative finite weights (need not sum to 1): int64 (num_samples) or (rows,
+// num_samples). With replacement each draw picks i with probability w_i / Σ w; without, each
+// draw picks among the categories not drawn yet (then num_samples may not exceed the number of
+// positive weights). A negative, NaN or infinite weight, a row without a positive weight, or
+// num_samples <= 0 is a ValueError naming multinomial. Seeded by `generator` (its own stream:
+// not PyTorch's numbers). Not differentiable.
+Tensor multinomial(
+    const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator);
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 // ---- random -----------------------------------------------------------------------------------
 // Inverted dropout: in training each element is zeroed with probability p and the rest scaled by

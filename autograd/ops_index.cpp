@@ -1,0 +1,360 @@
+// Gathering, cumulative sums and sampling: gather, cumsum, one_hot, topk and multinomial, each
+// with its backward where it has one.
+//
+// Each op's gradient is written once, in the docs/ops.md tag beside its backward (test_docs
+// checks it against the table). gather and topk share their two loops: picking x's elements at
+// integer positions along one dim, and the backward's scatter-add of g back into those positions.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "autograd/allocator.h"
+#include "autograd/autograd.h"
+#include "autograd/detail/kernels.h"
+#include "autograd/ops.h"
+
+namespace ag {
+
+namespace {
+
+// x's shape seen as a contiguous (outer, size, inner) block around `dim`.
+struct Around {
+  int64_t outer, size, inner;
+};
+Around around(const Shape& shape, int64_t dim) {
+  Around a{1, shape.empty() ? 1 : shape[dim], 1};
+  for (int64_t d = 0; d < dim; ++d) a.outer *= shape[d];
+  for (std::size_t d = dim + 1; d < shape.size(); ++d) a.inner *= shape[d];
+  return a;
+}
+
+// For every element j (row-major) of an index of shape `index_shape`, calls visit(j, at) with `at`
+// the offset in a contiguous tensor of strides `strides` of the element it names along `dim`:
+//   at = Σ_{d ≠ dim} i_d · strides[d] + pos[j] · strides[dim]   for j = (i_0, i_1, ...)
+// (gather's out[i][j][k] = x[pos[i][j][k]][j][k] for dim 0). The positions are already checked.
+template <class Visit>
+void for_each_position(const Shape& index_shape, const Shape& strides, int64_t dim,
+    const std::vector<int64_t>& pos, Visit visit) {
+  const int64_t ndim = static_cast<int64_t>(index_shape.size());
+  Shape i(index_shape.size(), 0);  // the multi-index of element j
+  int64_t base = 0;                // Σ_{d ≠ dim} i_d · strides[d]
+  for (std::size_t j = 0; j < pos.size(); ++j) {
+    visit(j, base + pos[j] * strides[dim]);
+    for (int64_t d = ndim - 1; d >= 0; --d) {  // the next multi-index, last dim fastest
+      if (++i[d] < index_shape[d]) {
+        if (d != dim) base += strides[d];
+        break;
+      }
+      if (d != dim) base -= (index_shape[d] - 1) * strides[d];
+      i[d] = 0;
+    }
+  }
+}
+
+// x's elements at positions `pos` (row-major over index_shape) along `dim`, x seen with shape
+// x_shape (its own, or [1] for a 0-dim x): a new tensor of index_shape and x's dtype (any dtype:
+// values are only moved). Errors name `op`.
+Tensor pick_along(const Tensor& x, const Shape& x_shape, int64_t dim, const Shape& index_shape,
+    const std::vector<int64_t>& pos, const char* op) {
+  Tensor out = detail::empty(index_shape, x.dtype(), op);
+  if (out.numel() == 0) return out;
+  Tensor xc = contiguous(x.detach());
+  const Shape strides = contiguous_strides(x_shape);
+  dispatch_all(x.dtype(), [&]<typename T>() {
+    const T* src = xc.data<T>();
+    T* dst = out.data<T>();
+    for_each_position(
+        index_shape, strides, dim, pos, [&](std::size_t j, int64_t at) { dst[j] = src[at]; });
+  });
+  return out;
+}
+
+// The backward of pick_along: zeros of x's shape with g[j] added at the position element j was
+// picked from (a scatter-add: an element picked twice receives both gradients).
+Tensor scatter_add_along(
+    const Tensor& g, const Shape& input_shape, int64_t dim, const std::vector<int64_t>& pos) {
+  Tensor grad = zeros(input_shape, g.dtype());
+  if (g.numel() == 0) return grad;
+  Tensor gc = contiguous(g);
+  const Shape strides = contiguous_strides(input_shape);
+  dispatch(g.dtype(), [&]<typename T>() {
+    const T* src = gc.data<T>();
+    T* dst = grad.data<T>();
+    for_each_position(
+        g.shape(), strides, dim, pos, [&](std::size_t j, int64_t at) { dst[at] += src[j]; });
+  });
+  return grad;
+}
+
+// A 0-dim tensor indexed as the 1-D tensor of its one element, as PyTorch does (dim 0 or -1).
+Shape at_least_1d(const Shape& shape) { return shape.empty() ? Shape{1} : shape; }
+
+}  // namespace
+
+// ---- gather ---------------------------------------------------------------------------------------
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  if (index.dim() != x.dim())
+    fail<ShapeError>("gather: index of shape ", shape_str(index.shape()),
+        " must have as many dims as ", "the input of shape ", shape_str(x.shape()), " (",
+        index.dim(), " != ", x.dim(), ")");
+  const Shape x_shape = at_least_1d(x.shape()), index_shape = at_least_1d(index.shape());
+  dim = wrap_dim(dim, static_cast<int64_t>(x_shape.size()), "gather");
+  for (std::size_t d = 0; d < x_shape.size(); ++d)
+    if (static_cast<int64_t>(d) != dim && index_shape[d] > x_shape[d])
+      fail<ShapeError>("gather: index of shape ", shape_str(index.shape()),
+          " is larger than the input of shape ", shape_str(x.shape()), " in dim ", d, " (",
+          index_shape[d], " > ", x_shape[d], "; only dim ", dim, " may differ)");
+  // Each index value must name an element along dim: an integer in [0, size). Negative values do
+  // not count from the end, as in PyTorch.
+  std::vector<int64_t> pos;
+  const std::vector<double> values = index_values(index, "gather");
+  detail::reserve_scratch(pos, values.size(), "gather", index.shape());
+  for (double v : values) {
+    if (!(v >= 0 && v < static_cast<double>(x_shape[dim])) || v != std::floor(v))
+      fail<ShapeError>("gather: index value ", v, " is not an integer in [0, ", x_shape[dim] - 1,
+          "] for dim ", dim, " of the input of shape ", shape_str(x.shape()), " (index shape ",
+          shape_str(index.shape()), ")");
+    pos.push_back(static_cast<int64_t>(v));
+  }
+  Tensor out = pick_along(x, x_shape, dim, index_shape, pos, "gather").reshape(index.shape());
+  // docs/ops.md, gather: g scatter-added into zeros of the input's shape at the gathered
+  //   positions
+  return detail::record(Op::gather, out, {x},
+      [pos = std::move(pos), dim, x_shape, shape = x.shape()](
+          const Tensor& g, const NeedsGrad&) -> Grads {
+        // out[j] = x[at(j)], so x[at] receives the sum of g[j] over every j that read it
+        return {
+            scatter_add_along(g.reshape(at_least_1d(g.shape())), x_shape, dim, pos).reshape(shape)};
+      });
+}
+
+// ---- cumsum ---------------------------------------------------------------------------------------
+
+namespace {
+// dst[o, i, k] = Σ_{j ≤ i} src[o, j, k] (or Σ_{j ≥ i} with `reverse`) on contiguous blocks,
+// summed in Acc: double for float and double, as PyTorch's CPU kernel accumulates (each partial
+// sum is rounded to T as it is stored), uint64_t for int64 and bool (two's complement wrapping,
+// as int64 addition in PyTorch wraps, without the undefined behaviour of signed overflow).
+template <class Acc, class T, class Out>
+void cumulative_sum(const T* src, Out* dst, Around a, bool reverse) {
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t k = 0; k < a.inner; ++k) {
+      Acc acc = 0;
+      for (int64_t step = 0; step < a.size; ++step) {
+        const int64_t i = reverse ? a.size - 1 - step : step;
+        const int64_t at = (o * a.size + i) * a.inner + k;
+        acc += static_cast<Acc>(src[at]);
+        dst[at] = static_cast<Out>(acc);
+      }
+    }
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  const Shape shape = at_least_1d(x.shape());
+  dim = wrap_dim(dim, static_cast<int64_t>(shape.size()), "cumsum");
+  const Around a = around(shape, dim);
+  Tensor xc = contiguous(x.detach());
+  if (!is_floating_point(x.dtype())) {
+    // int64 and bool sum to int64 (true counts 1), as torch.cumsum; no gradient.
+    Tensor out = detail::empty(x.shape(), int64, "cumsum");
+    dispatch_all(x.dtype(), [&]<typename T>() {
+      if constexpr (!std::is_floating_point_v<T>)
+        cumulative_sum<uint64_t>(xc.data<T>(), out.data<int64_t>(), a, /*reverse=*/false);
+    });
+    return out;
+  }
+  Tensor out = detail::empty(x.shape(), x.dtype(), "cumsum");
+  dispatch(x.dtype(), [&]<typename T>() {
+    cumulative_sum<double>(xc.data<T>(), out.data<T>(), a, /*reverse=*/false);
+  });
+  // docs/ops.md, cumsum: gx_i = Σ_{j ≥ i} g_j along d (g summed from the end)
+  return detail::record(Op::cumsum, out, {x}, [a](const Tensor& g, const NeedsGrad&) -> Grads {
+    // out_j = Σ_{i ≤ j} x_i, so x_i reaches every out_j with j ≥ i: ∂L/∂x_i = Σ_{j ≥ i} g_j
+    Tensor gc = contiguous(g);
+    Tensor grad = empty(g.shape(), g.dtype());
+    dispatch(g.dtype(), [&]<typename T>() {
+      cumulative_sum<double>(gc.data<T>(), grad.data<T>(), a, /*reverse=*/true);
+    });
+    return {grad};
+  });
+}
+
+// ---- one_hot ----------------------------------------------------------------------------------------
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  if (index.dtype() != int64)
+    fail<DTypeError>("one_hot: index must be int64 (class ids), got a ", dtype_name(index.dtype()),
+        " tensor of shape ", shape_str(index.shape()), "; pass index.to(ag::int64)");
+  if (num_classes < -1)
+    fail<ValueError>("one_hot: num_classes ", num_classes,
+        " must be -1 (the largest index + 1) or a number of classes");
+  const std::vector<int64_t> ids = index.to_vector<int64_t>();
+  if (num_classes == -1) {
+    if (ids.empty())
+      fail<ValueError>("one_hot: cannot infer num_classes from an empty index of shape ",
+          shape_str(index.shape()), "; pass num_classes");
+    const int64_t largest = *std::max_element(ids.begin(), ids.end());
+    if (largest == INT64_MAX)
+      fail<ShapeError>("one_hot: index value ", largest, " leaves no room for a class count");
+    num_classes = std::max<int64_t>(largest, 0) + 1;  // a negative id fails just below
+  }
+  for (int64_t id : ids)
+    if (id < 0 || id >= num_classes)
+      fail<ValueError>("one_hot: index value ", id, " is out of range [0, ", num_classes - 1,
+          "] for num_classes ", num_classes, " (index shape ", shape_str(index.shape()), ")");
+  Shape shape = index.shape();  // index's shape + [C]
+  shape.push_back(num_classes);
+  Tensor out = detail::empty(shape, int64, "one_hot");  // refuses an [N, 2^62] before any write
+  int64_t* dst = out.data<int64_t>();
+  std::fill(dst, dst + out.numel(), int64_t{0});
+  // out[..., c] = 1 where c is the element's id
+  for (std::size_t j = 0; j < ids.size(); ++j)
+    dst[static_cast<int64_t>(j) * num_classes + ids[j]] = 1;
+  return out;
+}
+
+// ---- topk ---------------------------------------------------------------------------------------------
+
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  (void)sorted;  // PyTorch leaves the order unspecified when not sorted: ag always sorts
+  detail::check_floating(x, "topk");
+  const Shape x_shape = at_least_1d(x.shape());
+  dim = wrap_dim(dim, static_cast<int64_t>(x_shape.size()), "topk");
+  const int64_t n = x_shape[dim];
+  if (k < 0 || k > n)
+    fail<ShapeError>("topk: k = ", k, " is out of range [0, ", n, "] for dim ", dim,
+        " of the input of shape ", shape_str(x.shape()));
+  const Around a = around(x_shape, dim);
+  Shape picked_shape = x_shape;  // x's shape with k at dim
+  picked_shape[dim] = k;
+  std::vector<int64_t> pos;  // position along dim of each picked element, row-major
+  const auto picked = static_cast<std::size_t>(checked_numel(picked_shape, "topk"));
+  detail::reserve_scratch(pos, picked, "topk", picked_shape);
+  pos.resize(picked);
+  Tensor xc = contiguous(x.detach());
+  dispatch(x.dtype(), [&]<typename T>() {
+    const T* src = xc.data<T>();
+    std::vector<int64_t> order(static_cast<std::size_t>(n));
+    for (int64_t o = 0; o < a.outer; ++o)
+      for (int64_t in = 0; in < a.inner; ++in) {
+        const auto value = [&](int64_t i) { return src[(o * n + i) * a.inner + in]; };
+        // i before j when x_i is better (larger, or smaller without `largest`; NaN is larger than
+        // every number, as in PyTorch), and among equal values the lower index first
+        const auto before = [&](int64_t i, int64_t j) {
+          const T vi = value(i), vj = value(j);
+          const bool ni = std::isnan(vi), nj = std::isnan(vj);
+          if (ni || nj) return ni != nj ? (largest ? ni : nj) : i < j;
+          if (vi != vj) return largest ? vi > vj : vi < vj;
+          return i < j;
+        };
+        std::iota(order.begin(), order.end(), int64_t{0});
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        for (int64_t j = 0; j < k; ++j) pos[(o * k + j) * a.inner + in] = order[j];
+      }
+  });
+  Shape out_shape = x.shape();
+  if (!out_shape.empty()) out_shape[dim] = k;
+  Tensor indices = tensor(pos, picked_shape).reshape(out_shape);  // int64, positions along dim
+  Tensor values = pick_along(x, x_shape, dim, picked_shape, pos, "topk").reshape(out_shape);
+  // docs/ops.md, topk: g scattered into zeros of the input's shape at the picked indices
+  values = detail::record(Op::topk, values, {x},
+      [pos = std::move(pos), dim, x_shape, shape = x.shape()](
+          const Tensor& g, const NeedsGrad&) -> Grads {
+        // values[j] = x[indices[j]]: each picked element gets its g, the others 0
+        return {
+            scatter_add_along(g.reshape(at_least_1d(g.shape())), x_shape, dim, pos).reshape(shape)};
+      });
+  return {values, indices};
+}
+
+// ---- multinomial ------------------------------------------------------------------------------------
+
+Tensor multinomial(
+    const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator) {
+  detail::check_floating(probs, "multinomial");
+  if (probs.dim() != 1 && probs.dim() != 2)
+    fail<ShapeError>("multinomial: weights must be 1-D (n) or 2-D (rows, n), got shape ",
+        shape_str(probs.shape()));
+  if (num_samples <= 0)
+    fail<ValueError>("multinomial: num_samples ", num_samples, " must be positive");
+  const int64_t n = probs.size(-1), rows = probs.dim() == 2 ? probs.size(0) : 1;
+  Shape out_shape = probs.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples};
+  // Checks: every weight finite and ≥ 0, each row with a positive one, and without replacement
+  // at least num_samples positive ones. The weights are divided by the row's largest (so their
+  // sum cannot overflow) and kept in double: w (rows, n).
+  std::vector<double> w = probs.to_vector<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double* row = w.data() + r * n;
+    double largest = 0;
+    int64_t positive = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(row[i]) || row[i] < 0)
+        fail<ValueError>("multinomial: weight ", row[i], " at [", r, ", ", i, "] of shape ",
+            shape_str(probs.shape()), " is not finite and non-negative");
+      largest = std::max(largest, row[i]);
+      positive += row[i] > 0;
+    }
+    if (positive == 0)
+      fail<ValueError>("multinomial: row ", r, " of the weights of shape ",
+          shape_str(probs.shape()), " has no positive weight");
+    if (!replacement && num_samples > positive)
+      fail<ValueError>("multinomial: cannot draw ", num_samples,
+          " samples without replacement from row ", r, ", which has ", positive,
+          " positive weights (shape ", shape_str(probs.shape()), ")");
+    for (int64_t i = 0; i < n; ++i) row[i] /= largest;
+  }
+  Tensor out = detail::empty(out_shape, int64, "multinomial");  // (rows, S) or (S)
+  int64_t* dst = out.data<int64_t>();
+  if (replacement) {
+    // Inverse-CDF sampling: with c_i = w_0 + ... + w_i, draw u ~ U[0, 1) and pick the first i
+    // with c_i > u · c_{n−1}; category i is picked with probability w_i / c_{n−1}. That i has
+    // w_i > 0 (c_i > u · c_{n-1} ≥ c_{i−1}).
+    const std::vector<double> u =
+        rand({rows * num_samples}, generator, float64).to_vector<double>();
+    std::vector<double> cdf(static_cast<std::size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* row = w.data() + r * n;
+      std::partial_sum(row, row + n, cdf.begin());
+      int64_t last_positive = n - 1;  // for u · c_{n−1} rounding up to c_{n−1}
+      while (row[last_positive] == 0) --last_positive;
+      for (int64_t s = 0; s < num_samples; ++s) {
+        const double t = u[r * num_samples + s] * cdf.back();
+        const auto it = std::upper_bound(cdf.begin(), cdf.end(), t);
+        dst[r * num_samples + s] = it == cdf.end() ? last_positive : it - cdf.begin();
+      }
+    }
+  } else {
+    // Without replacement, PyTorch's exponential race: category i finishes at time E_i / w_i with
+    // E_i ~ Exp(1) (E = −log(1 − u)); the order of finishing is the order of successive draws
+    // each proportional to the weights left, so the num_samples categories with the largest
+    // w_i / E_i are the sample, in that order. Compared as log w_i − log E_i (no underflow for
+    // tiny weights; a zero weight is −inf and is never picked), ties to the lower index.
+    const std::vector<double> u = rand({rows * n}, generator, float64).to_vector<double>();
+    std::vector<double> key(static_cast<std::size_t>(n));
+    std::vector<int64_t> order(static_cast<std::size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double wi = w[r * n + i];
+        const double e = -std::log1p(-u[r * n + i]);  // Exp(1); 0 for u = 0 (key +inf)
+        key[i] = wi == 0 ? -INFINITY : std::log(wi) - std::log(e);
+      }
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + num_samples, order.end(),
+          [&](int64_t i, int64_t j) { return key[i] != key[j] ? key[i] > key[j] : i < j; });
+      std::copy(order.begin(), order.begin() + num_samples, dst + r * num_samples);
+    }
+  }
+  return out;
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  return multinomial(probs, num_samples, replacement, default_generator());
+}
+
+}  // namespace ag
