@@ -472,6 +472,31 @@ AG_GRADCHECK_CASE(clone, "clone") {
   return gradcheck([](const Inputs& x) { return x[0].clone() * x[0]; }, {input({2, 3}, 1)});
 }
 
+// ---- gathering, cumulative sums, topk (ops_index.cpp) ---------------------------------------
+
+AG_GRADCHECK_CASE(gather_dim1, "gather along dim 1 with repeated positions (int64 index)") {
+  // index (3, 5) into x (3, 4): position 2 of row 0 is read twice, so its gradient is a sum
+  Tensor index = tensor(std::vector<int64_t>{2, 0, 2, 3, 1, 1, 1, 0, 3, 2, 3, 0, 0, 1, 2}, {3, 5});
+  return gradcheck([index](const Inputs& x) { return gather(x[0], 1, index); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(gather_dim0_smaller, "gather along dim 0, index smaller in dim 1") {
+  Tensor index = tensor(std::vector<int64_t>{1, 0, 3, 3, 2, 0}, {3, 2});  // (3, 2) into (4, 3)
+  return gradcheck([index](const Inputs& x) { return gather(x[0], 0, index); }, {input({4, 3}, 1)});
+}
+AG_GRADCHECK_CASE(cumsum, "cumsum along dims 0 and -1") {
+  return gradcheck(
+      [](const Inputs& x) { return cumsum(x[0], 0) * cumsum(x[0], -1); }, {input({3, 4}, 1)});
+}
+AG_GRADCHECK_CASE(topk, "topk values, largest along dim 1 and smallest along dim 0") {
+  // Random values: no two within the step of the finite differences, so the picks do not move
+  return gradcheck(
+      [](const Inputs& x) {
+        return concat({topk(x[0], 2, 1).values.reshape({-1}),
+            topk(x[0], 3, 0, /*largest=*/false).values.reshape({-1})});
+      },
+      {input({4, 5}, 1)});
+}
+
 // ---- random -------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same mask every call)") {

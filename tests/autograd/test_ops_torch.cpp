@@ -101,6 +101,11 @@ std::vector<int64_t> positions(const ag::Tensor& index) {
   return out;
 }
 
+// An index held by the fixture as float64 integers (its only format), as the int64 tensor PyTorch's
+// code makes of it with index.long(). Detached: a forward-only case feeds inputs that require
+// grad, and converting one is not differentiable.
+ag::Tensor as_int64(const ag::Tensor& index) { return index.detach().to(ag::int64); }
+
 // ag::attention on the head views (B, H, T, C) of (B, T, H, C) inputs, without dropout, on its
 // whole-row kernel (fused_attention_of_heads) or its tiled one (tiled_attention_of_heads).
 ag::Tensor fused_attention_of_heads(const Args& in) {
@@ -335,6 +340,42 @@ const std::vector<Family>& families() {
               AG_CASE("contiguous_of_permuted", in["x"].permute({2, 0, 1}).contiguous()),
               AG_CASE("clone_of_permuted", in["x"].permute({2, 0, 1}).clone()),
           }},
+      {"gathering, cumulative sums, topk",
+          {
+              // The fixtures hold every value as float64: an index arrives as a float tensor
+              // holding integers and is made int64 here (index.long() in PyTorch's code), and an
+              // int64 result (one_hot, topk's indices, cumsum of int64 or bool) is compared in the
+              // dtype of the case's inputs (.double() in PyTorch's code).
+              AG_CASE("gather_dim0", ag::gather(in["x"], 0, as_int64(in["index"]))),
+              AG_CASE("gather_dim1_smaller_index", ag::gather(in["x"], 1, as_int64(in["index"]))),
+              AG_CASE("gather_last_dim", ag::gather(in["x"], -1, as_int64(in["index"]))),
+              AG_CASE("cumsum_dim0", ag::cumsum(in["x"], 0)),
+              AG_CASE("cumsum_last_dim", ag::cumsum(in["x"], -1)),
+              AG_CASE("cumsum_int64", ag::cumsum(as_int64(in["x"]), 1).to(in["x"].dtype())),
+              AG_CASE("cumsum_bool", ag::cumsum(ag::ne(in["m"], 0.0), 0).to(in["m"].dtype())),
+              AG_CASE("one_hot_inferred_classes",
+                  ag::one_hot(as_int64(in["index"])).to(in["index"].dtype())),
+              AG_CASE("one_hot_num_classes",
+                  ag::one_hot(as_int64(in["index"]), 6).to(in["index"].dtype())),
+              AG_CASE("topk_values", ag::topk(in["x"], 3).values),
+              AG_CASE("topk_indices", ag::topk(in["x"], 3).indices.to(in["x"].dtype())),
+              AG_CASE(
+                  "topk_smallest_dim0_values", ag::topk(in["x"], 2, 0, /*largest=*/false).values),
+              AG_CASE("topk_smallest_dim0_indices",
+                  ag::topk(in["x"], 2, 0, /*largest=*/false).indices.to(in["x"].dtype())),
+              AG_CASE("topk_all_of_middle_dim", ag::topk(in["x"], 4, 1).values),
+              // Forward only (a NaN has no gradient to compare): the values of a detached x.
+              {"topk_with_nan",
+                  [](const Args& in) -> Outputs {
+                    auto [values, indices] = ag::topk(in["x"].detach(), 2);
+                    return {values, indices.to(in["x"].dtype())};
+                  }},
+              {"topk_smallest_with_nan",
+                  [](const Args& in) -> Outputs {
+                    auto [values, indices] = ag::topk(in["x"].detach(), 3, -1, /*largest=*/false);
+                    return {values, indices.to(in["x"].dtype())};
+                  }},
+          }},
       {"losses",
           {
               AG_CASE(
@@ -357,6 +398,9 @@ const std::vector<Family>& families() {
                   ag::matmul(in["a"].slice(1, 0, in["a"].size(1), 2), in["b"])),  // a[:, ::2]
               AG_CASE("matmul_permuted_batch", ag::matmul(in["a"].transpose(0, 1), in["b"])),
               AG_CASE("matmul_expanded", ag::matmul(in["a"].expand({3, 4}), in["b"])),
+              AG_CASE("gather_of_transposed",
+                  ag::gather(in["x"].transpose(0, 1), 0, as_int64(in["index"]))),
+              AG_CASE("cumsum_of_permuted", ag::cumsum(in["x"].permute({2, 0, 1}), 1)),
               AG_CASE("index_select_of_transposed",
                   ag::index_select(in["x"].transpose(0, 1), 0, in["index"])),
               AG_CASE("repeat_interleave_of_transposed",
@@ -626,6 +670,9 @@ TEST_CASE("torch fixtures: softmax", "[torch]") { check_family("softmax"); }
 TEST_CASE("torch fixtures: layer_norm", "[torch]") { check_family("layer_norm"); }
 TEST_CASE("torch fixtures: matmul", "[torch]") { check_family("matmul"); }
 TEST_CASE("torch fixtures: shape and indexing", "[torch]") { check_family("shape and indexing"); }
+TEST_CASE("torch fixtures: gathering, cumulative sums, topk", "[torch][ops_index]") {
+  check_family("gathering, cumulative sums, topk");
+}
 TEST_CASE("torch fixtures: non-contiguous operands", "[torch]") {
   check_family("non-contiguous operands");
 }
