@@ -264,3 +264,17 @@ TEST_CASE("multinomial refuses bad weights and sample counts, naming itself", "[
   CHECK_THROWS_MATCHES(multinomial(ones({4, 3}), int64_t{1} << 62, true, g), ShapeError,
       WhatContains({"multinomial"}));
 }
+
+TEST_CASE("top-k sampling as nanoGPT's: topk, softmax, multinomial, gather", "[ops_index]") {
+  // logits (B, V) = (2, 6); only the k = 2 largest of each row may be drawn.
+  Tensor logits = tensor({0.1, 2.0, -1.0, 3.0, 0.5, 0.2, 1.0, -2.0, 4.0, 0.0, 3.5, -0.5}, {2, 6});
+  Generator generator(11);
+  for (int draw = 0; draw < 50; ++draw) {
+    auto [top, ids] = topk(logits, 2);                       // (B, k), (B, k)
+    Tensor probs = softmax(top, -1);                         // (B, k)
+    Tensor pick = multinomial(probs, 1, false, generator);   // (B, 1), in [0, k)
+    std::vector<int64_t> next = ints(gather(ids, 1, pick));  // (B, 1) token ids
+    CHECK((next[0] == 3 || next[0] == 1));
+    CHECK((next[1] == 2 || next[1] == 4));
+  }
+}
