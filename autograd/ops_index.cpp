@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -95,13 +96,13 @@ Shape at_least_1d(const Shape& shape) { return shape.empty() ? Shape{1} : shape;
 
 }  // namespace
 
-// ---- gather ---------------------------------------------------------------------------------------
+// ---- gather -------------------------------------------------------------------------------------
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   if (index.dim() != x.dim())
     fail<ShapeError>("gather: index of shape ", shape_str(index.shape()),
-        " must have as many dims as ", "the input of shape ", shape_str(x.shape()), " (",
-        index.dim(), " != ", x.dim(), ")");
+        " must have as many dims as the input of shape ", shape_str(x.shape()), " (", index.dim(),
+        " != ", x.dim(), ")");
   const Shape x_shape = at_least_1d(x.shape()), index_shape = at_least_1d(index.shape());
   dim = wrap_dim(dim, static_cast<int64_t>(x_shape.size()), "gather");
   for (std::size_t d = 0; d < x_shape.size(); ++d)
@@ -133,7 +134,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
       });
 }
 
-// ---- cumsum ---------------------------------------------------------------------------------------
+// ---- cumsum -------------------------------------------------------------------------------------
 
 namespace {
 // dst[o, i, k] = Σ_{j ≤ i} src[o, j, k] (or Σ_{j ≥ i} with `reverse`) on contiguous blocks,
@@ -185,7 +186,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   });
 }
 
-// ---- one_hot ----------------------------------------------------------------------------------------
+// ---- one_hot ------------------------------------------------------------------------------------
 
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   if (index.dtype() != int64)
@@ -219,7 +220,7 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
   return out;
 }
 
-// ---- topk ---------------------------------------------------------------------------------------------
+// ---- topk ---------------------------------------------------------------------------------------
 
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   (void)sorted;  // PyTorch leaves the order unspecified when not sorted: ag always sorts
@@ -273,7 +274,7 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
   return {values, indices};
 }
 
-// ---- multinomial ------------------------------------------------------------------------------------
+// ---- multinomial --------------------------------------------------------------------------------
 
 Tensor multinomial(
     const Tensor& probs, int64_t num_samples, bool replacement, Generator& generator) {
@@ -285,31 +286,35 @@ Tensor multinomial(
     fail<ValueError>("multinomial: num_samples ", num_samples, " must be positive");
   const int64_t n = probs.size(-1), rows = probs.dim() == 2 ? probs.size(0) : 1;
   Shape out_shape = probs.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples};
+  Tensor out = detail::empty(out_shape, int64, "multinomial");  // (rows, S) or (S), size checked
   // Checks: every weight finite and ≥ 0, each row with a positive one, and without replacement
   // at least num_samples positive ones. The weights are divided by the row's largest (so their
-  // sum cannot overflow) and kept in double: w (rows, n).
+  // sum cannot overflow) and kept in double: w (rows, n). (A weight below 2^−1074 of its row's
+  // largest becomes 0 and is never drawn: its probability is smaller than any double.)
   std::vector<double> w = probs.to_vector<double>();
   for (int64_t r = 0; r < rows; ++r) {
     double* row = w.data() + r * n;
     double largest = 0;
-    int64_t positive = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(row[i]) || row[i] < 0)
-        fail<ValueError>("multinomial: weight ", row[i], " at [", r, ", ", i, "] of shape ",
+        fail<ValueError>("multinomial: weight ", row[i], " at ",
+            probs.dim() == 2 ? "[" + std::to_string(r) + ", " : std::string("["), i, "] of shape ",
             shape_str(probs.shape()), " is not finite and non-negative");
       largest = std::max(largest, row[i]);
-      positive += row[i] > 0;
     }
-    if (positive == 0)
+    if (largest == 0)
       fail<ValueError>("multinomial: row ", r, " of the weights of shape ",
           shape_str(probs.shape()), " has no positive weight");
+    int64_t positive = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      row[i] /= largest;
+      positive += row[i] > 0;
+    }
     if (!replacement && num_samples > positive)
       fail<ValueError>("multinomial: cannot draw ", num_samples,
           " samples without replacement from row ", r, ", which has ", positive,
           " positive weights (shape ", shape_str(probs.shape()), ")");
-    for (int64_t i = 0; i < n; ++i) row[i] /= largest;
   }
-  Tensor out = detail::empty(out_shape, int64, "multinomial");  // (rows, S) or (S)
   int64_t* dst = out.data<int64_t>();
   if (replacement) {
     // Inverse-CDF sampling: with c_i = w_0 + ... + w_i, draw u ~ U[0, 1) and pick the first i

@@ -472,7 +472,7 @@ AG_GRADCHECK_CASE(clone, "clone") {
   return gradcheck([](const Inputs& x) { return x[0].clone() * x[0]; }, {input({2, 3}, 1)});
 }
 
-// ---- gathering, cumulative sums, topk (ops_index.cpp) ---------------------------------------
+// ---- gathering, cumulative sums, topk (ops_index.cpp) -------------------------------------------
 
 AG_GRADCHECK_CASE(gather_dim1, "gather along dim 1 with repeated positions (int64 index)") {
   // index (3, 5) into x (3, 4): position 2 of row 0 is read twice, so its gradient is a sum

@@ -24,7 +24,8 @@ std::vector<double> doubles(const Tensor& t) { return t.to_vector<double>(); }
 
 TEST_CASE("gather picks along dim for every dtype of x", "[ops_index]") {
   Tensor index = tensor(std::vector<int64_t>{1, 0, 0, 0}, {2, 2});
-  // torch.gather(torch.tensor([[1, 2], [3, 4]]), 1, torch.tensor([[1, 0], [0, 0]])) = [[2, 1], [3, 3]]
+  // torch.gather(torch.tensor([[1, 2], [3, 4]]), 1, torch.tensor([[1, 0], [0, 0]]))
+  //   = [[2, 1], [3, 3]]
   Tensor x = tensor({1, 2, 3, 4}, {2, 2}, int64);
   Tensor out = gather(x, 1, index);
   CHECK(out.dtype() == int64);
@@ -243,7 +244,9 @@ TEST_CASE("multinomial never draws a zero weight and is deterministic per seed",
 TEST_CASE("multinomial refuses bad weights and sample counts, naming itself", "[ops_index]") {
   Generator g(0);
   CHECK_THROWS_MATCHES(multinomial(tensor({1, -1}), 1, true, g), ValueError,
-      WhatContains({"multinomial", "-1", "[0, 1]"}));
+      WhatContains({"multinomial", "-1", "at [1]"}));
+  CHECK_THROWS_MATCHES(multinomial(tensor({1, 2, 3, -4}, {2, 2}), 1, true, g), ValueError,
+      WhatContains({"multinomial", "-4", "at [1, 1]", "[2,2]"}));
   CHECK_THROWS_MATCHES(
       multinomial(tensor({1, NAN}), 1, true, g), ValueError, WhatContains({"multinomial", "nan"}));
   CHECK_THROWS_MATCHES(multinomial(tensor({INFINITY, 1}), 1, true, g), ValueError,
