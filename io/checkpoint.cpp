@@ -8,6 +8,7 @@
 #include <cereal/types/string.hpp>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 #include "autograd/autograd.h"
@@ -42,6 +43,16 @@ uint64_t get_le(std::string_view bytes, std::size_t at, int width) {
 
 // ---- the binary payload (cereal's portable binary archive) --------------------------------------
 
+// Each tensor's dtype is one byte: its index here. 0 and 1 are what version 1 files have always
+// held; 2 and 3 came with int64 and bool tensors (an older ag refuses them as unknown codes).
+constexpr DType kDTypeCodes[] = {float32, float64, int64, bool_};
+
+uint8_t dtype_code(DType dtype) {
+  for (uint8_t code = 0; code < std::size(kDTypeCodes); ++code)
+    if (kDTypeCodes[code] == dtype) return code;
+  ag::fail<ValueError>("checkpoint: no dtype code for ", dtype_name(dtype));
+}
+
 void write_string(cereal::PortableBinaryOutputArchive& ar, const std::string& s) {
   ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
   if (!s.empty()) ar(cereal::binary_data(const_cast<char*>(s.data()), s.size()));
@@ -72,11 +83,13 @@ std::string write_binary(const Checkpoint& c) {
     ar(cereal::make_size_tag(static_cast<cereal::size_type>(c.tensors.size())));
     for (const auto& [name, t] : c.tensors) {
       write_string(ar, name);
-      ar(static_cast<uint8_t>(t.dtype() == float32 ? 0 : 1));
+      ar(dtype_code(t.dtype()));
       ar(cereal::make_size_tag(static_cast<cereal::size_type>(t.dim())));
       for (int64_t size : t.shape()) ar(static_cast<uint64_t>(size));
       Tensor data = t.detach().contiguous();
-      dispatch(t.dtype(), [&]<typename T>() {
+      // The elements, a bool one byte 0 or 1. Typed, not as bytes: the portable archive swaps
+      // each element's bytes by its size when writer and reader differ in byte order.
+      dispatch_all(t.dtype(), [&]<typename T>() {
         if (data.numel() > 0)
           ar(cereal::binary_data(
               data.data<T>(), static_cast<std::size_t>(data.numel()) * sizeof(T)));
@@ -128,9 +141,10 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     std::string name = read_string(ar, budget, "a tensor name");
     uint8_t dtype_code = 0;
     ar(dtype_code);
-    if (dtype_code > 1)
-      fail(source, "damaged payload: tensor '" + name + "' has an unknown dtype code");
-    const DType dtype = dtype_code == 0 ? float32 : float64;
+    if (dtype_code >= std::size(kDTypeCodes))
+      fail(source, "damaged payload: tensor '" + name + "' has an unknown dtype code " +
+                       std::to_string(dtype_code) + " (known: 0 float32, 1 float64, 2 int64, 3 bool)");
+    const DType dtype = kDTypeCodes[dtype_code];
     const uint64_t ndim = read_count(ar, budget, 8, "a tensor's dims");
     ShapeReader dims;
     for (uint64_t d = 0; d < ndim; ++d) {
@@ -142,10 +156,25 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     budget.charge(numel, dtype_size(dtype), "a tensor's data");
     budget.hold(numel * dtype_size(dtype) + name.size(), "the tensors");
     Tensor t = empty(dims.shape, dtype);
-    dispatch(dtype, [&]<typename T>() {
-      if (numel > 0)
-        ar(cereal::binary_data(t.data<T>(), static_cast<std::size_t>(numel) * sizeof(T)));
-    });
+    if (dtype != bool_) {
+      dispatch_all(dtype, [&]<typename T>() {  // typed: see write_binary
+        if (numel > 0)
+          ar(cereal::binary_data(t.data<T>(), static_cast<std::size_t>(numel) * sizeof(T)));
+      });
+    } else if (numel > 0) {
+      // Read as bytes and checked before they become bools: a byte other than 0 or 1 in a C++
+      // bool would be undefined behaviour.
+      std::string bytes(static_cast<std::size_t>(numel), '\0');
+      ar(cereal::binary_data(bytes.data(), bytes.size()));
+      bool* to = t.data<bool>();
+      for (std::size_t e = 0; e < bytes.size(); ++e) {
+        const auto byte = static_cast<unsigned char>(bytes[e]);
+        if (byte > 1)
+          fail(source, "damaged payload: bool tensor '" + name + "' element " + std::to_string(e) +
+                           " is the byte " + std::to_string(byte) + ", not 0 or 1");
+        to[e] = byte == 1;
+      }
+    }
     insert_unique(c.tensors, std::move(name), t, source);
   }
   // A name and an 8-byte number per entry.
@@ -231,6 +260,7 @@ uint32_t crc32(std::string_view bytes) {
 
 void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file) {
   for (const auto& [name, tensor] : tensors) {
+    if (!is_floating_point(tensor.dtype())) continue;  // int64 and bool values are all finite
     const Tensor dense = contiguous(tensor);  // a file's tensors are already
     const int64_t n = dense.numel();
     int64_t bad = n;  // the first element that is not finite

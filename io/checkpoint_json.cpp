@@ -29,7 +29,14 @@ namespace {
 // rapidjson's recursive parser must not be handed arbitrarily deep input.
 constexpr int kMaxJsonDepth = 16;
 
-const char* dtype_tag(DType dtype) { return dtype == float32 ? "float32" : "float64"; }
+// A tensor's "dtype": dtype_name's words. "float32" and "float64" are what files have always held;
+// "int64" and "bool" came with those tensors (an older ag refuses them as unknown dtypes).
+const char* dtype_tag(DType dtype) { return dtype_name(dtype); }
+std::optional<DType> dtype_of_tag(std::string_view tag) {
+  for (const DType dtype : {float32, float64, int64, bool_})
+    if (tag == dtype_name(dtype)) return dtype;
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -53,8 +60,14 @@ std::string write_json(const Checkpoint& c) {
       ar.setNextName("data");
       ar.startNode();
       ar.makeArray();
-      for (double v : t.detach().to_vector<double>())
-        ar(v);  // a float32 value is exact as a double
+      if (t.dtype() == int64) {
+        for (int64_t v : t.detach().to_vector<int64_t>()) ar(v);  // exact, past 2^53 too
+      } else if (t.dtype() == bool_) {
+        for (bool v : t.detach().to_vector<bool>()) ar(static_cast<uint64_t>(v));  // 0 or 1
+      } else {
+        for (double v : t.detach().to_vector<double>())
+          ar(v);  // a float32 value is exact as a double
+      }
       ar.finishNode();
       ar.finishNode();
     }
@@ -202,14 +215,16 @@ class JsonCheckpointReader
 
   // The tensor being read. write_json writes its name, dtype and shape before its data, so the
   // data goes straight into the tensor; a hand-edited file may put the data first, and then it
-  // waits as doubles (8 bytes a value, charged to the budget) until the shape and dtype come.
+  // waits as its text (charged to the budget) until the shape and dtype say what it converts to.
   struct TensorEntry {
     std::string name;
     std::optional<DType> dtype;
     std::optional<ShapeReader> shape;
     Tensor tensor;                   // allocated when the data starts after dtype and shape
     uint64_t values = 0;             // data values read
-    std::vector<double> early_data;  // the data, when it came before dtype or shape
+    uint64_t early_values = 0;
+    std::string early_text;  // the data, when it came before dtype or shape: numbers, each + ' '
+
   };
   // The integer, real or string entry being read.
   struct ListEntry {
@@ -328,10 +343,10 @@ class JsonCheckpointReader
     } else if (f.layout == Layout::tensor && f.key == "name") {
       tensor_.name = std::move(text);
     } else if (f.layout == Layout::tensor) {  // "dtype"
-      if (text != "float32" && text != "float64")
-        fail(source_,
-            "damaged payload: tensor '" + tensor_name() + "' has unknown dtype '" + text + "'");
-      tensor_.dtype = text == "float32" ? float32 : float64;
+      tensor_.dtype = dtype_of_tag(text);
+      if (!tensor_.dtype)
+        fail(source_, "damaged payload: tensor '" + tensor_name() + "' has unknown dtype '" + text +
+                          "' (known: float32, float64, int64, bool)");
     } else if (f.key == "name") {
       entry_.name = std::move(text);
     } else {  // a string entry's "value"
@@ -350,7 +365,7 @@ class JsonCheckpointReader
       tensor_.shape->add(
           json_number<uint64_t>(text, source_, "a dim"), payload_size_, tensor_name(), source_);
     } else {
-      store_value(json_number<double>(text, source_, "a tensor value"));
+      store_value(text);
     }
   }
 
@@ -367,20 +382,41 @@ class JsonCheckpointReader
     tensor_.tensor = empty(tensor_.shape->shape, *tensor_.dtype);
   }
 
-  void store_value(double v) {
+  void store_value(std::string_view text) {
     if (!tensor_.tensor.defined()) {
-      budget_.take(sizeof(double), "a tensor's data");
-      tensor_.early_data.push_back(v);
+      budget_.take(text.size() + 1, "a tensor's data");
+      tensor_.early_text.append(text);
+      tensor_.early_text += ' ';
+      ++tensor_.early_values;
       return;
     }
     if (tensor_.values == tensor_.shape->numel)
       fail(source_, "damaged payload: tensor '" + tensor_name() + "' of shape " +
                         shape_str(tensor_.shape->shape) + " has more values than its shape");
-    write_value(tensor_.values++, v);
+    write_value(tensor_.values++, text);
   }
 
-  void write_value(uint64_t at, double v) {
-    dispatch(tensor_.tensor.dtype(), [&]<typename T>() {
+  // One value's text, converted exactly into the tensor's dtype.
+  void write_value(uint64_t at, std::string_view text) {
+    const DType dtype = tensor_.tensor.dtype();
+    if (dtype == int64) {  // an integer, read as one: 2^53 + 1 stays itself
+      int64_t v = 0;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || ptr != text.data() + text.size())
+        fail(source_, "damaged payload: int64 tensor '" + tensor_name() + "' holds '" +
+                          std::string(text) + "', not an integer in int64's range");
+      tensor_.tensor.data<int64_t>()[at] = v;
+      return;
+    }
+    if (dtype == bool_) {
+      if (text != "0" && text != "1")
+        fail(source_, "damaged payload: bool tensor '" + tensor_name() + "' holds '" +
+                          std::string(text) + "', not 0 or 1");
+      tensor_.tensor.data<bool>()[at] = text == "1";
+      return;
+    }
+    const double v = json_number<double>(text, source_, "a tensor value");
+    dispatch(dtype, [&]<typename T>() {
       T& slot = tensor_.tensor.data<T>()[at];
       slot = static_cast<T>(v);
       // A finite value that float32 cannot hold is damage, not infinity.
@@ -393,8 +429,13 @@ class JsonCheckpointReader
   void finish_tensor() {
     if (!tensor_.tensor.defined()) {  // the data came before the dtype or the shape
       start_data();
-      for (double v : tensor_.early_data) store_value(v);
-      tensor_.early_data = {};
+      std::string_view early = tensor_.early_text;
+      for (uint64_t i = 0; i < tensor_.early_values; ++i) {
+        const std::size_t space = early.find(' ');
+        store_value(early.substr(0, space));
+        early.remove_prefix(space + 1);
+      }
+      tensor_.early_text = {};
     }
     if (tensor_.values != tensor_.shape->numel)
       fail(source_, "damaged payload: tensor '" + tensor_name() + "' of shape " +

@@ -21,6 +21,8 @@ namespace ag::checkpoint_payload {
 // The layout write_json produces, and the only one read_json accepts:
 //   {"kind": string,
 //    "tensors": [{"name": string, "dtype": string, "shape": [number…], "data": [number…]}…],
+//      (dtype "float32", "float64", "int64" or "bool"; an int64's data are integers, written and
+//      read exactly — not through a double —, a bool's are 0 and 1)
 //    "integers": [{"name": string, "value": number}…], "reals": (the same),
 //    "strings": [{"name": string, "value": string}…]}
 std::string write_json(const Checkpoint& checkpoint);
@@ -28,7 +30,7 @@ std::string write_json(const Checkpoint& checkpoint);
 // nesting, NUL characters in strings, and anything but that layout and its value types are
 // refused; numbers are converted by std::from_chars, exactly and range-checked; what it holds is
 // charged to a Budget as it goes. The keys of an object may come in any order (a tensor's data
-// before its shape waits as doubles, 8 bytes a value, until the shape comes).
+// before its dtype or shape waits as its text, charged to the Budget, until they come).
 Checkpoint read_json(std::string_view payload, const std::string& source);
 
 // ---- what both readers share --------------------------------------------------------------------

@@ -80,10 +80,6 @@ WriteResult write_file_atomically(const std::string& path, std::string_view byte
 // its file until that process ends: the cleanup never guesses.
 std::vector<std::string> remove_stale_temp_files(const std::string& path);
 
-// Whole numbers a file stores as int64 (safetensors' I64, .npy's '<i8') are read into float64,
-// which holds every integer up to 2^53 in magnitude exactly, and no larger ones all.
-inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
-
 // Throws Error("SOURCE: not a valid FORMAT file: problem"), the words every reader of io/ uses
 // for a damaged file.
 template <class Error>

@@ -137,11 +137,17 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   const Header header = read_header(bytes.substr(header_start, header_bytes), source);
   const std::string_view data = bytes.substr(header_start + header_bytes);
 
-  const bool is_f4 = header.descr == "<f4", is_f8 = header.descr == "<f8",
-             is_i8 = header.descr == "<i8";
-  if (!is_f4 && !is_f8 && !is_i8)
-    refuse(source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8')");
-  const std::size_t element_bytes = is_f4 ? 4 : 8;
+  // The descrs ag reads, each as its dtype; '|b1' is NumPy's bool (one byte, 0 or 1; '|' means
+  // byte order does not apply), '<i8' its int64.
+  std::optional<DType> dtype;
+  if (header.descr == "<f4") dtype = float32;
+  if (header.descr == "<f8") dtype = float64;
+  if (header.descr == "<i8") dtype = int64;
+  if (header.descr == "|b1") dtype = bool_;
+  if (!dtype)
+    refuse(source,
+        "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
+  const std::size_t element_bytes = dtype_size(*dtype);
   // The product of the dimensions, zeros left out, must fit int64 (else ag could not compute
   // the strides, even of an empty array).
   uint64_t count = 1, span = element_bytes;
@@ -161,18 +167,19 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   // Fortran order is C order of the reversed shape: read it so, then reverse the dimensions back.
   Shape stored = header.shape;
   if (header.fortran_order) std::reverse(stored.begin(), stored.end());
-  Tensor out = empty(stored, is_f4 ? float32 : float64);
-  if (is_i8) {
-    double* to = out.data<double>();
+  Tensor out = empty(stored, *dtype);
+  if (*dtype == bool_) {
+    // Bytes other than 0 and 1 are damage: in a C++ bool they would be undefined behaviour.
+    bool* to = out.data<bool>();
     for (uint64_t i = 0; i < count; ++i) {
-      int64_t v;
-      std::memcpy(&v, data.data() + 8 * i, 8);
-      if (v > kMaxExactInteger || v < -kMaxExactInteger)
-        refuse(source, "'<i8' element " + std::to_string(i) + " is " + std::to_string(v) +
-                           ", beyond ±2^53, which float64 cannot hold exactly");
-      to[i] = static_cast<double>(v);
+      const auto byte = static_cast<unsigned char>(data[i]);
+      if (byte > 1)
+        refuse(source, "'|b1' element " + std::to_string(i) + " is the byte " +
+                           std::to_string(byte) + ", not 0 or 1 (file byte " +
+                           std::to_string(header_start + header_bytes + i) + ")");
+      to[i] = byte == 1;
     }
-  } else if (count > 0) {
+  } else if (count > 0) {  // '<f4', '<f8', '<i8': ag's own little-endian bytes
     std::memcpy(out.raw_data(), data.data(), data.size());
   }
   if (!header.fortran_order || header.shape.size() < 2) return out;
@@ -190,7 +197,7 @@ Tensor read_npy(const std::string& path) {
   return parse_npy(file.read(0, file.size()), path);
 }
 
-std::string serialize_npy(const Tensor& tensor, bool as_int64) {
+std::string serialize_npy(const Tensor& tensor) {
   if (!tensor.defined()) fail<ValueError>("write_npy: the tensor is undefined");
   const Tensor t = tensor.detach().contiguous();
   std::string shape = "(";
@@ -200,7 +207,10 @@ std::string serialize_npy(const Tensor& tensor, bool as_int64) {
   else if (t.dim() > 1)
     shape.resize(shape.size() - 2);
   shape += ")";
-  const char* descr = as_int64 ? "<i8" : t.dtype() == float32 ? "<f4" : "<f8";
+  const char* descr = t.dtype() == float32   ? "<f4"
+                      : t.dtype() == float64 ? "<f8"
+                      : t.dtype() == int64   ? "<i8"
+                                             : "|b1";
   std::string header =
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad with spaces so that preamble + header + '\n' is a multiple of 64 bytes (NumPy's rule).
@@ -214,22 +224,14 @@ std::string serialize_npy(const Tensor& tensor, bool as_int64) {
   const uint32_t length = static_cast<uint32_t>(header.size());
   file.append(reinterpret_cast<const char*>(&length), version2 ? 4 : 2);
   file += header;
-  if (as_int64) {
-    for (const double v : t.to_vector<double>()) {
-      if (!(std::abs(v) <= 9.2e18) || v != std::floor(v))
-        fail<ValueError>("write_npy: ", v, " is not a whole number that '<i8' can store");
-      const int64_t i = static_cast<int64_t>(v);
-      file.append(reinterpret_cast<const char*>(&i), 8);
-    }
-  } else {
-    file.append(static_cast<const char*>(t.raw_data()),
-        static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
-  }
+  // The elements as ag holds them: little-endian numbers, a bool one byte 0 or 1.
+  file.append(static_cast<const char*>(t.raw_data()),
+      static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
   return file;
 }
 
-WriteResult write_npy(const std::string& path, const Tensor& tensor, bool as_int64) {
-  return write_file_atomically(path, serialize_npy(tensor, as_int64), "npy");
+WriteResult write_npy(const std::string& path, const Tensor& tensor) {
+  return write_file_atomically(path, serialize_npy(tensor), "npy");
 }
 
 }  // namespace ag

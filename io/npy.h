@@ -6,9 +6,12 @@
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces to a multiple
 //   of 64 bytes and ended by '\n' — then the elements.
 //
-// dtypes: '<f4' → float32, '<f8' → float64, '<i8' → float64 (whole numbers up to 2^53 in
-// magnitude). Fortran-order arrays are read correctly (transposed into ag's C order). Writing
-// uses version 1.0 (2.0 when the header needs it), C order, '<f4' or '<f8' (or '<i8' on request).
+// dtypes: '<f4' ↔ float32, '<f8' ↔ float64, '<i8' ↔ int64 (every int64, exactly), '|b1' ↔ bool
+// (one byte each, 0 or 1; any other byte is refused), read and written alike. Fortran-order arrays
+// are read correctly (transposed into ag's C order). Writing uses version 1.0 (2.0 when the header
+// needs it), C order, and the tensor's own dtype: to store floats as '<i8', convert them first
+// (ag::tensor(x.to_vector<int64_t>(), x.shape()) refuses a value that is not whole). (Before
+// int64 tensors existed, '<i8' was read into float64 and written by a flag, as_int64; it is gone.)
 // Anything else is refused with an NpyError naming the file and the problem, before any tensor is
 // allocated.
 #pragma once
@@ -30,8 +33,8 @@ class NpyError : public IoError {
 Tensor read_npy(const std::string& path);
 Tensor parse_npy(std::string_view bytes, const std::string& source = "<memory>");
 
-// as_int64: store as '<i8' (the values must be whole numbers).
-WriteResult write_npy(const std::string& path, const Tensor& tensor, bool as_int64 = false);
-std::string serialize_npy(const Tensor& tensor, bool as_int64 = false);
+// In the tensor's dtype: '<f4', '<f8', '<i8' or '|b1'.
+WriteResult write_npy(const std::string& path, const Tensor& tensor);
+std::string serialize_npy(const Tensor& tensor);
 
 }  // namespace ag

@@ -126,7 +126,7 @@ class HeaderReader : public HeaderText<SafetensorsError> {  // JSON: blanks are 
 
 // ---- dtypes ---------------------------------------------------------------------------------------
 
-enum class FileDType { F32, F64, I64, F16, BF16 };
+enum class FileDType { F32, F64, I64, BOOL, F16, BF16 };
 
 struct DTypeInfo {
   const char* name;
@@ -138,13 +138,14 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {"F32", FileDType::F32, 4, float32},
     {"F64", FileDType::F64, 8, float64},
-    {"I64", FileDType::I64, 8, float64},
+    {"I64", FileDType::I64, 8, int64},
+    {"BOOL", FileDType::BOOL, 1, bool_},
     {"F16", FileDType::F16, 2, float32},
     {"BF16", FileDType::BF16, 2, float32},
 };
 
 // The format's other dtypes: known, but not ones ag reads.
-constexpr const char* kUnsupportedDTypes[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "U64",
+constexpr const char* kUnsupportedDTypes[] = {"U8", "I8", "I16", "U16", "I32", "U32", "U64",
     "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
 
 const DTypeInfo& dtype_info(const std::string& name, HeaderReader& reader) {
@@ -152,8 +153,18 @@ const DTypeInfo& dtype_info(const std::string& name, HeaderReader& reader) {
     if (name == info.name) return info;
   for (const char* known : kUnsupportedDTypes)
     if (name == known)
-      reader.fail("dtype " + name + " is not one ag reads (F32, F64, I64, F16, BF16)");
+      reader.fail("dtype " + name + " is not one ag reads (F32, F64, I64, BOOL, F16, BF16)");
   reader.fail("unknown dtype \"" + name + "\"");
+}
+
+// The file's name of the dtype ag writes a tensor of `dtype` as: its own.
+const char* file_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return "F32";
+    case DType::float64: return "F64";
+    case DType::int64: return "I64";
+    default: return "BOOL";
+  }
 }
 
 // IEEE half precision (1 sign, 5 exponent, 10 fraction bits) to float.
@@ -254,17 +265,20 @@ Tensor load_entry(const Entry& entry, const char* data, const std::string& sourc
   switch (entry.dtype->file) {
     case FileDType::F32:
     case FileDType::F64:
+    case FileDType::I64:  // the same bytes in the file and in ag: little-endian, 4 or 8 each
       if (n > 0) std::memcpy(out.raw_data(), bytes, n * entry.dtype->bytes);
       break;
-    case FileDType::I64: {
-      double* to = out.data<double>();
+    case FileDType::BOOL: {
+      // One byte each, 0 or 1 (torch writes nothing else). Any other byte is damage: stored in a
+      // C++ bool it would be undefined behaviour, so it is refused before it is copied.
+      bool* to = out.data<bool>();
       for (std::size_t i = 0; i < n; ++i) {
-        int64_t v;
-        std::memcpy(&v, bytes + 8 * i, 8);
-        if (v > kMaxExactInteger || v < -kMaxExactInteger)
-          refuse(source, "tensor \"" + entry.name + "\" (I64) holds " + std::to_string(v) +
-                             ", beyond ±2^53, which float64 cannot hold exactly");
-        to[i] = static_cast<double>(v);
+        const auto byte = static_cast<unsigned char>(bytes[i]);
+        if (byte > 1)
+          refuse(source, "tensor \"" + entry.name + "\" (BOOL) element " + std::to_string(i) +
+                             " is the byte " + std::to_string(byte) + ", not 0 or 1 (data byte " +
+                             std::to_string(entry.begin + i) + ")");
+        to[i] = byte == 1;
       }
       break;
     }
@@ -439,10 +453,6 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
     if (!tensor.defined())
       fail<ValueError>("write_safetensors: tensor \"", name, "\" is undefined");
   }
-  for (const std::string& name : options.int64_names)
-    if (!names.count(name))
-      fail<ValueError>("write_safetensors: int64_names holds \"", name, "\", which is no tensor");
-
   std::string header = "{";
   if (!options.metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -457,30 +467,19 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
   std::string data;
   for (const auto& [name, tensor] : tensors) {
     const Tensor t = tensor.detach().contiguous();
-    const bool as_int64 = options.int64_names.count(name) > 0;
     const std::size_t begin = data.size();
-    if (as_int64) {
-      const std::vector<double> values = t.to_vector<double>();
-      for (const double v : values) {
-        if (!(std::abs(v) <= 9.2e18) || v != std::floor(v))
-          fail<ValueError>("write_safetensors: tensor \"", name, "\" holds ", v,
-              ", which is not a whole number that I64 can store");
-        const int64_t i = static_cast<int64_t>(v);
-        data.append(reinterpret_cast<const char*>(&i), 8);
-      }
-    } else {
-      data.append(static_cast<const char*>(t.raw_data()),
-          static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
-    }
+    // ag's element bytes are the file's: F32, F64 and I64 little-endian, BOOL one byte 0 or 1.
+    data.append(static_cast<const char*>(t.raw_data()),
+        static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype()));
     std::string shape;
     for (const int64_t d : t.shape()) {
       if (!shape.empty()) shape += ',';
       shape += std::to_string(d);
     }
-    const std::string dtype = as_int64 ? "I64" : t.dtype() == float32 ? "F32" : "F64";
+    const char* dtype = file_dtype_name(t.dtype());
     if (header.size() > 1) header += ',';
     header += json_string(name);
-    header += ":{\"dtype\":\"" + dtype + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
+    header += ":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
               std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
   }
   header += "}";

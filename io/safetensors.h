@@ -8,15 +8,24 @@
 //   the rest  the tensors' bytes, little-endian, C order, tightly packed: tensor `name` is bytes
 //             [b, e) of this part, and the ranges cover it with no gap and no overlap
 //
-// dtypes: F32 and F64 are read and written as they are; I64 (token ids, lengths) is read into
-// float64 (whole numbers up to 2^53 in magnitude; larger ones are refused, float64 could not hold
-// them) and written for the tensors the caller names; F16 and BF16 are read into float32.
+// dtypes, as PyTorch's: F32, F64, I64 (torch.long: token ids, lengths — every int64, 2^63 − 1
+// too) and BOOL (torch.bool: masks; one byte each, 0 or 1 — any other byte is refused) are read
+// into and written from float32, float64, int64 and bool tensors as they are. F16 and BF16 are read
+// into float32 (and not written). A tensor is written in its own dtype: to store floats that hold
+// whole numbers as I64, convert them first — ag::tensor(x.to_vector<int64_t>(), x.shape()) refuses
+// a value that is not a whole number, x.to(ag::int64) truncates it as PyTorch does.
+// (Before int64 tensors existed, I64 was read into float64 and written for the names in a
+// write option, int64_names; that option is gone.)
 //
 // A damaged or hostile file is refused with a SafetensorsError naming the file and the problem:
 // a header length past the file or over 100 MB, malformed JSON, a duplicate name, an unknown
 // dtype, a shape whose size does not match its byte range, ranges that overlap, leave gaps or run
 // past the file. Everything is checked before any tensor is allocated, so a file never makes the
 // reader allocate more than its own size (twice that for F16/BF16, widened to float32).
+//
+// Loading into a module (load_safetensors) is Module::load_state_dict's: an I64 or BOOL entry
+// loads into an int64 or bool buffer as it is, and into a float parameter only when every value is
+// exact in its dtype (an I64 file of whole-number weights); see nn/module.h.
 #pragma once
 
 #include <functional>
@@ -54,7 +63,6 @@ Safetensors parse_safetensors(std::string_view bytes, const std::string& source 
 
 struct SafetensorsWriteOptions {
   std::map<std::string, std::string> metadata;  // the header's __metadata__
-  std::set<std::string> int64_names;            // stored as I64 (their values must be whole)
 };
 
 // Writes the tensors in the given order (names must be unique and not "__metadata__"); the file

@@ -1,8 +1,13 @@
 #include "nn/module.h"
 
 #include <charconv>
+#include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <type_traits>
+#include <variant>
+
+#include "autograd/detail/convert.h"
 
 namespace ag::nn {
 
@@ -135,6 +140,62 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return state;
 }
 
+namespace {
+// A value for a message: an integer as it is, a float with all its digits.
+template <class S>
+std::string value_text(S v) {
+  if constexpr (std::is_same_v<S, int64_t>) return std::to_string(v);
+  std::ostringstream out;
+  out << std::setprecision(17) << static_cast<double>(v);
+  return out.str();
+}
+
+// `source` in `target` dtype when that changes no value, else why not (empty: the dtypes say it). The same dtype is taken as
+// it is; float32 and float64 do not mix (ag never changes a model's precision behind its back:
+// convert the file's tensors or the model first). Between int64 or bool and the others every
+// element must survive exactly: an I64 file of whole-number weights loads into a float parameter,
+// 2^24 + 1 into a float32 one does not, nor 0.5 into an int64 buffer, nor 2 into a bool one.
+// (PyTorch's load_state_dict copies any of them, rounding and truncating silently.)
+std::variant<Tensor, std::string> exactly_as(const Tensor& source, DType target) {
+  if (source.dtype() == target) return source;
+  if (is_floating_point(source.dtype()) && is_floating_point(target))
+    return std::string();  // (the dtypes say it all)
+  const Tensor from = source.contiguous();
+  Tensor out = empty(source.shape(), target);
+  std::string problem;
+  dispatch_all(source.dtype(), [&]<typename S>() {
+    dispatch_all(target, [&]<typename T>() {
+      const S* x = from.data<S>();
+      T* y = out.data<T>();
+      for (int64_t i = 0; i < from.numel() && problem.empty(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) {
+          if (x[i] != S(0) && x[i] != S(1))
+            problem = "element " + std::to_string(i) + " is " + value_text(x[i]) +
+                      ", which bool cannot hold (0 or 1)";
+          else
+            y[i] = x[i] == S(1);
+        } else {
+          try {
+            y[i] = detail::exact_cast<T>(x[i], "load_state_dict");
+          } catch (const ValueError&) {
+            problem = "element " + std::to_string(i) + " is " + value_text(x[i]) + ", which " +
+                      dtype_name(target) + " cannot hold exactly";
+          }
+        }
+      }
+    });
+  });
+  if (!problem.empty()) return problem;
+  return out;
+}
+
+// Whether two tensors of one shape hold the same values in the same dtype.
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) return false;
+  return dispatch_all(a.dtype(), [&]<typename T>() { return a.to_vector<T>() == b.to_vector<T>(); });
+}
+}  // namespace
+
 std::vector<std::string> Module::load_state_dict(
     const std::map<std::string, Tensor>& state, bool strict) {
   const std::map<std::string, Tensor> own = state_dict();
@@ -151,11 +212,13 @@ std::vector<std::string> Module::load_state_dict(
     if (source.shape() != target.shape())
       mismatched.push_back("shape mismatch " + name + ": file " + shape_str(source.shape()) +
                            ", model " + shape_str(target.shape()));
-    else if (source.dtype() != target.dtype())
+    else if (auto converted = exactly_as(source, target.dtype());
+             const std::string* problem = std::get_if<std::string>(&converted))
       mismatched.push_back("dtype mismatch " + name + ": file " + dtype_name(source.dtype()) +
-                           ", model " + dtype_name(target.dtype()));
+                           ", model " + dtype_name(target.dtype()) +
+                           (problem->empty() ? "" : " (" + *problem + ")"));
     else
-      copies.emplace_back(target, source);
+      copies.emplace_back(target, std::get<Tensor>(converted));
   }
   for (const auto& [name, source] : state)
     if (!own.count(name)) unexpected.push_back(name);
@@ -165,7 +228,7 @@ std::vector<std::string> Module::load_state_dict(
     auto it = state.find(name);
     if (it == state.end() || it->second.shape() != target.shape()) continue;
     const auto [at, fresh] = first_source.emplace(target.identity(), std::pair{name, it->second});
-    if (!fresh && at->second.second.to_vector<double>() != it->second.to_vector<double>())
+    if (!fresh && !same_values(at->second.second, it->second))
       mismatched.push_back("tied " + at->second.first + " and " + name +
                            " (one tensor in the model) differ in the file");
   }

@@ -84,6 +84,11 @@ class Module {
   // names must match exactly and every shape and dtype too; all problems are reported together in
   // one StateDictError ("checkpoint: missing [decoder.dense.bias]; shape mismatch
   // encoder.blks.0.ffn.dense1.weight: file [64,32], model [128,32]") and nothing is changed.
+  // A dtype may differ only where no value changes: an int64 or bool entry loads into a float
+  // parameter, and a float one into an int64 or bool buffer, when each of its values is exact in the
+  // model's dtype (whole numbers within 2^24 for float32, 2^53 for float64; 0 and 1 for bool);
+  // otherwise it is a "dtype mismatch" naming the first value that is not. float32 and float64 do
+  // not mix (convert the model or the file's tensors first).
   // The names of one tied tensor must hold equal values (else "tied ... differ"): it stays tied.
   // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
   std::vector<std::string> load_state_dict(

@@ -54,6 +54,9 @@ Checkpoint sample() {
   c.tensors["scale"] = scalar_tensor(2.5, float32);                        // 0-dim
   c.tensors["empty"] = zeros({0, 3}, float64);                             // no elements
   c.tensors["t"] = tensor({1, 2, 3, 4}, {2, 2}, float64).transpose(0, 1);  // a non-contiguous view
+  // int64 past 2^53 (a double would round 2^53 + 1) and at its extremes; bool, as a view too.
+  c.tensors["ids"] = tensor(std::vector<int64_t>{(int64_t{1} << 53) + 1, INT64_MIN, INT64_MAX, -1});
+  c.tensors["mask"] = tensor(std::vector<bool>{true, false, false, true}, {2, 2}).transpose(0, 1);
   c.integers["step"] = 12345;
   c.integers["seed"] = std::numeric_limits<uint64_t>::max();
   c.integers["odd"] = (uint64_t{1} << 53) + 1;  // not a double
@@ -84,10 +87,13 @@ std::string difference(const Checkpoint& a, const Checkpoint& b) {
     if (ta.shape() != tb.shape())
       return "tensor '" + name + "' changed shape " + shape_str(ta.shape()) + " -> " +
              shape_str(tb.shape());
-    const bool same = dispatch(ta.dtype(), [&]<typename T>() {
+    const bool same = dispatch_all(ta.dtype(), [&]<typename T>() {
       std::vector<T> va = ta.to_vector<T>(), vb = tb.to_vector<T>();
-      return va.size() == vb.size() &&
-             (va.empty() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(T)) == 0);
+      if constexpr (std::is_same_v<T, bool>)
+        return va == vb;  // (std::vector<bool> has no data())
+      else
+        return va.size() == vb.size() &&
+               (va.empty() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(T)) == 0);
     });
     if (!same) return "tensor '" + name + "' changed values: " + ta.str() + " -> " + tb.str();
   }
@@ -193,8 +199,17 @@ std::string implausible(const Checkpoint& c, std::size_t payload_size) {
     if (static_cast<uint64_t>(t.numel()) > payload_size)
       return "tensor '" + name + "' has " + std::to_string(t.numel()) +
              " elements from a payload of " + std::to_string(payload_size) + " bytes";
-    if (t.to_vector<double>().size() != static_cast<std::size_t>(n))
-      return "tensor '" + name + "' is not readable";
+    const std::size_t read =
+        dispatch_all(t.dtype(), [&]<typename T>() { return t.to_vector<T>().size(); });
+    if (read != static_cast<std::size_t>(n)) return "tensor '" + name + "' is not readable";
+    // A bool's bytes are 0 or 1: any other byte in a C++ bool is undefined behaviour.
+    if (t.dtype() == bool_) {
+      const Tensor dense = t.contiguous();
+      const auto* bytes = static_cast<const unsigned char*>(dense.raw_data());
+      for (int64_t i = 0; i < n; ++i)
+        if (bytes[i] > 1)
+          return "bool tensor '" + name + "' holds the byte " + std::to_string(bytes[i]);
+    }
     string_bytes += name.size();
   }
   for (const auto& [name, v] : c.strings) string_bytes += name.size() + v.size();
@@ -568,7 +583,10 @@ TEST_CASE(
       {"2^63 tensors", binary_start(uint64_t{1} << 63).get()},
       {"2^64-1 tensors", binary_start(huge).get()},
       {"a tensor name of 2^62 bytes", binary_start(1).u64(uint64_t{1} << 62).get()},
-      {"dtype code 2", binary_end(binary_start(1).str("t").u8(2).u64(0).f64(1))},
+      {"dtype code 4", binary_end(binary_start(1).str("t").u8(4).u64(0).f64(1))},
+      {"a bool byte of 2", binary_end(binary_start(1).str("t").u8(3).u64(1).u64(3).u8(1).u8(0).u8(2))},
+      {"a bool byte of 255", binary_end(binary_start(1).str("t").u8(3).u64(0).u8(255))},
+      {"int64 data cut short", binary_end(binary_start(1).str("t").u8(2).u64(1).u64(2).u64(7))},
       {"dtype code 255", binary_end(binary_start(1).str("t").u8(255).u64(0).f64(1))},
       {"2^40 dims", binary_start(1).str("t").u8(0).u64(uint64_t{1} << 40).get()},
       {"a dim of 2^62", binary_end(binary_start(1).str("t").u8(0).u64(1).u64(uint64_t{1} << 62))},
@@ -740,6 +758,18 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       // Dtypes, names.
       {"an unknown dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"int8\"") + "]")},
       {"an empty dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"\"") + "]")},
+      {"a dtype spelt as C++ spells it", json_doc("[" + json_tensor("[1]", "[1]", "\"bool_\"") + "]")},
+      // int64 data are integers in int64's range; bool data are 0 or 1.
+      {"a fraction in int64 data", json_doc("[" + json_tensor("[2]", "[1,2.5]", "\"int64\"") + "]")},
+      {"an exponent in int64 data", json_doc("[" + json_tensor("[1]", "[1e3]", "\"int64\"") + "]")},
+      {"2^63 in int64 data",
+          json_doc("[" + json_tensor("[1]", "[9223372036854775808]", "\"int64\"") + "]")},
+      {"a bool of 2", json_doc("[" + json_tensor("[2]", "[1,2]", "\"bool\"") + "]")},
+      {"a bool of 1.0", json_doc("[" + json_tensor("[1]", "[1.0]", "\"bool\"") + "]")},
+      {"a bool of -0", json_doc("[" + json_tensor("[1]", "[-0]", "\"bool\"") + "]")},
+      {"a bool of 2 before the dtype",
+          "{\"kind\":\"k\",\"tensors\":[{\"name\":\"t\",\"data\":[2],\"shape\":[1],"
+          "\"dtype\":\"bool\"}],\"integers\":[],\"reals\":[],\"strings\":[]}"},
       {"two tensors of the same name", json_doc("[" + one + "," + one + "]")},
       {"a tensor with an empty name",
           json_doc("[" + json_tensor("[2]", "[1,2]", "\"float32\"", "\"\"") + "]")},
@@ -794,6 +824,14 @@ TEST_CASE("checkpoint JSON payload: harmless variations parse", "[checkpoint][da
     CHECK(c.tensor("t").to_vector<double>() == std::vector<double>{1, 2});
     CHECK(c.tensor("t").dtype() == float32);
   }
+  // int64 data before its dtype waits as text, and is then read as integers: 2^53 + 1 exactly.
+  const Checkpoint early = parse_checkpoint_payload(
+      "{\"kind\":\"k\",\"tensors\":[{\"name\":\"t\",\"data\":[-1,9007199254740993],"
+      "\"shape\":[2],\"dtype\":\"int64\"}],\"integers\":[],\"reals\":[],\"strings\":[]}",
+      CheckpointFormat::json);
+  CHECK(early.tensor("t").dtype() == int64);
+  CHECK(early.tensor("t").to_vector<int64_t>() ==
+        std::vector<int64_t>{-1, (int64_t{1} << 53) + 1});
 }
 
 TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are rejected",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <tuple>
 
@@ -33,8 +34,18 @@ TEST_CASE("npy: files numpy.save wrote are read with their dtype, shape and valu
   CHECK(scalar.item() == M_PI);
 
   const Tensor ids = read_npy(fixture("i8_vector.npy"));  // [-3, 0, 2^53] as int64
-  CHECK(ids.dtype() == float64);
-  CHECK(ids.to_vector<double>() == std::vector<double>{-3, 0, 9007199254740992.0});
+  CHECK(ids.dtype() == int64);
+  CHECK(ids.to_vector<int64_t>() == std::vector<int64_t>{-3, 0, int64_t{1} << 53});
+  // [2^53 + 1, -2^63, 2^63 - 1]: exact, where float64 would have rounded the first.
+  const Tensor large = read_npy(fixture("i8_large.npy"));
+  CHECK(large.dtype() == int64);
+  CHECK(large.to_vector<int64_t>() == std::vector<int64_t>{(int64_t{1} << 53) + 1, INT64_MIN,
+                                          INT64_MAX});
+  // np.array([[True, False, True], [False, False, True]]), descr '|b1'.
+  const Tensor mask = read_npy(fixture("b1_mask_2x3.npy"));
+  CHECK(mask.dtype() == bool_);
+  CHECK(mask.shape() == Shape{2, 3});
+  CHECK(mask.to_vector<bool>() == std::vector<bool>{true, false, true, false, false, true});
 
   // np.asfortranarray(np.arange(12.).reshape(2, 3, 2)): stored column-major, read as C order.
   const Tensor fortran = read_npy(fixture("f8_fortran_2x3x2.npy"));
@@ -58,13 +69,54 @@ TEST_CASE("safetensors: a file written from PyTorch tensors holds PyTorch's valu
     const Tensor expected = read_npy(fixture("expected/" + name + ".npy"));
     CHECK(tensor.dtype() == expected.dtype());
     CHECK(tensor.shape() == expected.shape());
-    if (tensor.dtype() == float32)
-      CHECK(tensor.to_vector<float>() == expected.to_vector<float>());
-    else
-      CHECK(tensor.to_vector<double>() == expected.to_vector<double>());
+    dispatch_all(tensor.dtype(), [&]<typename T>() {
+      CHECK(tensor.to_vector<T>() == expected.to_vector<T>());
+    });
   }
   CHECK(names ==
         std::vector<std::string>{"w.f32", "w.f64", "ids", "half", "bf16", "scalar", "empty"});
+  CHECK(file.at("ids").dtype() == int64);  // torch.int64 [[1, 5], [2, 2^53]]
+  CHECK(file.at("ids").to_vector<int64_t>() == std::vector<int64_t>{1, 5, 2, int64_t{1} << 53});
+}
+
+TEST_CASE("safetensors: PyTorch's torch.long and torch.bool tensors load as int64 and bool",
+    "[io][safetensors]") {
+  const Safetensors file = read_safetensors(fixture("torch_long_bool.safetensors"));
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : file.tensors) {
+    names.push_back(name);
+    INFO(name);
+    const Tensor expected = read_npy(fixture("expected/" + name + ".npy"));  // numpy.save's
+    CHECK(tensor.dtype() == expected.dtype());
+    CHECK(tensor.shape() == expected.shape());
+    dispatch_all(tensor.dtype(), [&]<typename T>() {
+      CHECK(tensor.to_vector<T>() == expected.to_vector<T>());
+    });
+  }
+  CHECK(names == std::vector<std::string>{
+                     "token_ids", "bn.num_batches_tracked", "causal_mask", "no_mask"});
+  // The values, spelt out (not only compared with numpy's files of them).
+  const Tensor& ids = file.at("token_ids");
+  CHECK(ids.dtype() == int64);
+  CHECK(ids.shape() == Shape{2, 3});
+  CHECK(ids.to_vector<int64_t>() ==
+        std::vector<int64_t>{(int64_t{1} << 53) + 1, -1, 0, 7, INT64_MAX, INT64_MIN});
+  CHECK(file.at("bn.num_batches_tracked").shape() == Shape{});
+  CHECK(file.at("bn.num_batches_tracked").item<int64_t>() == 12345);
+  const Tensor& causal = file.at("causal_mask");
+  CHECK(causal.dtype() == bool_);
+  const std::vector<bool> values = causal.to_vector<bool>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) CHECK(values[static_cast<std::size_t>(4 * i + j)] == (j <= i));
+  CHECK(file.at("no_mask").dtype() == bool_);
+  CHECK(file.at("no_mask").shape() == Shape{0, 2});
+  // And ag writes them back as the same file, byte for byte: the same compact JSON, padding and
+  // tightly packed I64 and BOOL bytes.
+  std::ifstream in(fixture("torch_long_bool.safetensors"), std::ios::binary);
+  const std::string torch_bytes((std::istreambuf_iterator<char>(in)), {});
+  SafetensorsWriteOptions options;
+  options.metadata = file.metadata;
+  CHECK(serialize_safetensors(file.tensors, options) == torch_bytes);
 }
 
 namespace {

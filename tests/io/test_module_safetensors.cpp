@@ -127,3 +127,71 @@ TEST_CASE("module safetensors: a tied weight is saved once and loads tied", "[io
   CHECK(loaded.lm_head->weight.to_vector<float>() == saved.wte->weight.to_vector<float>());
   CHECK(loaded.lm_head->weight.is_same(loaded.wte->weight));  // still one tensor
 }
+
+namespace {
+// A module with a float parameter and int64 and bool buffers (a step count, a mask), as PyTorch
+// modules hold torch.long and torch.bool buffers (BatchNorm's num_batches_tracked, a causal mask).
+struct Counted : nn::Module {
+  Tensor& weight;
+  Tensor& steps;
+  Tensor& mask;
+  Counted()
+      : weight(register_parameter("weight", zeros({3}))),
+        steps(register_buffer("steps", tensor(std::vector<int64_t>{0}, {1}))),
+        mask(register_buffer("mask", tensor(std::vector<bool>{false, false}, {2}))) {}
+  std::string type_name() const override { return "Counted"; }
+};
+}  // namespace
+
+TEST_CASE("module safetensors: int64 and bool buffers load as they are, float entries exactly",
+    "[io][safetensors]") {
+  TempFolder dir;
+  const std::string path = dir.file("counted.safetensors");
+  Counted saved;
+  {
+    NoGradGuard no_grad;
+    saved.weight.copy_(tensor({0.5, -1, 2}));
+  }
+  saved.steps.copy_(tensor(std::vector<int64_t>{(int64_t{1} << 53) + 1}, {1}));
+  saved.mask.copy_(tensor(std::vector<bool>{true, false}, {2}));
+  save_safetensors(saved, path);
+  const Safetensors file = read_safetensors(path);
+  CHECK(file.at("steps").dtype() == int64);
+  CHECK(file.at("mask").dtype() == bool_);
+
+  Counted loaded;
+  CHECK(load_safetensors(loaded, path).empty());
+  CHECK(loaded.weight.to_vector<float>() == std::vector<float>{0.5f, -1, 2});
+  CHECK(loaded.steps.dtype() == int64);
+  CHECK(loaded.steps.to_vector<int64_t>() == std::vector<int64_t>{(int64_t{1} << 53) + 1});
+  CHECK(loaded.mask.to_vector<bool>() == std::vector<bool>{true, false});
+
+  // Whole-number weights stored as I64 (as int64_names wrote them) load into the float
+  // parameter exactly; a float file of whole numbers loads into the int64 and bool buffers.
+  write_safetensors(path, {{"weight", tensor(std::vector<int64_t>{4, -5, 16777216})},
+                              {"steps", tensor({7.0})}, {"mask", tensor({0.0, 1.0})}});
+  CHECK(load_safetensors(loaded, path).empty());
+  CHECK(loaded.weight.dtype() == float32);
+  CHECK(loaded.weight.to_vector<float>() == std::vector<float>{4, -5, 16777216});
+  CHECK(loaded.steps.to_vector<int64_t>() == std::vector<int64_t>{7});
+  CHECK(loaded.mask.to_vector<bool>() == std::vector<bool>{false, true});
+
+  // A value that would change is refused, naming the entry and the value, and nothing loads.
+  write_safetensors(path, {{"weight", tensor(std::vector<int64_t>{1, 16777217, 0})},
+                              {"steps", tensor({2.5})}, {"mask", tensor({0.0, 2.0})}});
+  CHECK_THROWS_AS(load_safetensors(loaded, path), nn::StateDictError);
+  CHECK_THROWS_WITH(load_safetensors(loaded, path),
+      Contains(path) &&
+          Contains("dtype mismatch weight: file int64, model float32 (element 1 is 16777217, "
+                   "which float32 cannot hold exactly)") &&
+          Contains("dtype mismatch steps: file float32, model int64 (element 0 is 2.5") &&
+          Contains("dtype mismatch mask: file float32, model bool (element 1 is 2, which bool "
+                   "cannot hold (0 or 1))"));
+  CHECK(loaded.weight.to_vector<float>() == std::vector<float>{4, -5, 16777216});
+  CHECK(loaded.steps.to_vector<int64_t>() == std::vector<int64_t>{7});
+  // float32 and float64 still do not mix.
+  write_safetensors(path, {{"weight", zeros({3}, float64)}, {"steps", loaded.steps},
+                              {"mask", loaded.mask}});
+  CHECK_THROWS_WITH(load_safetensors(loaded, path),
+      Contains("dtype mismatch weight: file float64, model float32"));
+}

@@ -37,32 +37,42 @@ void check_refused(const std::string& file, const std::string& problem) {
 
 }  // namespace
 
-TEST_CASE(
-    "safetensors: float32, float64 and int64 tensors round-trip bit for bit", "[io][safetensors]") {
+TEST_CASE("safetensors: float32, float64, int64 and bool tensors round-trip bit for bit",
+    "[io][safetensors]") {
   Generator gen(1);
   const Tensor a = randn({2, 3}, gen), b = randn({4}, gen, float64);
-  const Tensor ids = tensor({3, 0, 7, 9007199254740992.0}, {2, 2}, float64);  // 2^53 at the end
+  // int64 past 2^53, where float64 (and so ag's old I64 reading) would round: 2^53 + 1, the
+  // extremes of int64.
+  const std::vector<int64_t> id_values = {
+      3, -7, (int64_t{1} << 53) + 1, INT64_MAX, INT64_MIN, 0};
+  const Tensor ids = tensor(id_values, {2, 3});
+  const Tensor mask = tensor(std::vector<bool>{true, false, false, true, true}, {5});
   const Tensor scalar = full({}, 2.5);
   SafetensorsWriteOptions options;
   options.metadata = {{"format", "pt"}, {"note", "quote \" backslash \\ newline \n é"}};
-  options.int64_names = {"ids"};
-  const std::string bytes =
-      serialize_safetensors({{"a", a}, {"b.weight", b}, {"ids", ids}, {"scalar", scalar}}, options);
+  const std::string bytes = serialize_safetensors(
+      {{"a", a}, {"b.weight", b}, {"ids", ids}, {"mask", mask}, {"scalar", scalar}}, options);
+  CHECK(bytes.find(R"("ids":{"dtype":"I64","shape":[2,3])") != std::string::npos);
+  CHECK(bytes.find(R"("mask":{"dtype":"BOOL","shape":[5])") != std::string::npos);
 
   const Safetensors file = parse_safetensors(bytes);
-  REQUIRE(file.tensors.size() == 4);
+  REQUIRE(file.tensors.size() == 5);
   CHECK(file.tensors[0].first == "a");  // header order
-  CHECK(file.tensors[3].first == "scalar");
+  CHECK(file.tensors[4].first == "scalar");
   CHECK(file.at("a").dtype() == float32);
   CHECK(file.at("a").to_vector<float>() == a.to_vector<float>());
   CHECK(file.at("b.weight").dtype() == float64);
   CHECK(file.at("b.weight").to_vector<double>() == b.to_vector<double>());
-  CHECK(file.at("ids").shape() == Shape{2, 2});
-  CHECK(file.at("ids").to_vector<double>() == ids.to_vector<double>());
+  CHECK(file.at("ids").dtype() == int64);
+  CHECK(file.at("ids").shape() == Shape{2, 3});
+  CHECK(file.at("ids").to_vector<int64_t>() == id_values);
+  CHECK(file.at("mask").dtype() == bool_);
+  CHECK(file.at("mask").to_vector<bool>() == std::vector<bool>{true, false, false, true, true});
   CHECK(file.at("scalar").shape() == Shape{});
   CHECK(file.at("scalar").item() == 2.5);
   CHECK(file.metadata == options.metadata);
-  CHECK_THROWS_WITH(file.at("c"), Contains("no tensor \"c\"") && Contains("a, b.weight, ids"));
+  CHECK_THROWS_WITH(
+      file.at("c"), Contains("no tensor \"c\"") && Contains("a, b.weight, ids, mask, scalar"));
 }
 
 TEST_CASE("safetensors: the bytes are the specification's", "[io][safetensors]") {
@@ -166,12 +176,18 @@ TEST_CASE("safetensors: every malformed file is refused, naming the problem", "[
       "too large (over 2^63 bytes)");  // empty, yet its strides would overflow
   check_refused(file_of(R"({"__metadata__":{"k":1}})", ""), "expected '\"' to start a string");
   check_refused(file_of(R"({"w\ud800":{}})", ""), "a high surrogate without its low half");
-  {
-    const int64_t too_big = (int64_t{1} << 53) + 1;
-    check_refused(file_of(R"({"i":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
-                      std::string(reinterpret_cast<const char*>(&too_big), 8)),
-        "beyond ±2^53");
-  }
+  // A BOOL byte is 0 or 1; a 2 (or 255) is damage, named by tensor, element and byte offset.
+  check_refused(file_of(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
+                    std::string("\x01\x00\x02", 3)),
+      "tensor \"m\" (BOOL) element 2 is the byte 2, not 0 or 1 (data byte 2)");
+  check_refused(file_of(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]},)"
+                        R"("m":{"dtype":"BOOL","shape":[2,1],"data_offsets":[1,3]}})",
+                    std::string("\x01\x01\xff", 3)),
+      "tensor \"m\" (BOOL) element 1 is the byte 255, not 0 or 1 (data byte 2)");
+  // A BOOL shape counts bytes, not 8-byte elements.
+  check_refused(file_of(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,16]}})",
+                    std::string(16, '\0')),
+      "the shape needs 2 bytes, the range holds 16");
 }
 
 TEST_CASE("safetensors: a header of 200 000 tensors has its names checked in one pass",
@@ -196,13 +212,19 @@ TEST_CASE("safetensors: writing refuses what the format cannot say", "[io][safet
   const Tensor t = ones({2});
   CHECK_THROWS_AS(serialize_safetensors({{"w", t}, {"w", t}}), ValueError);
   CHECK_THROWS_AS(serialize_safetensors({{"__metadata__", t}}), ValueError);
-  SafetensorsWriteOptions options;
-  options.int64_names = {"w"};
-  CHECK_THROWS_WITH(
-      serialize_safetensors({{"w", tensor({1.5})}}, options), Contains("tensor \"w\" holds 1.5"));
-  options.int64_names = {"missing"};
-  CHECK_THROWS_WITH(
-      serialize_safetensors({{"w", t}}, options), Contains("\"missing\", which is no tensor"));
+  CHECK_THROWS_AS(serialize_safetensors({{"w", Tensor()}}), ValueError);
+}
+
+TEST_CASE("safetensors: floats holding whole numbers become I64 by an exact conversion",
+    "[io][safetensors]") {
+  // What the write option int64_names did before int64 tensors: now the caller converts, exactly.
+  const Tensor lengths = tensor({3, 9007199254740992.0}, {2}, float64);  // 2^53
+  const Tensor as_int = tensor(lengths.to_vector<int64_t>(), lengths.shape());
+  const Safetensors file = parse_safetensors(serialize_safetensors({{"lengths", as_int}}));
+  CHECK(file.at("lengths").dtype() == int64);
+  CHECK(file.at("lengths").to_vector<int64_t>() == std::vector<int64_t>{3, int64_t{1} << 53});
+  // A value that is not whole is refused by that conversion, not truncated.
+  CHECK_THROWS_AS(tensor({1.5}).to_vector<int64_t>(), ValueError);
 }
 
 TEST_CASE("safetensors: files are written whole, and read back", "[io][safetensors]") {
