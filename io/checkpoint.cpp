@@ -143,7 +143,8 @@ Checkpoint read_binary(std::string_view payload, const std::string& source) {
     ar(dtype_code);
     if (dtype_code >= std::size(kDTypeCodes))
       fail(source, "damaged payload: tensor '" + name + "' has an unknown dtype code " +
-                       std::to_string(dtype_code) + " (known: 0 float32, 1 float64, 2 int64, 3 bool)");
+                       std::to_string(dtype_code) +
+                       " (known: 0 float32, 1 float64, 2 int64, 3 bool)");
     const DType dtype = kDTypeCodes[dtype_code];
     const uint64_t ndim = read_count(ar, budget, 8, "a tensor's dims");
     ShapeReader dims;
@@ -261,7 +262,7 @@ uint32_t crc32(std::string_view bytes) {
 void check_finite(const std::map<std::string, Tensor>& tensors, const std::string& file) {
   for (const auto& [name, tensor] : tensors) {
     if (!is_floating_point(tensor.dtype())) continue;  // int64 and bool values are all finite
-    const Tensor dense = contiguous(tensor);  // a file's tensors are already
+    const Tensor dense = contiguous(tensor);           // a file's tensors are already
     const int64_t n = dense.numel();
     int64_t bad = n;  // the first element that is not finite
     double value = 0;

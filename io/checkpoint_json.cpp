@@ -220,11 +220,10 @@ class JsonCheckpointReader
     std::string name;
     std::optional<DType> dtype;
     std::optional<ShapeReader> shape;
-    Tensor tensor;                   // allocated when the data starts after dtype and shape
-    uint64_t values = 0;             // data values read
+    Tensor tensor;        // allocated when the data starts after dtype and shape
+    uint64_t values = 0;  // data values read
     uint64_t early_values = 0;
     std::string early_text;  // the data, when it came before dtype or shape: numbers, each + ' '
-
   };
   // The integer, real or string entry being read.
   struct ListEntry {

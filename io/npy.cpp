@@ -145,8 +145,7 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   if (header.descr == "<i8") dtype = int64;
   if (header.descr == "|b1") dtype = bool_;
   if (!dtype)
-    refuse(source,
-        "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
+    refuse(source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
   const std::size_t element_bytes = dtype_size(*dtype);
   // The product of the dimensions, zeros left out, must fit int64 (else ag could not compute
   // the strides, even of an empty array).

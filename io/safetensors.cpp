@@ -160,10 +160,14 @@ const DTypeInfo& dtype_info(const std::string& name, HeaderReader& reader) {
 // The file's name of the dtype ag writes a tensor of `dtype` as: its own.
 const char* file_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::float32: return "F32";
-    case DType::float64: return "F64";
-    case DType::int64: return "I64";
-    default: return "BOOL";
+    case DType::float32:
+      return "F32";
+    case DType::float64:
+      return "F64";
+    case DType::int64:
+      return "I64";
+    default:
+      return "BOOL";
   }
 }
 
@@ -479,8 +483,9 @@ std::string serialize_safetensors(const std::vector<std::pair<std::string, Tenso
     const char* dtype = file_dtype_name(t.dtype());
     if (header.size() > 1) header += ',';
     header += json_string(name);
-    header += ":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":[" + shape + "],\"data_offsets\":[" +
-              std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+    header += ":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":[" + shape +
+              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) +
+              "]}";
   }
   header += "}";
   // Pad the header with spaces so that the data starts 8-byte aligned, as the reference writer.

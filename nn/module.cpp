@@ -192,7 +192,8 @@ std::variant<Tensor, std::string> exactly_as(const Tensor& source, DType target)
 // Whether two tensors of one shape hold the same values in the same dtype.
 bool same_values(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype()) return false;
-  return dispatch_all(a.dtype(), [&]<typename T>() { return a.to_vector<T>() == b.to_vector<T>(); });
+  return dispatch_all(
+      a.dtype(), [&]<typename T>() { return a.to_vector<T>() == b.to_vector<T>(); });
 }
 }  // namespace
 

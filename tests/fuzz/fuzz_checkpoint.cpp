@@ -52,8 +52,16 @@ void check_plausible(const ag::Checkpoint& c, std::size_t input_size) {
     if (static_cast<uint64_t>(t.numel()) > input_size)
       finding("tensor '" + name + "' has " + std::to_string(t.numel()) + " elements from " +
               std::to_string(input_size) + " bytes");
-    if (t.to_vector<double>().size() != static_cast<std::size_t>(t.numel()))
-      finding("tensor '" + name + "' is unreadable");
+    const std::size_t read =
+        ag::dispatch_all(t.dtype(), [&]<typename T>() { return t.to_vector<T>().size(); });
+    if (read != static_cast<std::size_t>(t.numel())) finding("tensor '" + name + "' is unreadable");
+    // A bool's bytes are 0 or 1 (any other byte in a C++ bool is undefined behaviour).
+    if (t.dtype() == ag::bool_) {
+      const ag::Tensor dense = t.contiguous();
+      const auto* bytes = static_cast<const unsigned char*>(dense.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (bytes[i] > 1) finding("bool tensor '" + name + "' holds a byte other than 0 or 1");
+    }
   }
 }
 
@@ -75,6 +83,10 @@ void check_round_trip(const ag::Checkpoint& c, ag::CheckpointFormat format) {
     same = a->first == b->first && a->second.dtype() == b->second.dtype() &&
            a->second.shape() == b->second.shape();
     if (!same) break;
+    if (!ag::is_floating_point(a->second.dtype())) {  // int64 and bool: exact, in every format
+      same = a->second.to_vector<int64_t>() == b->second.to_vector<int64_t>();
+      continue;
+    }
     const std::vector<double> va = a->second.to_vector<double>(),
                               vb = b->second.to_vector<double>();
     for (std::size_t i = 0; same && i < va.size(); ++i) same = same_double(va[i], vb[i], json);

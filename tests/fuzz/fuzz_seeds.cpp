@@ -45,6 +45,8 @@ ag::Checkpoint small() {
   c.tensors["layer.bias"] = ag::tensor({0.1, 1.0 / 3.0, 5e-324, -1e300}, {4}, ag::float64);
   c.tensors["scale"] = ag::scalar_tensor(2.5, ag::float32);
   c.tensors["empty"] = ag::zeros({0, 3}, ag::float64);
+  c.tensors["ids"] = ag::tensor(std::vector<int64_t>{(int64_t{1} << 53) + 1, -1, INT64_MAX});
+  c.tensors["mask"] = ag::tensor(std::vector<bool>{true, false, true, true}, {2, 2});
   c.integers["step"] = 12345;
   c.integers["seed"] = std::numeric_limits<uint64_t>::max();
   c.reals["lr"] = 1e-3;
@@ -92,11 +94,11 @@ int write_safetensors_seeds(const std::string& dir) {
   ag::Generator g(2);
   ag::SafetensorsWriteOptions options;
   options.metadata = {{"format", "pt"}, {"config", "{\"num_hiddens\": 32}"}};
-  options.int64_names = {"ids"};
   write(dir + "/mixed.safetensors",
       ag::serialize_safetensors(
           {{"encoder.W_q.weight", ag::randn({3, 4}, g)}, {"b", ag::randn({2}, g, ag::float64)},
-              {"ids", ag::tensor({1, 2, 3}, {3}, ag::float64)},
+              {"ids", ag::tensor(std::vector<int64_t>{1, 2, (int64_t{1} << 53) + 1})},
+              {"mask", ag::tensor(std::vector<bool>{true, false, true}, {3, 1})},
               {"scalar", ag::scalar_tensor(1.5, ag::float32)},
               {"empty", ag::zeros({0, 2}, ag::float32)}},
           options));
@@ -113,13 +115,15 @@ int write_npy_seeds(const std::string& dir) {
   ag::Generator g(3);
   write(dir + "/f4.npy", ag::serialize_npy(ag::randn({2, 3}, g)));
   write(dir + "/f8-scalar.npy", ag::serialize_npy(ag::scalar_tensor(3.25, ag::float64)));
-  write(dir + "/i8.npy", ag::serialize_npy(ag::tensor({-1, 0, 7}, {3}, ag::float64), true));
+  write(dir + "/i8.npy", ag::serialize_npy(ag::tensor(std::vector<int64_t>{-1, 0, INT64_MIN})));
+  write(dir + "/b1.npy",
+      ag::serialize_npy(ag::tensor(std::vector<bool>{false, true, true, false}, {2, 2})));
   write(dir + "/empty.npy", ag::serialize_npy(ag::zeros({2, 0, 1}, ag::float32)));
   // The 2 × 2 array [[1, 2], [3, 4]] in Fortran order, as NumPy writes it.
   std::string fortran = ag::serialize_npy(ag::tensor({1, 3, 2, 4}, {2, 2}, ag::float64));
   fortran.replace(fortran.find("False"), 5, "True ");
   write(dir + "/fortran.npy", fortran);
-  return 5;
+  return 6;
 }
 
 // Each seed is its selector byte (fuzz_input.h) and the text.

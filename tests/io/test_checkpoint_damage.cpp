@@ -584,7 +584,8 @@ TEST_CASE(
       {"2^64-1 tensors", binary_start(huge).get()},
       {"a tensor name of 2^62 bytes", binary_start(1).u64(uint64_t{1} << 62).get()},
       {"dtype code 4", binary_end(binary_start(1).str("t").u8(4).u64(0).f64(1))},
-      {"a bool byte of 2", binary_end(binary_start(1).str("t").u8(3).u64(1).u64(3).u8(1).u8(0).u8(2))},
+      {"a bool byte of 2",
+          binary_end(binary_start(1).str("t").u8(3).u64(1).u64(3).u8(1).u8(0).u8(2))},
       {"a bool byte of 255", binary_end(binary_start(1).str("t").u8(3).u64(0).u8(255))},
       {"int64 data cut short", binary_end(binary_start(1).str("t").u8(2).u64(1).u64(2).u64(7))},
       {"dtype code 255", binary_end(binary_start(1).str("t").u8(255).u64(0).f64(1))},
@@ -758,9 +759,11 @@ TEST_CASE("checkpoint JSON payload: hand-written hostile documents are rejected"
       // Dtypes, names.
       {"an unknown dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"int8\"") + "]")},
       {"an empty dtype", json_doc("[" + json_tensor("[2]", "[1,2]", "\"\"") + "]")},
-      {"a dtype spelt as C++ spells it", json_doc("[" + json_tensor("[1]", "[1]", "\"bool_\"") + "]")},
+      {"a dtype spelt as C++ spells it",
+          json_doc("[" + json_tensor("[1]", "[1]", "\"bool_\"") + "]")},
       // int64 data are integers in int64's range; bool data are 0 or 1.
-      {"a fraction in int64 data", json_doc("[" + json_tensor("[2]", "[1,2.5]", "\"int64\"") + "]")},
+      {"a fraction in int64 data",
+          json_doc("[" + json_tensor("[2]", "[1,2.5]", "\"int64\"") + "]")},
       {"an exponent in int64 data", json_doc("[" + json_tensor("[1]", "[1e3]", "\"int64\"") + "]")},
       {"2^63 in int64 data",
           json_doc("[" + json_tensor("[1]", "[9223372036854775808]", "\"int64\"") + "]")},
@@ -830,8 +833,7 @@ TEST_CASE("checkpoint JSON payload: harmless variations parse", "[checkpoint][da
       "\"shape\":[2],\"dtype\":\"int64\"}],\"integers\":[],\"reals\":[],\"strings\":[]}",
       CheckpointFormat::json);
   CHECK(early.tensor("t").dtype() == int64);
-  CHECK(early.tensor("t").to_vector<int64_t>() ==
-        std::vector<int64_t>{-1, (int64_t{1} << 53) + 1});
+  CHECK(early.tensor("t").to_vector<int64_t>() == std::vector<int64_t>{-1, (int64_t{1} << 53) + 1});
 }
 
 TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are rejected",

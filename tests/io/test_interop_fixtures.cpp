@@ -39,8 +39,8 @@ TEST_CASE("npy: files numpy.save wrote are read with their dtype, shape and valu
   // [2^53 + 1, -2^63, 2^63 - 1]: exact, where float64 would have rounded the first.
   const Tensor large = read_npy(fixture("i8_large.npy"));
   CHECK(large.dtype() == int64);
-  CHECK(large.to_vector<int64_t>() == std::vector<int64_t>{(int64_t{1} << 53) + 1, INT64_MIN,
-                                          INT64_MAX});
+  CHECK(large.to_vector<int64_t>() ==
+        std::vector<int64_t>{(int64_t{1} << 53) + 1, INT64_MIN, INT64_MAX});
   // np.array([[True, False, True], [False, False, True]]), descr '|b1'.
   const Tensor mask = read_npy(fixture("b1_mask_2x3.npy"));
   CHECK(mask.dtype() == bool_);
@@ -69,9 +69,8 @@ TEST_CASE("safetensors: a file written from PyTorch tensors holds PyTorch's valu
     const Tensor expected = read_npy(fixture("expected/" + name + ".npy"));
     CHECK(tensor.dtype() == expected.dtype());
     CHECK(tensor.shape() == expected.shape());
-    dispatch_all(tensor.dtype(), [&]<typename T>() {
-      CHECK(tensor.to_vector<T>() == expected.to_vector<T>());
-    });
+    dispatch_all(tensor.dtype(),
+        [&]<typename T>() { CHECK(tensor.to_vector<T>() == expected.to_vector<T>()); });
   }
   CHECK(names ==
         std::vector<std::string>{"w.f32", "w.f64", "ids", "half", "bf16", "scalar", "empty"});
@@ -89,12 +88,11 @@ TEST_CASE("safetensors: PyTorch's torch.long and torch.bool tensors load as int6
     const Tensor expected = read_npy(fixture("expected/" + name + ".npy"));  // numpy.save's
     CHECK(tensor.dtype() == expected.dtype());
     CHECK(tensor.shape() == expected.shape());
-    dispatch_all(tensor.dtype(), [&]<typename T>() {
-      CHECK(tensor.to_vector<T>() == expected.to_vector<T>());
-    });
+    dispatch_all(tensor.dtype(),
+        [&]<typename T>() { CHECK(tensor.to_vector<T>() == expected.to_vector<T>()); });
   }
-  CHECK(names == std::vector<std::string>{
-                     "token_ids", "bn.num_batches_tracked", "causal_mask", "no_mask"});
+  CHECK(names ==
+        std::vector<std::string>{"token_ids", "bn.num_batches_tracked", "causal_mask", "no_mask"});
   // The values, spelt out (not only compared with numpy's files of them).
   const Tensor& ids = file.at("token_ids");
   CHECK(ids.dtype() == int64);

@@ -190,8 +190,8 @@ TEST_CASE("module safetensors: int64 and bool buffers load as they are, float en
   CHECK(loaded.weight.to_vector<float>() == std::vector<float>{4, -5, 16777216});
   CHECK(loaded.steps.to_vector<int64_t>() == std::vector<int64_t>{7});
   // float32 and float64 still do not mix.
-  write_safetensors(path, {{"weight", zeros({3}, float64)}, {"steps", loaded.steps},
-                              {"mask", loaded.mask}});
+  write_safetensors(
+      path, {{"weight", zeros({3}, float64)}, {"steps", loaded.steps}, {"mask", loaded.mask}});
   CHECK_THROWS_WITH(load_safetensors(loaded, path),
       Contains("dtype mismatch weight: file float64, model float32"));
 }

@@ -43,8 +43,7 @@ TEST_CASE("safetensors: float32, float64, int64 and bool tensors round-trip bit 
   const Tensor a = randn({2, 3}, gen), b = randn({4}, gen, float64);
   // int64 past 2^53, where float64 (and so ag's old I64 reading) would round: 2^53 + 1, the
   // extremes of int64.
-  const std::vector<int64_t> id_values = {
-      3, -7, (int64_t{1} << 53) + 1, INT64_MAX, INT64_MIN, 0};
+  const std::vector<int64_t> id_values = {3, -7, (int64_t{1} << 53) + 1, INT64_MAX, INT64_MIN, 0};
   const Tensor ids = tensor(id_values, {2, 3});
   const Tensor mask = tensor(std::vector<bool>{true, false, false, true, true}, {5});
   const Tensor scalar = full({}, 2.5);
@@ -185,8 +184,8 @@ TEST_CASE("safetensors: every malformed file is refused, naming the problem", "[
                     std::string("\x01\x01\xff", 3)),
       "tensor \"m\" (BOOL) element 1 is the byte 255, not 0 or 1 (data byte 2)");
   // A BOOL shape counts bytes, not 8-byte elements.
-  check_refused(file_of(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,16]}})",
-                    std::string(16, '\0')),
+  check_refused(
+      file_of(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,16]}})", std::string(16, '\0')),
       "the shape needs 2 bytes, the range holds 16");
 }
 
