@@ -52,8 +52,9 @@ void check_plausible(const ag::Checkpoint& c, std::size_t input_size) {
     if (static_cast<uint64_t>(t.numel()) > input_size)
       finding("tensor '" + name + "' has " + std::to_string(t.numel()) + " elements from " +
               std::to_string(input_size) + " bytes");
+    const ag::Tensor& tensor = t;  // (a lambda cannot capture a structured binding in clang 14)
     const std::size_t read =
-        ag::dispatch_all(t.dtype(), [&]<typename T>() { return t.to_vector<T>().size(); });
+        ag::dispatch_all(t.dtype(), [&]<typename T>() { return tensor.to_vector<T>().size(); });
     if (read != static_cast<std::size_t>(t.numel())) finding("tensor '" + name + "' is unreadable");
     // A bool's bytes are 0 or 1 (any other byte in a C++ bool is undefined behaviour).
     if (t.dtype() == ag::bool_) {

@@ -199,8 +199,9 @@ std::string implausible(const Checkpoint& c, std::size_t payload_size) {
     if (static_cast<uint64_t>(t.numel()) > payload_size)
       return "tensor '" + name + "' has " + std::to_string(t.numel()) +
              " elements from a payload of " + std::to_string(payload_size) + " bytes";
+    const Tensor& tensor = t;  // (a lambda cannot capture a structured binding in clang 14)
     const std::size_t read =
-        dispatch_all(t.dtype(), [&]<typename T>() { return t.to_vector<T>().size(); });
+        dispatch_all(t.dtype(), [&]<typename T>() { return tensor.to_vector<T>().size(); });
     if (read != static_cast<std::size_t>(n)) return "tensor '" + name + "' is not readable";
     // A bool's bytes are 0 or 1: any other byte in a C++ bool is undefined behaviour.
     if (t.dtype() == bool_) {
