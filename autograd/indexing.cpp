@@ -47,13 +47,14 @@ Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
       const int64_t size = out.size(at);
       if (index.integer() < -size || index.integer() >= size)
         fail<ShapeError>("index: ", index.str(), " in ", entries_str(indices),
-            " is out of range for dim ", at, " of size ", size, " (shape ", shape_str(shape()), ")");
+            " is out of range for dim ", at, " of size ", size, " (shape ", shape_str(shape()),
+            ")");
       out = ag::select(out, at, index.integer());  // the dim goes away
     } else if (index.is_slice()) {
       const Slice& s = index.slice();
       if (s.step <= 0)
-        fail<ShapeError>("index: ", index.str(), " in ", entries_str(indices),
-            " has step ", s.step, "; a step must be positive (shape ", shape_str(shape()), ")");
+        fail<ShapeError>("index: ", index.str(), " in ", entries_str(indices), " has step ", s.step,
+            "; a step must be positive (shape ", shape_str(shape()), ")");
       out = ag::slice(out, at, s.start.value_or(0), s.stop.value_or(INT64_MAX), s.step);
       ++at;
     } else if (index.is_none()) {

@@ -50,7 +50,10 @@ TEST_CASE("index picks what Python indexing picks", "[index]") {
 
 TEST_CASE("index is differentiable as the views it is made of", "[index][gradcheck]") {
   Tensor x = randn({2, 3, 4}, float64).requires_grad_();
-  CHECK(gradcheck([](const std::vector<Tensor>& in) { return in[0].index({Slice(), -1, Slice(1)}); },
+  CHECK(gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return in[0].index({Slice(), -1, Slice(1)});
+      },
       {x}));
   sum(x.index({1, Ellipsis, 0})).backward();
   const std::vector<double> g = x.grad().to_vector<double>();

@@ -93,7 +93,7 @@ TEST_CASE(
 
 // ---- one_hot ------------------------------------------------------------------------------------
 
-TEST_CASE("one_hot gives int64 of index.shape + [C]", "[ops_index]") {
+TEST_CASE("one_hot gives int64 of index shape plus C", "[ops_index]") {
   Tensor out = one_hot(tensor(std::vector<int64_t>{2, 0}), 4);
   CHECK(out.dtype() == int64);
   CHECK(out.shape() == Shape{2, 4});
