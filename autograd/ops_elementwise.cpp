@@ -711,7 +711,7 @@ Tensor where(const Tensor& condition, const Tensor& a_given, const Tensor& b_giv
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  if (x.dtype() == int64 && !(value == std::trunc(value) && detail::fits_int64(value)))
+  if (x.dtype() == int64 && !(value == std::trunc(value) && fits_int64(value)))
     fail<ValueError>("masked_fill: the value ", value, " does not fit the int64 tensor of shape ",
         shape_str(x.shape()), " (an integer in int64's range does)");
   if (broadcast_shapes(mask.shape(), x.shape(), "masked_fill") != x.shape())

@@ -236,8 +236,7 @@ T Tensor::item() const {
   if (numel() != 1)
     fail<ShapeError>("item: a tensor of shape ", shape_str(shape()), " has ", numel(),
         " elements; item() needs exactly one");
-  return dispatch_all(
-      dtype(), [&]<typename S>() { return detail::exact_cast<T>(*data<S>(), "item"); });
+  return dispatch_all(dtype(), [&]<typename S>() { return exact_cast<T>(*data<S>(), "item"); });
 }
 template double Tensor::item<double>() const;
 template float Tensor::item<float>() const;
@@ -253,7 +252,7 @@ std::vector<T> Tensor::to_vector() const {
     detail::for_each_row<1>(shape(), {strides()},
         [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
           for (int64_t i = 0; i < n; ++i)
-            values.push_back(detail::exact_cast<T>(base[off[0] + i * st[0]], "to_vector"));
+            values.push_back(exact_cast<T>(base[off[0] + i * st[0]], "to_vector"));
         });
   });
   return values;
@@ -370,7 +369,7 @@ template <class Update>
 void update_each_element(const Tensor& t, const char* op, double scalar, Update update) {
   check_inplace_allowed(t, op);
   dispatch_all(t.dtype(), [&]<typename T>() {
-    const T s = detail::exact_cast<T>(scalar, op);
+    const T s = exact_cast<T>(scalar, op);
     t.bump_version();
     T* base = t.data<T>();
     detail::for_each_row<1>(t.shape(), {t.strides()},
@@ -467,8 +466,7 @@ Tensor Tensor::to(DType target) const {
       int64_t i = 0;
       detail::for_each_row<1>(shape(), {strides()},
           [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-            for (int64_t k = 0; k < n; ++k)
-              o[i++] = detail::converting_cast<T>(in[off[0] + k * st[0]]);
+            for (int64_t k = 0; k < n; ++k) o[i++] = converting_cast<T>(in[off[0] + k * st[0]]);
           });
     });
   });
@@ -531,8 +529,8 @@ Tensor empty(const Shape& shape, DType dtype) { return detail::empty(shape, dtyp
 namespace {
 Tensor full_for(const char* op, const Shape& shape, double value, DType dtype) {
   Tensor t = detail::empty(shape, dtype, op);
-  dispatch_all(dtype,
-      [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), detail::exact_cast<T>(value, op)); });
+  dispatch_all(
+      dtype, [&]<typename T>() { std::fill_n(t.data<T>(), t.numel(), exact_cast<T>(value, op)); });
   return t;
 }
 }  // namespace
@@ -622,7 +620,7 @@ Tensor tensor_from(const std::vector<V>& values, const Shape& shape, DType dtype
   dispatch_all(dtype, [&]<typename T>() {
     T* p = t.data<T>();
     for (std::size_t i = 0; i < values.size(); ++i)
-      p[i] = detail::exact_cast<T>(static_cast<V>(values[i]), "tensor");
+      p[i] = exact_cast<T>(static_cast<V>(values[i]), "tensor");
   });
   return t;
 }
@@ -809,7 +807,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator& generat
       const uint64_t hi = words.next();
       const uint64_t w = (hi << 32) | words.next();
       const auto value = static_cast<int64_t>(static_cast<uint64_t>(low) + w % range);
-      p[i] = detail::exact_cast<T>(value, "randint");
+      p[i] = exact_cast<T>(value, "randint");
     }
   });
   return t;

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "autograd/detail/convert.h"
+#include "autograd/convert.h"
 
 namespace ag::nn {
 
@@ -176,7 +176,7 @@ std::variant<Tensor, std::string> exactly_as(const Tensor& source, DType target)
             y[i] = x[i] == S(1);
         } else {
           try {
-            y[i] = detail::exact_cast<T>(x[i], "load_state_dict");
+            y[i] = exact_cast<T>(x[i], "load_state_dict");
           } catch (const ValueError&) {
             problem = "element " + std::to_string(i) + " is " + value_text(x[i]) + ", which " +
                       dtype_name(target) + " cannot hold exactly";

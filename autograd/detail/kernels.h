@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/detail/convert.h"
+#include "autograd/convert.h"
 #include "autograd/parallel.h"
 #include "autograd/tensor.h"
 

@@ -1,6 +1,8 @@
 // Converting one element between ag's dtypes (float, double, int64_t, bool), in the two ways ag
 // needs: exactly (reading values out, filling a tensor from values: a token id must not round)
-// and as PyTorch's x.to(dtype) converts (truncating, rounding). Internal.
+// and as PyTorch's x.to(dtype) converts (truncating, rounding). Tensor::item, to_vector, to and
+// the creation functions convert through these; code of your own that moves values between
+// dtypes can too.
 #pragma once
 
 #include <cmath>
@@ -10,7 +12,7 @@
 #include "autograd/dtype.h"
 #include "autograd/error.h"
 
-namespace ag::detail {
+namespace ag {
 
 // Whether a floating value has an int64 (after truncation toward zero): finite and in
 // [−2^63, 2^63).
@@ -64,4 +66,4 @@ To converting_cast(From v) {
   }
 }
 
-}  // namespace ag::detail
+}  // namespace ag
