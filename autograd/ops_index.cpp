@@ -20,18 +20,10 @@
 
 namespace ag {
 
-namespace {
+using detail::around;
+using detail::Around;
 
-// x's shape seen as a contiguous (outer, size, inner) block around `dim`.
-struct Around {
-  int64_t outer, size, inner;
-};
-Around around(const Shape& shape, int64_t dim) {
-  Around a{1, shape.empty() ? 1 : shape[dim], 1};
-  for (int64_t d = 0; d < dim; ++d) a.outer *= shape[d];
-  for (std::size_t d = dim + 1; d < shape.size(); ++d) a.inner *= shape[d];
-  return a;
-}
+namespace {
 
 // For every element j (row-major) of an index of shape `index_shape`, calls visit(j, at) with `at`
 // the offset in a contiguous tensor of strides `strides` of the element it names along `dim`:

@@ -16,6 +16,9 @@
 
 namespace ag {
 
+using detail::around;
+using detail::Around;
+
 namespace {
 
 // Resolves one -1 in `shape` so that it holds `count` elements, or throws naming `op`.
@@ -91,17 +94,6 @@ Tensor record_reshape_like(Op op, const Tensor& out, const Tensor& x) {
         // Same elements, other shape: the gradient is reshaped back
         return {reshape(g, shape)};
       });
-}
-
-// x as a contiguous (outer, size, inner) block around `dim`.
-struct Around {
-  int64_t outer, size, inner;
-};
-Around around(const Shape& shape, int64_t dim) {
-  Around a{1, shape.empty() ? 1 : shape[dim], 1};
-  for (int64_t d = 0; d < dim; ++d) a.outer *= shape[d];
-  for (std::size_t d = dim + 1; d < shape.size(); ++d) a.inner *= shape[d];
-  return a;
 }
 
 }  // namespace

@@ -133,6 +133,19 @@ bool has_distinct_elements(const Tensor& t);
 // dst[i] = src[i] for every index of dst's shape; src broadcasts to dst. Same dtype.
 void copy_into(const Tensor& dst, const Tensor& src);
 
+// A shape seen as a contiguous (outer, size, inner) block around `dim`: the ops that pick or
+// sum along one dim (index_select, gather, cumsum, topk) walk outer × size × inner.
+struct Around {
+  int64_t outer, size, inner;
+};
+inline Around around(const Shape& shape, int64_t dim) {
+  Around a{1, shape.empty() ? 1 : shape[dim], 1};
+  for (int64_t d = 0; d < dim; ++d) a.outer *= shape[d];
+  for (std::size_t d = static_cast<std::size_t>(dim) + 1; d < shape.size(); ++d)
+    a.inner *= shape[d];
+  return a;
+}
+
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
