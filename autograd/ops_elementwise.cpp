@@ -283,7 +283,8 @@ Tensor add(const Tensor& a_given, double s) {
 
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (−s), exactly
 
-Tensor sub(double s, const Tensor& b) { return add(neg(b), s); }  // s − x = (−x) + s, exactly
+// s − x = (−x) + s, exactly; an int64 or bool x becomes float32 first (1.0 - mask)
+Tensor sub(double s, const Tensor& b) { return add(neg(floating(b)), s); }
 
 Tensor mul(const Tensor& a_given, double s) {
   const Tensor a = floating(a_given);

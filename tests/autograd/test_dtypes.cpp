@@ -114,6 +114,8 @@ TEST_CASE("arithmetic promotes as PyTorch's: a floating operand wins, int64 beat
   CHECK((i * 0.5).dtype() == float32);
   CHECK((i * 0.5).to_vector<double>() == std::vector<double>{0.5, 1.0, 1.5});
   CHECK((b + 1).to_vector<int64_t>() == std::vector<int64_t>{2, 1, 2});
+  CHECK((1.0 - b).dtype() == float32);  // the complement of a mask, as a float
+  CHECK((1.0 - b).to_vector<double>() == std::vector<double>{0, 1, 0});
   CHECK((f * 2).dtype() == float32);  // a float tensor stays float
   CHECK((f * 2).to_vector<double>() == std::vector<double>{1.0, 0.5, 4.0});
   // int64 wraps around on overflow, as PyTorch's (two's complement).
