@@ -128,8 +128,9 @@ void check_floating(DType dtype, const char* op) {
 
 void check_floating(const Tensor& x, const char* op) {
   if (!is_floating_point(x.dtype()))
-    fail<DTypeError>(op, ": expected a floating-point tensor (float32 or float64), got a ",
-        dtype_name(x.dtype()), " tensor of shape ", shape_str(x.shape()),
+    fail<DTypeError>(op,
+        ": expected a floating-point tensor (float32 or float64), got one of dtype ",
+        dtype_name(x.dtype()), " and shape ", shape_str(x.shape()),
         "; convert it first (x.to(ag::float32))");
 }
 
@@ -598,7 +599,11 @@ Tensor arange(double start, double end, double step, DType dtype) {
     Tensor t = detail::empty({n}, dtype, "arange");
     int64_t* p = t.data<int64_t>();
     const auto first = static_cast<int64_t>(start), stride = static_cast<int64_t>(step);
-    for (int64_t i = 0; i < n; ++i) p[i] = first + i * stride;  // in range: between start and end
+    // Each value lies between start and end, but i · step alone may not fit in int64 (start near
+    // −2^63, a step near 2^63): computed as uint64, which wraps to the same value.
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<int64_t>(
+          static_cast<uint64_t>(first) + static_cast<uint64_t>(i) * static_cast<uint64_t>(stride));
     return t;
   }
   Tensor t = detail::empty({n}, dtype, "arange");
