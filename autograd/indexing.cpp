@@ -1,6 +1,7 @@
 // x.index({...}): Python's basic indexing, as select, slice and unsqueeze views (indexing.h).
 #include "autograd/indexing.h"
 
+#include <span>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -17,7 +18,7 @@ std::string TensorIndex::str() const {
 }
 
 namespace {
-std::string entries_str(std::initializer_list<TensorIndex> indices) {
+std::string entries_str(std::span<const TensorIndex> indices) {
   std::string s = "{";
   for (const TensorIndex& index : indices) s += (s.size() > 1 ? ", " : "") + index.str();
   return s + "}";
@@ -25,6 +26,10 @@ std::string entries_str(std::initializer_list<TensorIndex> indices) {
 }  // namespace
 
 Tensor Tensor::index(std::initializer_list<TensorIndex> indices) const {
+  return index(std::vector<TensorIndex>(indices));
+}
+
+Tensor Tensor::index(const std::vector<TensorIndex>& indices) const {
   // How many of x's dims the entries name: integers and slices one each; None adds a dim and
   // names none; an Ellipsis stands for the dims left over.
   int64_t named = 0, ellipses = 0;

@@ -33,7 +33,15 @@ Storage::Storage(std::size_t nbytes) : data_(detail::allocate_storage(nbytes)), 
   storage_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
-Storage::~Storage() { detail::release_storage(data_, nbytes_); }
+Storage::Storage(void* data, std::size_t nbytes, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+
+Storage::~Storage() {
+  if (release_)
+    release_();
+  else
+    detail::release_storage(data_, nbytes_);
+}
 
 // ---- helpers ------------------------------------------------------------------------------------
 
@@ -526,6 +534,30 @@ Tensor detail::empty(const Shape& shape, DType dtype, const char* op) {
 }
 
 Tensor empty(const Shape& shape, DType dtype) { return detail::empty(shape, dtype, "empty"); }
+
+Tensor from_blob(void* data, std::size_t nbytes, const Shape& shape, const Shape& strides,
+    DType dtype, std::function<void()> release) {
+  if (strides.size() != shape.size())
+    fail<ShapeError>("from_blob: ", strides.size(), " strides for the shape ", shape_str(shape));
+  // The last element's offset, which must lie inside the memory (an empty tensor reads none).
+  const int64_t count = checked_numel(shape, "from_blob");
+  uint64_t last = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (strides[d] < 0)
+      fail<ShapeError>("from_blob: the stride ", strides[d], " of dim ", d, " is negative (shape ",
+          shape_str(shape), ", strides ", shape_str(strides), ")");
+    if (shape[d] > 1) last += static_cast<uint64_t>(shape[d] - 1) * static_cast<uint64_t>(strides[d]);
+  }
+  if (count > 0 && (last + 1) * dtype_size(dtype) > nbytes)
+    fail<ShapeError>("from_blob: the shape ", shape_str(shape), " with strides ",
+        shape_str(strides), " reaches beyond the ", nbytes, " bytes given");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, nbytes, std::move(release));
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
 
 namespace {
 Tensor full_for(const char* op, const Shape& shape, double value, DType dtype) {

@@ -51,6 +51,9 @@ struct PostAccumulateGradHookEntry {
 class Storage {
  public:
   explicit Storage(std::size_t nbytes);
+  // Memory ag does not own (a NumPy array's, lent through the Python binding; see from_blob):
+  // `release` runs once, when the last view of it is gone, and must not throw.
+  Storage(void* data, std::size_t nbytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -63,6 +66,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::function<void()> release_;  // set for borrowed memory, which the allocator never sees
   std::atomic<uint64_t> version_{0};
 };
 
@@ -226,6 +230,7 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;
   // Python's x[...], as libtorch's: x.index({Slice(), -1}) is x[:, -1] (autograd/indexing.h).
   Tensor index(std::initializer_list<TensorIndex> indices) const;
+  Tensor index(const std::vector<TensorIndex>& indices) const;  // the Python binding's x[...]
   Tensor contiguous() const;
   Tensor clone() const;
   // A copy converted to `dtype` (the tensor itself if it already has that dtype), as PyTorch's:
@@ -322,6 +327,13 @@ Tensor tensor(const std::vector<V>& values, DType dtype = dtype_of<V>);  // 1-D
 // A 1-D tensor of the values.
 Tensor tensor(const std::vector<double>& values, DType dtype = float32);
 Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
+
+// A tensor over memory that someone else owns (libtorch's from_blob): `data` holds the elements
+// at `strides` (in elements, none negative) from it, and `release` runs once when the last view of
+// the tensor is gone — the Python binding's ag.from_numpy lends a NumPy array's buffer this way,
+// without a copy. `nbytes` is the size of the memory; an element beyond it is a ShapeError.
+Tensor from_blob(void* data, std::size_t nbytes, const Shape& shape, const Shape& strides,
+    DType dtype, std::function<void()> release);
 
 // ---- random (seeded; see autograd/generator.h) -------------------------------------------------
 Tensor rand(const Shape& shape, Generator& generator, DType dtype = float32);  // U[0, 1)

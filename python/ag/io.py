@@ -1,0 +1,1 @@
+"""ag.io: safetensors, .npy and ag's checkpoints (python/src/io.cpp)."""

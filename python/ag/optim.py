@@ -1,0 +1,1 @@
+"""ag.optim: SGD, Adam, AdamW and their schedules (python/src/optim.cpp)."""

@@ -1,0 +1,1 @@
+"""ag.viz: heatmaps and curves as PNG files (python/src/io.cpp)."""

@@ -1,0 +1,33 @@
+// What the parts of the Python binding share: each python/src/*.cpp binds one part of ag's C++ API
+// into the extension module ag._C, and python/ag/ wraps it as PyTorch users expect
+// (docs/python.md).
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag::python {
+
+namespace py = pybind11;
+
+void bind_errors(py::module_& m);  // module.cpp: ag's errors as Python exceptions
+void bind_tensor(py::module_& m);  // tensor.cpp: Tensor, dtypes, creation, NumPy, autograd
+void bind_ops(py::module_& m);     // ops.cpp: the ops of autograd/ops.h, functions and methods
+void bind_nn(py::module_& m);      // nn.cpp: modules, losses, init (ag._C.nn)
+void bind_optim(py::module_& m);   // optim.cpp: optimizers and schedules (ag._C.optim)
+void bind_io(py::module_& m);      // io.cpp: files (ag._C.io), pictures (ag._C.viz), gradcheck
+
+// A shape as Python passes one: an int, or a sequence of ints (a tuple, a list, an ag.Size).
+// `op` names the caller in the TypeError of anything else.
+Shape to_shape(py::handle value, const char* op);
+// PyTorch's `*size` arguments: zeros(2, 3), zeros((2, 3)) and zeros([2, 3]) are one shape.
+Shape shape_from_args(const py::args& args, const char* op);
+// A tensor, or None for an undefined one (grad before backward, Linear's bias=False).
+py::object tensor_or_none(const Tensor& t);
+
+}  // namespace ag::python

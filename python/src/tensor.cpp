@@ -1,0 +1,563 @@
+// ag.Tensor from Python: dtypes, creation, NumPy in and out, indexing, autograd (docs/python.md).
+//
+// A Python ag.Tensor holds an ag::Tensor handle (one shared_ptr), as a C++ variable does: two
+// Python objects may be handles of one tensor (p.grad read twice), so identity is `is_same`, not
+// Python's `is`, and hash() follows the tensor, as PyTorch's does.
+//
+// NumPy, without copies where the layout allows:
+//   ag.from_numpy(a)   borrows a's buffer (ag::from_blob); the tensor keeps `a` alive, and writes
+//                      through either are seen by both. A read-only array, a negative or
+//                      non-element stride, a byte order or a dtype ag has not are refused.
+//   t.numpy(), np.asarray(t)   a NumPy view of t's elements whose base keeps the tensor alive.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/generator.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "python/src/bindings.h"
+
+namespace ag::python {
+
+namespace {
+
+// ---- shapes and dtypes ------------------------------------------------------------------------
+
+std::string py_repr(py::handle value) { return py::repr(value).cast<std::string>(); }
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple out(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];
+  return out;
+}
+
+// The NumPy dtype of an ag dtype, and back (a TypeError for one ag has not).
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return py::dtype::of<float>();
+    case DType::float64:
+      return py::dtype::of<double>();
+    case DType::int64:
+      return py::dtype::of<int64_t>();
+    case DType::bool_:
+      return py::dtype::of<bool>();
+  }
+  fail<ValueError>("numpy: unknown dtype");
+}
+
+DType ag_dtype(const py::dtype& dtype, const char* op) {
+  const char kind = dtype.kind();
+  const auto size = dtype.itemsize();
+  if (!dtype.attr("isnative").cast<bool>())
+    throw py::type_error(
+        std::string(op) + ": the array's byte order (" + py_repr(dtype) +
+        ") is not this machine's; convert it with a.astype(a.dtype.newbyteorder('='))");
+  if (kind == 'f' && size == 4) return DType::float32;
+  if (kind == 'f' && size == 8) return DType::float64;
+  if (kind == 'i' && size == 8) return DType::int64;
+  if (kind == 'b' && size == 1) return DType::bool_;
+  throw py::type_error(std::string(op) + ": NumPy dtype " + py_repr(dtype) +
+                       " has no ag dtype (ag has float32, float64, int64 and bool)");
+}
+
+// Keeps a Python object alive for C++ (a borrowed array, a hook's function) and lets it go with
+// the GIL held, from whichever thread drops the last reference.
+std::shared_ptr<py::object> held(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* o) {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    } else {
+      o->release();  // the interpreter is gone: nothing to decrement
+      delete o;
+    }
+  });
+}
+
+// ---- NumPy ------------------------------------------------------------------------------------
+
+Tensor from_numpy(const py::object& object) {
+  if (!py::isinstance<py::array>(object))
+    throw py::type_error(
+        "from_numpy: expected a numpy.ndarray, got " + py_repr(py::type::of(object)));
+  auto array = py::reinterpret_borrow<py::array>(object);
+  const DType dtype = ag_dtype(array.dtype(), "from_numpy");
+  if (!array.writeable())
+    fail<ValueError>(
+        "from_numpy: the array is read-only, and a tensor over it could be written; "
+        "ag.tensor(a) copies it");
+  const auto itemsize = static_cast<int64_t>(array.itemsize());
+  Shape shape, strides;
+  for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+    shape.push_back(array.shape(d));
+    const int64_t stride = array.strides(d);
+    if (stride < 0 || stride % itemsize != 0)
+      fail<ValueError>("from_numpy: the stride of ", stride, " bytes of dim ", d,
+          " is negative or not a whole number of elements (", itemsize,
+          " bytes); ag.tensor(a) copies the array");
+    strides.push_back(stride / itemsize);
+  }
+  std::size_t nbytes = 0;  // from the first element to the end of the last
+  if (array.size() > 0) {
+    int64_t last = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * strides[d];
+    nbytes = static_cast<std::size_t>((last + 1) * itemsize);
+  }
+  auto keep = held(array);
+  return from_blob(
+      array.mutable_data(), nbytes, shape, strides, dtype, [keep]() mutable { keep.reset(); });
+}
+
+// A NumPy array over t's elements; `owner` (the Python tensor) is its base and keeps them alive.
+py::array to_numpy(const Tensor& t, py::handle owner) {
+  if (t.requires_grad())
+    fail<AutogradError>(
+        "numpy: can't call numpy() on a tensor that requires grad; use "
+        "t.detach().numpy()");
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<py::ssize_t> strides;
+  bool aliased = false;  // a stride-0 dim (expand): many elements are one location
+  for (std::size_t d = 0; d < t.shape().size(); ++d) {
+    strides.push_back(static_cast<py::ssize_t>(t.strides()[d] * dtype_size(t.dtype())));
+    aliased = aliased || (t.strides()[d] == 0 && t.shape()[d] > 1);
+  }
+  py::array out(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), owner);
+  if (aliased) out.attr("flags").attr("writeable") = false;  // as np.broadcast_to's
+  return out;
+}
+
+// A copy of `array`'s values in `dtype` (ag.tensor): the values must be exact in it, as
+// ag::tensor requires — 0.5 into int64, or 2^24 + 1 into float32, is a ValueError.
+Tensor tensor_from_array(const py::array& array, DType dtype) {
+  const DType source = ag_dtype(array.dtype(), "tensor");
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  // A C-ordered copy of the values in their own dtype, then ag's exact conversion.
+  auto values = [&]<typename T>() {
+    auto c = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(array);
+    if (!c) throw py::error_already_set();
+    return std::vector<T>(c.data(), c.data() + c.size());
+  };
+  switch (source) {
+    case DType::float32:
+      return tensor(values.operator()<float>(), shape, dtype);
+    case DType::float64:
+      return tensor(values.operator()<double>(), shape, dtype);
+    case DType::int64:
+      return tensor(values.operator()<int64_t>(), shape, dtype);
+    case DType::bool_: {
+      auto c = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(array);
+      if (!c) throw py::error_already_set();
+      return tensor(std::vector<bool>(c.data(), c.data() + c.size()), shape, dtype);
+    }
+  }
+  fail<ValueError>("tensor: unknown dtype");
+}
+
+// t.tolist(): nested lists of Python numbers, as PyTorch's.
+py::object to_list(const Tensor& t) {
+  auto element = [&](int64_t flat, const std::vector<double>* f, const std::vector<int64_t>* i,
+                     const std::vector<bool>* b) -> py::object {
+    if (f) return py::float_((*f)[flat]);
+    if (i) return py::int_((*i)[flat]);
+    return py::bool_((*b)[flat]);
+  };
+  std::vector<double> f;
+  std::vector<int64_t> i;
+  std::vector<bool> b;
+  const std::vector<double>* fp = nullptr;
+  const std::vector<int64_t>* ip = nullptr;
+  const std::vector<bool>* bp = nullptr;
+  if (is_floating_point(t.dtype())) {
+    f = t.to_vector<double>();
+    fp = &f;
+  } else if (t.dtype() == DType::int64) {
+    i = t.to_vector<int64_t>();
+    ip = &i;
+  } else {
+    b = t.to_vector<bool>();
+    bp = &b;
+  }
+  const Shape& shape = t.shape();
+  int64_t next = 0;
+  std::function<py::object(std::size_t)> build = [&](std::size_t d) -> py::object {
+    if (d == shape.size()) return element(next++, fp, ip, bp);
+    py::list out;
+    for (int64_t k = 0; k < shape[d]; ++k) out.append(build(d + 1));
+    return out;
+  };
+  return build(0);
+}
+
+// ---- indexing ---------------------------------------------------------------------------------
+
+std::optional<int64_t> slice_end(py::handle v) {
+  if (v.is_none()) return std::nullopt;
+  return v.cast<int64_t>();
+}
+
+// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries. A 1-D int64
+// tensor or a list of ints picks rows, as index_select: returned in `rows` with its dim.
+struct Key {
+  std::vector<TensorIndex> entries;
+};
+
+TensorIndex entry(py::handle item) {
+  if (py::isinstance<py::bool_>(item))
+    throw py::type_error("index: a bool index (x[True]) is not supported");
+  if (py::isinstance<py::int_>(item)) return TensorIndex(item.cast<int64_t>());
+  if (py::isinstance<py::slice>(item)) {
+    auto s = py::reinterpret_borrow<py::slice>(item);
+    const auto step = slice_end(s.attr("step"));
+    return TensorIndex(
+        Slice(slice_end(s.attr("start")), slice_end(s.attr("stop")), step.value_or(1)));
+  }
+  if (item.is_none()) return TensorIndex(None);
+  if (item.ptr() == Py_Ellipsis) return TensorIndex(Ellipsis);
+  if (py::hasattr(item, "__index__")) return TensorIndex(item.attr("__index__")().cast<int64_t>());
+  throw py::type_error("index: " + py_repr(item) +
+                       " is not an index ag takes (ints, slices, None and ...; for a tensor or "
+                       "list of indices along one dim use x.index_select(dim, index))");
+}
+
+std::vector<TensorIndex> entries(py::handle key) {
+  std::vector<TensorIndex> out;
+  if (py::isinstance<py::tuple>(key))
+    for (py::handle item : key) out.push_back(entry(item));
+  else
+    out.push_back(entry(key));
+  return out;
+}
+
+Tensor get_item(const Tensor& t, py::handle key) {
+  if (py::isinstance<Tensor>(key) || py::isinstance<py::list>(key)) {
+    // x[index] with a tensor or list of ints: the rows of dim 0, as PyTorch's.
+    Tensor index =
+        py::isinstance<Tensor>(key) ? key.cast<Tensor>() : tensor(key.cast<std::vector<int64_t>>());
+    if (index.dtype() == DType::bool_)
+      throw py::type_error(
+          "index: a bool mask (x[mask]) is not supported: its result's shape "
+          "depends on the values; use ag.where(mask, x, other) or masked_fill");
+    if (index.dim() != 1)
+      throw py::type_error("index: an index tensor must be 1-D here, got shape " +
+                           py_repr(shape_tuple(index.shape())));
+    return index_select(t, 0, index);
+  }
+  return t.index(entries(key));
+}
+
+void set_item(const Tensor& t, py::handle key, py::handle value) {
+  Tensor target = get_item(t, key);
+  if (!target.shares_storage(t))
+    throw py::type_error(
+        "index: x[index] = value with a tensor or list index is not supported "
+        "(it would write into a copy); assign rows one at a time");
+  if (py::isinstance<Tensor>(value)) {
+    const Tensor source = value.cast<Tensor>();
+    if (source.requires_grad() && GradMode::is_enabled())
+      fail<AutogradError>(
+          "x[index] = value: the value requires grad, and item assignment is "
+          "not differentiable in ag (its gradient would be lost); build the "
+          "tensor with ag.cat or ag.where, or assign under ag.no_grad()");
+    target.copy_(source);
+  } else {
+    target.fill_(value.cast<double>());
+  }
+}
+
+// ---- hooks ------------------------------------------------------------------------------------
+
+GradHook python_grad_hook(py::function fn) {
+  auto function = held(std::move(fn));
+  return [function](const Tensor& grad) -> Tensor {
+    py::gil_scoped_acquire gil;
+    py::object result = (*function)(grad);
+    if (result.is_none()) return Tensor();
+    return result.cast<Tensor>();
+  };
+}
+
+}  // namespace
+
+// ---- shared helpers (bindings.h) ----------------------------------------------------------------
+
+Shape to_shape(py::handle value, const char* op) {
+  if (py::isinstance<py::int_>(value) && !py::isinstance<py::bool_>(value))
+    return {value.cast<int64_t>()};
+  if (py::isinstance<py::sequence>(value) && !py::isinstance<py::str>(value)) {
+    Shape shape;
+    for (py::handle item : value) {
+      if (!py::isinstance<py::int_>(item) || py::isinstance<py::bool_>(item))
+        throw py::type_error(std::string(op) + ": a size must be an int, got " + py_repr(item) +
+                             " in " + py_repr(value));
+      shape.push_back(item.cast<int64_t>());
+    }
+    return shape;
+  }
+  throw py::type_error(
+      std::string(op) + ": a shape is an int or a sequence of ints, got " + py_repr(value));
+}
+
+Shape shape_from_args(const py::args& args, const char* op) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return to_shape(args[0], op);
+  return to_shape(args, op);
+}
+
+py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+void bind_tensor(py::module_& m) {
+  // ---- dtypes: ag.float32, ag.float64, ag.int64, ag.bool (and PyTorch's aliases) ---------------
+  py::enum_<DType> dtype(m, "dtype", "A tensor's element type, as torch.dtype.");
+  dtype.value("float32", DType::float32)
+      .value("float64", DType::float64)
+      .value("int64", DType::int64)
+      .value("bool", DType::bool_)
+      .def_property_readonly("is_floating_point", [](DType d) { return is_floating_point(d); })
+      .def_property_readonly("itemsize", [](DType d) { return dtype_size(d); });
+  dtype.attr("__module__") = "ag";
+  // (enum_ makes its own __repr__ and __str__; these replace them: ag.float32, as torch.float32)
+  auto dtype_repr = [](DType d) { return std::string("ag.") + dtype_name(d); };
+  dtype.attr("__repr__") = py::cpp_function(dtype_repr, py::is_method(dtype));
+  dtype.attr("__str__") = py::cpp_function(dtype_repr, py::is_method(dtype));
+  m.attr("float32") = DType::float32;
+  m.attr("float64") = DType::float64;
+  m.attr("int64") = DType::int64;
+  m.attr("bool") = DType::bool_;
+  m.attr("float") = DType::float32;
+  m.attr("double") = DType::float64;
+  m.attr("long") = DType::int64;
+
+  // ---- the Tensor class -------------------------------------------------------------------------
+  py::class_<Tensor> cls(m, "Tensor", "An n-dimensional array with reverse-mode autograd.");
+  cls.attr("__module__") = "ag";  // ag.Tensor, as Python users read it
+  cls.def_property_readonly("_shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def(
+          "stride",
+          [](const Tensor& t, std::optional<int64_t> d) -> py::object {
+            if (d) return py::int_(t.strides()[wrap_dim(*d, t.dim(), "stride")]);
+            return shape_tuple(t.strides());
+          },
+          py::arg("dim") = py::none())
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("nelement", &Tensor::numel)
+      .def("element_size", [](const Tensor& t) { return dtype_size(t.dtype()); })
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("is_floating_point", [](const Tensor& t) { return is_floating_point(t.dtype()); })
+      .def("storage_offset", &Tensor::offset)
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
+      .def("__len__",
+          [](const Tensor& t) {
+            if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+            return t.shape()[0];
+          })
+      .def("__repr__", &Tensor::str)
+      .def("__hash__", [](const Tensor& t) { return std::hash<const void*>()(t.identity()); })
+      .def("is_same", &Tensor::is_same, "Whether two handles are one tensor (a tied parameter).")
+
+      // ---- values ---------------------------------------------------------------------------------
+      .def("item",
+          [](const Tensor& t) -> py::object {
+            if (t.numel() != 1)
+              fail<ValueError>("item: a tensor with ", t.numel(),
+                  " elements cannot be converted to a Python number");
+            if (is_floating_point(t.dtype())) return py::float_(t.item<double>());
+            if (t.dtype() == DType::int64) return py::int_(t.item<int64_t>());
+            return py::bool_(t.item<bool>());
+          })
+      .def("tolist", &to_list)
+      .def("__float__", [](const Tensor& t) { return t.item<double>(); })
+      .def("__int__",
+          [](const Tensor& t) {
+            return is_floating_point(t.dtype()) ? static_cast<int64_t>(t.item<double>())
+                                                : t.item<int64_t>();
+          })
+      .def("__index__",
+          [](const Tensor& t) {
+            if (t.dtype() != DType::int64 || t.numel() != 1)
+              throw py::type_error("only a one-element int64 tensor can be an index");
+            return t.item<int64_t>();
+          })
+      .def("__bool__",
+          [](const Tensor& t) {
+            if (t.numel() != 1)
+              fail<ValueError>("bool: the truth value of a tensor with ", t.numel(),
+                  " elements is ambiguous (use .any() or .all())");
+            return t.item<double>() != 0;
+          })
+      .def("numpy", [](py::object self) { return to_numpy(self.cast<const Tensor&>(), self); })
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype) -> py::object {
+            py::array out = to_numpy(self.cast<const Tensor&>(), self);
+            if (dtype.is_none()) return std::move(out);
+            return out.attr("astype")(dtype);
+          },
+          py::arg("dtype") = py::none())
+
+      // ---- indexing -------------------------------------------------------------------------------
+      .def("__getitem__", [](const Tensor& t, py::handle key) { return get_item(t, key); })
+      .def("__setitem__",
+          [](const Tensor& t, py::handle key, py::handle value) { set_item(t, key, value); })
+
+      // ---- autograd -------------------------------------------------------------------------------
+      .def_property(
+          "requires_grad", &Tensor::requires_grad, [](Tensor& t, bool on) { t.requires_grad_(on); })
+      .def(
+          "requires_grad_",
+          [](py::object self, bool on) {
+            self.cast<Tensor&>().requires_grad_(on);
+            return self;
+          },
+          py::arg("requires_grad") = true)
+      .def_property(
+          "grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
+          [](const Tensor& t, std::optional<Tensor> g) {
+            if (g)
+              t.set_grad(*g);
+            else
+              t.zero_grad();
+          })
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly(
+          "grad_fn",
+          [](const Tensor& t) -> py::object {
+            if (!t.grad_fn()) return py::none();
+            return py::str(t.grad_fn()->name());
+          },
+          "The name of the op that made the tensor (None for a leaf).")
+      .def_property(
+          "name", &Tensor::name, [](Tensor& t, std::string n) { t.set_name(std::move(n)); })
+      .def_property_readonly("_version", &Tensor::version)
+      .def(
+          "backward",
+          [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+            py::gil_scoped_release release;  // hooks take the GIL back to run
+            t.backward(gradient.value_or(Tensor()), retain_graph);
+          },
+          py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
+      .def("detach", &Tensor::detach)
+      .def(
+          "register_hook",
+          [](const Tensor& t, py::function fn) { return t.register_hook(python_grad_hook(fn)); },
+          "hook(grad) -> Tensor or None, run when the gradient of this tensor is complete.")
+      .def("register_post_accumulate_grad_hook",
+          [](const Tensor& t, py::function fn) {
+            auto function = held(std::move(fn));
+            return t.register_post_accumulate_grad_hook([function](const Tensor& leaf) {
+              py::gil_scoped_acquire gil;
+              (*function)(leaf);
+            });
+          })
+      .def_property(
+          "data", [](const Tensor& t) { return t.detach(); },
+          [](const Tensor& t, const Tensor& source) { t.set_data(source); },
+          "The same data without autograd; assigning points the tensor at another's data.")
+
+      // ---- in-place updates (not differentiable: under ag.no_grad() on parameters) -------------
+      .def("fill_",
+          [](py::object self, double value) {
+            self.cast<const Tensor&>().fill_(value);
+            return self;
+          })
+      .def("zero_",
+          [](py::object self) {
+            self.cast<const Tensor&>().zero_();
+            return self;
+          })
+      .def("copy_",
+          [](py::object self, const Tensor& source) {
+            self.cast<const Tensor&>().copy_(source);
+            return self;
+          })
+
+      // ---- conversions ----------------------------------------------------------------------------
+      .def("clone", &Tensor::clone)
+      .def("contiguous", &Tensor::contiguous)
+      .def("float", [](const Tensor& t) { return t.to(DType::float32); })
+      .def("double", [](const Tensor& t) { return t.to(DType::float64); })
+      .def("long", [](const Tensor& t) { return t.to(DType::int64); })
+      .def("bool", [](const Tensor& t) { return t.to(DType::bool_); })
+      .def("_to_dtype", [](const Tensor& t, DType d) { return t.to(d); });
+
+  py::class_<HookHandle>(
+      m, "RemovableHandle", "What register_hook returns: remove() drops the hook.")
+      .def("remove", &HookHandle::remove)
+      .def_property_readonly("active", &HookHandle::active);
+
+  // ---- creation -----------------------------------------------------------------------------------
+  m.def("from_numpy", &from_numpy, py::arg("array"),
+      "A tensor over the array's memory (no copy); the tensor keeps the array alive.");
+  m.def("_tensor_from_array", &tensor_from_array, py::arg("array"), py::arg("dtype"));
+  auto creation = [&m](const char* name, auto make) {
+    m.def(
+        name,
+        [make, name](py::args size, DType dtype, bool requires_grad) {
+          Tensor t = make(shape_from_args(size, name), dtype);
+          if (requires_grad) t.requires_grad_();
+          return t;
+        },
+        py::kw_only(), py::arg("dtype") = DType::float32, py::arg("requires_grad") = false);
+  };
+  creation("zeros", [](const Shape& s, DType d) { return zeros(s, d); });
+  creation("ones", [](const Shape& s, DType d) { return ones(s, d); });
+  creation("empty", [](const Shape& s, DType d) { return empty(s, d); });
+  creation("rand", [](const Shape& s, DType d) { return rand(s, d); });
+  creation("randn", [](const Shape& s, DType d) { return randn(s, d); });
+  m.def(
+      "full",
+      [](py::handle size, double value, DType dtype, bool requires_grad) {
+        Tensor t = full(to_shape(size, "full"), value, dtype);
+        if (requires_grad) t.requires_grad_();
+        return t;
+      },
+      py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = DType::float32,
+      py::arg("requires_grad") = false);
+  m.def("zeros_like", &zeros_like, py::arg("input"));
+  m.def("ones_like", &ones_like, py::arg("input"));
+  m.def("full_like", &full_like, py::arg("input"), py::arg("fill_value"));
+  m.def(
+      "rand_like", [](const Tensor& t) { return rand(t.shape(), t.dtype()); }, py::arg("input"));
+  m.def(
+      "randn_like", [](const Tensor& t) { return randn(t.shape(), t.dtype()); }, py::arg("input"));
+  m.def(
+      "eye",
+      [](int64_t n, std::optional<int64_t> cols, DType dtype) { return eye(n, cols, dtype); },
+      py::arg("n"), py::arg("m") = py::none(), py::kw_only(), py::arg("dtype") = DType::float32);
+  m.def("linspace", &linspace, py::arg("start"), py::arg("end"), py::arg("steps"), py::kw_only(),
+      py::arg("dtype") = DType::float32);
+  m.def(
+      "_arange",
+      [](double start, double end, double step, DType dtype) {
+        return arange(start, end, step, dtype);
+      },
+      py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"));
+  m.def(
+      "randint",
+      [](int64_t low, int64_t high, py::handle size, DType dtype) {
+        return randint(low, high, to_shape(size, "randint"), dtype);
+      },
+      py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(),
+      py::arg("dtype") = DType::int64);
+  m.def("scalar_tensor", &scalar_tensor, py::arg("value"), py::kw_only(),
+      py::arg("dtype") = DType::float32);
+
+  // ---- global state: seeds, grad mode, threads -------------------------------------------------
+  m.def("manual_seed", &manual_seed, py::arg("seed"), "Seeds ag's default generator.");
+  m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("_set_grad_enabled", &GradMode::set_enabled, py::arg("enabled"));
+  m.def("set_num_threads", &set_num_threads, py::arg("threads"));
+  m.def("get_num_threads", &get_num_threads);
+}
+
+}  // namespace ag::python
