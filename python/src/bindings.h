@@ -6,7 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -27,6 +29,24 @@ void bind_io(py::module_& m);      // io.cpp: files (ag._C.io), pictures (ag._C.
 Shape to_shape(py::handle value, const char* op);
 // PyTorch's `*size` arguments: zeros(2, 3), zeros((2, 3)) and zeros([2, 3]) are one shape.
 Shape shape_from_args(const py::args& args, const char* op);
+// repr(value) as a std::string, for messages.
+inline std::string py_repr(py::handle value) { return py::repr(value).cast<std::string>(); }
+
+// Keeps a Python object alive for C++ (a borrowed array, a hook's or gradcheck's function) and
+// lets it go with the GIL held, from whichever thread drops the last reference. Call the object
+// with the GIL held: `py::gil_scoped_acquire gil; (*function)(args...)`.
+inline std::shared_ptr<py::object> held(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* o) {
+    if (Py_IsInitialized()) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    } else {
+      o->release();  // the interpreter is gone: nothing to decrement
+      delete o;
+    }
+  });
+}
+
 // A tensor, or None for an undefined one (grad before backward, Linear's bias=False).
 py::object tensor_or_none(const Tensor& t);
 

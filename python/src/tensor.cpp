@@ -31,8 +31,6 @@ namespace {
 
 // ---- shapes and dtypes ------------------------------------------------------------------------
 
-std::string py_repr(py::handle value) { return py::repr(value).cast<std::string>(); }
-
 py::tuple shape_tuple(const Shape& shape) {
   py::tuple out(shape.size());
   for (std::size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];
@@ -67,20 +65,6 @@ DType ag_dtype(const py::dtype& dtype, const char* op) {
   if (kind == 'b' && size == 1) return DType::bool_;
   throw py::type_error(std::string(op) + ": NumPy dtype " + py_repr(dtype) +
                        " has no ag dtype (ag has float32, float64, int64 and bool)");
-}
-
-// Keeps a Python object alive for C++ (a borrowed array, a hook's function) and lets it go with
-// the GIL held, from whichever thread drops the last reference.
-std::shared_ptr<py::object> held(py::object object) {
-  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* o) {
-    if (Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      delete o;
-    } else {
-      o->release();  // the interpreter is gone: nothing to decrement
-      delete o;
-    }
-  });
 }
 
 // ---- NumPy ------------------------------------------------------------------------------------
