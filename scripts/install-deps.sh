@@ -25,6 +25,13 @@ packages=(
   fortunes        # /usr/share/games/fortunes: the English text ag-train --task lm trains on by default
   libopenmpi-dev  # MPI for ag::distributed: data-parallel training (mpirun -np 2 ag-train ...)
   openmpi-bin     # mpirun
+  # The Python binding (python/: import ag) and its tests; without them ag builds and tests as before.
+  python3-dev     # Python.h for the extension module ag._C
+  pybind11-dev    # the binding's C++ library (pybind11 2.10, and its CMake package)
+  python3-numpy   # NumPy arrays in and out of ag tensors
+  python3-pytest  # the binding's tests (tests/python/)
+  python3-nbclient   # runs the notebook docs/notebooks/attention.ipynb headless in the tests
+  python3-ipykernel  # the notebook's Python kernel
 )
 
 missing=()

@@ -133,8 +133,10 @@ def _infer_dtype(array, from_python):
         if array.dtype.itemsize == 8 and not from_python:
             return float64
         return float32
+    what = {"U": "strings", "S": "bytes", "c": "complex numbers", "O": "Python objects"}.get(kind)
     raise TypeError(
-        f"tensor: cannot make a tensor of {array.dtype} values (ag has float32, float64, int64 and bool)"
+        f"tensor: cannot make a tensor of {what or str(array.dtype) + ' values'} "
+        "(ag has float32, float64, int64 and bool)"
     )
 
 
@@ -149,11 +151,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     else:
         from_python = not isinstance(data, (_np.ndarray, _np.generic))
         array = _np.asarray(data)
-        if array.dtype == object:
-            raise TypeError(f"tensor: cannot make a tensor of {type(data).__name__} {data!r}")
         inferred = _infer_dtype(array, from_python)
-        if array.dtype.kind == "u":
-            array = array.astype(_np.int64)
+        if array.dtype.kind in "iu" and array.dtype != _np.int64:
+            array = array.astype(_np.int64)  # exact: _infer_dtype checked uint64's range
         elif array.dtype.kind == "f" and array.dtype.itemsize < 4:
             array = array.astype(_np.float32)  # exact: float16 values are float32 values
         out = _C._tensor_from_array(array, dtype if dtype is not None else inferred)

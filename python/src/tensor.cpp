@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +67,14 @@ DType ag_dtype(const py::dtype& dtype, const char* op) {
   throw py::type_error(std::string(op) + ": NumPy dtype " + py_repr(dtype) +
                        " has no ag dtype (ag has float32, float64, int64 and bool)");
 }
+
+// The module's dtype objects (ag.float32, ...), made once in bind_tensor. Leaked on purpose: they
+// live as long as the interpreter, and no C++ destructor may touch Python after it is gone.
+std::array<py::object, 4>& dtype_objects() {
+  static auto* objects = new std::array<py::object, 4>();
+  return *objects;
+}
+py::object dtype_object(DType d) { return dtype_objects()[static_cast<std::size_t>(d)]; }
 
 // ---- NumPy ------------------------------------------------------------------------------------
 
@@ -311,13 +320,16 @@ void bind_tensor(py::module_& m) {
   auto dtype_repr = [](DType d) { return std::string("ag.") + dtype_name(d); };
   dtype.attr("__repr__") = py::cpp_function(dtype_repr, py::is_method(dtype));
   dtype.attr("__str__") = py::cpp_function(dtype_repr, py::is_method(dtype));
-  m.attr("float32") = DType::float32;
-  m.attr("float64") = DType::float64;
-  m.attr("int64") = DType::int64;
-  m.attr("bool") = DType::bool_;
-  m.attr("float") = DType::float32;
-  m.attr("double") = DType::float64;
-  m.attr("long") = DType::int64;
+  // One Python object per dtype, which t.dtype returns: `t.dtype is ag.float32` holds, as in PyTorch.
+  for (DType d : {DType::float32, DType::float64, DType::int64, DType::bool_})
+    dtype_objects()[static_cast<std::size_t>(d)] = py::cast(d);
+  m.attr("float32") = dtype_object(DType::float32);
+  m.attr("float64") = dtype_object(DType::float64);
+  m.attr("int64") = dtype_object(DType::int64);
+  m.attr("bool") = dtype_object(DType::bool_);
+  m.attr("float") = dtype_object(DType::float32);
+  m.attr("double") = dtype_object(DType::float64);
+  m.attr("long") = dtype_object(DType::int64);
 
   // ---- the Tensor class -------------------------------------------------------------------------
   py::class_<Tensor> cls(m, "Tensor", "An n-dimensional array with reverse-mode autograd.");
@@ -330,7 +342,7 @@ void bind_tensor(py::module_& m) {
             return shape_tuple(t.strides());
           },
           py::arg("dim") = py::none())
-      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("dtype", [](const Tensor& t) { return dtype_object(t.dtype()); })
       .def_property_readonly("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)

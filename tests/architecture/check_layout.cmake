@@ -2,8 +2,8 @@
 # `cmake -DAG_SOURCE_DIR=... -P check_layout.cmake`; it fails the test with every violation listed).
 #
 # Each library folder may include only itself and the folders listed for it: a layer sees the
-# layers below it, never one above or beside it. Programs (examples/, bench/) and tests may
-# include any library, but no folder includes examples/, bench/ or tests/ code except tests/.
+# layers below it, never one above or beside it. Programs (examples/, bench/), the Python binding
+# (python/) and tests may include any library, but no folder includes examples/, bench/ or tests/ code except tests/.
 cmake_minimum_required(VERSION 3.25)
 if(NOT AG_SOURCE_DIR)
   message(FATAL_ERROR "check_layout.cmake: pass -DAG_SOURCE_DIR=<the ag source tree>")
@@ -21,7 +21,8 @@ set(allowed_models "autograd;nn;optim;data;io")
 set(allowed_distributed "autograd;nn;optim;data;io")
 set(allowed_training "autograd;nn;optim;data;viz;io;models;distributed")
 set(libraries autograd nn optim data io viz models distributed training)
-set(all_code_folders ${libraries} examples bench tests)
+# python/ (the binding) is, like a program, a user of the libraries that no library includes.
+set(all_code_folders ${libraries} examples bench tests python)
 
 set(problems "")
 foreach(folder IN LISTS all_code_folders)
