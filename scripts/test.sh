@@ -4,8 +4,10 @@
 #
 #   scripts/test.sh              the format check (scripts/format.sh --check), then the Release
 #                                build in build/: ctest (once per GEMM backend the build has),
-#                                the example (deterministic, and the loss must fall), and an
+#                                the example (deterministic, and the loss must fall), an
 #                                installed ag used from another CMake project (tests/install/)
+#                                and, where the Python binding is built, the installed package
+#                                imported (ctest runs its pytest tests, tests/python/)
 #   scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer)
 #                                build in build-asan/: ctest and the example; any error is fatal
 set -euo pipefail
@@ -88,6 +90,15 @@ if ((sanitize == 0)); then
   cmake --build "$tmp/consumer" -j"$JOBS"
   "$tmp/consumer/my_program"
   phase_end
+
+  # The installed Python package imports with nothing of the build tree on the path.
+  if [[ -f "$build/python_install.txt" ]]; then
+    phase_start "install: import the installed Python package ag"
+    { read -r python; read -r python_dir; } <"$build/python_install.txt"
+    (cd "$tmp" && PYTHONPATH="$tmp/prefix/$python_dir" "$python" -c \
+      "import ag; print(ag.__file__); print(ag.nn.MultiHeadAttention(100, 100, 100, 100, 5, 0.5))")
+    phase_end
+  fi
 else
   build="build-asan"
 
