@@ -10,7 +10,7 @@ __all__ = ["unbind"]
 
 
 def unbind(input, dim=0):
-    """torch.unbind: the slices of `input` along `dim`, each without that dim, as a tuple of views."""
+    """torch.unbind: the slices of `input` along `dim`, each without that dim: a tuple of views."""
     return tuple(input.select(dim, i) for i in range(input.size(dim)))
 
 

@@ -205,7 +205,7 @@ py::object pow_op(const Tensor& x, py::handle exponent) {
       [](const Tensor& a, double e) { return pow(a, e); });
 }
 
-// ---- in-place updates ----------------------------------------------------------------------------
+// ---- in-place updates ---------------------------------------------------------------------------
 
 // self ⊕= value, in place as PyTorch's: the result, computed out of place, is copied into self,
 // which must be able to hold it (same shape, same dtype). ag's in-place ops are not
@@ -387,7 +387,7 @@ Tensor repeat_interleave_op(const Tensor& x, py::handle repeats, std::optional<i
   return repeat_interleave(x, r, *dim);
 }
 
-// ---- losses, normalisation, attention ------------------------------------------------------------
+// ---- losses, normalisation, attention -----------------------------------------------------------
 
 Reduction reduction_of(const std::string& name, const char* op) {
   if (name == "mean") return Reduction::mean;
@@ -396,10 +396,10 @@ Reduction reduction_of(const std::string& name, const char* op) {
   fail<ValueError>(op, ": reduction must be 'mean', 'sum' or 'none', got '", name, "'");
 }
 
-// F.cross_entropy(input, target, reduction): ag's op takes logits (N, C) and targets (N,). PyTorch's
-// other layouts are composed around it: (C,) with a 0-dim target is one row, and (N, C, d1, ...)
-// with targets (N, d1, ...) — the class dim 1, as d2l's MaskedSoftmaxCELoss passes
-// pred.permute(0, 2, 1) — moves the classes last and flattens the rest into rows.
+// F.cross_entropy(input, target, reduction): ag's op takes logits (N, C) and targets (N,).
+// PyTorch's other layouts are composed around it: (C,) with a 0-dim target is one row, and
+// (N, C, d1, ...) with targets (N, d1, ...) — the class dim 1, as d2l's MaskedSoftmaxCELoss
+// passes pred.permute(0, 2, 1) — moves the classes last and flattens the rest into rows.
 Tensor cross_entropy_op(const Tensor& input, const Tensor& target, Reduction reduction) {
   if (input.dim() == 1) {
     Tensor loss = cross_entropy(unsqueeze(input, 0), reshape(target, {1}), reduction);
@@ -472,7 +472,7 @@ void bind_ops(py::module_& m) {
   // NumPy defers to a tensor's reflected operators (a + t is t.__radd__(a)), as for torch.Tensor.
   cls.attr("__array_priority__") = 1000;
 
-  // ---- return types ------------------------------------------------------------------------------
+  // ---- return types -----------------------------------------------------------------------------
   py::module_ rt = m.def_submodule("return_types", "The namedtuples of max, min and topk.");
   auto namedtuple = py::module_::import("collections").attr("namedtuple");
   for (const char* name : {"max", "min", "topk"}) {
@@ -483,7 +483,7 @@ void bind_ops(py::module_& m) {
   auto keep = [&rt](const char* name) { return py::object(rt.attr(name)).release(); };
   return_types = {keep("max"), keep("min"), keep("topk")};
 
-  // ---- operators ---------------------------------------------------------------------------------
+  // ---- operators --------------------------------------------------------------------------------
   cls.def("__add__", &add_op)
       .def("__radd__", &add_op)
       .def("__sub__", &sub_op)
@@ -545,7 +545,7 @@ void bind_ops(py::module_& m) {
   AG_COMPARISON("__ge__", ge)
 #undef AG_COMPARISON
 
-  // ---- arithmetic as functions and methods -------------------------------------------------------
+  // ---- arithmetic as functions and methods ------------------------------------------------------
   // ag.add(x, y, alpha=1) is x + alpha·y, as torch.add.
   both(
       m, cls, "add",
@@ -628,7 +628,7 @@ void bind_ops(py::module_& m) {
       [](py::object self, py::handle y) { return update_in_place(self, y, "div_", div_op); },
       py::arg("other"));
 
-  // ---- elementwise math --------------------------------------------------------------------------
+  // ---- elementwise math -------------------------------------------------------------------------
 #define AG_UNARY(name) both(m, cls, #name, [](const Tensor& x) { return name(x); });
   AG_UNARY(neg)
   AG_UNARY(abs)
@@ -892,7 +892,7 @@ void bind_ops(py::module_& m) {
   m.def(
       "clone", [](const Tensor& x) { return clone(x); }, py::arg("input"));
 
-  // ---- matrix products, layers, losses ------------------------------------------------------------
+  // ---- matrix products, layers, losses ----------------------------------------------------------
   both(
       m, cls, "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
       py::arg("other"), ReleaseGil());
@@ -944,7 +944,7 @@ void bind_ops(py::module_& m) {
       py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
   m.def("embedding", &embedding_op, py::arg("input"), py::arg("weight"));
 
-  // ---- attention ---------------------------------------------------------------------------------
+  // ---- attention --------------------------------------------------------------------------------
   // d2l's masked_softmax(X, valid_lens): a softmax over X's last dim with the entries at and past
   // each row's valid length 0 (the fused ag::length_masked_softmax).
   m.def(
