@@ -887,6 +887,13 @@ void bind_ops(py::module_& m) {
       py::arg("dim"), py::arg("index"));
   both(m, cls, "repeat_interleave", &repeat_interleave_op, py::arg("repeats"),
       py::arg("dim") = py::none());
+  // torch.broadcast_shapes(*shapes) (ag.broadcast_shapes makes it an ag.Size: python/ag/_ops.py).
+  m.def("_broadcast_shapes", [](py::args shapes) {
+    Shape out;
+    for (py::handle s : shapes)
+      out = broadcast_shapes(out, to_shape(s, "broadcast_shapes"), "broadcast_shapes");
+    return out;
+  });
   m.def(
       "contiguous", [](const Tensor& x) { return contiguous(x); }, py::arg("input"));
   m.def(

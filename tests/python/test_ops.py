@@ -808,3 +808,40 @@ def test_d2l_positional_encoding_columns():
     expected[:, :, 0::2] = np.sin(pos)
     expected[:, :, 1::2] = np.cos(pos)
     np.testing.assert_allclose(P.numpy(), expected, atol=1e-6)
+
+
+def test_broadcast_shapes():
+    assert ag.broadcast_shapes((2, 1, 3), (4, 1), 3) == ag.Size([2, 4, 3])
+    assert isinstance(ag.broadcast_shapes((1,)), ag.Size)
+    with pytest.raises(ag.ShapeError, match="broadcast_shapes"):
+        ag.broadcast_shapes((2, 3), (4,))
+
+
+def test_ops_that_release_the_gil_run_from_threads():
+    # matmul, softmax, layer_norm, cross_entropy and attention compute without the GIL; four
+    # Python threads calling them at once get the serial results.
+    import threading
+
+    a, x = rand((4, 2, 16, 8), ag.float64)
+    targets = ag.tensor([0, 3, 7, 1])
+
+    def work():
+        o = ag.attention(x, x, x)
+        s = ag.softmax(x @ x.mT, -1)
+        n = ag.layer_norm(s, 16)
+        return [o, s, n, ag.cross_entropy(n[0, 0, :4], targets)]
+
+    expected = [t.numpy() for t in work()]
+    results = [None] * 4
+
+    def run(i):
+        results[i] = [t.numpy() for t in work()]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        for got, want in zip(r, expected):
+            np.testing.assert_array_equal(got, want)
