@@ -221,6 +221,9 @@ py::object update_in_place(py::object self, py::handle value, const char* op,
   py::object result = compute(x, value);
   if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return result;
   const Tensor& r = result.cast<const Tensor&>();
+  if (r.requires_grad() && GradMode::is_enabled())
+    fail<AutogradError>(op, ": the value requires grad, and an in-place update is not ",
+        "differentiable in ag (its gradient would be lost); write y = y + ... (a new tensor)");
   if (r.dtype() != x.dtype())
     fail<DTypeError>(op, ": result type ", dtype_name(r.dtype()),
         " can't be cast to the desired output type ", dtype_name(x.dtype()), " (shape ",
@@ -291,7 +294,7 @@ Tensor argmax_op(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 // argmin(x) = argmax(−x): the first smallest is the first largest of the negation.
 Tensor argmin_op(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return argmax_op(neg(x), dim, keepdim);
+  return argmax_op(neg(x.detach()), dim, keepdim);
 }
 
 // torch.var(x, dim, unbiased, keepdim, *, correction): correction 1 (unbiased, the default) or 0.
@@ -596,8 +599,10 @@ void bind_ops(py::module_& m) {
       "add_",
       [](py::object self, py::handle y, double alpha) -> py::object {
         const Tensor& x = self.cast<const Tensor&>();
+        // (a y that requires grad goes the checked way: its gradient would be lost)
         if (py::isinstance<Tensor>(y) && is_floating_point(x.dtype()) &&
-            y.cast<const Tensor&>().dtype() == x.dtype()) {
+            y.cast<const Tensor&>().dtype() == x.dtype() &&
+            !(y.cast<const Tensor&>().requires_grad() && GradMode::is_enabled())) {
           x.add_(y.cast<const Tensor&>(), alpha);
           return self;
         }

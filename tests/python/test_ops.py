@@ -224,7 +224,13 @@ def test_in_place_on_a_tensor_requiring_grad_is_refused():
         w += 1
     with pytest.raises(ag.AutogradError):
         w.add_(ag.ones(2))
+    x = ag.zeros(2)
+    with pytest.raises(ag.AutogradError, match="gradient would be lost"):
+        x += w  # x would not be part of w's graph: refused
+    with pytest.raises(ag.AutogradError, match="gradient would be lost"):
+        x.add_(w)
     with ag.no_grad():
+        x += w
         w += 1
         w.add_(ag.ones(2), alpha=-0.5)
         w.mul_(4)
