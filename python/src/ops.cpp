@@ -299,8 +299,9 @@ Tensor argmin_op(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 
 // torch.var(x, dim, unbiased, keepdim, *, correction): correction 1 (unbiased, the default) or 0.
 // PyTorch 1.13 also reads a lone bool as `unbiased` (x.var(False)).
-Tensor var_op(const Tensor& x, py::handle dim, std::optional<bool> unbiased, bool keepdim,
+Tensor var_op(const Tensor& x, py::handle dim_given, std::optional<bool> unbiased, bool keepdim,
     std::optional<int64_t> correction) {
+  py::object dim = py::reinterpret_borrow<py::object>(dim_given);
   if (py::isinstance<py::bool_>(dim)) {
     if (unbiased) throw py::type_error("var: dim must be an int or a tuple of ints, not a bool");
     unbiased = dim.cast<bool>();
@@ -383,8 +384,10 @@ Tensor repeat_interleave_op(const Tensor& x, py::handle repeats, std::optional<i
       fail<ValueError>("repeat_interleave: repeats of shape ", shape_str(t.shape()),
           " (one count per element) is not supported by ag; give one int");
     r = t.item<int64_t>();
-  } else {
+  } else if (py::isinstance<py::int_>(repeats)) {
     r = repeats.cast<int64_t>();
+  } else {
+    throw py::type_error("repeat_interleave: repeats must be an int, got " + py_repr(repeats));
   }
   if (!dim) return repeat_interleave(reshape(x, {-1}), r, 0);
   return repeat_interleave(x, r, *dim);
