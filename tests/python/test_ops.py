@@ -851,3 +851,29 @@ def test_ops_that_release_the_gil_run_from_threads():
     for r in results:
         for got, want in zip(r, expected):
             np.testing.assert_array_equal(got, want)
+
+
+def test_int64_tensors_stay_int64_where_pytorch_keeps_them():
+    a = np.array([[5, -3, 8], [0, 7, -1]])
+    b = np.array([2, 4, -3])
+    x, y = ag.tensor(a), ag.tensor(b)
+    for got, want in [(x + y, a + b), (x - y, a - b), (x * y, a * b), (-x, -a)]:
+        assert got.dtype == ag.int64
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(ag.DTypeError, match="abs"):  # ag's abs is floating only (PyTorch's is not)
+        abs(x)
+    assert (x / y).dtype == ag.float32
+    np.testing.assert_allclose((x / y).numpy(), a / b, rtol=1e-6)
+    assert x.max().item() == 8 and x.max().dtype == ag.int64
+    values, indices = x.max(1)
+    assert values.tolist() == [8, 7] and indices.tolist() == [2, 1]
+    assert x.sum(1).tolist() == [10, 6] and x.cumsum(1).dtype == ag.int64
+    assert x.reshape(-1).tolist() == a.reshape(-1).tolist() and x.T.dtype == ag.int64
+    assert ag.cat([x, x]).dtype == ag.int64 and x.tril().tolist() == np.tril(a).tolist()
+
+
+def test_tensors_stay_hashable_beside_elementwise_eq():
+    # __eq__ is elementwise, and hash() follows the tensor (sets of parameters, dict keys)
+    x, y = ag.ones(2), ag.ones(2)
+    assert len({x, y, x}) == 2
+    assert {x: 1}[x] == 1
