@@ -145,3 +145,12 @@ def embedding(
             "supported by ag (only their defaults)"
         )
     return _C.embedding(input, weight)
+
+
+# The functional forms bound with ag's modules (python/src/nn.cpp's ag._C.nn.functional, when the
+# extension has it: mse_loss, d2l's masked_softmax and masked_softmax_ce) belong here too.
+_layers = getattr(getattr(_C, "nn", None), "functional", None)
+for _name in ("mse_loss", "masked_softmax", "masked_softmax_ce"):
+    if _layers is not None and hasattr(_layers, _name) and _name not in globals():
+        globals()[_name] = getattr(_layers, _name)
+        __all__.append(_name)
