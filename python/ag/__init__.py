@@ -170,7 +170,7 @@ def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
     if end is None:
         start, end = 0, start
     if dtype is None:
-        ints = all(isinstance(v, int) and not isinstance(v, _builtin_bool) for v in (start, end, step))
+        ints = _builtins.all(isinstance(v, int) and not isinstance(v, _builtin_bool) for v in (start, end, step))
         dtype = int64 if ints else float32
     out = _C._arange(_builtin_float(start), _builtin_float(end), _builtin_float(step), dtype)
     if requires_grad:
