@@ -244,6 +244,15 @@ Tensor get_item(const Tensor& t, py::handle key) {
                            py_repr(shape_tuple(index.shape())));
     return index_select(t, 0, index);
   }
+  // x[i] past the end of dim 0 is Python's IndexError, as PyTorch's: it ends `for row in x`
+  // and iter() over __getitem__ (the other entries' errors are ag's ShapeError).
+  if (py::isinstance<py::int_>(key) && !py::isinstance<py::bool_>(key) && t.dim() > 0) {
+    const int64_t i = key.cast<int64_t>(), size = t.shape()[0];
+    if (i < -size || i >= size)
+      throw py::index_error("index " + std::to_string(i) + " is out of range for dim 0 of size " +
+                            std::to_string(size) + " (shape " + py_repr(shape_tuple(t.shape())) +
+                            ")");
+  }
   return t.index(entries(key));
 }
 
@@ -396,7 +405,7 @@ void bind_tensor(py::module_& m) {
           "__array__",
           [](py::object self, py::object dtype) -> py::object {
             py::array out = to_numpy(self.cast<const Tensor&>(), self);
-            if (dtype.is_none()) return std::move(out);
+            if (dtype.is_none()) return out;
             return out.attr("astype")(dtype);
           },
           py::arg("dtype") = py::none())

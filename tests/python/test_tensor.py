@@ -204,8 +204,11 @@ def test_getitem_as_python_and_pytorch():
         assert np.array_equal(x[key].numpy(), a[key]), key
     assert x[:, 1].data_ptr() == x.data_ptr() + 4 * 8  # a view: x[0, 0, 1]
     assert np.array_equal(x[ag.tensor([1, 0])].numpy(), a[[1, 0]])
+    with pytest.raises(IndexError, match="out of range"):
+        x[2]  # Python's IndexError, which ends iteration, as PyTorch's
     with pytest.raises(ag.ShapeError, match="out of range"):
-        x[2]
+        x[0, 3]
+    assert [row.tolist() for row in ag.tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
     with pytest.raises(ag.ShapeError, match="step"):
         x[::-1]
     with pytest.raises(TypeError, match="bool mask"):
