@@ -899,6 +899,10 @@ void bind_nn(py::module_& m) {
   bind_functional(m);
   bind_init(m);
 
+  // The classes print as ag.nn.Linear, as Python users import them.
+  for (auto item : m.attr("__dict__").cast<py::dict>())
+    if (py::isinstance<py::type>(item.second)) item.second.attr("__module__") = "ag.nn";
+
   m.def("fused_kernels", &nn::fused_kernels, "Whether layers use their fused kernels.");
   m.def("set_fused_kernels", &nn::set_fused_kernels, py::arg("enabled"),
       "Fused kernels (the default) or d2l's composed path everywhere (nn/fused.h).");

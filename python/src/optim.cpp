@@ -331,6 +331,10 @@ void bind_optim(py::module_& m) {
       .def("step", &optim::Scheduler::step)
       .def_property("current_step", &optim::Scheduler::current_step, &optim::Scheduler::set_step)
       .def("lr", &optim::Scheduler::lr, py::arg("group") = 0);
+
+  // The classes print as ag.optim.Adam, as Python users import them.
+  for (auto item : m.attr("__dict__").cast<py::dict>())
+    if (py::isinstance<py::type>(item.second)) item.second.attr("__module__") = "ag.optim";
 }
 
 }  // namespace ag::python

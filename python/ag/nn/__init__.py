@@ -35,11 +35,25 @@ import sys as _sys
 
 import ag as _ag  # the package (partly imported: its dtypes, devices and Tensor are there)
 from .._C.nn import *  # noqa: F401,F403  Module, Parameter, the layers, ModuleList, ModuleDict
-from .._C.nn import Module, Parameter, functional, init, utils
+from .._C.nn import Module, Parameter, init, utils
 
-# `import ag.nn.functional as F` and friends: the C++ submodules as modules of the package.
-for _name, _module in (("functional", functional), ("init", init), ("utils", utils)):
+# `import ag.nn.init` and `import ag.nn.utils`: the C++ submodules as modules of the package.
+for _name, _module in (("init", init), ("utils", utils)):
     _sys.modules[__name__ + "." + _name] = _module
+
+# ag.nn.functional is python/ag/nn/functional.py (the ops' functions); the functional forms bound
+# here with the modules (mse_loss, masked_softmax, masked_softmax_ce, linear) join it where it has
+# no function of that name.
+import importlib as _importlib  # noqa: E402
+
+from .._C.nn import functional as _bound_functional  # noqa: E402
+
+# (import_module: `from . import functional` would take the star import's ag._C.nn.functional)
+functional = _importlib.import_module(__name__ + ".functional")
+
+for _name in dir(_bound_functional):
+    if not _name.startswith("_") and not hasattr(functional, _name):
+        setattr(functional, _name, getattr(_bound_functional, _name))
 
 
 # ---- Module's Python half -------------------------------------------------------------------------
