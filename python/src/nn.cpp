@@ -107,6 +107,11 @@ bool written_in_python(py::handle object) {
 
 // The shared_ptr a parent holds a child by (see Lifetimes above).
 ModulePtr as_child(py::handle object) {
+  if (!py::isinstance<Module>(object))
+    throw py::type_error(py::str(py::type::handle_of(object).attr("__name__")).cast<std::string>() +
+                         " is not an ag.nn.Module subclass");
+  if (!module_of(object))
+    throw py::type_error("a module whose Module.__init__() has not run cannot be a submodule");
   auto module = object.cast<ModulePtr>();
   if (!written_in_python(object)) return module;
   std::shared_ptr<py::object> python_half = held(py::reinterpret_borrow<py::object>(object));
@@ -414,6 +419,17 @@ void bind_module(py::module_& m) {
           },
           py::arg("modules"))
       .def("__len__", &nn::ModuleList::size)
+      .def("__getitem__",
+          [](const nn::ModuleList& l, const py::slice& slice) {
+            // A new ModuleList of the same modules, as PyTorch's (a module may have two parents).
+            std::size_t start, stop, step, count;
+            if (!slice.compute(l.size(), &start, &stop, &step, &count))
+              throw py::error_already_set();
+            auto out = std::make_shared<nn::ModuleList>();
+            for (std::size_t i = 0; i < count; ++i)
+              out->push_back(l[static_cast<int64_t>(start + i * step)]);
+            return out;
+          })
       .def("__getitem__",
           [](const nn::ModuleList& l, int64_t i) {
             try {

@@ -21,18 +21,23 @@ namespace {
 using optim::Optimizer;
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 
-// The tensors of `params`: one tensor, or an iterable of them.
+std::string python_type(py::handle value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
+// The tensors of a group's "params": one tensor, or an iterable of them.
 std::vector<Tensor> tensors_of(py::handle params, const char* optimizer) {
-  std::vector<Tensor> out;
   if (py::isinstance<Tensor>(params)) return {params.cast<Tensor>()};
   if (py::isinstance<py::dict>(params) || !py::hasattr(params, "__iter__"))
     throw py::type_error(std::string(optimizer) +
-                         ": params must be an iterable of tensors or of dicts, got " +
-                         py_repr(params));
+                         ": a group's params should be a Tensor or an iterable of Tensors, got " +
+                         python_type(params));
+  std::vector<Tensor> out;
   for (py::handle p : py::iter(params)) {
     if (!py::isinstance<Tensor>(p))
-      throw py::type_error(std::string(optimizer) + ": a parameter must be an ag.Tensor, got " +
-                           py_repr(py::type::handle_of(p)));
+      throw py::type_error(std::string(optimizer) +
+                           ": optimizer can only optimize Tensors, but one of the params is " +
+                           python_type(p));
     out.push_back(p.cast<Tensor>());
   }
   return out;
@@ -41,14 +46,16 @@ std::vector<Tensor> tensors_of(py::handle params, const char* optimizer) {
 // PyTorch's params argument: an iterable of tensors (one group), or of dicts, each with "params"
 // and its own "lr" and "weight_decay". ag keeps one value of the other options for all groups.
 std::vector<optim::ParamGroup> groups_of(py::handle params, const char* optimizer) {
+  if (py::isinstance<Tensor>(params) || py::isinstance<py::dict>(params) ||
+      !py::hasattr(params, "__iter__"))
+    throw py::type_error(std::string(optimizer) +
+                         ": params should be an iterable of Tensors or dicts, but got " +
+                         python_type(params));
   py::list items;
-  if (!py::isinstance<Tensor>(params) && py::hasattr(params, "__iter__") &&
-      !py::isinstance<py::dict>(params))
-    for (py::handle item : py::iter(params)) items.append(item);
-  const bool dicts = items.size() > 0 && py::isinstance<py::dict>(items[0]);
-  if (!dicts)
-    return {optim::ParamGroup{tensors_of(
-        items.size() ? py::object(items) : py::reinterpret_borrow<py::object>(params), optimizer)}};
+  for (py::handle item : py::iter(params)) items.append(item);
+  if (items.size() == 0)
+    throw py::value_error(std::string(optimizer) + ": optimizer got an empty parameter list");
+  if (!py::isinstance<py::dict>(items[0])) return {optim::ParamGroup{tensors_of(items, optimizer)}};
   std::vector<optim::ParamGroup> groups;
   for (py::handle item : items) {
     if (!py::isinstance<py::dict>(item))

@@ -293,6 +293,10 @@ def test_module_list_and_dict():
     assert [n for n, _ in d.named_parameters()] == ["lin.weight", "lin.bias"]
     with pytest.raises(KeyError):
         d["missing"]
+    with pytest.raises(TypeError, match="int is not an ag.nn.Module"):
+        nn.ModuleList([3])
+    with pytest.raises(TypeError, match="str is not an ag.nn.Module"):
+        nn.Sequential("relu")
 
 
 # ---- the tree: parameters, state dicts, modes, dtypes ------------------------------------------
@@ -521,3 +525,48 @@ def test_python_children_outlive_their_names():
         assert type(module) is Half and module.tag == "python half"
     assert seq(ag.ones(1, 2)).shape == (1, 2)
     assert repr(layers) == "ModuleList(\n  (0): Half(\n    (lin): Linear(in_features=2, out_features=2, bias=True)\n  )\n)"
+
+
+def test_module_list_slices():
+    layers = nn.ModuleList([nn.ReLU(), nn.Tanh(), nn.Linear(1, 1)])
+    tail = layers[1:]
+    assert isinstance(tail, nn.ModuleList) and [type(m).__name__ for m in tail] == ["Tanh", "Linear"]
+    assert tail[1].weight.is_same(layers[2].weight)  # the same modules
+    assert [type(m).__name__ for m in layers[::-1]] == ["Linear", "Tanh", "ReLU"]
+
+
+def test_python_subclass_of_a_cpp_layer():
+    class Unbiased(nn.Linear):
+        def forward(self, input):  # a Python forward over the C++ layer's parameters
+            return nn.functional.linear(input, self.weight)
+
+    layer = Unbiased(3, 2)
+    assert isinstance(layer, nn.Linear) and layer.in_features == 3
+    x = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(a(layer(ag.tensor(x))), x @ a(layer.weight).T, rtol=1e-6)
+    holder = nn.ModuleList([Unbiased(2, 2)])
+    gc.collect()
+    assert type(holder[0]) is Unbiased  # the Python half is kept with the C++ parent
+
+
+def test_forward_releases_the_gil():
+    # Four threads run one layer at once (each forward releases the GIL): the serial results.
+    # (A stateless layer: the attention layers keep their last weights, written by each call.)
+    import threading
+
+    ffn = nn.PositionWiseFFN(16, 64, 16)
+    inputs = [randn(2, 8, 16, seed=s) for s in range(4)]
+    expected = [a(ffn(x)) for x in inputs]
+    results = [None] * 4
+
+    def work(i):
+        for _ in range(20):
+            results[i] = a(ffn(inputs[i]))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got, want)

@@ -114,8 +114,12 @@ def test_param_groups():
         optim.SGD([{"lr": 0.1}], lr=0.1)
     with pytest.raises(ValueError):
         optim.SGD([lin.weight, lin.weight], lr=0.1)  # one tensor twice
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="only optimize Tensors"):
         optim.SGD([1.0], lr=0.1)
+    with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+        optim.SGD(lin.weight, lr=0.1)  # a lone tensor, as PyTorch refuses it
+    with pytest.raises(ValueError, match="empty parameter list"):
+        optim.Adam(iter([]))
     with pytest.raises(ValueError):
         optim.Adam(lin.parameters(), amsgrad=True)
     with pytest.raises(ValueError):
