@@ -570,3 +570,30 @@ def test_forward_releases_the_gil():
         t.join()
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_dir_lists_parameters_and_children():
+    names = dir(nn.MultiHeadAttention(2, 2, 2, 2, 1, 0.0))
+    assert {"W_q", "W_o", "attention", "forward", "num_heads"} <= set(names)
+    assert "weight" in dir(nn.Linear(1, 1)) and "P" in dir(nn.PositionalEncoding(2, 0.0, 4))
+
+
+def test_dropout_p_is_writable():
+    drop = nn.Dropout(0.5)
+    drop.p = 0.25
+    assert drop.p == 0.25 and repr(drop) == "Dropout(p=0.25, inplace=False)"
+
+
+def test_loss_modules():
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    assert nn.MSELoss()(ag.tensor(x), ag.zeros(3, 4)).item() == pytest.approx(float((x**2).mean()), rel=1e-6)
+    with pytest.raises(ValueError):
+        nn.MSELoss(reduction="sum")
+    if not hasattr(nn.functional, "cross_entropy"):
+        pytest.skip("needs ag.nn.functional.cross_entropy (python/ag/nn/functional.py, the ops' part)")
+    target = np.array([0, 3, 1])
+    logp = x - np.log(np.exp(x).sum(1, keepdims=True))
+    loss = nn.CrossEntropyLoss()(ag.tensor(x), ag.tensor(target))
+    assert loss.item() == pytest.approx(float(-logp[np.arange(3), target].mean()), rel=1e-5)
+    per_row = nn.CrossEntropyLoss(reduction="none")(ag.tensor(x), ag.tensor(target))
+    np.testing.assert_allclose(a(per_row), -logp[np.arange(3), target], rtol=1e-5)

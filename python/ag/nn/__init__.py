@@ -213,6 +213,15 @@ def _get_submodule(self, target):
     return module
 
 
+def _dir(self):
+    """The attributes, with the module's own parameters, buffers and children (tab completion)."""
+    names = set(object.__dir__(self))
+    names.update(n for n, _ in self._named_parameter_list("", False, True))
+    names.update(n for n, _ in self._named_buffer_list("", False, True))
+    names.update(n for n, _ in self._named_children_list())
+    return sorted(names)
+
+
 def _cuda(self, *args, **kwargs):
     raise RuntimeError("cuda: ag computes on the CPU only")
 
@@ -241,6 +250,7 @@ for _name, _fn in {
     "state_dict": _state_dict,
     "load_state_dict": _load_state_dict,
     "get_submodule": _get_submodule,
+    "__dir__": _dir,
 }.items():
     setattr(Module, _name, _fn)
 Module.register_module = Module.add_module
@@ -292,6 +302,21 @@ class Identity(Module):
 
     def forward(self, input):
         return input
+
+
+class CrossEntropyLoss(Module):
+    """Softmax cross-entropy of logits against class ids, as torch.nn.CrossEntropyLoss: the
+    functional.cross_entropy of python/ag/nn/functional.py, with its arguments."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        self._options = dict(weight=weight, size_average=size_average, ignore_index=ignore_index, reduce=reduce,
+                             reduction=reduction, label_smoothing=label_smoothing)
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return functional.cross_entropy(input, target, **self._options)
 
 
 class MSELoss(Module):
