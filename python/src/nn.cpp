@@ -26,6 +26,7 @@
 // cannot see through C++: it is never freed.)
 #include <pybind11/stl.h>
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -240,19 +241,30 @@ std::vector<std::pair<std::string, Tensor>> local(
   return out;
 }
 
-// PyTorch's state_dict order: a module's parameters, then its buffers, then each child's
-// entries; a tied tensor under each of its names, and every buffer (ag's checkpoints keep the
-// non-persistent ones too: ag's load_state_dict expects them).
+// PyTorch's state_dict: a module's parameters, then its persistent buffers, then each child's
+// entries; a tied tensor under each of its names. Non-persistent buffers (PositionalEncoding's P,
+// which the module computes itself) are left out, as PyTorch leaves them out.
 void collect_state(const Module& m, const std::string& prefix, bool keep_vars, py::dict& out) {
   auto& module = const_cast<Module&>(m);  // (the slot accessors are not const; nothing changes)
   for (const std::string& name : module.parameter_names())
     if (const Tensor& t = *module.parameter_slot(name); t.defined())
       out[py::str(prefix + name)] = keep_vars ? t : t.detach();
   for (const std::string& name : module.buffer_names())
-    if (const Tensor& t = *module.buffer_slot(name); t.defined())
+    if (const Tensor& t = *module.buffer_slot(name); t.defined() && m.is_persistent_buffer(name))
       out[py::str(prefix + name)] = keep_vars ? t : t.detach();
   for (const auto& [name, child] : m.named_children())
     collect_state(*child, prefix + name + ".", keep_vars, out);
+}
+
+// ag's load_state_dict takes every buffer; a state dict of PyTorch's has no non-persistent ones:
+// those it lacks keep the module's own values (PyTorch's load_state_dict leaves them alone).
+std::vector<std::string> load_state(Module& m, std::map<std::string, Tensor> state, bool strict) {
+  std::set<std::string> persistent;
+  for (const auto& entry : m.named_buffers(/*persistent_only=*/true, false))
+    persistent.insert(entry.first);
+  for (const auto& [name, t] : m.named_buffers(false, false))
+    if (!persistent.count(name)) state.emplace(name, t);  // (kept if the state dict has it)
+  return m.load_state_dict(state, strict);
 }
 
 // valid_lens as Python passes them: None for no masking.
@@ -339,11 +351,11 @@ void bind_module(py::module_& m) {
           },
           py::kw_only(), py::arg("prefix") = "", py::arg("keep_vars") = false,
           "Every parameter and buffer by dotted name (detached; the module's own tensors with "
-          "keep_vars=True), in PyTorch's order. Every buffer: ag keeps PositionalEncoding's P too.")
+          "keep_vars=True), in PyTorch's order; non-persistent buffers left out, as PyTorch's.")
       .def(
           "_load_state_dict",
-          [](Module& m, const std::map<std::string, Tensor>& state, bool strict) {
-            return m.load_state_dict(state, strict);
+          [](Module& m, std::map<std::string, Tensor> state, bool strict) {
+            return load_state(m, std::move(state), strict);
           },
           py::arg("state_dict"), py::arg("strict") = true)
       .def(

@@ -201,6 +201,10 @@ def test_positional_encoding_buffer_P():
     pos.eval()
     np.testing.assert_allclose(a(pos(ag.zeros(2, 5, 32))), np.broadcast_to(a(P)[:, :5], (2, 5, 32)))
     assert [n for n, _ in pos.named_buffers()] == ["P"] and list(pos.parameters()) == []
+    # P is not persistent: not in the state dict (d2l's P is a plain attribute in PyTorch), and a
+    # state dict without it loads.
+    assert list(pos.state_dict()) == []
+    assert pos.load_state_dict({}).missing_keys == []
     assert nn.PositionalEncoding(8, 0.1).P.shape == (1, 1000, 8)  # d2l's max_len
 
 
@@ -240,7 +244,10 @@ def test_transformer_encoder_decoder():
     assert step.shape == (2, 1, 200) and state.key_values[0].shape == (2, 4, 24)
     out, _ = model(tokens, tokens, valid_lens)
     assert out.shape == (2, 8, 200)
-    assert "encoder.blks.0.attention.W_q.weight" in model.state_dict()
+    sd = model.state_dict()
+    assert "encoder.blks.0.attention.W_q.weight" in sd and "encoder.pos_encoding.P" not in sd
+    assert list(sd) == [n for n, _ in model.named_parameters()]
+    model.load_state_dict(sd)
 
 
 def test_language_model():

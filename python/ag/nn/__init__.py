@@ -20,14 +20,15 @@ What is written here is the Python half of Module: calling (forward), PyTorch's 
 the tree, train/eval/to returning the module, and Sequential.
 
 Where ag differs from PyTorch:
-  - state_dict() holds every buffer, PositionalEncoding's non-persistent P too (ag's
-    load_state_dict expects them; ag's checkpoints keep them).
   - load_state_dict(strict=False) returns (missing_keys, unexpected_keys) as PyTorch, and also
     .problems: ag's one line per entry that did not load, shape and dtype mismatches included
     (PyTorch raises on those even when not strict). strict=True raises ag.StateDictError naming
     every entry that does not fit, and changes nothing.
   - C++ layers (Linear, MultiHeadAttention, ...) have a fixed set of parameters and children:
-    their slots can be reassigned (tying: lm_head.weight = wte.weight) but not added to.
+    their slots can be reassigned (tying: lm_head.weight = wte.weight) but not added to. A Python
+    subclass of one runs its own forward but prints under the layer's name.
+  - module.training is read-only: train() and eval() set it for the whole tree.
+  - No hooks on modules, and no pickling or copy.deepcopy of them (save a state_dict instead).
 """
 
 import collections as _collections
