@@ -83,6 +83,10 @@ class PyModule : public Module {
   }
 };
 
+std::string python_type_name(py::handle value) {
+  return py::str(py::type::handle_of(value).attr("__name__"));
+}
+
 // The module of a Python object, or nullptr before Module.__init__ has run (or for a non-module).
 Module* module_of(py::handle object) {
   if (!py::isinstance<Module>(object)) return nullptr;
@@ -109,8 +113,7 @@ bool written_in_python(py::handle object) {
 // The shared_ptr a parent holds a child by (see Lifetimes above).
 ModulePtr as_child(py::handle object) {
   if (!py::isinstance<Module>(object))
-    throw py::type_error(py::str(py::type::handle_of(object).attr("__name__")).cast<std::string>() +
-                         " is not an ag.nn.Module subclass");
+    throw py::type_error(python_type_name(object) + " is not an ag.nn.Module subclass");
   if (!module_of(object))
     throw py::type_error("a module whose Module.__init__() has not run cannot be a submodule");
   auto module = object.cast<ModulePtr>();
@@ -132,10 +135,6 @@ ModulePtr child_named(const Module& m, const std::string& name) {
   for (const auto& [n, child] : m.named_children())
     if (n == name) return child;
   return nullptr;
-}
-
-std::string python_type_name(py::handle value) {
-  return py::str(py::type::handle_of(value).attr("__name__"));
 }
 
 // Removes `name` from the instance __dict__ of a Python module (a plain attribute that a module,
