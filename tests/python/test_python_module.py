@@ -241,10 +241,10 @@ def test_python_module_in_python_module_lifetime():
     assert [n for n, _ in outer.named_parameters()][:2] == ["blocks.0.lin.weight", "blocks.0.lin.bias"]
     assert outer.eval() is outer and not outer.blocks[0].lin.training
     # The Python halves go when the last parent does.
-    probe = weakref.ref(outer.head)
+    probes = [weakref.ref(outer.head), weakref.ref(outer.blocks[0])]  # in a Python, a C++ parent
     del outer
     gc.collect()
-    assert probe() is None
+    assert [probe() for probe in probes] == [None, None]
 
 
 def test_python_module_in_cpp_sequence_keeps_state():
