@@ -50,6 +50,41 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) fail<ValueError>(type_name(), ": submodule '", name, "' is null");
+  for (auto& [child_name, child] : children_)
+    if (child_name == name) {
+      module->train(training_);
+      child = std::move(module);
+      return;
+    }
+  fail<ValueError>(type_name(), ": there is no submodule '", name, "' to replace");
+}
+
+Tensor* Module::parameter_slot(const std::string& name) {
+  for (auto& [n, t] : parameters_)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+Tensor* Module::buffer_slot(const std::string& name) {
+  for (auto& [n, t] : buffers_)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+std::vector<std::string> Module::parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : parameters_) names.push_back(entry.first);
+  return names;
+}
+
+std::vector<std::string> Module::buffer_names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : buffers_) names.push_back(entry.first);
+  return names;
+}
+
 void Module::collect(const std::string& prefix, Collect what,
     std::vector<std::pair<std::string, Tensor>>& out, std::unordered_set<const void*>* seen) const {
   for (const auto& [name, tensor] : what == Collect::parameters ? parameters_ : buffers_) {

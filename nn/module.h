@@ -100,6 +100,19 @@ class Module {
   // are computed again in the new dtype (recompute_buffers), not widened from float32.
   void to(DType dtype);
 
+  // ---- this module's own entries by local name (no dots), for bindings: Python's attribute
+  // access `lin.weight`, `lin.bias = None`, `lm_head.weight = wte.weight` (python/src/nn.cpp) ----
+  // The slot of parameter / buffer `name` of this module itself, or nullptr if there is none.
+  // Assigning to a parameter slot is the tying above.
+  Tensor* parameter_slot(const std::string& name);
+  Tensor* buffer_slot(const std::string& name);
+  // The local names, in registration order (empty parameter slots included).
+  std::vector<std::string> parameter_names() const;
+  std::vector<std::string> buffer_names() const;
+  bool is_persistent_buffer(const std::string& name) const {
+    return !non_persistent_buffers_.count(name);
+  }
+
  protected:
   // Called by to(dtype) on every module of the tree once its tensors are converted. A module
   // whose buffers come from a formula (PositionalEncoding's table) recomputes them in `dtype`.
@@ -121,6 +134,11 @@ class Module {
     add_child(name, module);
     return module;
   }
+  // Puts `module` in the place of the registered submodule `name` (a ValueError if there is
+  // none): Python's `self.lin = Linear(...)` a second time. Only for modules that hold their
+  // children by name alone (written in Python): a C++ layer's typed members would still point at
+  // the old child.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
  private:
   void check_new_name(const std::string& name) const;
