@@ -398,3 +398,13 @@ def test_checkpoint_of_broken_weights_is_refused_on_load(tmp_path):
     ag.io.save_checkpoint(ag.io.Checkpoint(kind="other", tensors={"x": ag.ones(1)}), path)
     with pytest.raises(ag.CheckpointError, match="no tensors under 'model.'"):
         ag.io.load_checkpoint(path, StateModule(w=ag.zeros(2)))
+
+
+def test_checkpoint_of_views_and_grad_tensors(tmp_path):
+    base = ag.tensor(np.arange(12.0).reshape(3, 4))
+    c = ag.io.Checkpoint(tensors={"column": base[:, 1], "w": ag.ones(2, requires_grad=True)})
+    ag.io.save_checkpoint(c, tmp_path / "v.agc")
+    back = ag.io.load_checkpoint(tmp_path / "v.agc")
+    assert back.tensors["column"].tolist() == [1.0, 5.0, 9.0]
+    assert back.tensors["w"].tolist() == [1.0, 1.0] and not back.tensors["w"].requires_grad
+    assert back.tensors_under("nothing") == {}
