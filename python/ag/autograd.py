@@ -74,9 +74,11 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     """Checks the gradients of func(*inputs) with respect to every input tensor that requires
     grad, as torch.autograd.gradcheck.
 
-    inputs: a tensor or a tuple of them (other values pass to func as they are; int64 and bool
-    tensors — indices, masks — too). func receives float64 copies and may return a tensor or a
-    tuple of them (their floating-point ones are checked together). seed: the upstream gradient's;
+    inputs: a tensor or a tuple of them. Each that requires grad (float64) is checked: func
+    receives a copy, perturbed element by element; other values — tensors that do not require
+    grad (indices, masks, constants), numbers — pass to func as they are. func may return a tensor
+    or a tuple of them (their floating-point ones are checked together); messages name "input i",
+    the i-th of `inputs`. seed: the upstream gradient's;
     max_failures: elements listed in the message; allow_unused: an input func does not depend on
     passes. Returns True, or raises GradcheckError (raise_exception=False: returns False)."""
     _check_torch_options(torch_options, "gradcheck")

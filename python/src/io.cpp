@@ -335,28 +335,31 @@ void bind_gradcheck(py::module_& autograd) {
   // released around the whole check. A Python exception inside it (error_already_set) passes
   // through gradcheck, which restores what it perturbed, and comes out in Python as itself.
   //
-  // func(*args): the tensors of `args` that gradcheck checks are replaced by its float64 leaf
-  // copies (inputs[i] goes to position tensor_positions[i]); anything else passes as it is.
+  // func(*args), as PyTorch calls it: each tensor of `args` that requires grad is replaced by
+  // gradcheck's float64 leaf copy, which it perturbs; everything else — tensors that do not
+  // require grad (a float32 constant, indices, a mask), numbers — passes as it is. ag's C++ check
+  // receives one tensor per position (an empty int64 one where nothing is checked), so that its
+  // "input i" is the i-th argument.
   autograd.def(
       "_gradcheck",
       [](py::function func, py::tuple args, double eps, double atol, double rtol, uint64_t seed,
           int64_t max_failures, bool allow_unused) {
         std::vector<Tensor> inputs;
-        std::vector<std::size_t> positions;
-        for (std::size_t i = 0; i < args.size(); ++i)
-          if (py::isinstance<Tensor>(args[i])) {
-            inputs.push_back(args[i].cast<Tensor>());
-            positions.push_back(i);
-          }
+        std::vector<bool> checked;
+        for (py::handle arg : args) {
+          const bool is_checked = py::isinstance<Tensor>(arg) && arg.cast<Tensor>().requires_grad();
+          inputs.push_back(is_checked ? arg.cast<Tensor>() : zeros({0}, int64));
+          checked.push_back(is_checked);
+        }
         const GradcheckOptions options =
             gradcheck_options(eps, atol, rtol, seed, max_failures, allow_unused);
         auto function = held(std::move(func));
         auto arguments = held(std::move(args));
-        GradcheckFn f = [function, arguments, positions](const std::vector<Tensor>& leaves) {
+        GradcheckFn f = [function, arguments, checked](const std::vector<Tensor>& leaves) {
           py::gil_scoped_acquire gil;
           py::list call_args(*arguments);  // a copy of the arguments' list
-          for (std::size_t j = 0; j < positions.size(); ++j)
-            call_args[positions[j]] = py::cast(leaves[j]);
+          for (std::size_t i = 0; i < checked.size(); ++i)
+            if (checked[i]) call_args[i] = py::cast(leaves[i]);
           return gradcheck_output((*function)(*call_args));
         };
         py::gil_scoped_release release;

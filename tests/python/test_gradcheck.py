@@ -46,6 +46,20 @@ def test_several_inputs_and_outputs_and_other_arguments():
     assert gradcheck(f, (x, y, 1, mask))
 
 
+def test_tensors_that_do_not_require_grad_pass_as_they_are():
+    x, scale = leaf(3), ag.ones(3)  # a float32 constant, as PyTorch allows
+    seen = []
+    def f(x, scale):
+        seen.append(scale)
+        return x.clone()
+    assert gradcheck(f, (x, scale))
+    assert all(s.is_same(scale) for s in seen)
+    # Inputs are numbered by their position among the arguments.
+    with pytest.raises(GradcheckError, match=r"input 2 \(shape \[3\]\) at element \[1\]") as caught:
+        gradcheck(lambda mask, k, x: wrong_gradient(x), (ag.tensor([True]), 1, x))
+    assert "input 0" not in str(caught.value)
+
+
 def test_func_receives_copies_and_the_callers_tensors_stay():
     x = leaf(2, 3)
     before = x.detach().numpy().copy()
