@@ -134,12 +134,13 @@ def test_masked_softmax_equals_pytorchs(torch_values, case):
     np.testing.assert_array_equal(X.numpy(), torch_values[f"{case}.X_before"].numpy())
 
 
-# ---- positional encoding ------------------------------------------------------------------------------
+# ---- positional encoding --------------------------------------------------------------------------
 
 
 def sinusoid_table_float64(num_steps, encoding_dim):
     """d2l's formula in float64 (NumPy): P[i, 2j] = sin(i / 10000^(2j/d)), P[i, 2j+1] = cos."""
-    angle = np.arange(num_steps)[:, None] / np.power(10000.0, np.arange(0, encoding_dim, 2) / encoding_dim)
+    periods = np.power(10000.0, np.arange(0, encoding_dim, 2) / encoding_dim)
+    angle = np.arange(num_steps)[:, None] / periods
     P = np.zeros((num_steps, encoding_dim))
     P[:, 0::2], P[:, 1::2] = np.sin(angle), np.cos(angle)
     return P
