@@ -56,6 +56,14 @@ def test_show_heatmaps_returns_png_bytes_a_notebook_displays(tmp_path):
     np.testing.assert_array_equal(ag.viz.read_png(tmp_path / "w.png"), pixels)
 
 
+def test_ipython_displays_it_as_a_picture():
+    formatters = pytest.importorskip("IPython.core.formatters")  # Debian's python3-ipython
+    png = ag.viz.show_heatmaps(ag.rand(1, 1, 3, 3))
+    data, _ = formatters.DisplayFormatter().format(png)
+    assert data["image/png"] == png
+    assert data["text/plain"] == repr(png)  # not the bytes
+
+
 def test_show_heatmaps_colours_span_the_values():
     m = ag.tensor([[[[0.0, 1.0], [1.0, 0.0]]]])  # (1, 1, 2, 2)
     pixels = ag.viz.show_heatmaps(m, cell=20).pixels()
