@@ -8,7 +8,8 @@
 #     "<folder>/<header>" a line (the top-level ag_install_headers records them).
 #
 #   CHECK=library_uses_public_api
-#     The libraries built on autograd (FOLDERS, comma-separated: nn,optim) use its public API only:
+#     The libraries built on autograd (FOLDERS, comma-separated: nn,optim; and the Python binding,
+#     python/src) use its public API only:
 #     no autograd/detail/ header, nothing from a detail namespace, no TensorImpl or impl_ptr().
 #
 #   cmake -DCHECK=... -DSOURCE_DIR=<ag's source> [-DPUBLIC_HEADERS_FILE=...] [-DFOLDERS=...]
@@ -80,7 +81,9 @@ elseif(CHECK STREQUAL "library_uses_public_api")
       set(line_number 0)
       foreach(line IN LISTS lines)
         math(EXPR line_number "${line_number} + 1")
-        if(line MATCHES "autograd/detail/|detail::|TensorImpl|impl_ptr\\(")
+        # (pybind11's own detail namespace, which python/src/ uses, is not ag's)
+        string(REGEX REPLACE "(py|pybind11)::detail::" "" line_of_ag "${line}")
+        if(line_of_ag MATCHES "autograd/detail/|detail::|TensorImpl|impl_ptr\\(")
           restore_line("${line}" text)
           string(APPEND violations "${name}:${line_number}: ${text}\n")
         endif()
