@@ -12,7 +12,6 @@ decorator, ag.nn.Module for models written in Python. Everything that computes i
 import builtins as _builtins
 import functools as _functools
 
-import numpy as _np
 
 from . import _C
 from ._C import *  # noqa: F401,F403  Tensor, the dtypes, the errors, creation, the ops
@@ -111,12 +110,12 @@ Tensor.cpu = lambda self: self
 
 # ---- creation ---------------------------------------------------------------------------------------
 
-_to_numpy_dtype = {
-    float32: _np.float32,
-    float64: _np.float64,
-    int64: _np.int64,
-    bool: _np.bool_,
-}
+def _numpy():
+    """NumPy, imported when first needed: `import ag` works in an interpreter without it (ag.tensor,
+    from_numpy and t.numpy() need it; Debian's python3-numpy)."""
+    import numpy
+
+    return numpy
 
 
 def _infer_dtype(array, from_python):
@@ -126,7 +125,7 @@ def _infer_dtype(array, from_python):
     if kind == "b":
         return bool
     if kind in "iu":
-        if kind == "u" and array.size and array.max() > _np.iinfo(_np.int64).max:
+        if kind == "u" and array.size and array.max() > _numpy().iinfo(_numpy().int64).max:
             raise ValueError(f"tensor: the value {array.max()} is beyond int64's range")
         return int64
     if kind == "f":
@@ -149,6 +148,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         out = data.detach().clone()
         out = out if dtype is None else out._to_dtype(dtype)
     else:
+        _np = _numpy()
         from_python = not isinstance(data, (_np.ndarray, _np.generic))
         array = _np.asarray(data)
         inferred = _infer_dtype(array, from_python)

@@ -22,9 +22,9 @@ import os as _os
 import struct as _struct
 import tempfile as _tempfile
 
-import numpy as _np
 
 from . import _C
+from . import _numpy
 
 _viz = _C.viz
 
@@ -68,7 +68,7 @@ class PNG(bytes):
 def read_png(path):
     """A PNG file as a NumPy array (height, width, 3) of uint8 (alpha composited on white)."""
     width, height, rgb = _viz.read_png(_os.fsdecode(_os.fspath(path)))
-    return _np.frombuffer(rgb, dtype=_np.uint8).reshape(height, width, 3).copy()
+    return _numpy().frombuffer(rgb, dtype=_numpy().uint8).reshape(height, width, 3).copy()
 
 
 def _render(draw, path):
@@ -89,7 +89,7 @@ def _float_tensor(value):
     from . import Tensor, tensor  # ag's, imported late: ag/__init__.py imports this file
 
     if not isinstance(value, Tensor):
-        value = tensor(_np.asarray(value, dtype=_np.float64))
+        value = tensor(_numpy().asarray(value, dtype=_numpy().float64))
     value = value.detach()
     if not value.is_floating_point():
         value = value.double()
@@ -148,7 +148,7 @@ def _rows(value):
     def array(v):
         if isinstance(v, Tensor):
             v = v.detach().double().numpy()
-        return _np.asarray(v, dtype=_np.float64)
+        return _numpy().asarray(v, dtype=_numpy().float64)
 
     if isinstance(value, (list, tuple)) and value and hasattr(value[0], "__len__"):
         return [array(v).reshape(-1) for v in value]
@@ -178,10 +178,10 @@ def plot(X, Y=None, xlabel=None, ylabel=None, legend=None, xlim=None, ylim=None,
     xs = _rows(X)
     if Y is None:
         ys = xs
-        xs = [_np.arange(len(ys[0]), dtype=_np.float64)]
+        xs = [_numpy().arange(len(ys[0]), dtype=_numpy().float64)]
     else:
         ys = _rows(Y)
-    if any(not _np.array_equal(x, xs[0]) for x in xs):
+    if any(not _numpy().array_equal(x, xs[0]) for x in xs):
         raise ValueError("plot: ag draws every curve over one x; the X given differ")
     x = xs[0]
     for i, y in enumerate(ys):

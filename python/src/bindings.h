@@ -47,6 +47,14 @@ inline std::shared_ptr<py::object> held(py::object object) {
   });
 }
 
+// Whether `value` is a NumPy array, without importing NumPy: an interpreter without NumPy can
+// still import ag, and no value can be an array before NumPy is imported.
+inline bool is_numpy_array(py::handle value) {
+  PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed
+  if (!numpy || numpy == Py_None) return false;
+  return py::isinstance(value, py::handle(numpy).attr("ndarray"));
+}
+
 // A tensor, or None for an undefined one (grad before backward, Linear's bias=False).
 py::object tensor_or_none(const Tensor& t);
 

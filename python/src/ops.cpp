@@ -7,7 +7,6 @@
 // Where ag composes what PyTorch has as one op (scalar ** tensor, flatten, .T, chunk, a K-dim
 // cross_entropy) the composition is written here with a comment. The long ops (matmul, linear,
 // softmax, layer_norm, cross_entropy, attention) release the GIL while they compute.
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -47,7 +46,7 @@ Operand operand(py::handle value, const Tensor& x, const char* op) {
     out.kind = Operand::tensor;
     out.t = value.cast<Tensor>();
   } else if (PyLong_Check(value.ptr()) ||
-             (!py::isinstance<py::array>(value) && !PyFloat_Check(value.ptr()) &&
+             (!is_numpy_array(value) && !PyFloat_Check(value.ptr()) &&
                  py::hasattr(value, "__index__"))) {
     py::int_ integer = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
     if (!integer) throw py::error_already_set();
@@ -63,7 +62,7 @@ Operand operand(py::handle value, const Tensor& x, const char* op) {
       fail<ValueError>(op, ": the scalar ", py_repr(value), " is beyond int64's range");
     }
   } else if (PyFloat_Check(value.ptr()) ||
-             (!py::isinstance<py::array>(value) && py::hasattr(value, "__float__"))) {
+             (!is_numpy_array(value) && py::hasattr(value, "__float__"))) {
     out.kind = Operand::floating;
     out.d = value.cast<double>();
   }
@@ -98,7 +97,7 @@ Tensor tensor_or_scalar(py::handle value, const Tensor* like, const char* op) {
 template <class OnTensor, class OnInt, class OnDouble>
 py::object binary(const Tensor& x, py::handle value, const char* op, OnTensor on_tensor,
     OnInt on_int, OnDouble on_double) {
-  if (py::isinstance<py::array>(value))
+  if (is_numpy_array(value))
     throw py::type_error(std::string(op) +
                          ": a NumPy array is not a tensor; convert it with ag.tensor(a) or "
                          "ag.from_numpy(a)");
