@@ -42,4 +42,4 @@ def test_import_ag_needs_no_numpy():
         "except ImportError:\n"
         "    print('ag.tensor needs NumPy')\n"
     )
-    assert out == "ag.Size([3])\n8.0\nag.tensor needs NumPy\n"
+    assert out == "ag.Size([3]) 8.0\nag.tensor needs NumPy\n"
