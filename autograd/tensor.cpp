@@ -546,7 +546,8 @@ Tensor from_blob(void* data, std::size_t nbytes, const Shape& shape, const Shape
     if (strides[d] < 0)
       fail<ShapeError>("from_blob: the stride ", strides[d], " of dim ", d, " is negative (shape ",
           shape_str(shape), ", strides ", shape_str(strides), ")");
-    if (shape[d] > 1) last += static_cast<uint64_t>(shape[d] - 1) * static_cast<uint64_t>(strides[d]);
+    if (shape[d] > 1)
+      last += static_cast<uint64_t>(shape[d] - 1) * static_cast<uint64_t>(strides[d]);
   }
   if (count > 0 && (last + 1) * dtype_size(dtype) > nbytes)
     fail<ShapeError>("from_blob: the shape ", shape_str(shape), " with strides ",

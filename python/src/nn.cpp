@@ -263,7 +263,7 @@ std::vector<std::string> load_state(Module& m, std::map<std::string, Tensor> sta
     persistent.insert(entry.first);
   for (const auto& [name, t] : m.named_buffers(false, false))
     if (!persistent.count(name)) state.emplace(name, t);  // (kept if the state dict has it)
-  py::gil_scoped_release release;  // (copies every tensor)
+  py::gil_scoped_release release;                         // (copies every tensor)
   return m.load_state_dict(state, strict);
 }
 

@@ -45,9 +45,8 @@ Operand operand(py::handle value, const Tensor& x, const char* op) {
   if (py::isinstance<Tensor>(value)) {
     out.kind = Operand::tensor;
     out.t = value.cast<Tensor>();
-  } else if (PyLong_Check(value.ptr()) ||
-             (!is_numpy_array(value) && !PyFloat_Check(value.ptr()) &&
-                 py::hasattr(value, "__index__"))) {
+  } else if (PyLong_Check(value.ptr()) || (!is_numpy_array(value) && !PyFloat_Check(value.ptr()) &&
+                                              py::hasattr(value, "__index__"))) {
     py::int_ integer = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
     if (!integer) throw py::error_already_set();
     int overflow = 0;
