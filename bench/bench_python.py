@@ -2,7 +2,7 @@
 """bench_python.py: ag driven from Python against PyTorch from Python, side by side in one process,
 at the same thread count (issue 34's numbers; docs/benchmarks.md, "From Python").
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py [--threads N] [--repeats R]
+    PYTHONPATH=build /usr/bin/python3 bench/bench_python.py [--threads N] [--repeats R]
 
 (/usr/bin/python3 has Debian's python3-torch; ag's package is the build tree's.)
 
