@@ -383,9 +383,13 @@ void bind_tensor(py::module_& m) {
       .def("tolist", &to_list)
       .def("__float__", [](const Tensor& t) { return t.item<double>(); })
       .def("__int__",
-          [](const Tensor& t) {
-            return is_floating_point(t.dtype()) ? static_cast<int64_t>(t.item<double>())
-                                                : t.item<int64_t>();
+          [](const Tensor& t) -> py::object {
+            if (!is_floating_point(t.dtype())) return py::int_(t.item<int64_t>());
+            // Python's int(float): truncation, any size, and a ValueError or OverflowError for
+            // NaN and the infinities (a C++ cast of those would be undefined)
+            PyObject* integer = PyNumber_Long(py::float_(t.item<double>()).ptr());
+            if (!integer) throw py::error_already_set();
+            return py::reinterpret_steal<py::object>(integer);
           })
       .def("__index__",
           [](const Tensor& t) {
@@ -398,7 +402,8 @@ void bind_tensor(py::module_& m) {
             if (t.numel() != 1)
               fail<ValueError>("bool: the truth value of a tensor with ", t.numel(),
                   " elements is ambiguous (use .any() or .all())");
-            return t.item<double>() != 0;
+            if (t.dtype() == DType::int64) return t.item<int64_t>() != 0;  // exact past 2^53
+            return t.item<double>() != 0;  // (NaN is true, as Python's)
           })
       .def("numpy", [](py::object self) { return to_numpy(self.cast<const Tensor&>(), self); })
       .def(

@@ -87,7 +87,13 @@ def test_metadata():
 def test_item_tolist_and_conversions():
     assert ag.tensor([2.5]).item() == 2.5
     assert isinstance(ag.tensor(7).item(), int) and isinstance(ag.tensor(True).item(), bool)
-    assert float(ag.tensor(1.5)) == 1.5 and int(ag.tensor(3)) == 3
+    assert float(ag.tensor(1.5)) == 1.5 and int(ag.tensor(3)) == 3 and int(ag.tensor(-2.7)) == -2
+    assert int(ag.tensor(1e30, dtype=ag.float64)) == int(1e30)  # Python's int of the float
+    with pytest.raises(ValueError):
+        int(ag.tensor(float("nan")))
+    with pytest.raises(OverflowError):
+        int(ag.tensor(float("inf")))
+    assert bool(ag.tensor(2**60)) and not bool(ag.tensor(0)) and bool(ag.tensor(float("nan")))
     assert [0, 1, 2][ag.tensor(2)] == 2  # an int64 scalar is an index
     with pytest.raises(ValueError, match="3 elements"):
         ag.zeros(3).item()
