@@ -552,6 +552,7 @@ Tensor from_blob(void* data, std::size_t nbytes, const Shape& shape, const Shape
   if (count > 0 && (last + 1) * dtype_size(dtype) > nbytes)
     fail<ShapeError>("from_blob: the shape ", shape_str(shape), " with strides ",
         shape_str(strides), " reaches beyond the ", nbytes, " bytes given");
+  if (!release) release = [] {};  // nothing to give back: the caller keeps the memory alive
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(data, nbytes, std::move(release));
   impl->shape = shape;

@@ -331,7 +331,8 @@ Tensor scalar_tensor(double value, DType dtype = float32);  // 0-dimensional
 // A tensor over memory that someone else owns (libtorch's from_blob): `data` holds the elements
 // at `strides` (in elements, none negative) from it, and `release` runs once when the last view of
 // the tensor is gone — the Python binding's ag.from_numpy lends a NumPy array's buffer this way,
-// without a copy. `nbytes` is the size of the memory; an element beyond it is a ShapeError.
+// without a copy. `nbytes` is the size of the memory; an element beyond it is a ShapeError. An
+// empty `release` gives nothing back (the caller keeps the memory alive longer than the tensor).
 Tensor from_blob(void* data, std::size_t nbytes, const Shape& shape, const Shape& strides,
     DType dtype, std::function<void()> release);
 

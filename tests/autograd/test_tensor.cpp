@@ -30,6 +30,41 @@ TEST_CASE("creation functions give the right shapes, dtypes and values", "[tenso
   CHECK(zeros({0, 3}).numel() == 0);
 }
 
+TEST_CASE("from_blob views memory it does not own and releases it once, with the last view",
+    "[tensor][views]") {
+  std::vector<float> memory{0, 1, 2, 3, 4, 5};
+  int releases = 0;
+  ag::Tensor column;
+  {
+    // A (3, 2) tensor over the memory, then its second column: a view that outlives it.
+    ag::Tensor t = ag::from_blob(memory.data(), memory.size() * sizeof(float), {3, 2}, {2, 1},
+        ag::float32, [&releases] { ++releases; });
+    CHECK(t.data<float>() == memory.data());
+    column = t.select(1, 1);
+    memory[3] = 30;  // writes through the memory are the tensor's
+    CHECK(t.to_vector<float>() == std::vector<float>{0, 1, 2, 30, 4, 5});
+    t.mul_(2.0);  // and the tensor's writes are the memory's
+  }
+  CHECK(releases == 0);
+  CHECK(column.to_vector<float>() == std::vector<float>{2, 60, 10});
+  CHECK(memory[0] == 0);
+  CHECK(memory[5] == 10);
+  column = ag::Tensor();
+  CHECK(releases == 1);
+
+  // The layout must stay inside the memory, with strides that are not negative.
+  auto blob = [&](ag::Shape shape, ag::Shape strides) {
+    return ag::from_blob(memory.data(), memory.size() * sizeof(float), shape, strides, ag::float32,
+        nullptr);  // (an empty release: nothing to give back)
+  };
+  CHECK(blob({2, 3}, {3, 1}).sum().item() == 0 + 2 + 4 + 60 + 8 + 10);
+  CHECK(blob({0, 7}, {7, 1}).numel() == 0);
+  CHECK_THROWS_AS(blob({7}, {1}), ag::ShapeError);        // a seventh element of six
+  CHECK_THROWS_AS(blob({3, 2}, {3, 1}), ag::ShapeError);  // the last at offset 7
+  CHECK_THROWS_AS(blob({2}, {-1}), ag::ShapeError);       // negative
+  CHECK_THROWS_AS(blob({2, 2}, {1}), ag::ShapeError);     // a stride per dim
+}
+
 TEST_CASE("item needs exactly one element", "[tensor]") {
   CHECK(tensor({7.0}, {1, 1}).item() == 7.0);
   CHECK_THROWS_WITH(zeros({2, 3}).item(), Contains("item") && Contains("[2,3]"));
