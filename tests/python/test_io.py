@@ -254,7 +254,6 @@ def test_d2l_names():
     assert ag.io.d2l_name(ours) == d2ls and ag.io.from_d2l_name(d2ls) == ours
 
 
-@pytest.mark.skipif(not hasattr(ag.nn, "Linear"), reason="needs ag.nn.Linear (the nn binding)")
 def test_save_model_of_an_ag_module(tmp_path):
     linear = ag.nn.Linear(4, 3)
     ag.io.save_model(linear, tmp_path / "l.safetensors")
