@@ -1,12 +1,13 @@
 """The Python side of ag's ops (the ops themselves are C++: python/src/ops.cpp).
 
 What is here is composed from the C++ ops where Python reads better: unbind, iterating a tensor
-over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes.
+over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes, and
+the logical operators on bool masks (`causal & padding`).
 """
 
 from . import _C
 
-__all__ = ["unbind", "broadcast_shapes"]
+__all__ = ["unbind", "broadcast_shapes", "logical_and", "logical_or", "logical_xor"]
 
 
 def unbind(input, dim=0):
@@ -30,3 +31,44 @@ def _iter(self):
 
 _C.Tensor.unbind = unbind
 _C.Tensor.__iter__ = _iter
+
+
+# ---- &, |, ^ on bool tensors (masks), from where and ne ---------------------------------------
+
+
+def _bool_operands(op, a, b):
+    """a and b as bool tensors of one kind; PyTorch's bitwise ops on integers are not in ag."""
+    if isinstance(b, _builtin_bool):
+        b = _C.full((), b, dtype=_C.bool)
+    for x in (a, b):
+        if not isinstance(x, _C.Tensor) or x.dtype != _C.bool:
+            what = x.dtype if isinstance(x, _C.Tensor) else type(x).__name__
+            raise TypeError(f"{op}: ag's {op} takes bool tensors (masks), got {what}")
+    return a, b
+
+
+def logical_and(input, other):
+    """input & other on bool masks: True where both are (broadcast)."""
+    a, b = _bool_operands("logical_and", input, other)
+    return _C.where(a, b, _C.zeros((), dtype=_C.bool))
+
+
+def logical_or(input, other):
+    """input | other on bool masks: True where either is (broadcast)."""
+    a, b = _bool_operands("logical_or", input, other)
+    return _C.where(a, _C.ones((), dtype=_C.bool), b)
+
+
+def logical_xor(input, other):
+    """input ^ other on bool masks: True where exactly one is (broadcast)."""
+    a, b = _bool_operands("logical_xor", input, other)
+    return _C.ne(a, b)
+
+
+_builtin_bool = bool
+_C.Tensor.__and__ = _C.Tensor.__rand__ = lambda self, other: logical_and(self, other)
+_C.Tensor.__or__ = _C.Tensor.__ror__ = lambda self, other: logical_or(self, other)
+_C.Tensor.__xor__ = _C.Tensor.__rxor__ = lambda self, other: logical_xor(self, other)
+_C.Tensor.logical_and = logical_and
+_C.Tensor.logical_or = logical_or
+_C.Tensor.logical_xor = logical_xor

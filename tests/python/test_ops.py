@@ -879,3 +879,19 @@ def test_tensors_stay_hashable_beside_elementwise_eq():
     x, y = ag.ones(2), ag.ones(2)
     assert len({x, y, x}) == 2
     assert {x: 1}[x] == 1
+
+
+def test_logical_operators_on_bool_masks():
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    A, B = ag.tensor(a), ag.tensor(b)
+    for got, expected in ((A & B, a & b), (A | B, a | b), (A ^ B, a ^ b), (A & True, a & True),
+                          (False | A, False | a), (ag.logical_xor(A, B), a ^ b)):
+        assert got.dtype == ag.bool and got.tolist() == expected.tolist()
+    causal = ag.tril(ag.ones(3, 3, dtype=ag.bool))
+    padding = ag.tensor([True, True, False])  # broadcast over the rows, as masks are combined
+    assert (causal & padding).tolist() == (np.tril(np.ones((3, 3), bool)) & [True, True, False]).tolist()
+    with pytest.raises(TypeError, match="bool tensors"):
+        ag.tensor([1, 2]) & ag.tensor([1, 0])  # integers' bitwise ops are not ag's
+    with pytest.raises(TypeError, match="bool tensors"):
+        A | 1
