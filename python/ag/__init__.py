@@ -81,6 +81,7 @@ class device:
 
 
 _cpu = device("cpu")
+_device = device  # (the class, for functions whose `device` argument hides it)
 Tensor.device = property(lambda self: _cpu)
 Tensor.is_cuda = property(lambda self: False)
 
@@ -143,7 +144,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists of numbers, a NumPy array, a scalar), as
     torch.tensor. dtype: inferred as PyTorch does unless given. Values the dtype cannot hold exactly
     (0.5 into int64, an int beyond 2^24 into float32) are an ag.ValueError, not rounded."""
-    globals()["device"](device or "cpu")
+    _device(device or "cpu")  # the CPU, or an error naming the device
     if isinstance(data, Tensor):
         out = data.detach().clone()
         out = out if dtype is None else out._to_dtype(dtype)

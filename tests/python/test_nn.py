@@ -11,19 +11,7 @@ import pytest
 import ag
 from ag import nn
 
-# PyTorch's repr of the seed's MultiHeadAttention(100, 100, 100, 100, 5, 0.5) (an nn.Module of a
-# d2l.DotProductAttention and four nn.Linear), printed by PyTorch 1.13.
-MHA_REPR = (
-    "MultiHeadAttention(\n"
-    "  (attention): DotProductAttention(\n"
-    "    (dropout): Dropout(p=0.5, inplace=False)\n"
-    "  )\n"
-    "  (W_q): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_k): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_v): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_o): Linear(in_features=100, out_features=100, bias=False)\n"
-    ")"
-)
+from seed_code import MHA_REPR  # PyTorch's repr of the seed's class, a fixture
 
 
 def a(t):

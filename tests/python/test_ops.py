@@ -773,21 +773,9 @@ def test_gradients_of_shape_and_index_ops():
 # ---- d2l's snippets ------------------------------------------------------------------------------
 
 
-def transpose_qkv(X, num_heads):
-    """d2l's transpose_qkv, as the seed writes it (reshape and permute)."""
-    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(-1, X.shape[2], X.shape[3])
-
-
-def transpose_output(X, num_heads):
-    """d2l's transpose_output: the inverse of transpose_qkv."""
-    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(X.shape[0], X.shape[1], -1)
-
-
 def test_d2l_transpose_qkv_and_transpose_output():
+    from seed_code import transpose_output, transpose_qkv  # the seed's, over ag
+
     a = np.arange(2 * 4 * 10, dtype=np.float32).reshape(2, 4, 10)
     X = ag.tensor(a)
     heads = transpose_qkv(X, 5)

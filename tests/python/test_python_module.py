@@ -262,53 +262,8 @@ def test_python_module_in_cpp_sequence_keeps_state():
 
 # ---- the seed's MultiHeadAttention, written in Python over ag ----------------------------------
 
-# PyTorch 1.13's repr of the seed's class (MultiHeadAttention(100, 100, 100, 100, 5, 0.5)).
-SEED_REPR = (
-    "MultiHeadAttention(\n"
-    "  (attention): DotProductAttention(\n"
-    "    (dropout): Dropout(p=0.5, inplace=False)\n"
-    "  )\n"
-    "  (W_q): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_k): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_v): Linear(in_features=100, out_features=100, bias=False)\n"
-    "  (W_o): Linear(in_features=100, out_features=100, bias=False)\n"
-    ")"
-)
-
-
-def transpose_qkv(X, num_heads):
-    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(-1, X.shape[2], X.shape[3])
-
-
-def transpose_output(X, num_heads):
-    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(X.shape[0], X.shape[1], -1)
-
-
-class MultiHeadAttention(nn.Module):
-    """多头注意力 — the seed's class, word for word, with d2l → ag.nn and torch → ag."""
-
-    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
-        super(MultiHeadAttention, self).__init__(**kwargs)
-        self.num_heads = num_heads
-        self.attention = nn.DotProductAttention(dropout)
-        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
-        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-
-    def forward(self, queries, keys, values, valid_lens):
-        queries = transpose_qkv(self.W_q(queries), self.num_heads)
-        keys = transpose_qkv(self.W_k(keys), self.num_heads)
-        values = transpose_qkv(self.W_v(values), self.num_heads)
-        if valid_lens is not None:
-            valid_lens = ag.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
-        output = self.attention(queries, keys, values, valid_lens)
-        output_concat = transpose_output(output, self.num_heads)
-        return self.W_o(output_concat)
+from seed_code import MHA_REPR as SEED_REPR  # noqa: E402  PyTorch's repr, a fixture
+from seed_code import MultiHeadAttention  # noqa: E402  the seed's class over ag.nn
 
 
 def test_seed_class_in_python_repr_and_names():

@@ -98,15 +98,7 @@ def test_load_state_dict_of_pytorchs_weights_gives_the_same_output(torch_values)
 
 def test_the_seeds_transpose_qkv_and_repeat_interleave_on_ag():
     # The seed's helpers, as written there, on ag's tensors (against NumPy's reshape/transpose).
-    def transpose_qkv(X, num_heads):
-        X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
-        X = X.permute(0, 2, 1, 3)
-        return X.reshape(-1, X.shape[2], X.shape[3])
-
-    def transpose_output(X, num_heads):
-        X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
-        X = X.permute(0, 2, 1, 3)
-        return X.reshape(X.shape[0], X.shape[1], -1)
+    from seed_code import transpose_output, transpose_qkv
 
     values = np.arange(2 * 4 * 100, dtype=np.float32).reshape(2, 4, 100)
     heads = transpose_qkv(ag.tensor(values), 5)
