@@ -6,12 +6,48 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
+
+// An int64 argument (a dim, a count, an index) refuses a bool, as PyTorch's do: pybind11's own int
+// caster takes True as 1, so x.softmax(True) would silently be softmax(dim=1). An int, or any
+// object with __index__ (a NumPy integer, a one-element int64 tensor), converts; a float does not.
+// Every file of python/src/ includes this header, so every one sees this caster. (int64_t is long
+// on the platforms ag builds for.)
+static_assert(std::is_same_v<int64_t, long>, "the int64 caster below is pybind11's for long");
+namespace pybind11::detail {
+template <>
+class type_caster<long> {
+ public:
+  PYBIND11_TYPE_CASTER(long, const_name("int"));
+  bool load(handle src, bool /*convert*/) {
+    if (!src || PyBool_Check(src.ptr()) || PyFloat_Check(src.ptr())) return false;
+    if (!PyLong_Check(src.ptr()) && !PyIndex_Check(src.ptr())) return false;
+    object index = reinterpret_steal<object>(PyNumber_Index(src.ptr()));
+    if (!index) {
+      PyErr_Clear();
+      return false;
+    }
+    int overflow = 0;
+    const long v = PyLong_AsLongAndOverflow(index.ptr(), &overflow);
+    if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;  // beyond int64: a TypeError naming the signature, as a float is
+    }
+    value = v;
+    return true;
+  }
+  static handle cast(long src, return_value_policy /*policy*/, handle /*parent*/) {
+    return PyLong_FromLong(src);
+  }
+};
+}  // namespace pybind11::detail
 
 namespace ag::python {
 

@@ -883,3 +883,15 @@ def test_logical_operators_on_bool_masks():
         ag.tensor([1, 2]) & ag.tensor([1, 0])  # integers' bitwise ops are not ag's
     with pytest.raises(TypeError, match="bool tensors"):
         A | 1
+
+
+def test_an_int_argument_refuses_a_bool_and_takes_an_index():
+    x = ag.ones(2, 3)
+    with pytest.raises(TypeError):
+        x.softmax(True)  # not softmax(dim=1): PyTorch refuses a bool for an int, as ag does
+    with pytest.raises(TypeError):
+        x.transpose(0, 1.0)
+    with pytest.raises(TypeError):
+        x.transpose(0, 2**70)  # beyond int64
+    assert x.softmax(np.int64(0)).shape == (2, 3)  # NumPy integers and int64 scalars are ints
+    assert x.select(1, ag.tensor(2)).shape == (2,)
