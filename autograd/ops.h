@@ -405,11 +405,16 @@ class AttentionWeights {
 // the weights ag::dropout would drop on them as a contiguous (B·H, Tq, Tk) tensor drawn from
 // `generator`. weights_out, if given, receives the weights (AttentionWeights). dv may be 0.
 // Errors name the kernel's op: "scaled_dot_product_attention: ..." or "flash_attention: ...".
+// AttentionOptions (below) adds a causal mask, ALiBi's biases and grouped-query attention.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
     double dropout_p, bool training, Generator& generator, AttentionWeights* weights_out = nullptr);
 
 // The same with PyTorch's keywords, F.scaled_dot_product_attention(q, k, v, is_causal=True):
 //   Tensor O = ag::attention(q, k, v, {.is_causal = true});  // nanoGPT's CausalSelfAttention
+//   Tensor O = ag::attention(q, k, v,                        // Llama's grouped-query attention:
+//       {.is_causal = true, .enable_gqa = true});            // k, v (B, Hkv, Tk, d), Hkv | H
+//   Tensor O = ag::attention(q, k, v,                        // ALiBi's linear distance biases
+//       {.is_causal = true, .alibi_slopes = ag::alibi_slopes(H)});
 struct AttentionOptions {
   Tensor valid_lens = Tensor();  // undefined, (B,) or (B, Tq), as above
   // Query i sees keys 0 … i + (Tk − Tq): the queries are the last Tq of the Tk positions. For

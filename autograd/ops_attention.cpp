@@ -16,7 +16,8 @@
 // (llm.c-style numbered passes). The same function as d2l's composed DotProductAttention on
 // transpose_qkv'd inputs (nn/attention.cpp), in one op:
 //
-//   S  = Q·Kᵀ / √d                 (B, H, Tq, Tk)   a gemm per head, Kᵀ read with a BLAS flag
+//   S  = Q·Kᵀ / √d + A             (B, H, Tq, Tk)   a gemm per head, Kᵀ read with a BLAS flag; A
+//                                                   ALiBi's bias, if asked for (below)
 //   P  = masked_softmax(S)         (B, H, Tq, Tk)   key positions ≥ valid_len get weight exactly 0;
 //                                                   a row with valid_len 0 is uniform 1/Tk (d2l's
 //                                                   −1e6 fill makes every score equal)
@@ -34,6 +35,26 @@
 // same number of Philox blocks reserved at the same point of the generator's stream — so the fused
 // and the composed path drop the same weights. Like ag::dropout, D is kept as one byte per weight.
 //
+// ALiBi (AttentionOptions::alibi_slopes; Press et al. 2022): A_ij = −m_h·|p_i − j|, with m_h the
+// slope of head h and p_i = Tk − Tq + i query i's position among the keys (the queries are the last
+// Tq positions, as is_causal's). Under a causal mask j ≤ p_i and A_ij = −m_h·(p_i − j): the further
+// back a key, the lower its score, linearly — no position is added to the tokens themselves. The
+// bias is added where both kernels scale their scores (scale_scores in detail/attention_kernels.h),
+// in double and rounded once, as ag::alibi_bias rounds it: the composed
+// softmax(Q·Kᵀ / √d + alibi_bias(...)) gives these weights bit for bit. A is a constant, so S's
+// gradient dS (step (4) below) is unchanged, and dQ, dK are still those of Q·Kᵀ / √d.
+//
+// Grouped-query attention (AttentionOptions::enable_gqa; Ainslie et al. 2023): k and v hold Hkv
+// heads, each read by G = H / Hkv query heads — query head h reads key/value head h / G (Llama's
+// repeat_kv order), in place, never repeated in memory. Hkv = 1 is multi-query attention. A key
+// head K_c enters the scores of its G query heads and V_c their outputs, so by the chain rule their
+// gradients are sums over the group:
+//   dK_c = Σ_{h: h/G = c} dS_hᵀ·Q_h / √d        dV_c = Σ_{h: h/G = c} P̃_hᵀ·dO_h
+// The backward splits the work by key/value head: one thread runs the G query heads of a key/value
+// head in order, the first writing dK_c and dV_c and each next one adding to them, so the sums are
+// the same on any number of threads; with G = 1 nothing is added and the bits are those of plain
+// multi-head attention. The dropout mask stays that of the (B·H, Tq, Tk) weights.
+//
 // Memory held for the backward: the q, k, v views (the caller's tensors, not copies), P
 // (B·H·Tq·Tk elements) and the dropout mask (B·H·Tq·Tk bytes). The composed path holds P, P̃,
 // the masking tensor, and Q, K, V in their transpose_qkv copies.
@@ -47,8 +68,10 @@
 //                                                score was replaced by −1e6)
 //   (5) dQ = dS·K / √d                           (Tq, Tk)·(Tk, d) -> (Tq, d)
 //   (6) dK = dSᵀ·Q / √d                          (Tk, Tq)·(Tq, d) -> (Tk, d)
-// The B·H heads run in parallel on ag's threads (single-threaded gemms each). Where rows are masked,
-// each product runs in blocks of rows over the keys that carry weight ("the masked keys", below).
+// with (1) and (6) added to the key/value head's sums under grouped-query attention (above).
+// The B·H heads run in parallel on ag's threads (single-threaded gemms each; in the backward the
+// B·Hkv groups of heads). Where rows are masked, each product runs in blocks of rows over the keys
+// that carry weight ("the masked keys", below).
 #include <cblas.h>
 
 #include <algorithm>
@@ -744,7 +767,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return {grads.dq, grads.dk, grads.dv};
   };
   // docs/ops.md, scaled_dot_product_attention: dV = P̃ᵀ · g, dP = (g · Vᵀ) ⊙ D, dS = P ⊙ (dP −
-  //   rowsum(dP ⊙ P)) (0 where masked), dQ = dS · K / √d, dK = dSᵀ · Q / √d
+  //   rowsum(dP ⊙ P)) (0 where masked; the bias is a constant), dQ = dS · K / √d, dK = dSᵀ · Q /
+  //   √d; dK, dV summed over the query heads sharing a kv head
   return detail::record(Op::scaled_dot_product_attention, out, {q, k, v},
       /*saved=*/{Q.tensor, K.tensor, V.tensor, P}, backward);
 }

@@ -11,7 +11,7 @@
 // old sums are rescaled by exp(m_i − m') (the same rows, just measured from a new maximum):
 //
 //   for each key block J:
-//     S_J   = Q·K_Jᵀ / √d                          (rows × cols), the tile
+//     S_J   = Q·K_Jᵀ / √d + A_J                    (rows × cols), the tile; A_J ALiBi's bias or 0
 //     m'    = max(m, max_j S_J)                     per row
 //     P_J   = exp(S_J − m')                         unnormalised weights; 0 at masked keys
 //     l     = l · exp(m − m') + Σ_j P_J             the denominator, without dropout
@@ -45,6 +45,15 @@
 // Why Δ = rowsum(dO ⊙ O): softmax's backward needs Σ_j dP_j P_j with dP_j = (dO·V_j) D_j, and
 // Σ_j (dO·V_j) D_j P_j = dO·(Σ_j P̃_j V_j) = dO·O — one dot product per row instead of a pass over
 // the row's Tk weights.
+//
+// ALiBi and grouped-query attention as in scaled_dot_product_attention (ops_attention.cpp, where
+// the math is): the bias A_ij = −m_h·|p_i − j| (p_i = Tk − Tq + i) enters each tile's scores where
+// they are scaled (scale_scores), in the forward and again when the backward recomputes P in (1),
+// so that P = exp(S − L) holds with the same S, bit for bit; it is a constant, so (5) is unchanged.
+// Query head h reads key/value head h / G (G = H / Hkv), and (3) and (7) add into that head's dV
+// and dK: the backward splits the work by key/value head and runs the G query heads of each in
+// order on one thread, so the sums over a group are the same on any number of threads (and with
+// G = 1 they are today's).
 //
 // A row with valid length 0 gets the uniform weights 1/Tk over all Tk keys, as
 // scaled_dot_product_attention: its scores are taken as all equal (0), so the online softmax gives
@@ -286,8 +295,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     });
     return {grads.dq, grads.dk, grads.dv};
   };
-  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D −
-  //   rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
+  // docs/ops.md, flash_attention: per tile: P = exp(S − L) (S with the bias), dV += P̃ᵀ · g, dS = P
+  //   ⊙ ((g · Vᵀ) ⊙ D − rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d; dK,
+  //   dV summed over the query heads sharing a kv head
   return detail::record(Op::flash_attention, out, {q, k, v},
       /*saved=*/{Q.tensor, K.tensor, V.tensor, out}, backward);
 }
