@@ -332,9 +332,12 @@ int64_t check_attention_operands(const Tensor& q, const Tensor& k, const Tensor&
     fail<ShapeError>(op, ": ", shapes(),
         " do not fit (expected (B,H,Tq,d), (B,H,Tk,d), (B,H,Tk,dv)); for fewer key/value heads "
         "than query heads, set enable_gqa");
-  if (variant.enable_gqa && (Hkv == 0 ? H != 0 : H % Hkv != 0))
+  // (A key/value head read by no query head would have no gradient: refused too.)
+  if (variant.enable_gqa && (Hkv == 0 ? H != 0 : (H % Hkv != 0 || H == 0)))
     fail<ShapeError>(op, ": enable_gqa with ", H, " query heads and ", Hkv,
-        " key/value heads: the key/value heads must divide the query heads (", shapes(), ")");
+        " key/value heads: the query heads must split evenly among the key/value heads, at least "
+        "one each (",
+        shapes(), ")");
   check_same_dtype(q, k, op);
   check_same_dtype(q, v, op);
   for (const Tensor* t : {&q, &k, &v})
@@ -356,7 +359,7 @@ int64_t check_attention_operands(const Tensor& q, const Tensor& k, const Tensor&
     if (!std::isfinite(slopes[h]))
       fail<ValueError>(op, ": ALiBi slope ", slopes[h], " of head ", h,
           " is not finite (q of shape ", shape_str(q.shape()), ")");
-  return Hkv == 0 ? 1 : H / Hkv;
+  return Hkv == 0 ? 1 : H / Hkv;  // G ≥ 1
 }
 
 // ---- the whole-row kernel ----------------------------------------------------------------------

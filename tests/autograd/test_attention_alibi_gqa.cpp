@@ -449,6 +449,11 @@ TEST_CASE("attention with ALiBi or grouped-query attention: errors name the op a
             Contains("k [2,3,6,5]"));
     CHECK_THROWS_AS(
         attention(q, zeros({2, 0, 6, 5}), zeros({2, 0, 6, 7}), {.enable_gqa = true}), ShapeError);
+    CHECK_THROWS_AS(attention(zeros({2, 0, 3, 5}), k, v, {.enable_gqa = true}), ShapeError);
+    // no heads at all: an empty attention, as without enable_gqa
+    CHECK(attention(
+              zeros({2, 0, 3, 5}), zeros({2, 0, 6, 5}), zeros({2, 0, 6, 7}), {.enable_gqa = true})
+              .shape() == Shape{2, 0, 3, 7});
     // k and v with different heads, batches or lengths
     CHECK_THROWS_WITH(attention(q, k, zeros({2, 1, 6, 7}), {.enable_gqa = true}),
         Contains(op + ": q [2,4,3,5], k [2,2,6,5] and v [2,1,6,7] do not fit") &&
