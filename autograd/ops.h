@@ -361,10 +361,12 @@ bool use_tiled_attention(int64_t keys);
 using AttentionKernelGuard =
     ScopedSetting<AttentionKernel, &attention_kernel, &set_attention_kernel>;
 
+struct AttentionOptions;
+
 // The attention weights of one ag::attention call, before dropout, as d2l's attention_weights.
 // The whole-row kernel forms them anyway and they are kept; the tiled kernel never does, so they
-// are formed on the first request (from that call's q and k, by the whole-row kernel: the same
-// bits either way) and then kept.
+// are formed on the first request (from that call's q, k, valid lengths, ALiBi slopes and head
+// grouping, by the whole-row kernel: the same bits either way) and then kept.
 class AttentionWeights {
  public:
   AttentionWeights() = default;  // none: tensor() is undefined
@@ -373,15 +375,21 @@ class AttentionWeights {
   const Tensor& tensor() const;
 
  private:
-  friend Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
-      const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
-      AttentionWeights* weights_out);
+  friend Tensor attention(
+      const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
   explicit AttentionWeights(Tensor weights) : weights_(std::move(weights)) {}
-  AttentionWeights(Tensor queries, Tensor keys, Tensor valid_lens)
-      : queries_(std::move(queries)), keys_(std::move(keys)), valid_lens_(std::move(valid_lens)) {}
+  AttentionWeights(Tensor queries, Tensor keys, Tensor valid_lens, std::vector<double> alibi_slopes,
+      bool enable_gqa)
+      : queries_(std::move(queries)),
+        keys_(std::move(keys)),
+        valid_lens_(std::move(valid_lens)),
+        alibi_slopes_(std::move(alibi_slopes)),
+        enable_gqa_(enable_gqa) {}
 
   mutable Tensor weights_;                      // (B, H, Tq, Tk), once formed
   mutable Tensor queries_, keys_, valid_lens_;  // the tiled call's, until then
+  mutable std::vector<double> alibi_slopes_;    // and its AttentionOptions
+  bool enable_gqa_ = false;
 };
 
 // Scaled dot-product attention of B·H heads in one op, d2l's DotProductAttention fused:
@@ -397,11 +405,16 @@ class AttentionWeights {
 // the weights ag::dropout would drop on them as a contiguous (B·H, Tq, Tk) tensor drawn from
 // `generator`. weights_out, if given, receives the weights (AttentionWeights). dv may be 0.
 // Errors name the kernel's op: "scaled_dot_product_attention: ..." or "flash_attention: ...".
+// AttentionOptions (below) adds a causal mask, ALiBi's biases and grouped-query attention.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
     double dropout_p, bool training, Generator& generator, AttentionWeights* weights_out = nullptr);
 
 // The same with PyTorch's keywords, F.scaled_dot_product_attention(q, k, v, is_causal=True):
 //   Tensor O = ag::attention(q, k, v, {.is_causal = true});  // nanoGPT's CausalSelfAttention
+//   Tensor O = ag::attention(q, k, v,                        // Llama's grouped-query attention:
+//       {.is_causal = true, .enable_gqa = true});            // k, v (B, Hkv, Tk, d), Hkv | H
+//   Tensor O = ag::attention(q, k, v,                        // ALiBi's linear distance biases
+//       {.is_causal = true, .alibi_slopes = ag::alibi_slopes(H)});
 struct AttentionOptions {
   Tensor valid_lens = Tensor();  // undefined, (B,) or (B, Tq), as above
   // Query i sees keys 0 … i + (Tk − Tq): the queries are the last Tq of the Tk positions. For
@@ -414,9 +427,33 @@ struct AttentionOptions {
   bool training = true;            // (PyTorch's function applies dropout_p always)
   Generator* generator = nullptr;  // for dropout; null: default_generator()
   AttentionWeights* weights_out = nullptr;
+  // ALiBi (Press et al. 2022, "Train Short, Test Long"): empty, or one slope m_h per query head
+  // (H of them): the score of query i and key j becomes q·k/√d − m_h·|p_i − j|, where p_i = Tk − Tq
+  // + i is query i's position among the keys (the queries are the last Tq of the Tk positions, as
+  // is_causal's). Under a causal mask j ≤ p_i and the bias is the paper's −m_h·(p_i − j); without
+  // one it is symmetric. The bias is a constant: it changes the weights, not the gradient formulas.
+  // The slopes must be finite (ValueError); H of them, else a ShapeError.
+  std::vector<double> alibi_slopes = {};
+  // Grouped-query attention (PyTorch's enable_gqa): k and v may have Hkv heads where Hkv divides
+  // q's H; query head h reads key/value head h / (H / Hkv) (Llama's repeat_kv order), and the
+  // gradient of a key/value head is the sum over the H / Hkv query heads that read it. Hkv = 1 is
+  // multi-query attention. Without it, Hkv != H stays a ShapeError.
+  bool enable_gqa = false;
 };
 Tensor attention(
     const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options = {});
+// ALiBi's slopes for num_heads heads, as the paper's reference code (get_slopes): for n a power of
+// two, m_h = 2^(−8h/n), h = 1 … n; otherwise the slopes of the largest power of two below n, then
+// every other slope of twice that power, until there are n. ValueError for num_heads < 1.
+//   ag::alibi_slopes(8)  // {1/2, 1/4, …, 1/256}
+//   ag::alibi_slopes(6)  // {1/4, 1/16, 1/64, 1/256} of 4 heads, then {1/2, 1/8} of 8
+std::vector<double> alibi_slopes(int64_t num_heads);
+// The bias ALiBi adds to the scaled scores, (H, Tq, Tk): bias[h, i, j] = −slopes[h]·|(Tk − Tq + i) −
+// j|, computed in double and rounded once to dtype — exactly what the kernels add, so that the
+// composed path softmax(Q·Kᵀ/√d + alibi_bias(...)) gives the fused kernels' bits. Not
+// differentiable (a constant). ValueError for negative sizes or a non-finite slope, DTypeError for
+// a dtype that is not floating.
+Tensor alibi_bias(const std::vector<double>& slopes, int64_t queries, int64_t keys, DType dtype);
 // The per-query valid lengths (B, Tq) of a causal mask over Tk keys, combined with valid_lens
 // (undefined, (B,) or (B, Tq)) as AttentionOptions::is_causal does; float64. ShapeError naming
 // `op` for Tq > Tk.

@@ -11,7 +11,7 @@
 // old sums are rescaled by exp(m_i − m') (the same rows, just measured from a new maximum):
 //
 //   for each key block J:
-//     S_J   = Q·K_Jᵀ / √d                          (rows × cols), the tile
+//     S_J   = Q·K_Jᵀ / √d + A_J                    (rows × cols), the tile; A_J ALiBi's bias or 0
 //     m'    = max(m, max_j S_J)                     per row
 //     P_J   = exp(S_J − m')                         unnormalised weights; 0 at masked keys
 //     l     = l · exp(m − m') + Σ_j P_J             the denominator, without dropout
@@ -46,6 +46,15 @@
 // Σ_j (dO·V_j) D_j P_j = dO·(Σ_j P̃_j V_j) = dO·O — one dot product per row instead of a pass over
 // the row's Tk weights.
 //
+// ALiBi and grouped-query attention as in scaled_dot_product_attention (ops_attention.cpp, where
+// the math is): the bias A_ij = −m_h·|p_i − j| (p_i = Tk − Tq + i) enters each tile's scores where
+// they are scaled (scale_scores), in the forward and again when the backward recomputes P in (1),
+// so that P = exp(S − L) holds with the same S, bit for bit; it is a constant, so (5) is unchanged.
+// Query head h reads key/value head h / G (G = H / Hkv), and (3) and (7) add into that head's dV
+// and dK: the backward splits the work by key/value head and runs the G query heads of each in
+// order on one thread, so the sums over a group are the same on any number of threads (and with
+// G = 1 they are today's).
+//
 // A row with valid length 0 gets the uniform weights 1/Tk over all Tk keys, as
 // scaled_dot_product_attention: its scores are taken as all equal (0), so the online softmax gives
 // exactly 1/Tk, and its dS is 0 (d2l replaced every score by the constant −1e6).
@@ -76,13 +85,15 @@ constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile 
 }  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-    double dropout_p, bool training, Generator& generator) {
+    double dropout_p, bool training, Generator& generator, const AttentionVariant& variant) {
   constexpr const char* kOpName = "flash_attention";
   detail::check_floating(q, kOpName);
-  check_attention_operands(q, k, v, dropout_p, kOpName);
+  // G query heads per key/value head: query head h reads key/value head h / G
+  const int64_t G = check_attention_operands(q, k, v, dropout_p, variant, kOpName);
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), d = q.size(3);
   const int64_t Tk = k.size(2), dv = v.size(3);
   const ValidLengths valid_length(valid_lens, q, k, kOpName);  // valid_length.keys(b, i): RowKeys
+  const std::vector<double>& slopes = variant.alibi_slopes;    // empty, or m_h of each query head
 
   // The dropout mask of the weights as a contiguous (B·H, Tq, Tk) tensor, as
   // scaled_dot_product_attention reserves it: never stored, drawn tile by tile.
@@ -107,7 +118,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
       T row_max[kQueryBlock], row_sum[kQueryBlock];         // m_i and l_i
       RowKeys keys[kQueryBlock];
       for (int64_t head = begin; head < end; ++head) {
-        const int64_t b = head / H, h = head % H;
+        const int64_t b = head / H, h = head % H, kv = h / G;  // kv: the key/value head it reads
+        const bool alibi = !slopes.empty();
         for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
           const int64_t rows = std::min(kQueryBlock, Tq - i0);
           T* O_block = O.head<T>(b, h) + i0 * O.row_stride;  // (rows, dv), rows O.row_stride apart
@@ -124,14 +136,17 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
             // S = Q_I·K_Jᵀ: (rows, d)·(d, cols) -> (rows, cols), row stride kKeyBlock
             detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d,
                 Q.head<T>(b, h) + i0 * Q.row_stride, Q.row_stride,
-                K.head<T>(b, h) + j0 * K.row_stride, K.row_stride, tile.data(), kKeyBlock);
+                K.head<T>(b, kv) + j0 * K.row_stride, K.row_stride, tile.data(), kKeyBlock);
             for (int64_t r = 0; r < rows; ++r) {
               T* s = tile.data() + r * kKeyBlock;  // (cols) this row's scores, then its weights
               const int64_t n =
                   std::clamp<int64_t>(keys[r].length - j0, 0, cols);  // keys that count
-              // s_j = score_j / √d (all 0 for a uniform row); the keys past the valid length weigh
-              // 0
-              scale_scores(s, keys[r], n, cols, sqrt_d);
+              // s_j = score_j / √d − m·|p_i − j| (all 0 for a uniform row; no bias without ALiBi);
+              // the keys past the valid length weigh 0. Query i0 + r is key position
+              // Tk − Tq + i0 + r, the tile's column c key j0 + c.
+              const RowBias bias{
+                  alibi ? slopes[static_cast<std::size_t>(h)] : 0.0, Tk - Tq + i0 + r - j0};
+              scale_scores(s, keys[r], n, cols, sqrt_d, alibi ? &bias : nullptr);
               if (n == 0) continue;  // nothing of this row in the tile: m, l and O stay
               // m' = max(m, max_j s_j); the old sums are rescaled by exp(m − m') (0 on the first
               // tile)
@@ -153,7 +168,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
             }
             // O_I += P̃·V_J: (rows, cols)·(cols, dv) -> (rows, dv)
             detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, dv, cols, tile.data(), kKeyBlock,
-                V.head<T>(b, h) + j0 * V.row_stride, V.row_stride, O_block, O.row_stride,
+                V.head<T>(b, kv) + j0 * V.row_stride, V.row_stride, O_block, O.row_stride,
                 /*accumulate=*/true);
           }
           // O = O / l and L = m + log l (a row without keys, Tk = 0, keeps O = 0)
@@ -172,8 +187,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   // O for the backward's Δ, as a second view of its buffer (the returned `out` carries the node,
   // which must not hold itself).
   const Heads O_saved = heads_of(detail::make_view(out_buffer, out.shape(), out.strides(), 0));
-  auto backward = [Q, K, V, O_saved, logsumexp, valid_length, drop, mask, B, H, Tq, Tk, d, dv](
-                      const Tensor& grad_out, const NeedsGrad& needs) -> Grads {
+  auto backward = [Q, K, V, O_saved, logsumexp, valid_length, drop, mask, slopes, B, H, G, Tq, Tk,
+                      d, dv](const Tensor& grad_out, const NeedsGrad& needs) -> Grads {
     const Heads dO = heads_of(grad_out);  // (B, H, Tq, dv)
     const bool want_q = needs[0], want_k = needs[1], want_v = needs[2];
     const DType dtype = logsumexp.dtype();
@@ -183,7 +198,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
     dispatch(dtype, [&]<typename T>() {
       const T sqrt_d = static_cast<T>(std::sqrt(static_cast<double>(d)));
-      parallel_for(B * H, Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
+      // Split by key/value head: chunk [begin, end) of the B·Hkv key/value heads runs the query
+      // heads [begin·G, end·G) in order, each adding to its key/value head's dK and dV: the G
+      // query heads of a group are summed in one order on any number of threads.
+      parallel_for(B * (H / G), G * Tq * Tk * (2 * d + 3 * dv), [&](int64_t begin, int64_t end) {
         std::vector<T> P(
             static_cast<std::size_t>(kQueryBlock * kKeyBlock));  // (rows, cols) P, then P̃
         std::vector<T> dS(
@@ -191,9 +209,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
         std::vector<uint8_t> keep(drop ? static_cast<std::size_t>(kQueryBlock * kKeyBlock) : 0);
         T delta[kQueryBlock];  // Δ_i
         RowKeys keys[kQueryBlock];
-        for (int64_t head = begin; head < end; ++head) {
-          const int64_t b = head / H, h = head % H;
-          const T* L = logsumexp.data<T>() + head * Tq;  // (Tq)
+        const bool alibi = !slopes.empty();
+        for (int64_t head = begin * G; head < end * G; ++head) {
+          const int64_t b = head / H, h = head % H, kv = h / G;  // kv: the key/value head it reads
+          const T* L = logsumexp.data<T>() + head * Tq;          // (Tq)
           for (int64_t i0 = 0; i0 < Tq; i0 += kQueryBlock) {
             const int64_t rows = std::min(kQueryBlock, Tq - i0);
             const T* Q_block = Q.head<T>(b, h) + i0 * Q.row_stride;                  // (rows, d)
@@ -212,16 +231,19 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
             }
             for (int64_t j0 = 0; j0 < block_keys; j0 += kKeyBlock) {
               const int64_t cols = std::min(kKeyBlock, Tk - j0);
-              const T* K_block = K.head<T>(b, h) + j0 * K.row_stride;  // (cols, d)
-              const T* V_block = V.head<T>(b, h) + j0 * V.row_stride;  // (cols, dv)
-              // in the forward pass this was: P = exp(Q·Kᵀ / √d − L), so
-              // (1) P of the tile, recomputed: (rows, d)·(d, cols) -> (rows, cols)
+              const T* K_block = K.head<T>(b, kv) + j0 * K.row_stride;  // (cols, d)
+              const T* V_block = V.head<T>(b, kv) + j0 * V.row_stride;  // (cols, dv)
+              // in the forward pass this was: P = exp(Q·Kᵀ / √d (+ bias) − L), so
+              // (1) P of the tile, recomputed: (rows, d)·(d, cols) -> (rows, cols), with the
+              //     forward's scores, ALiBi's bias included, bit for bit
               detail::gemm<T>(CblasNoTrans, CblasTrans, rows, cols, d, Q_block, Q.row_stride,
                   K_block, K.row_stride, P.data(), kKeyBlock);
               for (int64_t r = 0; r < rows; ++r) {
                 T* p = P.data() + r * kKeyBlock;
                 const int64_t n = std::clamp<int64_t>(keys[r].length - j0, 0, cols);
-                scale_scores(p, keys[r], n, cols, sqrt_d);
+                const RowBias bias{
+                    alibi ? slopes[static_cast<std::size_t>(h)] : 0.0, Tk - Tq + i0 + r - j0};
+                scale_scores(p, keys[r], n, cols, sqrt_d, alibi ? &bias : nullptr);
                 exp_shifted_row(p, L[i0 + r], p, n);
                 // the forward's dropout draws of this tile row, for (2) and (5)
                 if (drop)
@@ -250,19 +272,21 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                 // (2) P̃ = P ⊙ D, for (3)
                 if (drop) detail::apply_dropout_keep(p, p, keep_row, n, mask.scale);
               }
-              // (3) dV_J += P̃ᵀ·dO_I: (cols, rows)·(rows, dv) -> (cols, dv)
+              // (3) dV_J += P̃ᵀ·dO_I: (cols, rows)·(rows, dv) -> (cols, dv), into the key/value
+              //     head's sum
               if (want_v)
                 detail::gemm<T>(CblasTrans, CblasNoTrans, cols, dv, rows, P.data(), kKeyBlock,
-                    dO_block, dO.row_stride, dV.head<T>(b, h) + j0 * dV.row_stride, dV.row_stride,
+                    dO_block, dO.row_stride, dV.head<T>(b, kv) + j0 * dV.row_stride, dV.row_stride,
                     /*accumulate=*/true);
               // (6) dQ_I += dS·K_J: (rows, cols)·(cols, d) -> (rows, d)
               if (want_q)
                 detail::gemm<T>(CblasNoTrans, CblasNoTrans, rows, d, cols, dS.data(), kKeyBlock,
                     K_block, K.row_stride, dQ_block, dQ.row_stride, /*accumulate=*/true);
-              // (7) dK_J += dSᵀ·Q_I: (cols, rows)·(rows, d) -> (cols, d)
+              // (7) dK_J += dSᵀ·Q_I: (cols, rows)·(rows, d) -> (cols, d), into the key/value
+              //     head's sum
               if (want_k)
                 detail::gemm<T>(CblasTrans, CblasNoTrans, cols, d, rows, dS.data(), kKeyBlock,
-                    Q_block, Q.row_stride, dK.head<T>(b, h) + j0 * dK.row_stride, dK.row_stride,
+                    Q_block, Q.row_stride, dK.head<T>(b, kv) + j0 * dK.row_stride, dK.row_stride,
                     /*accumulate=*/true);
             }
           }
@@ -271,8 +295,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     });
     return {grads.dq, grads.dk, grads.dv};
   };
-  // docs/ops.md, flash_attention: per tile: P = exp(S − L), dV += P̃ᵀ · g, dS = P ⊙ ((g · Vᵀ) ⊙ D −
-  //   rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d
+  // docs/ops.md, flash_attention: per tile: P = exp(S − L) (S with the bias), dV += P̃ᵀ · g, dS = P
+  //   ⊙ ((g · Vᵀ) ⊙ D − rowsum(g ⊙ O)) (0 where masked), dQ += dS · K / √d, dK += dSᵀ · Q / √d; dK,
+  //   dV summed over the query heads sharing a kv head
   return detail::record(Op::flash_attention, out, {q, k, v},
       /*saved=*/{Q.tensor, K.tensor, V.tensor, out}, backward);
 }

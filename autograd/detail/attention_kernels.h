@@ -19,16 +19,22 @@ namespace ag::detail {
 // record an op of that name: Op::scaled_dot_product_attention or Op::flash_attention
 // (docs/ops.md).
 
+// What AttentionOptions adds to d2l's attention, as the kernels take it (ops.h).
+struct AttentionVariant {
+  std::vector<double> alibi_slopes;  // empty, or ALiBi's slope m_h of each of the H query heads
+  bool enable_gqa = false;           // k and v may have Hkv heads, a divisor of H
+};
+
 // Each head's (Tq × Tk) weights at once, kept for the backward (ops_attention.cpp).
 // weights_out, if given, receives them before dropout (B, H, Tq, Tk); dv may be 0 (the weights
 // alone).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
-    Tensor* weights_out);
+    Tensor* weights_out, const AttentionVariant& variant);
 
 // In (64 × 128) tiles with an online softmax, no weights kept (ops_flash_attention.cpp).
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-    double dropout_p, bool training, Generator& generator);
+    double dropout_p, bool training, Generator& generator, const AttentionVariant& variant);
 
 // ---- what they share (ops_attention.cpp) ----------------------------------------------------
 
@@ -79,10 +85,12 @@ struct HeadGradients {
 HeadGradients head_gradients(
     const Heads& Q, const Heads& K, const Heads& V, const NeedsGrad& needs, bool zero);
 
-// q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv) of one dtype, sizes within BLAS's 32 bits, and
-// a dropout probability in [0, 1]; else a ShapeError, DTypeError or ValueError starting "op:".
-void check_attention_operands(
-    const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p, const char* op);
+// q (B, H, Tq, d), k (B, Hkv, Tk, d), v (B, Hkv, Tk, dv) of one dtype, sizes within BLAS's 32
+// bits, a dropout probability in [0, 1], and the variant's options: Hkv = H, or with enable_gqa a
+// divisor of H; no ALiBi slopes or H finite ones. Else a ShapeError, DTypeError or ValueError
+// starting "op:". Returns the group size G = H / Hkv: query head h reads key/value head h / G.
+int64_t check_attention_operands(const Tensor& q, const Tensor& k, const Tensor& v,
+    double dropout_p, const AttentionVariant& variant, const char* op);
 
 // The keys query row i of batch row b attends to: [0, length), or, for a valid length of 0, all Tk
 // of them with every score taken as equal (d2l's −1e6 fill): the uniform weights 1/Tk, dS = 0.
@@ -110,16 +118,37 @@ class ValidLengths {
   int64_t queries_ = 0, keys_ = 0;  // Tq, Tk
 };
 
-// One row of raw scores Q_i·K_jᵀ (cols of them) as the softmax sees them, in place:
-// s_j = score_j / √d for the n keys that count (all 0 in a uniform row), 0 past them. Both kernels,
-// and the tiled kernel's backward when it recomputes a tile, scale their scores here, so they see
-// the same scores bit for bit.
+// ALiBi's bias for a query at `distance` = p_i − j from key j: −m·|p_i − j|, in double, rounded
+// once to T. ag::alibi_bias and the kernels both round it here.
 template <class T>
-void scale_scores(T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d) {
+T alibi_term(double slope, int64_t distance) {
+  return static_cast<T>(-slope * static_cast<double>(distance < 0 ? -distance : distance));
+}
+
+// ALiBi on one row of scores: the row's query at position p_i among the keys, the row's first
+// column key j0; `position` is p_i − j0, so that column c is at distance position − c.
+struct RowBias {
+  double slope = 0;      // m_h of the row's head
+  int64_t position = 0;  // p_i − j0
+};
+
+// One row of raw scores Q_i·K_jᵀ (cols of them) as the softmax sees them, in place:
+//   s_j = score_j / √d                     without ALiBi (bias null)
+//   s_j = score_j / √d − m·|p_i − j|       with it, the bias rounded once to T (alibi_term)
+// for the n keys that count (all 0 in a uniform row: every score taken as equal, bias or not),
+// 0 past them. Both kernels, and the tiled kernel's backward when it recomputes a tile, scale
+// their scores here, so they see the same scores bit for bit; and the composed path
+// scores / √d + alibi_bias(...) rounds as they do (a division, then an addition, each rounded).
+template <class T>
+void scale_scores(
+    T* s, const RowKeys& keys, int64_t n, int64_t cols, T sqrt_d, const RowBias* bias = nullptr) {
   if (keys.uniform)
     std::fill(s, s + n, T(0));
-  else
+  else if (bias == nullptr)
     for (int64_t j = 0; j < n; ++j) s[j] = s[j] / sqrt_d;
+  else
+    for (int64_t j = 0; j < n; ++j)
+      s[j] = s[j] / sqrt_d + alibi_term<T>(bias->slope, bias->position - j);
   std::fill(s + n, s + cols, T(0));
 }
 

@@ -668,3 +668,79 @@ AG_GRADCHECK_CASE(flash_dropout_heads,
       },
       {input({2, 3, 2, 3}, 19, -2, 2), input({2, 4, 2, 3}, 20, -2, 2), input({2, 4, 2, 2}, 21)});
 }
+
+// ALiBi and grouped-query attention (AttentionOptions::alibi_slopes, enable_gqa) on both kernels.
+// The slopes are larger than the paper's for 2 or 4 heads, so that the bias moves the weights
+// well away from those without it. With GQA the key/value leaves have fewer heads than the
+// queries: their gradients are the sums over the query heads of each group.
+
+AG_GRADCHECK_CASE(sdpa_alibi,
+    "scaled_dot_product_attention, ALiBi, is_causal, Tq 3 of Tk 5, (B,Tq) lens with 0") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+        return attention(heads(x[0]), heads(x[1]), heads(x[2]),
+            {.valid_lens = tensor({5, 0, 2, 4, 3, 1}, {2, 3}, float64),
+                .is_causal = true,
+                .alibi_slopes = {0.7, 0.3}});
+      },
+      {input({2, 3, 2, 3}, 22, -2, 2), input({2, 5, 2, 3}, 23, -2, 2), input({2, 5, 2, 2}, 24)});
+}
+
+AG_GRADCHECK_CASE(sdpa_gqa,
+    "scaled_dot_product_attention, GQA H 4 over Hkv 2, ALiBi, dropout 0.3 with a reseeded "
+    "generator") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+        Generator generator(42);  // reseeded each call, so finite differences see one mask
+        return attention(heads(x[0]), heads(x[1]), heads(x[2]),
+            {.valid_lens = tensor({4, 2}, float64),
+                .dropout_p = 0.3,
+                .generator = &generator,
+                .alibi_slopes = {0.5, 0.25, 0.9, 0.1},
+                .enable_gqa = true});
+      },
+      {input({2, 3, 4, 3}, 25, -2, 2), input({2, 4, 2, 3}, 26, -2, 2), input({2, 4, 2, 2}, 27)});
+}
+
+AG_GRADCHECK_CASE(sdpa_mqa, "scaled_dot_product_attention, MQA H 3 over Hkv 1, is_causal") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
+        return attention(
+            heads(x[0]), heads(x[1]), heads(x[2]), {.is_causal = true, .enable_gqa = true});
+      },
+      {input({1, 4, 3, 2}, 28, -2, 2), input({1, 4, 1, 2}, 29, -2, 2), input({1, 4, 1, 3}, 30)});
+}
+
+// Across the tiled kernel's tiles: Tq 70 of Tk 131 with is_causal (query i at key position
+// 61 + i) makes two query blocks and two key blocks; the backward recomputes each tile's weights
+// with the bias.
+AG_GRADCHECK_CASE(flash_tiles_alibi, "flash_attention, two tiles each way, ALiBi, is_causal") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard tiled(AttentionKernel::tiled);
+        return attention(
+            heads(x[0]), heads(x[1]), heads(x[2]), {.is_causal = true, .alibi_slopes = {0.05}});
+      },
+      {input({1, 70, 1, 2}, 31, -2, 2), input({1, 131, 1, 2}, 32, -2, 2),
+          input({1, 131, 1, 2}, 33)});
+}
+
+AG_GRADCHECK_CASE(flash_gqa,
+    "flash_attention, GQA H 4 over Hkv 2, ALiBi, (B,Tq) lens with 0, dropout 0.3 with a "
+    "reseeded generator") {
+  return gradcheck(
+      [](const Inputs& x) {
+        AttentionKernelGuard tiled(AttentionKernel::tiled);
+        Generator generator(42);  // reseeded each call, so finite differences see one mask
+        return attention(heads(x[0]), heads(x[1]), heads(x[2]),
+            {.valid_lens = tensor({4, 0, 2, 3, 1, 4}, {2, 3}, float64),
+                .dropout_p = 0.3,
+                .generator = &generator,
+                .alibi_slopes = {0.5, 0.25, 0.9, 0.1},
+                .enable_gqa = true});
+      },
+      {input({2, 3, 4, 3}, 34, -2, 2), input({2, 4, 2, 3}, 35, -2, 2), input({2, 4, 2, 2}, 36)});
+}

@@ -131,6 +131,21 @@ ag::Tensor causal_attention_of_heads(const Args& in, ag::AttentionKernel kernel)
   return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]), {.is_causal = true});
 }
 
+// ag::attention on the head views with AttentionOptions' ALiBi (ag::alibi_slopes(H), the paper's
+// get_slopes) when `alibi`, grouped-query attention (k and v may have fewer heads than q), and the
+// fixture's valid lengths `lens` or is_causal, on the kernel `kernel`.
+ag::Tensor alibi_gqa_attention_of_heads(
+    const Args& in, ag::AttentionKernel kernel, bool alibi, bool causal) {
+  auto heads = [](const ag::Tensor& x) { return x.permute({0, 2, 1, 3}); };
+  const int64_t H = in["q"].size(2);  // q is (B, Tq, H, d)
+  ag::AttentionKernelGuard guard(kernel);
+  return ag::attention(heads(in["q"]), heads(in["k"]), heads(in["v"]),
+      {.valid_lens = causal ? ag::Tensor() : in["lens"],
+          .is_causal = causal,
+          .alibi_slopes = alibi ? ag::alibi_slopes(H) : std::vector<double>{},
+          .enable_gqa = true});
+}
+
 struct Family {
   std::string name;
   std::map<std::string, OpFn> cases;  // fixture name -> ag code
@@ -439,6 +454,20 @@ const std::vector<Family>& families() {
                   causal_attention_of_heads(in, ag::AttentionKernel::tiled)),
               AG_CASE("causal_flash_attention_tiles",
                   causal_attention_of_heads(in, ag::AttentionKernel::tiled)),
+              AG_CASE("alibi_attention_query_lens",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::whole_rows, true, false)),
+              AG_CASE("alibi_causal_attention_cached",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::whole_rows, true, true)),
+              AG_CASE("alibi_causal_flash_attention_tiles",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::tiled, true, true)),
+              AG_CASE("gqa_attention_batch_lens",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::whole_rows, false, false)),
+              AG_CASE("mqa_causal_attention_square",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::whole_rows, false, true)),
+              AG_CASE("gqa_alibi_causal_flash_attention_cached",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::tiled, true, true)),
+              AG_CASE("gqa_alibi_flash_attention_tiles",
+                  alibi_gqa_attention_of_heads(in, ag::AttentionKernel::tiled, true, false)),
               AG_CASE("layer_norm",
                   (in["x"] - in["x"].mean({-1}, true)) /
                           ag::sqrt(in["x"].var({-1}, /*correction=*/0, /*keepdim=*/true) + 1e-5) *
