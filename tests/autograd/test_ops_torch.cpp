@@ -668,7 +668,12 @@ TEST_CASE("torch fixtures: where and masked_fill", "[torch]") {
 TEST_CASE("torch fixtures: reductions", "[torch]") { check_family("reductions"); }
 TEST_CASE("torch fixtures: softmax", "[torch]") { check_family("softmax"); }
 TEST_CASE("torch fixtures: layer_norm", "[torch]") { check_family("layer_norm"); }
+TEST_CASE("torch fixtures: dropout_add_layer_norm", "[torch]") {
+  check_family("dropout_add_layer_norm");
+}
 TEST_CASE("torch fixtures: matmul", "[torch]") { check_family("matmul"); }
+TEST_CASE("torch fixtures: linear", "[torch]") { check_family("linear"); }
+TEST_CASE("torch fixtures: losses", "[torch]") { check_family("losses"); }
 TEST_CASE("torch fixtures: shape and indexing", "[torch]") { check_family("shape and indexing"); }
 TEST_CASE("torch fixtures: gathering, cumulative sums, topk", "[torch][ops_index]") {
   check_family("gathering, cumulative sums, topk");
