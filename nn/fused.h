@@ -18,6 +18,8 @@
 //   LayerNorm                          layer_norm                           mean, var, sub, div,
 //                                                                           mul, add
 //   AddNorm                            dropout_add_layer_norm               dropout, add, LayerNorm
+//   RMSNorm                            rms_norm                             mul, mean, add, rsqrt,
+//                                                                           mul
 #pragma once
 
 #include "autograd/scoped_setting.h"
