@@ -224,6 +224,23 @@ TEST_CASE("gradcheck: LearnedPositionalEncoding, input and table", "[nn][gradche
       with_parameters({input64({2, 3, 4}, 43)}, encoding)));
 }
 
+TEST_CASE("gradcheck: RotaryEmbedding of a head view, both pairings, both paths, partial rotary",
+    "[nn][gradcheck]") {
+  for (RotaryPairs pairs : {RotaryPairs::interleaved, RotaryPairs::halves})
+    for (bool fused : {true, false}) {
+      INFO(nn::rotary_pairs_name(pairs) << ", fused_kernels " << fused);
+      nn::FusedKernelsGuard path(fused);
+      nn::RotaryEmbedding rope(4, 10000.0, pairs);  // 4 of the head's 6 features
+      rope.to(float64);
+      CHECK_GRADCHECK(gradcheck(
+          [&](const Inputs& in) {
+            const Tensor heads = in[0].reshape({2, 3, 2, 6}).permute({0, 2, 1, 3});  // (B, H, T, d)
+            return rope(heads, /*first_position=*/5);
+          },
+          {input64({2, 3, 12}, 49)}));
+    }
+}
+
 // ---- Transformer --------------------------------------------------------------------------------
 
 TEST_CASE("gradcheck: PositionWiseFFN, input and parameters", "[nn][gradcheck]") {

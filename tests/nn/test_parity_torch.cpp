@@ -3,7 +3,7 @@
 // tests/fixtures/make_nn_parity_fixtures.py ran d2l's reference classes (masked_softmax, the
 // attention layers, PositionalEncoding and the Transformer pieces, copied from d2l's Chinese
 // PyTorch edition) and the modern block's (torch.nn.RMSNorm of PyTorch 2.4, Meta's Llama
-// FeedForward; written out in the script, as PyTorch 1.13 lacks them)
+// FeedForward, Llama's rotary angles; written out in the script, as PyTorch 1.13 lacks them)
 // in float32 and wrote into torch_parity_fixtures.inc, per case: the state dict under ag's
 // parameter names, the inputs, the upstream gradient fed to backward, the output and the gradient
 // of every floating input and of every parameter.
@@ -189,8 +189,9 @@ const std::map<std::string, Builder>& cases() {
 
 #undef AG_PARITY_CASE
 
-// The fixture checked by its own test case below (a table, not a forward pass).
+// The fixtures checked by their own test cases below (tables, not forward passes).
 const char* const kTableFixture = "positional_encoding_table";
+const char* const kRotaryTableFixture = "rotary_embedding_tables";
 
 // ---- comparing ag's tensors with PyTorch's values -----------------------------------------------
 
@@ -342,7 +343,7 @@ TEST_CASE("d2l parity: every fixture has an ag case and every case a fixture", "
   }
   for (const std::string& name : names) {
     INFO("fixture '" << name << "' has no ag case in test_parity_torch.cpp");
-    CHECK((cases().count(name) == 1 || name == kTableFixture));
+    CHECK((cases().count(name) == 1 || name == kTableFixture || name == kRotaryTableFixture));
   }
   for (const auto& [name, builder] : cases()) {
     INFO("case '" << name << "' has no fixture in torch_parity_fixtures.inc (regenerate it?)");
@@ -411,5 +412,22 @@ TEST_CASE("d2l parity: the PositionalEncoding table against d2l's float32 table"
   const std::string diff =
       compare(encoding.P, fixture->output_shape, fixture->output, kFloat32TableTolerance);
   INFO("P: " << diff);
+  CHECK(diff.empty());
+}
+
+TEST_CASE("parity: RotaryEmbedding's tables against Llama's precompute_freqs_cis", "[nn][torch]") {
+  // Llama's angles t · (1 / θ^(2j/dim)) and ag's t / base^(2j/dim), both in double, differ by an
+  // ulp or so of the angle (about 2⁻⁴³ at t ≈ 1000); rounded to float32 they agree, or differ by
+  // one float32 ulp where a value sits next to a rounding boundary: at most 2⁻²⁴ for |values| < 1.
+  const ParityFixture* fixture = find_fixture(kRotaryTableFixture);
+  INFO("torch: " << (fixture ? fixture->torch_code : "(no fixture; regenerate the .inc?)"));
+  REQUIRE(fixture != nullptr);
+  REQUIRE(fixture->output_shape == ag::Shape{2, 40, 4});
+  ag::nn::RotaryEmbedding rope(8);
+  const auto [c, s] = rope.angles(1000, 40, ag::float32);  // (40, 4) each
+  constexpr Tolerance kOneUlpBelowOne{0.0, 1.0 / (1 << 24)};
+  const std::string diff =
+      compare(ag::stack({c, s}), fixture->output_shape, fixture->output, kOneUlpBelowOne);
+  INFO("cos and sin: " << diff);
   CHECK(diff.empty());
 }
