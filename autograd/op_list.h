@@ -16,7 +16,7 @@
   /* softmax (ops_softmax.cpp) */                                                                 \
   X(softmax) X(log_softmax) X(length_masked_softmax)                                              \
   /* normalisation (ops_norm.cpp) */                                                              \
-  X(layer_norm) X(dropout_add_layer_norm)                                                         \
+  X(layer_norm) X(dropout_add_layer_norm) X(rms_norm)                                             \
   /* losses (ops_loss.cpp) */                                                                     \
   X(cross_entropy)                                                                                \
   /* matrix product (ops_matmul.cpp) */                                                           \
@@ -28,6 +28,8 @@
   X(gather) X(cumsum) X(topk)                                                                     \
   /* random (ops_random.cpp) */                                                                   \
   X(dropout)                                                                                      \
+  /* rotary position embedding (ops_rotary.cpp) */                                                \
+  X(rotary_embedding)                                                                             \
   /* ag::attention's kernels (ops_attention.cpp, ops_flash_attention.cpp) */                      \
   X(scaled_dot_product_attention) X(flash_attention)
 // clang-format on

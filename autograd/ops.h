@@ -1,7 +1,7 @@
 // ag's differentiable ops: what each computes. Each is defined, forward and backward together, in
 // one of ops_elementwise.cpp, ops_reduce.cpp, ops_softmax.cpp, ops_norm.cpp, ops_loss.cpp,
-// ops_matmul.cpp, ops_shape.cpp, ops_index.cpp, ops_random.cpp, ops_attention.cpp and
-// ops_flash_attention.cpp. Its gradient is written in one checked place: beside its backward
+// ops_matmul.cpp, ops_shape.cpp, ops_index.cpp, ops_random.cpp, ops_rotary.cpp, ops_attention.cpp
+// and ops_flash_attention.cpp. Its gradient is written in one checked place: beside its backward
 // there, as the line `// docs/ops.md, <op>: ...`, and in the table of docs/ops.md
 // (tests/autograd/test_docs.cpp keeps the two equal).
 //
@@ -224,6 +224,18 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens);
 // 1/sqrt(var + eps) (ops_norm.cpp).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
     const Tensor& bias, double eps = 1e-5);
+// As torch.nn.functional.rms_norm (PyTorch 2.4; RMSNorm, Zhang & Sennrich 2019, Llama's
+// normalisation): each row of x over its trailing normalized_shape dims is divided by its root mean
+// square, then scaled by weight:
+//   y = x / sqrt(mean(x²) + eps) · weight
+// weight has shape normalized_shape, or is undefined (no scale). eps nullopt: machine_epsilon of
+// x's dtype (torch.finfo(dtype).eps), PyTorch's default. The same fused loops as layer_norm, whose
+// backward saves only x, weight and each row's 1/sqrt(mean(x²) + eps) (ops_norm.cpp).
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+    std::optional<double> eps = std::nullopt);
+// torch.finfo(dtype).eps: the gap between 1 and the next number of a floating dtype, 2⁻²³ for
+// float32 and 2⁻⁵² for float64 (rms_norm's default eps). A DTypeError for int64 and bool.
+double machine_epsilon(DType dtype);
 // layer_norm(x + dropout(y, p, training, generator), ...) in one op: d2l's AddNorm, the residual
 // connection around every Transformer sublayer. The same draws and the same numbers as the
 // composed ops (dropout's mask is the one ag::dropout(y) would draw from the same generator
@@ -335,6 +347,25 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = 
 // 1/(1 − p); p = 0 is the identity, p = 1 gives zeros; outside training it is the identity.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// ---- rotary position embedding (ops_rotary.cpp) -------------------------------------------------
+// Which features of a row form the pairs that rotary position embedding turns:
+//   interleaved  pair j = (x[2j], x[2j+1]): RoFormer (Su et al. 2021), Meta's Llama
+//                (view_as_complex), the column pairs (2j, 2j+1) of d2l's sinusoid table
+//   halves       pair j = (x[j], x[j + r/2]): GPT-NeoX's rotate_half (also Hugging Face's Llama)
+enum class RotaryPairs { interleaved, halves };
+// x (..., T, d), cos and sin (T, r/2) with r even, 0 < r ≤ d: row t's pair j is turned by θ_{t,j}
+// (cos and sin give cos θ and sin θ): (a, b) -> (a cos θ − b sin θ, a sin θ + b cos θ); features
+// r … d − 1 pass through (partial rotary, GPT-NeoX's rotary_pct). Backward: the rotation by −θ.
+// x may be any strided view; when it is a dense permuted one — the head view
+// W_q(X).reshape({B,T,H,d}).permute({0,2,1,3}) — the output and x's gradient are laid out like it,
+// so ag::attention reads the heads in place and the projection gets a (B, T, H, d) gradient
+// without a copy. cos and sin have x's dtype (a DTypeError otherwise) and are not differentiated:
+// one that requires grad is a ValueError. Other shapes are a ShapeError naming them.
+// (The derivation from the seed's 2 × 2 rotation: ops_rotary.cpp; the angles:
+// nn::RotaryEmbedding.)
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin,
+    RotaryPairs pairs = RotaryPairs::interleaved);
 
 // ---- attention (ops_attention.cpp, ops_flash_attention.cpp) -------------------------------------
 // Which kernel ag::attention runs; both compute the same function (up to the rounding of sums

@@ -32,11 +32,33 @@
 // Philox blocks, kept as bytes), then normalised as above. Its backward is layer norm's for dz,
 // then dx = dz and dy = m ⊙ dz. It saves z (instead of dropout(y) and z in the composed path).
 //
+//   rms_norm(x, normalized_shape, w, eps)
+//
+// RMSNorm (Zhang & Sennrich 2019; Llama's normalisation, torch.nn.functional.rms_norm): the same
+// rows, scaled by their root mean square instead of centred and scaled by their spread — no μ, no
+// bias:
+//
+//   rstd = 1 / sqrt(Σ_i x_i² / N + eps)      1 / the root mean square of the row
+//   x̂_i  = x_i · rstd
+//   y_i  = x̂_i · w_i
+//
+// Its gradients are layer norm's with μ = 0 held fixed (no ∂μ/∂x term, so no − mean(ĝ)):
+//
+//   ∂rstd/∂x_i = −rstd³ x_i / N = −rstd² x̂_i / N, so
+//   ∂x̂_j/∂x_i = rstd · (δ_ij − x̂_i x̂_j / N) and
+//   dx_i = rstd · (ĝ_i − x̂_i · mean(ĝ · x̂))
+//   dw_i = Σ_rows g_i · x̂_i
+//
+// It saves x, w and one rstd per row, and runs the very loops of layer norm below with μ = 0 (the
+// loops skip μ where a row has none: (x − 0) is x exactly).
+//
 // Like every ag backward, this one runs with grad mode off and is not itself differentiable (ag has
 // no double backward); it is plain loops over the rows, computing only the gradients asked for.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/allocator.h"
@@ -99,9 +121,13 @@ template <class Term>
 // The AVX-512 copy fuses the double multiply-adds ((x − μ)² into Σ, x̂ · w + b; target_clones.h),
 // which can move a double's last bit and, rarely, a float32 result's. (Not in an anonymous
 // namespace, which target clones do not support everywhere.)
+//
+// The loops serve layer norm and RMSNorm alike: a null pmean means rows that are not centred
+// (RMSNorm: μ = 0, and nothing to save), a null pb no bias.
 namespace detail {
 
-// Rows [begin, end) of x (N contiguous elements each): y = x̂ · w + b, and μ and rstd of each row.
+// Rows [begin, end) of x (N contiguous elements each): y = x̂ · w + b, and μ (unless pmean is null)
+// and rstd of each row.
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_rows_impl(const T* __restrict px,
     const T* __restrict pw, const T* __restrict pb, T* __restrict py, double* __restrict pmean,
@@ -110,18 +136,24 @@ template <class T>
     const T* x_row = px + r * N;
     T* y_row = py + r * N;
     // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
-    // and var() do — no cancellation as in Σx² − Nμ².
-    const double mu = row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N);
+    // and var() do — no cancellation as in Σx² − Nμ². RMSNorm's rows skip the first: μ = 0, and
+    // the second is then the mean square Σ x² / N.
+    const double mu =
+        pmean ? row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N) : 0.0;
     const double variance = row_sum(N, [&](int64_t i) {
       const double centered = double(x_row[i]) - mu;
       return centered * centered;
     }) / double(N);
     const double s = 1.0 / std::sqrt(variance + eps);
-    pmean[r] = mu;
+    if (pmean) pmean[r] = mu;
     prstd[r] = s;
-    // y = x̂ · w + b
-    for (int64_t i = 0; i < N; ++i)
-      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+    if (pb) {  // y = x̂ · w + b
+      for (int64_t i = 0; i < N; ++i)
+        y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+    } else {  // y = x̂ · w
+      for (int64_t i = 0; i < N; ++i)
+        y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]));
+    }
   }
 }
 AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
@@ -134,7 +166,8 @@ AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const 
 }
 
 // Rows [begin, end) of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from
-// the saved μ and rstd.
+// the saved μ and rstd. Rows that are not centred (pmean null, RMSNorm) have μ = 0 and no
+// − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* __restrict px,
     const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
@@ -142,10 +175,10 @@ template <class T>
   for (int64_t r = begin; r < end; ++r) {
     const T* x_row = px + r * N;
     const T* g_row = pg + r * N;
-    const double mu = pmean[r], s = prstd[r];
+    const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
     auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
     auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
-    const double mean_g_hat = row_sum(N, g_hat) / double(N);
+    const double mean_g_hat = pmean ? row_sum(N, g_hat) / double(N) : 0.0;
     const double mean_g_hat_x_hat =
         row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
     T* dx_row = pdx + r * N;
@@ -171,7 +204,7 @@ template <class T>
   for (int64_t r = 0; r < R; ++r) {
     const T* x_row = px + r * N;
     const T* g_row = pg + r * N;
-    const double mu = pmean[r], s = prstd[r];
+    const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
     if (pdw)
       for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
     if (pdb)
@@ -195,26 +228,29 @@ namespace {
 // rstd. x is (R, N) in memory — R rows (the leading dims) of N contiguous elements.
 struct NormalizedRows {
   Tensor x, w;        // (..., *normalized_shape) contiguous, (*normalized_shape)
-  Tensor mean, rstd;  // (...) float64: μ and 1 / sqrt(σ² + eps) of each row
+  Tensor mean, rstd;  // (...) float64: μ (layer norm's only) and 1 / sqrt(σ² + eps) of each row
+  bool centered = true;  // layer norm's rows; RMSNorm's are not (μ = 0, no mean kept)
   int64_t R = 0, N = 0;
   Shape normalized_shape;
 };
 
-// y = x̂ · w + b for every row of x (contiguous); fills rows.mean and rows.rstd.
+// y = x̂ · w + b (b undefined: no bias) for every row of x (contiguous); fills rows.rstd, and
+// rows.mean when the rows are centred.
 Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
   const Shape row_shape(
       x.shape().begin(), x.shape().end() - static_cast<int64_t>(rows.normalized_shape.size()));
   Tensor out = empty(x.shape(), x.dtype());  // (..., *normalized_shape)
-  rows.mean = empty(row_shape, float64);     // (...)  μ of each row, saved for the backward
-  rows.rstd = empty(row_shape, float64);     // (...)  1 / sqrt(σ² + eps) of each row, saved
+  if (rows.centered)
+    rows.mean = empty(row_shape, float64);  // (...)  μ of each row, saved for the backward
+  rows.rstd = empty(row_shape, float64);    // (...)  1 / sqrt(σ² + eps) of each row, saved
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pw = rows.w.data<T>();
-    const T* pb = b.data<T>();
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
     T* py = out.data<T>();
-    double* pmean = rows.mean.data<double>();
+    double* pmean = rows.centered ? rows.mean.data<double>() : nullptr;
     double* prstd = rows.rstd.data<double>();
     // Rows are independent: ag's threads split them.
     parallel_for(R, 4 * N, [&](int64_t begin, int64_t end) {
@@ -227,8 +263,9 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
 // Rows per block of layer norm's backward, whose column sums (dw, db) are added block by block.
 constexpr int64_t kSumBlockRows = 64;
 
-// The gradients of layer norm with respect to x, w and b (each only if asked for), from the
-// upstream gradient g: see the formulas at the top of the file.
+// The gradients of layer norm (or RMSNorm, for rows that are not centred) with respect to x, w and
+// b (each only if asked for), from the upstream gradient g: see the formulas at the top of the
+// file.
 Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bool want_dx,
     bool want_dw, bool want_db) {
   const Tensor& x = rows.x;
@@ -244,7 +281,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     T* pdx = want_dx ? dx.data<T>() : nullptr;
     double* pdw = want_dw ? dw.data() : nullptr;
     double* pdb = want_db ? db.data() : nullptr;
-    const double* pmean = rows.mean.data<double>();
+    const double* pmean = rows.centered ? rows.mean.data<double>() : nullptr;
     const double* prstd = rows.rstd.data<double>();
     // One pass over blocks of kSumBlockRows rows, blocks split across threads. For each block:
     // dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, row by row; then, while its rows
@@ -261,8 +298,8 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
         const int64_t r0 = block * kSumBlockRows, rows_here = std::min(kSumBlockRows, R - r0);
         if (pdx) detail::layer_norm_dx_rows(px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N);
         if (pdw || pdb)
-          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * N, pmean + r0, prstd + r0,
-              pdw ? block_dw.data() + block * N : nullptr,
+          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * N, pmean ? pmean + r0 : nullptr,
+              prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
               pdb ? block_db.data() + block * N : nullptr, rows_here, N);
       }
     });
@@ -317,6 +354,39 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
       /*saved=*/{rows.x, rows.w},
       [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
         return layer_norm_grads(rows, grad_output, needs[0], needs[1], needs[2]);
+      });
+}
+
+double machine_epsilon(DType dtype) {
+  detail::check_floating(dtype, "machine_epsilon");
+  return dtype == float32 ? double(std::numeric_limits<float>::epsilon())
+                          : std::numeric_limits<double>::epsilon();
+}
+
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+    std::optional<double> eps) {
+  detail::check_floating(input, "rms_norm");
+  check_layer_norm_args(input, normalized_shape, weight, Tensor(), "rms_norm");
+  // PyTorch's default eps: torch.finfo(x.dtype).eps.
+  const double epsilon = eps.value_or(machine_epsilon(input.dtype()));
+  check_eps(epsilon, "rms_norm");
+  NormalizedRows rows;
+  rows.x = contiguous(input.detach());  // (..., *normalized_shape)
+  rows.w = weight.defined() ? contiguous(weight.detach())
+                            : ones(normalized_shape, input.dtype());  // (*normalized_shape)
+  rows.centered = false;  // μ = 0: only the mean square, no mean
+  rows.N = numel(normalized_shape);
+  rows.R = rows.N == 0 ? 0 : input.numel() / rows.N;
+  rows.normalized_shape = normalized_shape;
+  Tensor out = normalize_rows(rows, /*b=*/Tensor(), epsilon);  // (..., *normalized_shape)
+  if (!detail::any_requires_grad({input, weight})) return out;
+  // docs/ops.md, rms_norm: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)) with ĝ = g · w, dw = Σ_rows g · x̂
+  return detail::record(Op::rms_norm, out, {input, weight},
+      /*saved=*/{rows.x, rows.w},
+      [rows](const Tensor& grad_output, const NeedsGrad& needs) -> Grads {
+        // Layer norm's backward for rows with μ = 0 (the derivation at the top of the file).
+        Grads grads = layer_norm_grads(rows, grad_output, needs[0], needs[1], /*want_db=*/false);
+        return {grads[0], grads[1]};
       });
 }
 

@@ -18,6 +18,11 @@
 //   LayerNorm                          layer_norm                           mean, var, sub, div,
 //                                                                           mul, add
 //   AddNorm                            dropout_add_layer_norm               dropout, add, LayerNorm
+//   RMSNorm                            rms_norm                             mul, mean, add, rsqrt,
+//                                                                           mul
+//   RotaryEmbedding                    rotary_embedding                     narrow, reshape, select,
+//                                                                           mul, sub, add, stack,
+//                                                                           concat
 #pragma once
 
 #include "autograd/scoped_setting.h"

@@ -21,10 +21,41 @@ Shape embedding_shape(int64_t num, int64_t dim) {
         "Embedding: num_embeddings ", num, " and embedding_dim ", dim, " must be positive");
   return {num, dim};
 }
-const Shape& layer_norm_shape(const Shape& shape, double eps) {
-  if (shape.empty()) fail<ValueError>("LayerNorm: normalized_shape cannot be empty");
-  if (!(eps >= 0)) fail<ValueError>("LayerNorm: eps ", eps, " must not be negative (nor NaN)");
+const Shape& layer_norm_shape(const Shape& shape, double eps, const char* layer = "LayerNorm") {
+  if (shape.empty()) fail<ValueError>(layer, ": normalized_shape cannot be empty");
+  if (!(eps >= 0)) fail<ValueError>(layer, ": eps ", eps, " must not be negative (nor NaN)");
   return shape;
+}
+
+// RMSNorm's weight, ones of normalized_shape (undefined without elementwise_affine), once the
+// arguments are checked.
+Tensor rms_norm_weight(const Shape& shape, std::optional<double> eps, bool elementwise_affine) {
+  layer_norm_shape(shape, eps.value_or(0.0), "RMSNorm");
+  return elementwise_affine ? ones(shape) : Tensor();
+}
+
+// Throws unless x ends in normalized_shape (the message names `layer`).
+void check_normalized_input(const Tensor& x, const Shape& normalized_shape, const char* layer) {
+  const int64_t n = static_cast<int64_t>(normalized_shape.size());
+  const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
+  if (!fits)
+    fail<ShapeError>(layer, ": input of shape ", shape_str(x.shape()),
+        " does not end in normalized_shape ", shape_str(normalized_shape));
+}
+
+// The trailing dims of x that normalized_shape covers: {x.dim() − n, ..., x.dim() − 1}.
+Shape normalized_dims(const Tensor& x, const Shape& normalized_shape) {
+  Shape dims;
+  for (int64_t d = x.dim() - static_cast<int64_t>(normalized_shape.size()); d < x.dim(); ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+// A shape as Python prints a tuple of ints: "(4,)", "(3, 4)" (PyTorch's extra_repr of the norms).
+std::string python_tuple(const Shape& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
 }
 }  // namespace
 
@@ -93,17 +124,12 @@ LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
       bias(register_parameter("bias", zeros(normalized_shape))) {}
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  const int64_t n = static_cast<int64_t>(normalized_shape.size());
-  const bool fits = x.dim() >= n && Shape(x.shape().end() - n, x.shape().end()) == normalized_shape;
-  if (!fits)
-    fail<ShapeError>("LayerNorm: input of shape ", shape_str(x.shape()),
-        " does not end in normalized_shape ", shape_str(normalized_shape));
+  check_normalized_input(x, normalized_shape, "LayerNorm");
   // The fused kernel: one op, whose backward saves only x, weight and each row's mean and rstd.
   if (fused_kernels())
     return layer_norm(x, normalized_shape, weight, bias, eps);  // (..., *normalized_shape)
   // The composed d2l path: mean, var, sub, add, sqrt, div, mul, add.
-  Shape dims;
-  for (int64_t d = x.dim() - n; d < x.dim(); ++d) dims.push_back(d);
+  const Shape dims = normalized_dims(x, normalized_shape);
   Tensor mu = mean(x, dims, /*keepdim=*/true);                       // (..., 1)
   Tensor sigma2 = var(x, dims, /*correction=*/0, /*keepdim=*/true);  // (..., 1), biased
   Tensor normalized = (x - mu) / sqrt(sigma2 + eps);                 // (..., *normalized_shape)
@@ -111,11 +137,35 @@ Tensor LayerNorm::forward(const Tensor& x) const {
 }
 
 std::string LayerNorm::extra_repr() const {
-  std::string shape = "(";
-  for (std::size_t i = 0; i < normalized_shape.size(); ++i)
-    shape += (i ? ", " : "") + std::to_string(normalized_shape[i]);
-  shape += normalized_shape.size() == 1 ? ",)" : ")";
-  return shape + ", eps=" + python_float(eps) + ", elementwise_affine=True";
+  return python_tuple(normalized_shape) + ", eps=" + python_float(eps) +
+         ", elementwise_affine=True";
+}
+
+RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> epsilon, bool elementwise_affine)
+    : normalized_shape(std::move(shape)),
+      eps(epsilon),
+      weight(register_parameter(
+          "weight", rms_norm_weight(normalized_shape, eps, elementwise_affine))) {}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  check_normalized_input(x, normalized_shape, "RMSNorm");
+  if (!is_floating_point(x.dtype()))
+    fail<DTypeError>("RMSNorm: input of dtype ", dtype_name(x.dtype()), " and shape ",
+        shape_str(x.shape()), " is not floating point; convert it first (x.to(ag::float32))");
+  // The fused kernel: one op, whose backward saves only x, weight and each row's rstd.
+  if (fused_kernels()) return rms_norm(x, normalized_shape, weight, eps);  // (..., *normalized)
+  // The composed path, as Llama writes it: x * rsqrt(x.pow(2).mean(-1, keepdim) + eps) * w.
+  const double epsilon = eps.value_or(machine_epsilon(x.dtype()));  // PyTorch's default
+  Tensor mean_square = mean(x * x, normalized_dims(x, normalized_shape),
+      /*keepdim=*/true);                                 // (..., 1 per normalized dim)
+  Tensor normalized = x * rsqrt(mean_square + epsilon);  // (..., *normalized_shape)
+  return weight.defined() ? normalized * weight : normalized;
+}
+
+std::string RMSNorm::extra_repr() const {
+  // PyTorch's: '{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}'
+  return python_tuple(normalized_shape) + ", eps=" + (eps ? python_float(*eps) : "None") +
+         ", elementwise_affine=" + python_bool(weight.defined());
 }
 
 }  // namespace ag::nn

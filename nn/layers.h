@@ -1,7 +1,8 @@
-// The basic layers: Linear, Dropout, ReLU, Embedding, LayerNorm — torch.nn's names, arguments,
-// parameter names and initialisation.
+// The basic layers: Linear, Dropout, ReLU, Embedding, LayerNorm, RMSNorm — torch.nn's names,
+// arguments, parameter names and initialisation.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "nn/module.h"
@@ -106,6 +107,27 @@ class LayerNorm : public Module {
   double eps;
   Tensor& weight;  // normalized_shape
   Tensor& bias;    // normalized_shape
+};
+
+// y = x / sqrt(mean(x²) + eps) · weight over the last normalized_shape.size() dims, as
+// torch.nn.RMSNorm (PyTorch 2.4; Zhang & Sennrich 2019, the normalisation of Llama): each row
+// scaled by its root mean square, neither centred nor shifted. eps nullopt: the machine epsilon of
+// x's dtype (ag::machine_epsilon), PyTorch's default. weight starts at 1; without
+// elementwise_affine there is none (an empty slot, as PyTorch's weight = None). With
+// fused_kernels() (the default) it is the one op ag::rms_norm; otherwise it is composed as Llama
+// writes it, x · rsqrt(mean(x · x) + eps) · weight (nn/fused.h).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(std::vector<int64_t> normalized_shape, std::optional<double> eps = std::nullopt,
+      bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) const;  // (..., *normalized_shape) -> the same shape
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override;  // "(4,), eps=None, elementwise_affine=True"
+
+  std::vector<int64_t> normalized_shape;
+  std::optional<double> eps;
+  Tensor& weight;  // normalized_shape; undefined without elementwise_affine
 };
 
 }  // namespace ag::nn

@@ -90,6 +90,8 @@ class Module {
   // otherwise it is a "dtype mismatch" naming the first value that is not. float32 and float64 do
   // not mix (convert the model or the file's tensors first).
   // The names of one tied tensor must hold equal values (else "tied ... differ"): it stays tied.
+  // A non-persistent buffer (computed by its module) of another shape in `state` is no mismatch:
+  // the module keeps its own (RotaryEmbedding's tables, grown to the longest sequence seen).
   // Not strict: the entries that fit are loaded and the problems are returned, one per entry.
   std::vector<std::string> load_state_dict(
       const std::map<std::string, Tensor>& state, bool strict = true);

@@ -1,4 +1,5 @@
-// Everything in ag::nn: modules, layers, attention, the Transformer and the summaries.
+// Everything in ag::nn: modules, layers, attention, rotary positions, the Transformer and the
+// summaries.
 #pragma once
 
 #include "nn/attention.h"
@@ -8,5 +9,6 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/positions.h"
 #include "nn/summary.h"
 #include "nn/transformer.h"

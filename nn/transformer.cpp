@@ -38,6 +38,20 @@ Tensor PositionWiseFFN::forward(const Tensor& X) const {
       relu->forward(dense1->forward(X)));  // (B, T, in) -> (B, T, hidden) -> (B, T, out)
 }
 
+SwiGLUFFN::SwiGLUFFN(
+    int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs, bool bias) {
+  // Registered in Meta's order (its state dict's): w1, w2, w3.
+  w1 = register_module("w1", std::make_shared<Linear>(ffn_num_input, ffn_num_hiddens, bias));
+  w2 = register_module("w2", std::make_shared<Linear>(ffn_num_hiddens, ffn_num_outputs, bias));
+  w3 = register_module("w3", std::make_shared<Linear>(ffn_num_input, ffn_num_hiddens, bias));
+}
+
+Tensor SwiGLUFFN::forward(const Tensor& X) const {
+  Tensor gate = silu(w1->forward(X));  // (B, T, hidden)
+  Tensor up = w3->forward(X);          // (B, T, hidden)
+  return w2->forward(gate * up);       // (B, T, hidden) -> (B, T, out)
+}
+
 AddNorm::AddNorm(std::vector<int64_t> normalized_shape, double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
   ln = register_module("ln", std::make_shared<LayerNorm>(std::move(normalized_shape)));

@@ -25,6 +25,26 @@ class PositionWiseFFN : public Module {
   std::shared_ptr<Linear> dense2;
 };
 
+// Llama's feed-forward (Meta's FeedForward; the SwiGLU of Shazeer 2020, "GLU Variants Improve
+// Transformer"): a gated pair of projections to the hidden width, then one back,
+//   SwiGLUFFN(X) = w2(silu(w1(X)) ⊙ w3(X))
+// with Meta's names: w1 the gate (in -> hidden), w3 the "up" projection (in -> hidden), w2 the
+// "down" projection (hidden -> out) — Hugging Face's Llama calls them gate_proj, up_proj and
+// down_proj. No biases by default, as Llama's. (Llama takes the hidden width 2/3 of a ReLU FFN's 4D,
+// so that its three matrices hold as many weights as the ReLU FFN's two; here it is an argument.)
+class SwiGLUFFN : public Module {
+ public:
+  SwiGLUFFN(
+      int64_t ffn_num_input, int64_t ffn_num_hiddens, int64_t ffn_num_outputs, bool bias = false);
+  Tensor forward(const Tensor& X) const;  // (B, T, in) -> (B, T, out)
+  Tensor operator()(const Tensor& X) const { return forward(X); }
+  std::string type_name() const override { return "SwiGLUFFN"; }
+
+  std::shared_ptr<Linear> w1;  // gate: in -> hidden
+  std::shared_ptr<Linear> w2;  // down: hidden -> out
+  std::shared_ptr<Linear> w3;  // up: in -> hidden
+};
+
 // The residual connection followed by layer normalisation: LayerNorm(dropout(Y) + X).
 class AddNorm : public Module {
  public:

@@ -284,6 +284,80 @@ AG_GRADCHECK_CASE(
       {input({4, 2, 3}, 1, -2.0, 2.0), input({4, 2, 3}, 5, -2.0, 2.0)});
 }
 
+// rms_norm's hand-written backward (layer norm's loops with μ = 0): weights away from 0, as above.
+AG_GRADCHECK_CASE(
+    rms_norm_last_dim, "rms_norm over the last dim, (B,T,D) with weight, default eps") {
+  return gradcheck([](const Inputs& x) { return rms_norm(x[0], {5}, x[1]); },
+      {input({2, 3, 5}, 1, -2.0, 2.0), away_from_zero({5}, 2, 0.5, 1.5)});
+}
+AG_GRADCHECK_CASE(rms_norm_two_dims_no_weight, "rms_norm over two trailing dims, no weight") {
+  return gradcheck(
+      [](const Inputs& x) {
+        return rms_norm(x[0], {2, 4}, Tensor(), 1e-6);
+      },
+      {input({3, 2, 4}, 1, -2.0, 2.0)});
+}
+AG_GRADCHECK_CASE(rms_norm_large_eps, "rms_norm with weight, eps 0.5") {
+  return gradcheck([](const Inputs& x) { return rms_norm(x[0], {4}, x[1], 0.5); },
+      {input({3, 4}, 1), away_from_zero({4}, 2, 0.5, 1.5)});
+}
+AG_GRADCHECK_CASE(rms_norm_of_transposed, "rms_norm of a transposed view, constant weight") {
+  // Only x requires grad: the backward skips dw.
+  Tensor weight = away_from_zero({3}, 2, 0.5, 1.5).detach();
+  return gradcheck(
+      [=](const Inputs& x) { return rms_norm(x[0].transpose(0, 1), {3}, weight, 1e-5); },
+      {input({3, 4}, 1, -2.0, 2.0)});
+}
+
+// ---- rotary position embedding ------------------------------------------------------------------
+// rotary_embedding's backward (the rotation by −θ) against finite differences, with arbitrary
+// angles θ (T, r/2) in [−π, π) — cos and sin are constants of the function, not differentiated.
+
+namespace {
+struct RotaryTables {
+  Tensor cos, sin;  // (T, half) each
+};
+RotaryTables rotary_tables(int64_t T, int64_t half, uint64_t seed) {
+  Generator generator(seed);
+  const Tensor theta = uniform({T, half}, -3.14159, 3.14159, generator, float64);
+  return {ag::cos(theta), ag::sin(theta)};
+}
+}  // namespace
+
+AG_GRADCHECK_CASE(rotary_interleaved, "rotary_embedding, interleaved pairs, (B,T,d)") {
+  const RotaryTables t = rotary_tables(3, 4, 7);
+  return gradcheck(
+      [=](const Inputs& x) {
+        return rotary_embedding(x[0], t.cos, t.sin, RotaryPairs::interleaved);
+      },
+      {input({2, 3, 8}, 1)});
+}
+AG_GRADCHECK_CASE(rotary_halves, "rotary_embedding, halves (rotate_half), (B,T,d)") {
+  const RotaryTables t = rotary_tables(3, 4, 7);
+  return gradcheck(
+      [=](const Inputs& x) { return rotary_embedding(x[0], t.cos, t.sin, RotaryPairs::halves); },
+      {input({2, 3, 8}, 1)});
+}
+AG_GRADCHECK_CASE(rotary_head_view_partial,
+    "rotary_embedding of the head view (B,T,H·d) -> (B,H,T,d), partial rotary (r = 4 of d = 6)") {
+  const RotaryTables t = rotary_tables(3, 2, 8);
+  return gradcheck(
+      [=](const Inputs& x) {
+        const Tensor heads = x[0].reshape({2, 3, 2, 6}).permute({0, 2, 1, 3});  // (B, H, T, d)
+        return rotary_embedding(heads, t.cos, t.sin, RotaryPairs::halves);
+      },
+      {input({2, 3, 12}, 1)});
+}
+AG_GRADCHECK_CASE(rotary_strided_features_partial,
+    "rotary_embedding of a transposed view (features strided), interleaved, partial rotary") {
+  const RotaryTables t = rotary_tables(4, 2, 9);
+  return gradcheck(
+      [=](const Inputs& x) {
+        return rotary_embedding(x[0].transpose(-1, -2), t.cos, t.sin, RotaryPairs::interleaved);
+      },
+      {input({2, 5, 4}, 1)});
+}
+
 // ---- losses -------------------------------------------------------------------------------------
 
 AG_GRADCHECK_CASE(cross_entropy_rows, "cross_entropy per row, (5,4) logits") {

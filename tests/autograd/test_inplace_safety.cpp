@@ -186,6 +186,26 @@ TEST_CASE("the fused kernels check what they saved", "[inplace]") {
     }
     set_attention_kernel(AttentionKernel::automatic);
   }
+  SECTION("rms_norm's weight, written by an update before backward") {
+    Tensor x = randn({2, 4}, generator, float64).requires_grad_();
+    Tensor w = ones({4}, float64).requires_grad_();
+    Tensor y = rms_norm(x, {4}, w);
+    {
+      NoGradGuard no_grad;
+      w.mul_(3.0);
+    }
+    CHECK_THROWS_MATCHES(sum(y * y).backward(), AutogradError,
+        WhatContains({"backward of 'rms_norm'", "saved a tensor of shape [4] at version 0"}));
+  }
+  SECTION("rotary_embedding's sin table, written before backward") {
+    Tensor x = randn({2, 3, 4}, generator, float64).requires_grad_();
+    Tensor c = ones({3, 2}, float64), s = zeros({3, 2}, float64);
+    Tensor y = rotary_embedding(x, c, s);
+    s.fill_(0.5);
+    CHECK_THROWS_MATCHES(sum(y * y).backward(), AutogradError,
+        WhatContains(
+            {"backward of 'rotary_embedding'", "saved a tensor of shape [3,2] at version 0"}));
+  }
   SECTION("the whole-row kernel's weights, handed out to the caller") {
     Tensor q = randn({1, 1, 2, 3}, generator, float64).requires_grad_();
     Tensor k = randn({1, 1, 2, 3}, generator, float64);

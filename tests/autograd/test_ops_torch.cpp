@@ -288,6 +288,31 @@ const std::vector<Family>& families() {
                   ag::dropout_add_layer_norm(in["x"], in["y"], {4}, in["w"], in["b"], 1e-5, 0.5,
                       /*training=*/false, ag::default_generator())),
           }},
+      {"rms_norm",
+          {
+              AG_CASE("rms_norm_op_last_dim", ag::rms_norm(in["x"], {4}, in["w"])),
+              AG_CASE("rms_norm_op_two_dims_no_weight",
+                  ag::rms_norm(in["x"], {3, 4}, ag::Tensor(), 1e-6)),
+              AG_CASE("rms_norm_op_weight_large_eps", ag::rms_norm(in["x"], {5}, in["w"], 0.25)),
+              AG_CASE("rms_norm_op_of_transposed",
+                  ag::rms_norm(in["x"].transpose(0, 1), {3}, in["w"], 1e-5)),
+          }},
+      {"rotary_embedding",
+          {
+              // x is (B, T, H, d); each case turns its head view (B, H, T, d).
+              AG_CASE("rotary_interleaved_llama",
+                  ag::rotary_embedding(in["x"].permute({0, 2, 1, 3}), in["cos"],
+                      in["sin"], ag::RotaryPairs::interleaved)),
+              AG_CASE("rotary_interleaved_partial_from_7",
+                  ag::rotary_embedding(in["x"].permute({0, 2, 1, 3}), in["cos"],
+                      in["sin"], ag::RotaryPairs::interleaved)),
+              AG_CASE("rotary_halves_neox",
+                  ag::rotary_embedding(in["x"].permute({0, 2, 1, 3}), in["cos"],
+                      in["sin"], ag::RotaryPairs::halves)),
+              AG_CASE("rotary_halves_partial_from_2",
+                  ag::rotary_embedding(in["x"].permute({0, 2, 1, 3}), in["cos"],
+                      in["sin"], ag::RotaryPairs::halves)),
+          }},
       {"matmul",
           {
               AG_CASE("matmul_2d", ag::matmul(in["a"], in["b"])),
@@ -697,7 +722,14 @@ TEST_CASE("torch fixtures: where and masked_fill", "[torch]") {
 TEST_CASE("torch fixtures: reductions", "[torch]") { check_family("reductions"); }
 TEST_CASE("torch fixtures: softmax", "[torch]") { check_family("softmax"); }
 TEST_CASE("torch fixtures: layer_norm", "[torch]") { check_family("layer_norm"); }
+TEST_CASE("torch fixtures: dropout_add_layer_norm", "[torch]") {
+  check_family("dropout_add_layer_norm");
+}
+TEST_CASE("torch fixtures: rms_norm", "[torch]") { check_family("rms_norm"); }
+TEST_CASE("torch fixtures: rotary_embedding", "[torch]") { check_family("rotary_embedding"); }
 TEST_CASE("torch fixtures: matmul", "[torch]") { check_family("matmul"); }
+TEST_CASE("torch fixtures: linear", "[torch]") { check_family("linear"); }
+TEST_CASE("torch fixtures: losses", "[torch]") { check_family("losses"); }
 TEST_CASE("torch fixtures: shape and indexing", "[torch]") { check_family("shape and indexing"); }
 TEST_CASE("torch fixtures: gathering, cumulative sums, topk", "[torch][ops_index]") {
   check_family("gathering, cumulative sums, topk");

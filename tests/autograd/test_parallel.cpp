@@ -167,6 +167,38 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "rms_norm and rotary_embedding give the same bits on 1 and 2 threads, forward and "
+    "backward",
+    "[parallel]") {
+  // rms_norm runs layer norm's loops (dw in blocks of 64 rows, added in block order);
+  // rotary_embedding splits its rows, each element computed on its own.
+  for (const DType dtype : {float32, float64}) {
+    for (const int64_t rows : {int64_t(5), 3 * int64_t(64) + 7}) {
+      const int64_t n = 38;
+      Generator gen(13);
+      const Tensor third = full({1}, 1.0 / 3).to(dtype);
+      const Tensor x = randn({rows, n}, gen).to(dtype),
+                   upstream = mul(randn({rows, n}, gen).to(dtype), third);
+      const Tensor w0 = randn({n}, gen).to(dtype);
+      const Tensor theta = randn({rows, n / 2}, gen, float64) * 10.0;
+      const Tensor c = ag::cos(theta).to(dtype), s = ag::sin(theta).to(dtype);
+      auto run = [&](int threads) {
+        Threads t(threads);
+        Tensor xg = x.detach().requires_grad_(), w = w0.detach().requires_grad_();
+        const Tensor y = rms_norm(xg, {n}, w);
+        const Tensor turned = rotary_embedding(y.reshape({1, rows, n}), c, s, RotaryPairs::halves);
+        sum(mul(turned.reshape({rows, n}), upstream)).backward();
+        return std::vector<Tensor>{y, turned, xg.grad(), w.grad()};
+      };
+      const std::vector<Tensor> one = run(1), two = run(2);
+      INFO(rows << " rows, " << dtype_name(dtype));
+      for (std::size_t i = 0; i < one.size(); ++i)
+        CHECK(one[i].to_vector<double>() == two[i].to_vector<double>());
+    }
+  }
+}
+
 TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
   Threads keep(get_num_threads());
   set_num_threads(3);

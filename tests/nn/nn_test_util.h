@@ -104,6 +104,9 @@ inline void bind(Cursor& c, ag::nn::LayerNorm& m) {
   c.take(m.weight);
   c.take(m.bias);
 }
+inline void bind(Cursor& c, ag::nn::RMSNorm& m) {
+  if (m.weight.defined()) c.take(m.weight);
+}
 inline void bind(Cursor& c, ag::nn::LearnedPositionalEncoding& m) { c.take(m.P); }
 inline void bind(Cursor& c, ag::nn::AdditiveAttention& m) {
   bind(c, *m.W_k);
@@ -119,6 +122,11 @@ inline void bind(Cursor& c, ag::nn::MultiHeadAttention& m) {
 inline void bind(Cursor& c, ag::nn::PositionWiseFFN& m) {
   bind(c, *m.dense1);
   bind(c, *m.dense2);
+}
+inline void bind(Cursor& c, ag::nn::SwiGLUFFN& m) {
+  bind(c, *m.w1);
+  bind(c, *m.w2);
+  bind(c, *m.w3);
 }
 inline void bind(Cursor& c, ag::nn::AddNorm& m) { bind(c, *m.ln); }
 inline void bind(Cursor& c, ag::nn::TransformerEncoderBlock& m) {

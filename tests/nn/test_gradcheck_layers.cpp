@@ -80,6 +80,28 @@ TEST_CASE("gradcheck: LayerNorm over two trailing dims", "[nn][gradcheck]") {
 
 // ---- masked_softmax and attention ---------------------------------------------------------------
 
+TEST_CASE("gradcheck: RMSNorm, input and weight, both paths", "[nn][gradcheck]") {
+  for (bool fused : {true, false}) {
+    INFO("fused_kernels " << fused);
+    nn::FusedKernelsGuard path(fused);
+    nn::RMSNorm norm({5});
+    norm.to(float64);
+    CHECK_GRADCHECK(gradcheck(
+        [&](const Inputs& in) {
+          bind_all(norm, in, 1);
+          return norm(in[0]);
+        },
+        {input64({2, 3, 5}, 9, -2.0, 2.0), input64({5}, 10, 0.5, 1.5)}));
+  }
+}
+
+TEST_CASE("gradcheck: RMSNorm over two trailing dims without weight", "[nn][gradcheck]") {
+  nn::RMSNorm norm({2, 3}, 1e-6, /*elementwise_affine=*/false);
+  norm.to(float64);
+  CHECK_GRADCHECK(gradcheck(
+      [&](const Inputs& in) { return norm(in[0]); }, {input64({4, 2, 3}, 11, -2.0, 2.0)}));
+}
+
 TEST_CASE("gradcheck: masked_softmax with one valid length per row, including 0 and K",
     "[nn][gradcheck]") {
   const Tensor lens = tensor({2, 0, 4}, float64);
@@ -202,6 +224,23 @@ TEST_CASE("gradcheck: LearnedPositionalEncoding, input and table", "[nn][gradche
       with_parameters({input64({2, 3, 4}, 43)}, encoding)));
 }
 
+TEST_CASE("gradcheck: RotaryEmbedding of a head view, both pairings, both paths, partial rotary",
+    "[nn][gradcheck]") {
+  for (RotaryPairs pairs : {RotaryPairs::interleaved, RotaryPairs::halves})
+    for (bool fused : {true, false}) {
+      INFO(nn::rotary_pairs_name(pairs) << ", fused_kernels " << fused);
+      nn::FusedKernelsGuard path(fused);
+      nn::RotaryEmbedding rope(4, 10000.0, pairs);  // 4 of the head's 6 features
+      rope.to(float64);
+      CHECK_GRADCHECK(gradcheck(
+          [&](const Inputs& in) {
+            const Tensor heads = in[0].reshape({2, 3, 2, 6}).permute({0, 2, 1, 3});  // (B, H, T, d)
+            return rope(heads, /*first_position=*/5);
+          },
+          {input64({2, 3, 12}, 49)}));
+    }
+}
+
 // ---- Transformer --------------------------------------------------------------------------------
 
 TEST_CASE("gradcheck: PositionWiseFFN, input and parameters", "[nn][gradcheck]") {
@@ -214,6 +253,24 @@ TEST_CASE("gradcheck: PositionWiseFFN, input and parameters", "[nn][gradcheck]")
         return ffn(in[0]);
       },
       with_parameters({input64({2, 3, 4}, 44)}, ffn)));
+}
+
+TEST_CASE(
+    "gradcheck: SwiGLUFFN, input and parameters, with and without biases", "[nn][gradcheck]") {
+  for (bool bias : {false, true}) {
+    INFO("bias " << bias);
+    manual_seed(20);
+    nn::SwiGLUFFN ffn(4, 6, 3, bias);
+    ffn.to(float64);
+    const Inputs inputs = with_parameters({input64({2, 3, 4}, 50)}, ffn);
+    REQUIRE(inputs.size() == (bias ? 7u : 4u));
+    CHECK_GRADCHECK(gradcheck(
+        [&](const Inputs& in) {
+          bind_all(ffn, in, 1);
+          return ffn(in[0]);
+        },
+        inputs));
+  }
 }
 
 TEST_CASE("gradcheck: AddNorm, both inputs and parameters", "[nn][gradcheck]") {

@@ -46,6 +46,25 @@ TEST_CASE("LayerNorm: the fused kernel and the composed path reject the same inp
   }
 }
 
+TEST_CASE("RMSNorm: its arguments, and inputs both paths reject alike", "[nn][errors][fused]") {
+  CHECK_THROWS_WITH(nn::RMSNorm({}), Equals("RMSNorm: normalized_shape cannot be empty"));
+  CHECK_THROWS_WITH(
+      nn::RMSNorm({}, std::nullopt, false), Equals("RMSNorm: normalized_shape cannot be empty"));
+  CHECK_THROWS_WITH(
+      nn::RMSNorm({4}, -1e-5), Equals("RMSNorm: eps -1e-05 must not be negative (nor NaN)"));
+  for (bool fused : {true, false}) {
+    INFO("fused_kernels " << fused);
+    nn::FusedKernelsGuard path(fused);
+    nn::RMSNorm norm({3, 4});
+    CHECK_THROWS_WITH(norm(ones({2, 4, 3})),
+        Equals("RMSNorm: input of shape [2,4,3] does not end in normalized_shape [3,4]"));
+    CHECK_THROWS_AS(norm(ones({3, 4}, float64)), DTypeError);  // float32 weight, float64 input
+    CHECK_THROWS_WITH(norm(ones({3, 4}).to(int64)),
+        Equals("RMSNorm: input of dtype int64 and shape [3,4] is not floating point; convert it "
+               "first (x.to(ag::float32))"));
+  }
+}
+
 TEST_CASE("PositionalEncoding: an input of the wrong width or rank", "[nn][errors]") {
   nn::PositionalEncoding encoding(8, 0.0, 10);
   CHECK_THROWS_AS(encoding(ones({2, 3, 6})), ShapeError);

@@ -127,6 +127,101 @@ TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and 
   }
 }
 
+TEST_CASE("RMSNorm divides by the root mean square, then scales; no weight without affine",
+    "[nn][layers]") {
+  nn::RMSNorm norm({4}, 1e-6);
+  norm.to(float64);
+  set(norm.weight, {1, 2, 1, -1});
+  // Row [1, 2, 3, 4]: mean square 7.5. Row [2, 2, 2, 2]: mean square 4, so x̂ = 1.
+  const Tensor y = norm(tensor({1, 2, 3, 4, 2, 2, 2, 2}, {2, 4}, float64));
+  const double s = 1.0 / std::sqrt(7.5 + 1e-6), s2 = 2.0 / std::sqrt(4 + 1e-6);
+  const std::vector<double> expected = {s, 4 * s, 3 * s, -4 * s, s2, 2 * s2, s2, -s2};
+  const std::vector<double> got = values(y);
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(got[i] == Approx(expected[i]).epsilon(1e-14));
+  // Without elementwise_affine: no parameter at all (PyTorch's weight = None).
+  nn::RMSNorm plain({2, 3}, std::nullopt, /*elementwise_affine=*/false);
+  CHECK_FALSE(plain.weight.defined());
+  CHECK(plain.named_parameters().empty());
+  const Tensor x = nn_test::randn32({4, 2, 3}, 1);
+  CHECK(values(plain(x)) == values(rms_norm(x, {2, 3})));
+  CHECK(nn::RMSNorm({5}).weight.shape() == Shape{5});
+  CHECK(values(nn::RMSNorm({5}).weight) == std::vector<double>(5, 1.0));
+}
+
+namespace {
+// One RMSNorm forward and backward on the fused kernel or the composed path: the output and the
+// gradients of x and weight, from inputs drawn from `seed`.
+struct RMSNormRun {
+  Tensor y, dx, dweight;
+  std::string op;  // the op that produced y
+};
+
+RMSNormRun run_rms_norm(bool fused, DType dtype, const Shape& normalized_shape,
+    const Shape& x_shape, std::optional<double> eps, bool affine, uint64_t seed) {
+  nn::FusedKernelsGuard path(fused);
+  nn::RMSNorm norm(normalized_shape, eps, affine);
+  norm.to(dtype);
+  Generator generator(seed);
+  if (affine) {
+    NoGradGuard no_grad;
+    norm.weight.copy_(uniform(normalized_shape, 0.5, 1.5, generator, dtype));
+  }
+  Tensor x = (randn(x_shape, generator, dtype) * 3.0 + 1.0).detach().requires_grad_();
+  Tensor upstream = randn(x_shape, generator, dtype);
+  Tensor y = norm(x);
+  sum(y * upstream).backward();
+  return {y.detach(), x.grad(), affine ? norm.weight.grad() : Tensor(), y.grad_fn()->name()};
+}
+}  // namespace
+
+TEST_CASE("RMSNorm: the fused kernel and the composed path agree, forward and gradients",
+    "[nn][layers][fused]") {
+  struct Case {
+    Shape normalized_shape, x_shape;
+    std::optional<double> eps;
+    bool affine;
+  };
+  // The last dim with PyTorch's default eps, two dims, no weight, one element per row, no rows.
+  const std::vector<Case> cases = {{{8}, {2, 3, 8}, std::nullopt, true},
+      {{3, 4}, {5, 3, 4}, 1e-5, true}, {{6}, {4, 6}, 1e-6, false}, {{1}, {4, 1}, 0.5, true},
+      {{4}, {0, 4}, std::nullopt, true}};
+  // |fused − composed| <= tolerance · (1 + |composed|), elementwise (as LayerNorm's test).
+  for (const auto& [dtype, tolerance] : {std::pair{float64, 1e-13}, std::pair{float32, 1e-6}}) {
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const Case& k = cases[c];
+      DYNAMIC_SECTION(dtype_name(dtype)
+                      << ", x " << shape_str(k.x_shape) << ", normalized_shape "
+                      << shape_str(k.normalized_shape) << ", affine " << k.affine) {
+        const RMSNormRun fused =
+            run_rms_norm(true, dtype, k.normalized_shape, k.x_shape, k.eps, k.affine, 40 + c);
+        const RMSNormRun composed =
+            run_rms_norm(false, dtype, k.normalized_shape, k.x_shape, k.eps, k.affine, 40 + c);
+        CHECK(fused.op == "rms_norm");
+        CHECK(composed.op == "mul");  // the composition's last op
+        std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> compared = {
+            {"y", {fused.y, composed.y}}, {"dx", {fused.dx, composed.dx}}};
+        if (k.affine) compared.push_back({"dweight", {fused.dweight, composed.dweight}});
+        for (const auto& [name, tensors] : compared) {
+          const auto& [a, b] = tensors;
+          REQUIRE(a.defined());
+          REQUIRE(b.defined());
+          CHECK(a.dtype() == dtype);
+          REQUIRE(a.shape() == b.shape());
+          const std::vector<double> va = values(a), vb = values(b);
+          double worst = 0;  // the largest |a − b| / (1 + |b|)
+          for (std::size_t i = 0; i < va.size(); ++i) {
+            const double d = std::abs(va[i] - vb[i]) / (1.0 + std::abs(vb[i]));
+            if (!(d <= worst)) worst = d;
+          }
+          INFO(name << ": largest relative difference " << worst);
+          CHECK(worst <= tolerance);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn][layers]") {
   manual_seed(1);
   nn::Embedding embedding(5, 3);
@@ -181,6 +276,34 @@ TEST_CASE("PositionWiseFFN is dense2(relu(dense1(X))) and AddNorm is LayerNorm(d
   Tensor trained = addnorm(X, Y);
   manual_seed(9);
   CHECK(max_abs_diff(trained, addnorm.ln->forward(dropout(Y, 0.5) + X)) == 0.0);
+}
+
+TEST_CASE("SwiGLUFFN is w2(silu(w1(X)) ⊙ w3(X)), Llama's feed-forward, without biases by default",
+    "[nn][layers]") {
+  manual_seed(5);
+  nn::SwiGLUFFN ffn(4, 6, 3);
+  const Tensor X = nn_test::randn32({2, 3, 4}, 7);
+  const Tensor expected =
+      ffn.w2->forward(silu(ffn.w1->forward(X)) * ffn.w3->forward(X));  // by hand
+  CHECK(max_abs_diff(ffn(X), expected) == 0.0);
+  CHECK(ffn(X).shape() == Shape{2, 3, 3});
+  // Meta's names, in Meta's order; (in -> hidden) gate and up, (hidden -> out) down.
+  std::vector<std::string> names;
+  for (const auto& [name, p] : ffn.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"w1.weight", "w2.weight", "w3.weight"});
+  CHECK(ffn.w1->weight.shape() == Shape{6, 4});
+  CHECK(ffn.w3->weight.shape() == Shape{6, 4});
+  CHECK(ffn.w2->weight.shape() == Shape{3, 6});
+  CHECK(ffn.repr() ==
+        "SwiGLUFFN(\n"
+        "  (w1): Linear(in_features=4, out_features=6, bias=False)\n"
+        "  (w2): Linear(in_features=6, out_features=3, bias=False)\n"
+        "  (w3): Linear(in_features=4, out_features=6, bias=False)\n"
+        ")");
+  nn::SwiGLUFFN with_bias(4, 6, 3, /*bias=*/true);
+  CHECK(with_bias.num_parameters() == 2 * (6 * 4 + 6) + (3 * 6 + 3));  // w1, w3; w2
+  CHECK_THROWS_AS(nn::SwiGLUFFN(0, 6, 3), ValueError);
+  CHECK_THROWS_AS(ffn(ones({2, 5})), ShapeError);
 }
 
 TEST_CASE(

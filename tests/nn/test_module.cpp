@@ -336,6 +336,10 @@ TEST_CASE("reprs of the basic layers are PyTorch's", "[nn][module][repr]") {
   CHECK(nn::Embedding(20, 32).repr() == "Embedding(20, 32)");
   CHECK(nn::LayerNorm({32}).repr() == "LayerNorm((32,), eps=1e-05, elementwise_affine=True)");
   CHECK(nn::LayerNorm({3, 4}).repr() == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True)");
+  // torch.nn.RMSNorm (PyTorch 2.4): eps None is the dtype's machine epsilon.
+  CHECK(nn::RMSNorm({4}).repr() == "RMSNorm((4,), eps=None, elementwise_affine=True)");
+  CHECK(nn::RMSNorm({3, 4}, 1e-6, false).repr() ==
+        "RMSNorm((3, 4), eps=1e-06, elementwise_affine=False)");
   CHECK(nn::Dropout(0.0).repr() == "Dropout(p=0.0, inplace=False)");
   CHECK(nn::Dropout().repr() == "Dropout(p=0.5, inplace=False)");
   CHECK(nn::ReLU().repr() == "ReLU()");

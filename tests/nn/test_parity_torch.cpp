@@ -2,9 +2,11 @@
 //
 // tests/fixtures/make_nn_parity_fixtures.py ran d2l's reference classes (masked_softmax, the
 // attention layers, PositionalEncoding and the Transformer pieces, copied from d2l's Chinese
-// PyTorch edition) in float32 and wrote into torch_parity_fixtures.inc, per case: the state dict
-// under ag's parameter names, the inputs, the upstream gradient fed to backward, the output and the
-// gradient of every floating input and of every parameter.
+// PyTorch edition) and the modern block's (torch.nn.RMSNorm of PyTorch 2.4, Meta's Llama
+// FeedForward, Llama's rotary angles; written out in the script, as PyTorch 1.13 lacks them)
+// in float32 and wrote into torch_parity_fixtures.inc, per case: the state dict under ag's
+// parameter names, the inputs, the upstream gradient fed to backward, the output and the gradient
+// of every floating input and of every parameter.
 //
 // Here each case name maps to a function that builds the ag module with the same constructor
 // arguments and runs the same forward. The test loads every fixture parameter into the module by
@@ -143,6 +145,14 @@ const std::map<std::string, Builder>& cases() {
       // PositionWiseFFN(ffn_num_input, ffn_num_hiddens, ffn_num_outputs).
       AG_PARITY_CASE(
           "position_wise_ffn", std::make_shared<PositionWiseFFN>(4, 8, 5), model->forward(in["X"])),
+      // RMSNorm(normalized_shape, eps, elementwise_affine), torch.nn.RMSNorm's arguments.
+      AG_PARITY_CASE("rms_norm", std::make_shared<RMSNorm>(Shape{6}), model->forward(in["x"])),
+      AG_PARITY_CASE("rms_norm_two_dims_no_affine",
+          std::make_shared<RMSNorm>(Shape{3, 4}, 1e-6, false), model->forward(in["x"])),
+      // Llama's FeedForward(dim, hidden_dim, out_dim, bias) is SwiGLUFFN(in, hidden, out, bias).
+      AG_PARITY_CASE("swiglu_ffn", std::make_shared<SwiGLUFFN>(4, 8, 5), model->forward(in["X"])),
+      AG_PARITY_CASE(
+          "swiglu_ffn_bias", std::make_shared<SwiGLUFFN>(4, 6, 4, true), model->forward(in["X"])),
       // AddNorm over the last two dims.
       AG_PARITY_CASE("add_norm", std::make_shared<AddNorm>(Shape{3, 4}, 0.0),
           model->forward(in["X"], in["Y"])),
@@ -179,8 +189,9 @@ const std::map<std::string, Builder>& cases() {
 
 #undef AG_PARITY_CASE
 
-// The fixture checked by its own test case below (a table, not a forward pass).
+// The fixtures checked by their own test cases below (tables, not forward passes).
 const char* const kTableFixture = "positional_encoding_table";
+const char* const kRotaryTableFixture = "rotary_embedding_tables";
 
 // ---- comparing ag's tensors with PyTorch's values -----------------------------------------------
 
@@ -332,7 +343,7 @@ TEST_CASE("d2l parity: every fixture has an ag case and every case a fixture", "
   }
   for (const std::string& name : names) {
     INFO("fixture '" << name << "' has no ag case in test_parity_torch.cpp");
-    CHECK((cases().count(name) == 1 || name == kTableFixture));
+    CHECK((cases().count(name) == 1 || name == kTableFixture || name == kRotaryTableFixture));
   }
   for (const auto& [name, builder] : cases()) {
     INFO("case '" << name << "' has no fixture in torch_parity_fixtures.inc (regenerate it?)");
@@ -366,6 +377,14 @@ TEST_CASE("d2l parity: LayerNorm", "[nn][torch]") { check_case("layer_norm"); }
 TEST_CASE("d2l parity: PositionalEncoding", "[nn][torch]") { check_case("positional_encoding"); }
 TEST_CASE("d2l parity: PositionWiseFFN", "[nn][torch]") { check_case("position_wise_ffn"); }
 TEST_CASE("d2l parity: AddNorm", "[nn][torch]") { check_case("add_norm"); }
+TEST_CASE("parity: RMSNorm (torch.nn.RMSNorm of PyTorch 2.4)", "[nn][torch]") {
+  check_case("rms_norm");
+}
+TEST_CASE("parity: RMSNorm over two dims without weight", "[nn][torch]") {
+  check_case("rms_norm_two_dims_no_affine");
+}
+TEST_CASE("parity: SwiGLUFFN (Llama's FeedForward)", "[nn][torch]") { check_case("swiglu_ffn"); }
+TEST_CASE("parity: SwiGLUFFN with biases", "[nn][torch]") { check_case("swiglu_ffn_bias"); }
 TEST_CASE("d2l parity: EncoderBlock", "[nn][torch]") { check_case("encoder_block"); }
 TEST_CASE("d2l parity: TransformerEncoder with 2 layers", "[nn][torch]") {
   check_case("transformer_encoder");
@@ -393,5 +412,22 @@ TEST_CASE("d2l parity: the PositionalEncoding table against d2l's float32 table"
   const std::string diff =
       compare(encoding.P, fixture->output_shape, fixture->output, kFloat32TableTolerance);
   INFO("P: " << diff);
+  CHECK(diff.empty());
+}
+
+TEST_CASE("parity: RotaryEmbedding's tables against Llama's precompute_freqs_cis", "[nn][torch]") {
+  // Llama's angles t · (1 / θ^(2j/dim)) and ag's t / base^(2j/dim), both in double, differ by an
+  // ulp or so of the angle (about 2⁻⁴³ at t ≈ 1000); rounded to float32 they agree, or differ by
+  // one float32 ulp where a value sits next to a rounding boundary: at most 2⁻²⁴ for |values| < 1.
+  const ParityFixture* fixture = find_fixture(kRotaryTableFixture);
+  INFO("torch: " << (fixture ? fixture->torch_code : "(no fixture; regenerate the .inc?)"));
+  REQUIRE(fixture != nullptr);
+  REQUIRE(fixture->output_shape == ag::Shape{2, 40, 4});
+  ag::nn::RotaryEmbedding rope(8);
+  const auto [c, s] = rope.angles(1000, 40, ag::float32);  // (40, 4) each
+  constexpr Tolerance kOneUlpBelowOne{0.0, 1.0 / (1 << 24)};
+  const std::string diff =
+      compare(ag::stack({c, s}), fixture->output_shape, fixture->output, kOneUlpBelowOne);
+  INFO("cos and sin: " << diff);
   CHECK(diff.empty());
 }

@@ -1,0 +1,94 @@
+// rms_norm (ops_norm.cpp, beside layer_norm): its values by hand, PyTorch's default eps (the
+// dtype's machine epsilon), its link to layer_norm, and its errors. (Gradients against finite
+// differences: test_gradcheck_ops.cpp; against PyTorch: test_ops_torch.cpp; 1 and 2 threads:
+// test_parallel.cpp.)
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+#include "what_contains.h"
+
+using namespace ag;
+using Catch::Matchers::Equals;
+
+TEST_CASE("rms_norm divides each row by its root mean square, then scales", "[rms_norm]") {
+  // Row [1, 2, 3, 4]: mean square 30 / 4 = 7.5; row [0, 0, 0, 0] stays 0 (eps keeps it finite).
+  const Tensor x = tensor({1, 2, 3, 4, 0, 0, 0, 0}, {2, 4}, float64);
+  const Tensor w = tensor({1, 2, 0.5, -1}, {4}, float64);
+  const double s = 1.0 / std::sqrt(7.5 + 1e-6);
+  const std::vector<double> y = rms_norm(x, {4}, w, 1e-6).to_vector<double>();
+  const std::vector<double> expected = {1 * s, 4 * s, 1.5 * s, -4 * s, 0, 0, 0, 0};
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(y[i] == Approx(expected[i]).epsilon(1e-15));
+  // Over two trailing dims: one mean square over the 6 elements of each (2, 3) slice.
+  Generator generator(1);
+  const Tensor x3 = randn({4, 2, 3}, generator, float64);
+  CHECK(rms_norm(x3, {2, 3}).reshape({4, 6}).to_vector<double>() ==
+        rms_norm(x3.reshape({4, 6}), {6}).to_vector<double>());
+}
+
+TEST_CASE("rms_norm's default eps is the dtype's machine epsilon, as PyTorch's", "[rms_norm]") {
+  CHECK(machine_epsilon(float32) == std::ldexp(1.0, -23));  // torch.finfo(torch.float32).eps
+  CHECK(machine_epsilon(float64) == std::ldexp(1.0, -52));
+  CHECK_THROWS_AS(machine_epsilon(int64), DTypeError);
+  Generator generator(2);
+  for (DType dtype : {float32, float64}) {
+    // Rows of small values, where eps shows: the default equals the explicit machine epsilon,
+    // bit for bit, and differs from 1e-5.
+    const Tensor x = randn({3, 5}, generator, dtype) * 1e-3;
+    const Tensor w = randn({5}, generator, dtype);
+    CHECK(rms_norm(x, {5}, w).to_vector<double>() ==
+          rms_norm(x, {5}, w, machine_epsilon(dtype)).to_vector<double>());
+    CHECK(rms_norm(x, {5}, w).to_vector<double>() != rms_norm(x, {5}, w, 1e-5).to_vector<double>());
+  }
+  // A zero row with the default eps: 0, not NaN.
+  for (double v : rms_norm(zeros({2, 3}), {3}).to_vector<double>()) CHECK(v == 0.0);
+}
+
+TEST_CASE("rms_norm of rows with mean 0 is layer_norm without a bias", "[rms_norm]") {
+  // σ² = mean((x − μ)²) = mean(x²) when μ = 0: the two normalisations agree (to rounding).
+  Generator generator(3);
+  Tensor x = randn({6, 8}, generator, float64);
+  x = x - mean(x, {-1}, /*keepdim=*/true);  // each row centred
+  const Tensor w = randn({8}, generator, float64);
+  const std::vector<double> rms = rms_norm(x, {8}, w, 1e-5).to_vector<double>();
+  const std::vector<double> ln = layer_norm(x, {8}, w, Tensor(), 1e-5).to_vector<double>();
+  for (std::size_t i = 0; i < rms.size(); ++i) CHECK(rms[i] == Approx(ln[i]).epsilon(1e-13));
+}
+
+TEST_CASE("rms_norm records one op, saving its input and weight", "[rms_norm]") {
+  Generator generator(4);
+  const Tensor x = randn({3, 4}, generator, float64).requires_grad_();
+  const Tensor w = ones({4}, float64).requires_grad_();
+  Tensor y = rms_norm(x, {4}, w);
+  REQUIRE(y.grad_fn());
+  CHECK(y.grad_fn()->name() == std::string("rms_norm"));
+  CHECK_FALSE(rms_norm(x.detach(), {4}, w.detach()).requires_grad());
+  // Without a weight only x gets a gradient.
+  sum(rms_norm(x, {4}) * randn({3, 4}, generator, float64)).backward();
+  CHECK(x.grad().defined());
+  CHECK_FALSE(w.grad().defined());
+}
+
+TEST_CASE("rms_norm errors", "[rms_norm][errors]") {
+  CHECK_THROWS_WITH(rms_norm(ones({2, 3}), {4}),
+      Equals("rms_norm: input of shape [2,3] does not end in normalized_shape [4]"));
+  CHECK_THROWS_WITH(rms_norm(ones({4}), {3, 4}),
+      Equals("rms_norm: input of shape [4] does not end in normalized_shape [3,4]"));
+  CHECK_THROWS_WITH(rms_norm(ones({2, 4}), {4}, ones({3})),
+      Equals("rms_norm: weight of shape [3] does not match normalized_shape [4] (input of shape "
+             "[2,4])"));
+  CHECK_THROWS_AS(rms_norm(ones({2, 4}), {4}, ones({4}, float64)), DTypeError);
+  CHECK_THROWS_MATCHES(
+      rms_norm(ones({2, 4}).to(int64), {4}), DTypeError, WhatContains({"rms_norm", "int64"}));
+  CHECK_THROWS_WITH(rms_norm(ones({2, 4}), {}),
+      Equals("rms_norm: normalized_shape cannot be empty (input of shape [2,4])"));
+  CHECK_THROWS_WITH(rms_norm(ones({2, 4}), {4}, Tensor(), -1.0),
+      Equals("rms_norm: eps -1 must not be negative (nor NaN)"));
+  CHECK_THROWS_AS(rms_norm(ones({2, 4}), {4}, Tensor(), std::nan("")), ValueError);
+  CHECK_NOTHROW(rms_norm(ones({2, 4}), {4}, Tensor(), 0.0));
+}
