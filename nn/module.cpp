@@ -235,12 +235,6 @@ bool same_values(const Tensor& a, const Tensor& b) {
 std::vector<std::string> Module::load_state_dict(
     const std::map<std::string, Tensor>& state, bool strict) {
   const std::map<std::string, Tensor> own = state_dict();
-  // The buffers the modules compute themselves (not persistent), by dotted name.
-  std::set<std::string> computed;
-  for (const auto& [name, buffer] : named_buffers(false, /*remove_duplicate=*/false))
-    computed.insert(name);
-  for (const auto& [name, buffer] : named_buffers(true, /*remove_duplicate=*/false))
-    computed.erase(name);
   // Check everything first; copy only what fits (and, when strict, only if everything fits).
   std::vector<std::string> missing, unexpected, mismatched, problems;
   std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
@@ -251,10 +245,6 @@ std::vector<std::string> Module::load_state_dict(
       continue;
     }
     const Tensor& source = it->second;
-    // A computed buffer whose shape follows the module's use rather than its configuration
-    // (RotaryEmbedding's angle tables grow with the longest sequence seen) keeps the module's own
-    // values when the file's copy has another shape: both come from the same formula.
-    if (source.shape() != target.shape() && computed.count(name)) continue;
     if (source.shape() != target.shape())
       mismatched.push_back("shape mismatch " + name + ": file " + shape_str(source.shape()) +
                            ", model " + shape_str(target.shape()));

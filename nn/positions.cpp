@@ -78,12 +78,9 @@ RotaryEmbedding::RotaryEmbedding(int64_t rotated_dim, double theta_base, RotaryP
     : dim(checked_rotary_dim(rotated_dim, theta_base)),
       base(theta_base),
       pairs(pairing),
-      // Not persistent: computed here (as Hugging Face's Llama keeps its tables out of its state
-      // dict too).
-      cos_cached(register_buffer("cos_cached",
-          rotary_table(false, 0, kInitialPositions, dim, base, float32), /*persistent=*/false)),
-      sin_cached(register_buffer("sin_cached",
-          rotary_table(true, 0, kInitialPositions, dim, base, float32), /*persistent=*/false)) {}
+      // A cache, not state (Hugging Face's Llama keeps its tables out of its state dict too).
+      cos_cached(rotary_table(false, 0, kInitialPositions, dim, base, float32)),
+      sin_cached(rotary_table(true, 0, kInitialPositions, dim, base, float32)) {}
 
 void RotaryEmbedding::recompute_buffers(DType dtype) {
   // Computed again rather than widened: float32 angles in a float64 model would limit its
@@ -100,8 +97,8 @@ void RotaryEmbedding::grow_to(int64_t positions) {
     rows =
         rows > std::numeric_limits<int64_t>::max() / 2 ? positions : std::max<int64_t>(2 * rows, 1);
   const DType dtype = cos_cached.dtype();
-  // New tensors in the slots (not set_data: the shape changes); the old ones stay intact for
-  // whatever still reads them (a backward that saved a view).
+  // New tensors (not set_data: the shape changes); the old ones stay intact for whatever still
+  // reads them (a backward that saved a view).
   cos_cached = rotary_table(false, 0, rows, dim, base, dtype);
   sin_cached = rotary_table(true, 0, rows, dim, base, dtype);
 }

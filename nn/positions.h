@@ -20,9 +20,9 @@ namespace ag::nn {
 // θ_{t,j} = t · base^(−2j/dim) on feature pair j (the pairs `pairs` names); features dim … d − 1
 // pass through (partial rotary). With fused_kernels() (the default) this is the one op
 // ag::rotary_embedding; otherwise the same rotation composed of ag's primitives (narrow, reshape,
-// select, mul, sub, add, stack, concat: nn/fused.h). It has no parameters: cos θ and sin θ are
-// computed in double, rounded once to the module's dtype and cached as non-persistent buffers of
-// (positions, dim/2), grown by doubling when a position past them is asked for (1024 positions at
+// select, mul, sub, add, stack, concat: nn/fused.h). It has no parameters and no buffers: cos θ
+// and sin θ are computed in double, rounded once to the module's dtype and cached as (positions,
+// dim/2) tables, grown by doubling when a position past them is asked for (1024 positions at
 // first) and computed again by Module::to.
 //   nn::RotaryEmbedding rope(head_dim);
 //   Tensor q = rope(W_q(X).reshape({B, T, H, head_dim}).permute({0, 2, 1, 3}));  // (B, H, T, d)
@@ -51,15 +51,15 @@ class RotaryEmbedding : public Module {
   int64_t dim;
   double base;
   RotaryPairs pairs;
-  // Non-persistent buffers (positions, dim/2), in the module's dtype: the members are the module's
-  // slots, so a grown table replaces the registered one.
-  Tensor& cos_cached;
-  Tensor& sin_cached;
+  // The cache of cos θ and sin θ (positions, dim/2), in the module's dtype. A cache, not state:
+  // neither parameters nor buffers, so state dicts and checkpoints leave them out (their length
+  // follows the longest sequence seen, not the configuration), and Module::to computes them again.
+  Tensor cos_cached, sin_cached;
 
   static constexpr int64_t kInitialPositions = 1024;
 
  protected:
-  void recompute_buffers(DType dtype) override;  // the tables from their formula, in dtype
+  void recompute_buffers(DType dtype) override;  // the cache from its formula, in dtype
 
  private:
   void grow_to(int64_t positions);  // at least `positions` rows, doubling
