@@ -112,18 +112,27 @@ std::shared_ptr<nn::LanguageModel> make_language_model(const nn::LanguageModelCo
 uint64_t parameter_count(const nn::LanguageModelConfig& c) {
   const auto V = static_cast<uint64_t>(c.vocab_size), D = static_cast<uint64_t>(c.num_hiddens);
   const auto F = static_cast<uint64_t>(c.ffn_num_hiddens), L = static_cast<uint64_t>(c.num_layers);
-  // Per block: W_q, W_k, W_v, W_o (D×D, no bias), the FFN (D×F + F + F×D + D), two LayerNorms.
-  const uint64_t block = 4 * D * D + 2 * D * F + F + D + 2 * 2 * D;
-  uint64_t count = V * D + L * block;  // embedding, blocks
-  if (c.learned_positions) count += static_cast<uint64_t>(c.block_size) * D;
-  if (c.pre_norm) count += 2 * D;          // ln_f
+  // W_k and W_v project to the key/value heads: Hkv · D/H features each.
+  const uint64_t kv_width =
+      static_cast<uint64_t>(c.kv_heads()) * (D / static_cast<uint64_t>(c.num_heads));
+  // Per block: W_q and W_o (D×D), W_k and W_v (D×kv_width), no bias; the FFN: D×F + F + F×D + D
+  // (relu), or three D×F matrices without bias (swiglu); two norms: weight and bias (LayerNorm) or
+  // a weight (RMSNorm).
+  const uint64_t attention = 2 * D * D + 2 * D * kv_width;
+  const uint64_t ffn = c.ffn == nn::FeedForward::swiglu ? 3 * D * F : 2 * D * F + F + D;
+  const uint64_t norm = c.norm == nn::Normalization::rms ? D : 2 * D;
+  uint64_t count = V * D + L * (attention + ffn + 2 * norm);  // embedding, blocks
+  if (c.positions == nn::PositionScheme::learned) count += static_cast<uint64_t>(c.block_size) * D;
+  if (c.pre_norm) count += norm;           // ln_f
   if (!c.tie_weights) count += V * D + V;  // dense
   return count;
 }
 
 uint64_t state_dict_numbers(const nn::LanguageModelConfig& c) {
-  return parameter_count(c) +
-         (c.learned_positions ? 0 : static_cast<uint64_t>(c.block_size * c.num_hiddens));
+  // ag's checkpoints hold the sinusoid table too (a buffer); the other schemes have no buffer.
+  return parameter_count(c) + (c.positions == nn::PositionScheme::sinusoidal
+                                      ? static_cast<uint64_t>(c.block_size * c.num_hiddens)
+                                      : 0);
 }
 
 void check_config(const nn::LanguageModelConfig& c, bool options) {
@@ -144,8 +153,25 @@ void check_config(const nn::LanguageModelConfig& c, bool options) {
   if (c.num_hiddens % c.num_heads != 0)
     fail<ValueError>(name("--heads", "config.num_heads"), " ", c.num_heads, " does not divide ",
         name("--num-hiddens", "config.num_hiddens"), " ", c.num_hiddens);
+  if (c.num_kv_heads < 0 || (c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0))
+    fail<ValueError>(name("--kv-heads", "config.num_kv_heads"), " ", c.num_kv_heads,
+        " does not divide ", name("--heads", "config.num_heads"), " ", c.num_heads,
+        " (0: as many as the heads)");
   if (!(c.dropout >= 0 && c.dropout < 1))
     fail<ValueError>(name("--dropout", "config.dropout"), " ", c.dropout, " is outside [0, 1)");
+  if (c.norm == nn::Normalization::rms && !c.pre_norm)
+    fail<ValueError>(name("--norm", "config.norm"), " rms needs pre-norm blocks (",
+        name("--pre-norm", "config.pre_norm"), "): d2l's post-norm AddNorm is a LayerNorm");
+  if (c.positions == nn::PositionScheme::rope) {
+    if ((c.num_hiddens / c.num_heads) % 2 != 0)
+      fail<ValueError>(name("--positions", "config.positions"),
+          " rope turns pairs of features: ", "the head width ", c.num_hiddens / c.num_heads, " (",
+          name("--num-hiddens", "config.num_hiddens"), " / ", name("--heads", "config.num_heads"),
+          ") must be even");
+    if (!(c.rope_base > 1) || !std::isfinite(c.rope_base))
+      fail<ValueError>(name("--rope-base", "config.rope_base"), " ", c.rope_base,
+          " must be a finite number above 1");
+  }
 }
 
 // ---- training -----------------------------------------------------------------------------------
@@ -206,6 +232,39 @@ Evaluation evaluate(nn::LanguageModel& model, const std::vector<int64_t>& ids,
   e.bits_per_character =
       e.characters > 0 ? nats / std::log(2.0) / static_cast<double>(e.characters) : 0.0;
   return e;
+}
+
+std::vector<double> loss_by_position(nn::LanguageModel& model, const std::vector<int64_t>& ids,
+    int64_t context, int64_t max_windows, int64_t batch_size) {
+  const int64_t C = context, n = static_cast<int64_t>(ids.size());
+  if (C < 1 || max_windows < 1 || batch_size < 1)
+    fail<ValueError>("lm::loss_by_position: context ", C, ", max_windows ", max_windows,
+        " and batch_size ", batch_size, " must be positive");
+  if (n < C + 1)
+    fail<ValueError>(
+        "lm::loss_by_position: ", n, " tokens are fewer than a window of context + 1 = ", C + 1);
+  NoGradGuard no_grad;
+  EvalMode eval_mode(model);
+  const int64_t windows = std::min(max_windows, (n - 1) / C);
+  std::vector<double> nats(static_cast<std::size_t>(C), 0.0);  // Σ over the windows, per position
+  for (int64_t first = 0; first < windows; first += batch_size) {
+    const int64_t B = std::min(batch_size, windows - first);
+    std::vector<int64_t> inputs(static_cast<std::size_t>(B * C)), labels(inputs.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < C; ++t) {
+        const std::size_t at = static_cast<std::size_t>((first + b) * C + t);
+        inputs[static_cast<std::size_t>(b * C + t)] = ids[at];
+        labels[static_cast<std::size_t>(b * C + t)] = ids[at + 1];
+      }
+    Tensor logits = model.forward(tensor(inputs, {B, C}));                    // (B, C, V)
+    Tensor log_p = log_softmax(logits, -1);                                   // (B, C, V)
+    Tensor picked = gather(log_p, -1, tensor(labels, {B, C}).unsqueeze(-1));  // (B, C, 1)
+    const std::vector<double> row = neg(picked.sum(0)).to_vector<double>();  // (C, 1): Σ_b −log p
+    for (int64_t t = 0; t < C; ++t)
+      nats[static_cast<std::size_t>(t)] += row[static_cast<std::size_t>(t)];
+  }
+  for (double& v : nats) v /= static_cast<double>(windows);
+  return nats;
 }
 
 // ---- sampling -----------------------------------------------------------------------------------
@@ -274,17 +333,21 @@ std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_
     std::vector<double> ids(context.end() - T, context.end());
     return tensor(ids, {1, T}, dtype);
   };
+  // Relative positions: once the window is full, the cache slides (the oldest position dropped)
+  // instead of being rebuilt.
+  const bool slides = nn::relative_positions(model.config.positions);
   nn::KVCache cache = model.make_cache();
   std::vector<int64_t> generated;
   Tensor logits;  // (1, T, V): the last forward's; its last row predicts the next token
   for (int64_t step = 0; step < max_new; ++step) {
     if (!use_cache) {
       logits = model.forward(window());
-    } else if (step == 0 || cache.length() == block) {
+    } else if (step == 0 || (cache.length() == block && !slides)) {
       // The prompt, or a full context that cropping shifts: (re)build the cache from the window.
       cache.clear();
       logits = model.forward(window(), &cache);
     } else {
+      if (cache.length() == block) cache.drop_oldest(1);  // relative positions: slide
       logits = model.forward(tensor(std::vector<double>{double(context.back())}, {1, 1}, dtype),
           &cache);  // (1, 1, V): only the new token's query, key and value
     }

@@ -63,8 +63,9 @@ uint64_t parameter_count(const nn::LanguageModelConfig& config);
 uint64_t state_dict_numbers(const nn::LanguageModelConfig& config);
 
 // Every size in 1 .. 2^20 (vocabulary, width, FFN width, heads, layers, block_size), heads
-// dividing the width, dropout in [0, 1); ValueError naming the setting as `prefix` + its name
-// ("--num-hiddens" style when options is true, "config.num_hiddens" otherwise).
+// dividing the width, key/value heads (0 or a divisor of the heads), dropout in [0, 1), RMSNorm
+// only with pre-norm blocks, for RoPE an even head width and a base above 1; ValueError naming the
+// setting as its option ("--num-hiddens" when options is true) or its entry ("config.num_hiddens").
 void check_config(const nn::LanguageModelConfig& config, bool options);
 
 // ---- training -----------------------------------------------------------------------------------
@@ -94,6 +95,16 @@ struct Evaluation {
 Evaluation evaluate(nn::LanguageModel& model, const std::vector<int64_t>& ids,
     const std::vector<int64_t>& characters, int64_t max_windows, int64_t batch_size = 32);
 
+// Length extrapolation: the mean cross-entropy of next-token prediction at each position of
+// `context`-token windows — consecutive non-overlapping windows of context + 1 ids from the start
+// of `ids` (window w: ids[w·C … w·C + C]), at most max_windows of them, in batches of batch_size,
+// in eval mode without a graph. Entry t (of context) is the loss of predicting each window's id
+// t + 1 from its ids 0 … t, averaged over the windows; their mean is the windows' loss per token.
+// context may exceed block_size once the model allows it (LanguageModel::extend_context).
+// ValueError for fewer than context + 1 ids, context or max_windows < 1.
+std::vector<double> loss_by_position(nn::LanguageModel& model, const std::vector<int64_t>& ids,
+    int64_t context, int64_t max_windows, int64_t batch_size = 32);
+
 // ---- sampling -----------------------------------------------------------------------------------
 
 struct Sampling {
@@ -112,11 +123,19 @@ int64_t sample_token(
 // Continues `prompt` by max_new tokens, one at a time in eval mode without a graph. The context is
 // cropped to its last block_size tokens, as nanoGPT does.
 //   use_cache = true: the key/value cache; a step computes only the new token's query, key and
-//     value. Once the context is full, cropping moves every token to a new position (the positions
-//     are absolute), so no cached key stays valid: that step rebuilds the cache from the cropped
-//     window (a full forward of block_size tokens), as fast as recomputing.
+//     value. Once the context is full:
+//     - absolute positions (sinusoidal, learned): cropping moves every token to a new position, so
+//       no cached key stays valid: that step rebuilds the cache from the cropped window (a full
+//       forward of block_size tokens), as fast as recomputing;
+//     - relative positions (rope, alibi, none): the cache slides (KVCache::drop_oldest): the new
+//       token attends to the block_size − 1 cached positions before it and itself, in every block,
+//       with the keys and values computed when those positions were new (Mistral's rolling
+//       buffer). Nothing is recomputed, whatever the length.
 //   use_cache = false: every step runs the full (cropped) context again.
-// Both give the same tokens; the logits agree to rounding (bit for bit once the context is full).
+// Both give the same tokens while the context fits in block_size (the logits agree to rounding;
+// for absolute positions bit for bit once the context is full). Past it, with relative positions,
+// they differ: a sliding cache's oldest keys were computed while their own earlier context was
+// still in the window, a recomputed window starts afresh (with one block, the two agree).
 // Returns the max_new new tokens; `step_logits` (if given) receives each step's logits row (V).
 // ValueError for an empty prompt, max_new < 0, or a bad Sampling.
 std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt,

@@ -28,12 +28,23 @@ const SizeSetting kSizes[] = {{"config.vocab_size", &Config::vocab_size},
     {"config.num_layers", &Config::num_layers},
     {"config.ffn_num_hiddens", &Config::ffn_num_hiddens},
     {"config.block_size", &Config::block_size}};
-const FlagSetting kFlags[] = {{"config.pre_norm", &Config::pre_norm},
-    {"config.learned_positions", &Config::learned_positions},
-    {"config.tie_weights", &Config::tie_weights}};
+const FlagSetting kFlags[] = {
+    {"config.pre_norm", &Config::pre_norm}, {"config.tie_weights", &Config::tie_weights}};
+
+// The settings of the schemes issue 33 added (positions, RoPE, grouped-query heads, RMSNorm,
+// SwiGLU). Files written before them have none of these and hold config.learned_positions (0 or
+// 1) instead of config.positions: such a file is a sinusoidal or learned model with LayerNorm,
+// ReLU FFNs and as many key/value heads as heads, which the defaults below describe.
+constexpr const char* kPositions = "config.positions";  // string: sinusoidal, learned, …
+constexpr const char* kLearnedPositions = "config.learned_positions";  // 0 | 1, older files
+constexpr const char* kRopePairs = "config.rope_pairs";  // string: interleaved | halves
+constexpr const char* kRopeBase = "config.rope_base";    // real
+constexpr const char* kKvHeads = "config.num_kv_heads";  // integer, 0: num_heads
+constexpr const char* kNorm = "config.norm";             // string: layer | rms
+constexpr const char* kFeedForward = "config.ffn";       // string: relu | swiglu
 
 std::set<std::string> integer_settings() {
-  std::set<std::string> keys;
+  std::set<std::string> keys{kLearnedPositions, kKvHeads};
   for (const auto& [key, size] : kSizes) keys.insert(key);
   for (const auto& [key, flag] : kFlags) keys.insert(key);
   return keys;
@@ -47,6 +58,12 @@ void save_model_config(Checkpoint& c, const nn::LanguageModelConfig& config, Tok
   for (const auto& [key, size] : kSizes) c.integers[key] = static_cast<uint64_t>(config.*size);
   for (const auto& [key, flag] : kFlags) c.integers[key] = config.*flag;
   c.reals["config.dropout"] = config.dropout;
+  c.strings[kPositions] = nn::position_scheme_name(config.positions);
+  c.strings[kRopePairs] = nn::rotary_pairs_name(config.rope_pairs);
+  c.reals[kRopeBase] = config.rope_base;
+  c.integers[kKvHeads] = static_cast<uint64_t>(config.num_kv_heads);
+  c.strings[kNorm] = nn::normalization_name(config.norm);
+  c.strings[kFeedForward] = nn::feed_forward_name(config.ffn);
   c.strings["tokenizer"] = tokenizer_name(tokenizer);
   c.strings["vocab"] = vocab.serialize();
 }
@@ -76,7 +93,30 @@ ModelDescription load_model_config(
   for (const auto& [key, size_member] : kSizes) d.config.*size_member = size(key);
   for (const auto& [key, flag_member] : kFlags) d.config.*flag_member = flag(key);
   d.config.dropout = c.real("config.dropout");
+  // The positions: config.positions, or an older file's config.learned_positions (not both).
+  const bool named = c.strings.count(kPositions) > 0,
+             older = c.integers.count(kLearnedPositions) > 0;
+  if (named && older)
+    throw CheckpointError(file + ": has both " + kPositions + " and the older " +
+                          kLearnedPositions + " (one says where the positions are)");
+  if (!named && !older)
+    throw CheckpointError(
+        file + ": has no " + kPositions + " (nor an older file's " + kLearnedPositions + ")");
   try {
+    if (named) {
+      d.config.positions = nn::parse_position_scheme(c.string(kPositions), kPositions);
+    } else {
+      d.config.positions =
+          flag(kLearnedPositions) ? nn::PositionScheme::learned : nn::PositionScheme::sinusoidal;
+    }
+    // The later settings, where the file has them (an older file is the defaults' model).
+    if (c.strings.count(kRopePairs))
+      d.config.rope_pairs = nn::parse_rotary_pairs(c.string(kRopePairs), kRopePairs);
+    if (c.reals.count(kRopeBase)) d.config.rope_base = c.real(kRopeBase);
+    if (c.integers.count(kKvHeads)) d.config.num_kv_heads = size(kKvHeads);
+    if (c.strings.count(kNorm)) d.config.norm = nn::parse_normalization(c.string(kNorm), kNorm);
+    if (c.strings.count(kFeedForward))
+      d.config.ffn = nn::parse_feed_forward(c.string(kFeedForward), kFeedForward);
     check_config(d.config, /*options=*/false);
     d.tokenizer = parse_tokenizer(c.string("tokenizer"), file);
     d.vocab = data::Vocab::deserialize(c.string("vocab"), file + " (vocab)", d.config.vocab_size);
@@ -106,8 +146,9 @@ SaveResult save_model(const std::string& path, const nn::LanguageModel& model, T
 
 namespace {
 
-const std::set<std::string> kRealSettings = {"config.dropout"};
-const std::set<std::string> kStringSettings = {"config.task", "tokenizer", "vocab"};
+const std::set<std::string> kRealSettings = {"config.dropout", kRopeBase};
+const std::set<std::string> kStringSettings = {
+    "config.task", "tokenizer", "vocab", kPositions, kRopePairs, kNorm, kFeedForward};
 
 // load_model and load_model_bytes, once the file is read.
 LoadedModel load_model_file(
@@ -152,7 +193,9 @@ double activation_numbers(const nn::LanguageModelConfig& c, double B) {
   const double T = static_cast<double>(c.block_size), D = static_cast<double>(c.num_hiddens);
   const double F = static_cast<double>(c.ffn_num_hiddens), H = static_cast<double>(c.num_heads);
   const double L = static_cast<double>(c.num_layers), V = static_cast<double>(c.vocab_size);
-  return B * T * (L * (12 * D + 2 * F + 3 * H * T) + 3 * V);
+  // SwiGLU keeps three vectors of F per position (w1's, w3's and their product), ReLU's FFN two.
+  const double ffn_vectors = c.ffn == nn::FeedForward::swiglu ? 3 : 2;
+  return B * T * (L * (12 * D + ffn_vectors * F + 3 * H * T) + 3 * V);
 }
 }  // namespace
 

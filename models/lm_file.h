@@ -5,9 +5,15 @@
 //                     buffer), and __metadata__ strings: "config.task": "lm",
 //                     "config.vocab_size": "65", "config.num_hiddens", "config.num_heads",
 //                     "config.num_layers", "config.ffn_num_hiddens", "config.block_size",
-//                     "config.dropout", "config.pre_norm", "config.learned_positions",
-//                     "config.tie_weights" ("0" or "1"), "tokenizer": "char" | "word", and
-//                     "vocab": data::Vocab::serialize()'s text
+//                     "config.dropout", "config.pre_norm", "config.tie_weights" ("0" or "1"),
+//                     "config.positions" ("sinusoidal" | "learned" | "rope" | "alibi" | "none"),
+//                     "config.rope_pairs" ("interleaved" | "halves"), "config.rope_base",
+//                     "config.num_kv_heads" ("0": as many as heads), "config.norm" ("layer" |
+//                     "rms"), "config.ffn" ("relu" | "swiglu"), "tokenizer": "char" | "word", and
+//                     "vocab": data::Vocab::serialize()'s text. Files written before positions
+//                     had a name hold "config.learned_positions" ("0" | "1") instead, and none of
+//                     the settings after it: they load as the sinusoidal or learned model with
+//                     LayerNorm, ReLU and every head its own keys they are.
 //   anything else     ag's checkpoint format (io/checkpoint.h), kind "model", with the same
 //                     entries (integers, reals and strings) and the tensors under "model."
 // ag-train's --checkpoint files of --task lm hold the same entries too, so a checkpoint loads as
@@ -64,9 +70,9 @@ LoadedModel load_model_bytes(std::string_view bytes, const std::string& source,
 // eval_batch) and of generation, in the parts of MemoryEstimate (models/memory_budget.h), with
 // the same rounding up: P = parameter_count, N = B·T positions,
 //   weights 4·state_dict_numbers, gradients 4P, AdamW moments 8P,
-//   activations 4·N·[L·(12D + 2F + 3H·T) + 3V]  (per position and block 12 vectors of D, 2 of F,
-//                                                the attention weights 3 times; the logits, their
-//                                                softmax and gradient)
+//   activations 4·N·[L·(12D + 2F + 3H·T) + 3V]  (per position and block 12 vectors of D, 2 of F
+//                                                — 3 with SwiGLU —, the attention weights 3 times;
+//                                                the logits, their softmax and gradient)
 //   evaluation  2 · activations at eval_batch, saving 3·12P with checkpoints.
 MemoryEstimate estimate_training_bytes(const nn::LanguageModelConfig& config, int64_t batch_size,
     int64_t eval_batch, bool checkpoints);

@@ -55,6 +55,20 @@ void check_valid_lens(
 
 // ---- DotProductAttention ------------------------------------------------------------------------
 
+namespace {
+// ALiBi on scores (B·H, Q, K) whose rows are b·H + h (transpose_qkv's order), H = slopes.size():
+// head h's scores + alibi_bias(slopes, Q, K)[h], the bias the fused kernels add, bit for bit.
+Tensor add_alibi_bias(const Tensor& scores, const std::vector<double>& slopes) {
+  const int64_t H = static_cast<int64_t>(slopes.size());
+  const int64_t BH = scores.size(0), Q = scores.size(1), K = scores.size(2);
+  if (BH % H != 0)
+    fail<ShapeError>("DotProductAttention: ", BH, " rows of scores ", shape_str(scores.shape()),
+        " are not whole batches of the ", H, " heads its ", H, " ALiBi slopes are for");
+  Tensor bias = alibi_bias(slopes, Q, K, scores.dtype());                 // (H, Q, K)
+  return (scores.reshape({BH / H, H, Q, K}) + bias).reshape({BH, Q, K});  // (B·H, Q, K)
+}
+}  // namespace
+
 DotProductAttention::DotProductAttention(double p) {
   dropout = register_module("dropout", std::make_shared<Dropout>(p));
 }
@@ -70,8 +84,9 @@ Tensor DotProductAttention::forward(
   check_valid_lens(valid_lens, queries, keys, "DotProductAttention");
   const double d = static_cast<double>(queries.size(-1));
   // Kᵀ is a view; matmul passes it to BLAS as a transpose flag.
-  Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);  // (B, Q, K)
-  Tensor weights = masked_softmax(scores, valid_lens);                   // (B, Q, K)
+  Tensor scores = matmul(queries, keys.transpose(1, 2)) / std::sqrt(d);      // (B, Q, K)
+  if (!alibi_slopes.empty()) scores = add_alibi_bias(scores, alibi_slopes);  // (B, Q, K)
+  Tensor weights = masked_softmax(scores, valid_lens);                       // (B, Q, K)
   attention_weights_ = weights.detach();
   heads_weights_ = AttentionWeights();
   return matmul(dropout->forward(weights), values);  // (B, Q, v)
@@ -81,17 +96,24 @@ Tensor DotProductAttention::forward_heads(
     const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   // The scores, masked softmax, dropout and weighted sum of forward, for every head in one op;
   // the valid lengths (B,) or (B, Q) serve every head as they are.
+  // (Hkv = H, or a divisor of H: grouped-query attention)
   if (queries.dim() != 4 || keys.dim() != 4 || values.dim() != 4 ||
       queries.size(3) != keys.size(3) || keys.size(2) != values.size(2) ||
-      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) ||
-      queries.size(1) != keys.size(1) || keys.size(1) != values.size(1))
+      queries.size(0) != keys.size(0) || keys.size(0) != values.size(0) || keys.size(1) < 1 ||
+      queries.size(1) % keys.size(1) != 0 || keys.size(1) != values.size(1))
     fail<ShapeError>("DotProductAttention::forward_heads: queries ", shape_str(queries.shape()),
         ", keys ", shape_str(keys.shape()), " and values ", shape_str(values.shape()),
-        " do not fit (expected (B,H,Q,d), (B,H,K,d), (B,H,K,v))");
+        " do not fit (expected (B,H,Q,d), (B,Hkv,K,d), (B,Hkv,K,v) with Hkv dividing H)");
   check_valid_lens(valid_lens, queries, keys, "DotProductAttention::forward_heads");
   attention_weights_ = Tensor();
-  return ag::attention(queries, keys, values, valid_lens, dropout->p, dropout->is_training(),
-      default_generator(), &heads_weights_);  // (B, H, Q, v)
+  AttentionOptions options;
+  options.valid_lens = valid_lens;
+  options.dropout_p = dropout->p;
+  options.training = dropout->is_training();
+  options.weights_out = &heads_weights_;
+  options.alibi_slopes = alibi_slopes;
+  options.enable_gqa = keys.size(1) != queries.size(1);
+  return ag::attention(queries, keys, values, options);  // (B, H, Q, v)
 }
 
 Tensor DotProductAttention::attention_weights() const {
@@ -188,26 +210,55 @@ Tensor join_heads(const Tensor& X) {
 
 MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size,
     int64_t num_hiddens, int64_t heads, double p, bool bias)
-    : num_heads(heads) {
+    : MultiHeadAttention(key_size, query_size, value_size, num_hiddens, heads, p, bias, {}) {}
+
+MultiHeadAttention::MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size,
+    int64_t num_hiddens, int64_t heads, double p, bool bias,
+    const MultiHeadAttentionOptions& options)
+    : num_heads(heads), num_kv_heads(options.num_kv_heads == 0 ? heads : options.num_kv_heads) {
   if (heads <= 0 || num_hiddens % heads != 0)
     fail<ValueError>(
         "MultiHeadAttention: num_hiddens ", num_hiddens, " is not divisible by num_heads ", heads);
+  if (num_kv_heads < 1 || heads % num_kv_heads != 0)
+    fail<ValueError>("MultiHeadAttention: num_kv_heads ", options.num_kv_heads,
+        " does not divide num_heads ", heads, " (0: as many as num_heads)");
+  const int64_t head_width = num_hiddens / heads, kv_width = num_kv_heads * head_width;
   attention = register_module("attention", std::make_shared<DotProductAttention>(p));
   W_q = register_module("W_q", std::make_shared<Linear>(query_size, num_hiddens, bias));
-  W_k = register_module("W_k", std::make_shared<Linear>(key_size, num_hiddens, bias));
-  W_v = register_module("W_v", std::make_shared<Linear>(value_size, num_hiddens, bias));
+  W_k = register_module("W_k", std::make_shared<Linear>(key_size, kv_width, bias));
+  W_v = register_module("W_v", std::make_shared<Linear>(value_size, kv_width, bias));
   W_o = register_module("W_o", std::make_shared<Linear>(num_hiddens, num_hiddens, bias));
+  if (options.positions == AttentionPositions::rope)
+    rotary = register_module("rotary",
+        std::make_shared<RotaryEmbedding>(head_width, options.rope_base, options.rope_pairs));
+  if (options.positions == AttentionPositions::alibi) attention->alibi_slopes = alibi_slopes(heads);
+}
+
+Tensor MultiHeadAttention::turn(const Tensor& heads, int64_t first_position) {
+  return rotary ? rotary->forward(heads, first_position) : heads;  // (…, T, D/H)
 }
 
 Tensor MultiHeadAttention::forward(
     const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
   // The caller's shapes, checked here so that errors name them rather than the per-head ones
   check_inputs(*this, queries, keys, values, valid_lens);
+  // Positions (RoPE): the keys are 0 … K − 1, the queries the last Q of them.
+  const int64_t K = keys.size(1), first_query = K - queries.size(1);
+  if (rotary && first_query < 0)
+    fail<ShapeError>("MultiHeadAttention: RoPE places the ", queries.size(1),
+        " queries at the last of the ", K, " key positions: there cannot be more of them (queries ",
+        shape_str(queries.shape()), ", keys ", shape_str(keys.shape()), ")");
   if (!fused_kernels()) {
     // d2l's code: the heads moved into the batch (copies), one DotProductAttention for all of them.
-    Tensor q = transpose_qkv(W_q->forward(queries), num_heads);  // (B·H, Q, D/H)
-    Tensor k = transpose_qkv(W_k->forward(keys), num_heads);     // (B·H, K, D/H)
-    Tensor v = transpose_qkv(W_v->forward(values), num_heads);   // (B·H, K, D/H)
+    Tensor q = turn(transpose_qkv(W_q->forward(queries), num_heads), first_query);  // (B·H, Q, D/H)
+    Tensor k = turn(transpose_qkv(W_k->forward(keys), num_kv_heads), 0);  // (B·Hkv, K, D/H)
+    Tensor v = transpose_qkv(W_v->forward(values), num_kv_heads);         // (B·Hkv, K, D/H)
+    if (num_kv_heads != num_heads) {
+      // Grouped-query attention as Llama's repeat_kv writes it: each key/value head once per query
+      // head that reads it, rows b·Hkv + g -> b·H + g·(H/Hkv) + r, r < H/Hkv.
+      k = repeat_interleave(k, num_heads / num_kv_heads, 0);  // (B·H, K, D/H)
+      v = repeat_interleave(v, num_heads / num_kv_heads, 0);  // (B·H, K, D/H)
+    }
     Tensor lens = valid_lens;
     if (lens.defined()) {
       // One copy of each batch row's lengths per head, in the order of transpose_qkv's rows:
@@ -220,12 +271,39 @@ Tensor MultiHeadAttention::forward(
   }
   // The same steps without copies: the heads as views of the projections, all of them attended in
   // one fused op with the lengths as they are, and joined again by a view.
-  Tensor q = split_heads(W_q->forward(queries), num_heads);       // (B, H, Q, D/H)
-  Tensor k = split_heads(W_k->forward(keys), num_heads);          // (B, H, K, D/H)
-  Tensor v = split_heads(W_v->forward(values), num_heads);        // (B, H, K, D/H)
-  Tensor output = attention->forward_heads(q, k, v, valid_lens);  // (B, H, Q, D/H)
-  Tensor output_concat = join_heads(output);                      // (B, Q, D)
-  return W_o->forward(output_concat);                             // (B, Q, D)
+  Tensor q = turn(split_heads(W_q->forward(queries), num_heads), first_query);  // (B, H, Q, D/H)
+  Tensor k = turn(split_heads(W_k->forward(keys), num_kv_heads), 0);            // (B, Hkv, K, D/H)
+  Tensor v = split_heads(W_v->forward(values), num_kv_heads);                   // (B, Hkv, K, D/H)
+  Tensor output = attention->forward_heads(q, k, v, valid_lens);                // (B, H, Q, D/H)
+  Tensor output_concat = join_heads(output);                                    // (B, Q, D)
+  return W_o->forward(output_concat);                                           // (B, Q, D)
+}
+
+Tensor MultiHeadAttention::causal_self_attention(
+    const Tensor& X, int64_t first_position, Tensor* cached_keys, Tensor* cached_values) {
+  if (X.dim() != 3 || X.size(2) != W_q->in_features)
+    fail<ShapeError>("MultiHeadAttention::causal_self_attention: input of shape ",
+        shape_str(X.shape()), " is not (B, T, ", W_q->in_features, ")");
+  if (first_position < 0)
+    fail<ValueError>(
+        "MultiHeadAttention::causal_self_attention: first_position ", first_position, " < 0");
+  const int64_t B = X.size(0), T = X.size(1);
+  Tensor q = turn(split_heads(W_q->forward(X), num_heads), first_position);     // (B, H, T, D/H)
+  Tensor k = turn(split_heads(W_k->forward(X), num_kv_heads), first_position);  // (B, Hkv, T, D/H)
+  Tensor v = split_heads(W_v->forward(X), num_kv_heads);                        // (B, Hkv, T, D/H)
+  int64_t S = 0;  // positions cached before these T
+  if (cached_keys != nullptr && cached_keys->defined()) {
+    S = cached_keys->size(2);
+    k = concat({*cached_keys, k}, 2);    // (B, Hkv, S + T, D/H)
+    v = concat({*cached_values, v}, 2);  // (B, Hkv, S + T, D/H)
+  }
+  // Causal: new position t (key S + t) sees keys 0 … S + t, a valid length of S + t + 1, (B, T).
+  const Tensor valid_lens = causal_valid_lens(B, T, S + T, Tensor(), "MultiHeadAttention");
+  Tensor heads = attention->forward_heads(q, k, v, valid_lens);  // (B, H, T, D/H)
+  Tensor out = W_o->forward(join_heads(heads));                  // (B, T, D)
+  if (cached_keys != nullptr) *cached_keys = k;
+  if (cached_values != nullptr) *cached_values = v;
+  return out;
 }
 
 Tensor MultiHeadAttention::attention_weights() const {
@@ -282,6 +360,16 @@ void PositionalEncoding::recompute_buffers(DType dtype) {
   // Computed again rather than widened: float32 values in a float64 model would limit its
   // positions to float32 accuracy.
   P.set_data(sinusoid_table(max_len, num_hiddens, dtype));
+}
+
+void PositionalEncoding::set_max_len(int64_t positions) {
+  if (positions <= 0)
+    fail<ValueError>("PositionalEncoding::set_max_len: max_len ", positions, " must be positive");
+  max_len = positions;
+  // A new tensor in the buffer's slot (set_data keeps a shape), and P its handle again.
+  Tensor& slot = *buffer_slot("P");
+  slot = sinusoid_table(max_len, num_hiddens, P.dtype());  // (1, max_len, d)
+  P = slot;
 }
 
 Tensor PositionalEncoding::forward(const Tensor& X, int64_t first_position) {

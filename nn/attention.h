@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "nn/layers.h"
+#include "nn/positions.h"
 
 namespace ag::nn {
 
@@ -55,20 +56,25 @@ class Attention : public Module {
   }
 };
 
-// Scaled dot-product attention: softmax(Q·Kᵀ / √d) · V, with dropout on the weights.
+// Scaled dot-product attention: softmax(Q·Kᵀ / √d) · V, with dropout on the weights; with ALiBi
+// slopes, softmax(Q·Kᵀ / √d + alibi_bias) · V (ag::alibi_bias: −m_h·|i − j| for head h).
 class DotProductAttention : public Attention {
  public:
   explicit DotProductAttention(double dropout);
   // queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v): d2l's code, op by op.
   // valid_lens as masked_softmax's; a bad one is a ShapeError naming this layer and the shapes.
+  // With alibi_slopes (H of them) the batch holds H heads per row, b·H + h as transpose_qkv puts
+  // them, and head h's scores get the bias alibi_bias(alibi_slopes, Q, K)[h] before the softmax.
   // final, as forward_heads is not virtual: no subclass can make the two differ.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor()) final;
   // The same attention for the H heads of MultiHeadAttention at once, as one fused op
-  // (ag::attention): queries (B, H, Q, d), keys (B, H, K, d), values (B, H, K, v), which may be
+  // (ag::attention): queries (B, H, Q, d), keys (B, Hkv, K, d), values (B, Hkv, K, v), which may be
   // strided views, and valid_lens undefined, (B,) or (B, Q), shared by the heads -> (B, H, Q, v).
-  // The same values, dropout draws and attention_weights() as forward on the heads moved into the
-  // batch (transpose_qkv) with each length repeated per head.
+  // Hkv is H, or for grouped-query attention a divisor of H: query head h reads key/value head
+  // h / (H / Hkv). The same values, dropout draws and attention_weights() as forward on the heads
+  // moved into the batch (transpose_qkv, the key/value heads repeated H / Hkv times) with each
+  // length repeated per head.
   Tensor forward_heads(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor());
   std::string type_name() const override { return "DotProductAttention"; }
@@ -77,6 +83,9 @@ class DotProductAttention : public Attention {
   Tensor attention_weights() const;
 
   std::shared_ptr<Dropout> dropout;
+  // ALiBi (Press et al. 2022): empty, or one slope per head (ag::alibi_slopes(H)), set by
+  // MultiHeadAttention; not trained, not state (computed from the number of heads).
+  std::vector<double> alibi_slopes;
 
  private:
   Tensor attention_weights_;        // forward's (B, Q, K)
@@ -111,6 +120,24 @@ Tensor transpose_qkv(const Tensor& X, int64_t num_heads);
 // Its backward is transpose_qkv's forward, and the other way round.
 Tensor transpose_output(const Tensor& X, int64_t num_heads);
 
+// What d2l's MultiHeadAttention leaves out and Llama-style models add; the defaults give d2l's
+// layer.
+enum class AttentionPositions {
+  none,   // the attention itself knows no positions (d2l's: they were added to its input)
+  rope,   // rotary position embedding: each head's queries and keys turned by their positions
+  alibi,  // ALiBi: each head's scores biased by −m_h·|i − j| (ag::alibi_slopes(num_heads))
+};
+struct MultiHeadAttentionOptions {
+  // Key/value heads: 0 means num_heads (d2l's); a divisor of num_heads gives grouped-query
+  // attention (Ainslie et al. 2023), 1 multi-query attention (Shazeer 2019): W_k and W_v project to
+  // num_kv_heads·D/H features, query head h attends with key/value head h / (H / num_kv_heads),
+  // and a decoder's key/value cache holds H / num_kv_heads times fewer numbers.
+  int64_t num_kv_heads = 0;
+  AttentionPositions positions = AttentionPositions::none;
+  RotaryPairs rope_pairs = RotaryPairs::interleaved;  // rope: which features pair up
+  double rope_base = 10000.0;                         // rope: θ_j = base^(−2j/(D/H))
+};
+
 // Multi-head attention, exactly d2l's: project queries, keys and values with W_q, W_k, W_v to
 // num_hiddens, run num_heads scaled dot-product attentions of width num_hiddens / num_heads in
 // parallel, concatenate the heads and project with W_o.
@@ -122,22 +149,45 @@ Tensor transpose_output(const Tensor& X, int64_t num_heads);
 // repeat_interleave, and the heads are joined by a view. Same results, same dropout draws, same
 // attention_weights(). Both paths run the attention of `attention` itself: DotProductAttention's
 // forward is final and forward_heads not virtual, so no subclass can make them differ.
+//
+// MultiHeadAttentionOptions add grouped-query heads and positions inside the attention. Positions:
+// the keys are positions 0 … K − 1 and the queries the last Q of them, K − Q … K − 1 (for
+// self-attention, Q = K: the same positions), as AttentionOptions::is_causal counts them. RoPE
+// turns q and k by those positions (`rotary`), ALiBi biases the scores by their distance
+// (attention->alibi_slopes). The composed path repeats each key/value head H / num_kv_heads times
+// (Llama's repeat_kv) before d2l's attention; the fused one reads them in place.
 class MultiHeadAttention : public Attention {
  public:
   MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
       int64_t num_heads, double dropout, bool bias = false);
+  MultiHeadAttention(int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
+      int64_t num_heads, double dropout, bool bias, const MultiHeadAttentionOptions& options);
   // queries (B, Q, query_size), keys (B, K, key_size), values (B, K, value_size),
   // valid_lens undefined, (B,) or (B, Q) of integers in [0, K] -> (B, Q, num_hiddens).
   // Other shapes or lengths are a ShapeError naming MultiHeadAttention and these shapes.
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
       const Tensor& valid_lens = Tensor()) override;
+  // A decoder's causal self-attention over a key/value cache: X (B, T, query_size) holds the
+  // positions first_position … first_position + T − 1, which follow the S positions whose
+  // projected keys and values (B, num_kv_heads, S, D/H), already turned by RoPE, are in
+  // *cached_keys and *cached_values (undefined, or null pointers: none). New position t sees the
+  // S cached positions and the new ones up to itself. The T new keys and values are appended to
+  // the cache (when given). -> (B, T, num_hiddens). Always the fused path.
+  Tensor causal_self_attention(const Tensor& X, int64_t first_position,
+      Tensor* cached_keys = nullptr, Tensor* cached_values = nullptr);
   std::string type_name() const override { return "MultiHeadAttention"; }
   // The last forward's attention weights per head: (B, H, Q, K), detached.
   Tensor attention_weights() const;
 
-  int64_t num_heads;
+  int64_t num_heads, num_kv_heads;
   std::shared_ptr<DotProductAttention> attention;
   std::shared_ptr<Linear> W_q, W_k, W_v, W_o;
+  std::shared_ptr<RotaryEmbedding> rotary;  // RoPE of each head's D/H features; null without
+
+ private:
+  // RoPE: heads (…, T, D/H) turned as positions first_position … first_position + T − 1 (rotary);
+  // the heads as they are without it.
+  Tensor turn(const Tensor& heads, int64_t first_position);
 };
 
 // The sinusoidal positional encoding of "Attention Is All You Need", as d2l:
@@ -156,6 +206,11 @@ class PositionalEncoding : public Module {
     return forward(X, first_position);
   }
   std::string type_name() const override { return "PositionalEncoding"; }
+  // Recomputes P for max_len positions (more or fewer), from the same formula: positions past
+  // the ones a model was trained on, for an experiment (nn::LanguageModel::extend_context). P is
+  // a buffer: a checkpoint saved afterwards holds the longer table, and loads into a model extended
+  // the same way.
+  void set_max_len(int64_t max_len);
 
   int64_t num_hiddens, max_len;
   Tensor P;  // (1, max_len, num_hiddens), in the module's dtype

@@ -47,7 +47,12 @@ nn::LanguageModelConfig lm_config(const Options& o, int64_t vocab_size) {
   c.dropout = o.model.dropout;
   c.block_size = o.lm.block_size;
   c.pre_norm = o.lm.pre_norm;
-  c.learned_positions = o.lm.learned_positions;
+  c.positions = nn::parse_position_scheme(o.lm.positions, "--positions");
+  c.rope_pairs = nn::parse_rotary_pairs(o.lm.rope_pairs, "--rope-pairs");
+  c.rope_base = o.lm.rope_base;
+  c.num_kv_heads = o.lm.kv_heads;
+  c.norm = nn::parse_normalization(o.lm.norm, "--norm");
+  c.ffn = nn::parse_feed_forward(o.lm.ffn, "--ffn");
   c.tie_weights = o.lm.tie_weights;
   return c;
 }
@@ -74,7 +79,12 @@ void describe_lm(training::Layout& file, Options& o, const LMData* d = nullptr) 
   o.model.dropout = m.config.dropout;
   o.lm.block_size = m.config.block_size;
   o.lm.pre_norm = m.config.pre_norm;
-  o.lm.learned_positions = m.config.learned_positions;
+  o.lm.positions = nn::position_scheme_name(m.config.positions);
+  o.lm.rope_pairs = nn::rotary_pairs_name(m.config.rope_pairs);
+  o.lm.rope_base = m.config.rope_base;
+  o.lm.kv_heads = m.config.num_kv_heads;
+  o.lm.norm = nn::normalization_name(m.config.norm);
+  o.lm.ffn = nn::feed_forward_name(m.config.ffn);
   o.lm.tie_weights = m.config.tie_weights;
   o.lm.tokenizer = lm::tokenizer_name(m.tokenizer);
   o.lm.text.clear();  // read again from the same files (and checked to be the same: train_lm)
@@ -161,24 +171,47 @@ LMData lm_data(const Options& o, const std::optional<Checkpoint>& resumed) {
   return d;
 }
 
+// "sinusoidal", "rope (interleaved, base 10000)", …: the banner's words for the positions.
+std::string position_description(const nn::LanguageModelConfig& c) {
+  std::string words = nn::position_scheme_name(c.positions);
+  if (c.positions == nn::PositionScheme::rope) {
+    char base[32];
+    std::snprintf(base, sizeof base, "%g", c.rope_base);
+    words += " (" + nn::rotary_pairs_name(c.rope_pairs) + ", base " + base + ")";
+  }
+  return words;
+}
+
+// "" for as many key/value heads as heads, else " (2 key/value heads)".
+std::string kv_heads_description(const nn::LanguageModelConfig& c) {
+  if (c.kv_heads() == c.num_heads) return "";
+  return " (" + std::to_string(c.kv_heads()) + " key/value head" + (c.kv_heads() == 1 ? "" : "s") +
+         ")";
+}
+
 void print_run(const Options& o, const LMData& d, const nn::LanguageModelConfig& config,
     const nn::LanguageModel& model) {
   std::printf(
       "ag-train: task lm, %s (%lld file%s, %lld characters), %s tokens: vocabulary %lld, "
-      "%lld training and %lld validation tokens (%lld unknown); model %lld parameters (%s, hidden "
-      "%lld, ffn %lld, %lld heads, %lld layers, block %lld, dropout %g); %lld steps of batch %lld, "
-      "AdamW lr %g (%s), weight decay %g, clip %g, seed %llu, %d thread%s\n",
+      "%lld training and %lld validation tokens (%lld unknown); model %lld parameters (%s, %s "
+      "positions, hidden %lld, ffn %lld%s, %lld heads%s, %lld layers, block %lld, dropout %g); "
+      "%lld steps of batch %lld, AdamW lr %g (%s), weight decay %g, clip %g, seed %llu, %d "
+      "thread%s\n",
       o.lm.text.empty() ? "Debian's fortunes" : "--text", static_cast<long long>(d.files),
       d.files == 1 ? "" : "s", static_cast<long long>(d.characters), o.lm.tokenizer.c_str(),
       static_cast<long long>(config.vocab_size), static_cast<long long>(d.train_ids.size()),
       static_cast<long long>(d.validation_ids.size()),
       static_cast<long long>(d.unknown_validation_tokens),
-      static_cast<long long>(model.num_parameters()), config.pre_norm ? "pre-norm" : "post-norm",
-      static_cast<long long>(config.num_hiddens), static_cast<long long>(config.ffn_num_hiddens),
-      static_cast<long long>(config.num_heads), static_cast<long long>(config.num_layers),
-      static_cast<long long>(config.block_size), config.dropout,
-      static_cast<long long>(o.run.steps), static_cast<long long>(o.run.batch_size), o.run.lr,
-      o.run.schedule.c_str(), o.lm.weight_decay, o.run.clip,
+      static_cast<long long>(model.num_parameters()),
+      config.pre_norm ? (config.norm == nn::Normalization::rms ? "pre-norm RMSNorm" : "pre-norm")
+                      : "post-norm",
+      position_description(config).c_str(), static_cast<long long>(config.num_hiddens),
+      static_cast<long long>(config.ffn_num_hiddens),
+      config.ffn == nn::FeedForward::swiglu ? " SwiGLU" : "",
+      static_cast<long long>(config.num_heads), kv_heads_description(config).c_str(),
+      static_cast<long long>(config.num_layers), static_cast<long long>(config.block_size),
+      config.dropout, static_cast<long long>(o.run.steps), static_cast<long long>(o.run.batch_size),
+      o.run.lr, o.run.schedule.c_str(), o.lm.weight_decay, o.run.clip,
       static_cast<unsigned long long>(o.run.seed), o.run.threads, o.run.threads == 1 ? "" : "s");
 }
 

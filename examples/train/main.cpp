@@ -30,6 +30,7 @@
 #include "models/memory_budget.h"
 #include "models/seq2seq_memory.h"
 #include "models/seq2seq_translation.h"
+#include "nn/language_model.h"
 #include "train.h"
 #include "training/cli.h"
 #include "viz/curves.h"
@@ -91,7 +92,12 @@ const std::vector<Setting>& run_defining_options() {
       {"--tokenizer", [](const Options& o) { return o.lm.tokenizer; }},
       {"--block-size", [](const Options& o) { return std::to_string(o.lm.block_size); }},
       {"--pre-norm", [](const Options& o) { return flag(o.lm.pre_norm); }},
-      {"--learned-positions", [](const Options& o) { return flag(o.lm.learned_positions); }},
+      {"--positions", [](const Options& o) { return o.lm.positions; }},
+      {"--rope-pairs", [](const Options& o) { return o.lm.rope_pairs; }},
+      {"--rope-base", [](const Options& o) { return number(o.lm.rope_base); }},
+      {"--kv-heads", [](const Options& o) { return std::to_string(o.lm.kv_heads); }},
+      {"--norm", [](const Options& o) { return o.lm.norm; }},
+      {"--ffn", [](const Options& o) { return o.lm.ffn; }},
       {"--tie-weights", [](const Options& o) { return flag(o.lm.tie_weights); }},
       {"--weight-decay", [](const Options& o) { return number(o.lm.weight_decay); }},
       {"--eval-windows", [](const Options& o) { return std::to_string(o.lm.eval_windows); }},
@@ -251,8 +257,24 @@ void add_options(CLI::App& app, Options& o, training::OutputFiles& outputs) {
   training::add_whole_number(
       app, "--block-size", lm.block_size, "--task lm: context length in tokens");
   app.add_flag("--pre-norm", lm.pre_norm, "--task lm: GPT-2's pre-norm blocks (default: d2l's)");
-  app.add_flag("--learned-positions", lm.learned_positions,
-      "--task lm: learned positions (default: d2l's sinusoids)");
+  app.add_option("--positions", lm.positions,
+         "--task lm: sinusoidal (d2l's) | learned (a trained table, nanoGPT's) | rope (rotary, "
+         "Llama's) | alibi (a distance bias) | none (docs/text.md, \"Positions\")")
+      ->capture_default_str();
+  app.add_flag("--learned-positions", lm.learned_positions, "--task lm: --positions learned");
+  app.add_option("--rope-pairs", lm.rope_pairs,
+         "--task lm, --positions rope: which features turn together: interleaved (the paper's, "
+         "Meta's Llama: 2j, 2j+1) | halves (GPT-NeoX's rotate_half: j, j + d/2)")
+      ->capture_default_str();
+  app.add_option("--rope-base", lm.rope_base, "--task lm, --positions rope: the angles' base θ")
+      ->capture_default_str();
+  training::add_whole_number(app, "--kv-heads", lm.kv_heads,
+      "--task lm: key/value heads, dividing --heads (grouped-query attention; 1: multi-query; 0: "
+      "as many as --heads)");
+  app.add_option("--norm", lm.norm, "--task lm: layer (LayerNorm) | rms (RMSNorm, with --pre-norm)")
+      ->capture_default_str();
+  app.add_option("--ffn", lm.ffn, "--task lm: relu (d2l's FFN) | swiglu (Llama's)")
+      ->capture_default_str();
   app.add_flag("--tie-weights,!--no-tie-weights", lm.tie_weights,
       "--task lm: the output layer reuses the token embedding (the default; --no-tie-weights: a "
       "separate Linear)");
@@ -273,7 +295,9 @@ std::string options_problem(const CLI::App& app, Options& o, const training::Out
   const bool lm_only_options =
       app.count("--text") + app.count("--tokenizer") + app.count("--block-size") +
           app.count("--pre-norm") + app.count("--learned-positions") + app.count("--tie-weights") +
-          app.count("--weight-decay") + app.count("--eval-windows") + app.count("--sample-length") >
+          app.count("--weight-decay") + app.count("--eval-windows") + app.count("--sample-length") +
+          app.count("--positions") + app.count("--rope-pairs") + app.count("--rope-base") +
+          app.count("--kv-heads") + app.count("--norm") + app.count("--ffn") >
       0;
   if (!translate && !lm && std::find(names.begin(), names.end(), o.task) == names.end())
     return "unknown task '" + o.task + "' (known: copy, reverse, sort, add, translate, lm)";
@@ -290,12 +314,28 @@ std::string options_problem(const CLI::App& app, Options& o, const training::Out
   if (o.embedding_init != "normal" && o.embedding_init != "scaled")
     return "unknown --embedding-init '" + o.embedding_init + "' (known: normal, scaled)";
   if (!lm && lm_only_options)
-    return "--text, --tokenizer, --block-size, --pre-norm, --learned-positions, "
-           "--tie-weights, --weight-decay, --eval-windows and --sample-length are for --task lm";
+    return "--text, --tokenizer, --block-size, --pre-norm, --positions, --learned-positions, "
+           "--rope-pairs, --rope-base, --kv-heads, --norm, --ffn, --tie-weights, --weight-decay, "
+           "--eval-windows and --sample-length are for --task lm";
+  if (lm && l.learned_positions && app.count("--positions") && l.positions != "learned")
+    return "--learned-positions and --positions " + l.positions + " disagree";
+  if (lm && l.learned_positions) o.lm.positions = "learned";
+  if (lm && (app.count("--rope-pairs") || app.count("--rope-base")) && l.positions != "rope")
+    return "--rope-pairs and --rope-base are for --positions rope";
   if (lm && (!o.curves_dir.empty() || !o.attention_png.empty()))
     return "--curves-dir and --attention-png are not for --task lm";
   if (lm && (l.tokenizer != "char" && l.tokenizer != "word"))
     return "unknown --tokenizer '" + l.tokenizer + "' (known: char, word)";
+  if (lm) {
+    try {  // the names of the model's choices (nn/language_model.h's registries)
+      (void)nn::parse_position_scheme(l.positions, "--positions");
+      (void)nn::parse_rotary_pairs(l.rope_pairs, "--rope-pairs");
+      (void)nn::parse_normalization(l.norm, "--norm");
+      (void)nn::parse_feed_forward(l.ffn, "--ffn");
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+  }
   if (lm && (l.block_size < 1 || l.eval_windows < 1 || l.sample_length < 0 ||
                 !(l.weight_decay >= 0) || !std::isfinite(l.weight_decay)))
     return "--block-size and --eval-windows must be positive, --sample-length and "

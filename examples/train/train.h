@@ -24,7 +24,15 @@ struct LMOptions {
   std::vector<std::string> text;  // files or folders; none: Debian's fortunes
   std::string tokenizer = "char";
   int64_t block_size = 64;
-  bool pre_norm = false, learned_positions = false;
+  bool pre_norm = false;
+  // Where the positions are (nn::PositionScheme): sinusoidal | learned | rope | alibi | none.
+  std::string positions = "sinusoidal";
+  bool learned_positions = false;          // --learned-positions: --positions learned (main.cpp)
+  std::string rope_pairs = "interleaved";  // rope: interleaved | halves
+  double rope_base = 10000.0;              // rope
+  int64_t kv_heads = 0;                    // key/value heads, 0: as many as --heads
+  std::string norm = "layer";              // layer | rms (with --pre-norm)
+  std::string ffn = "relu";                // relu | swiglu
   // On by default: it also scales the embedding so that the positions are not drowned
   // (nn/language_model.h; docs/training.md, "--task lm").
   bool tie_weights = true;

@@ -782,30 +782,42 @@ void bind_transformer(py::module_& m) {
   py::class_<nn::KVCache, std::shared_ptr<nn::KVCache>>(
       m, "KVCache", "Every block's keys and values of the positions processed so far.")
       .def("__len__", &nn::KVCache::length)
+      .def_readonly("first_position", &nn::KVCache::first_position)
+      .def_property_readonly("next_position", &nn::KVCache::next_position)
+      .def("drop_oldest", &nn::KVCache::drop_oldest, py::arg("n"),
+          "Drops the n oldest positions (a sliding window; relative positions only).")
       .def("clear", &nn::KVCache::clear);
   Class<nn::DecoderOnlyBlock>(m, "DecoderOnlyBlock");
   Class<nn::LanguageModel>(m, "LanguageModel", "A decoder-only Transformer language model.")
-      .def(py::init(
-               [](int64_t vocab_size, int64_t num_hiddens, int64_t num_heads, int64_t num_layers,
-                   int64_t ffn_num_hiddens, double dropout, int64_t block_size, bool pre_norm,
-                   bool learned_positions, bool tie_weights) {
-                 nn::LanguageModelConfig c;
-                 c.vocab_size = vocab_size;
-                 c.num_hiddens = num_hiddens;
-                 c.num_heads = num_heads;
-                 c.num_layers = num_layers;
-                 c.ffn_num_hiddens = ffn_num_hiddens;
-                 c.dropout = dropout;
-                 c.block_size = block_size;
-                 c.pre_norm = pre_norm;
-                 c.learned_positions = learned_positions;
-                 c.tie_weights = tie_weights;
-                 return std::make_shared<nn::LanguageModel>(c);
-               }),
+      .def(py::init([](int64_t vocab_size, int64_t num_hiddens, int64_t num_heads,
+                        int64_t num_layers, int64_t ffn_num_hiddens, double dropout,
+                        int64_t block_size, bool pre_norm, const std::string& positions,
+                        bool tie_weights, int64_t num_kv_heads, const std::string& norm,
+                        const std::string& ffn, const std::string& rope_pairs, double rope_base) {
+        nn::LanguageModelConfig c;
+        c.vocab_size = vocab_size;
+        c.num_hiddens = num_hiddens;
+        c.num_heads = num_heads;
+        c.num_layers = num_layers;
+        c.ffn_num_hiddens = ffn_num_hiddens;
+        c.dropout = dropout;
+        c.block_size = block_size;
+        c.pre_norm = pre_norm;
+        c.positions = nn::parse_position_scheme(positions, "LanguageModel: positions");
+        c.tie_weights = tie_weights;
+        c.num_kv_heads = num_kv_heads;
+        c.norm = nn::parse_normalization(norm, "LanguageModel: norm");
+        c.ffn = nn::parse_feed_forward(ffn, "LanguageModel: ffn");
+        c.rope_pairs = nn::parse_rotary_pairs(rope_pairs, "LanguageModel: rope_pairs");
+        c.rope_base = rope_base;
+        return std::make_shared<nn::LanguageModel>(c);
+      }),
           py::arg("vocab_size"), py::arg("num_hiddens") = 128, py::arg("num_heads") = 4,
           py::arg("num_layers") = 4, py::arg("ffn_num_hiddens") = 512, py::arg("dropout") = 0.1,
           py::arg("block_size") = 64, py::arg("pre_norm") = false,
-          py::arg("learned_positions") = false, py::arg("tie_weights") = false)
+          py::arg("positions") = "sinusoidal", py::arg("tie_weights") = false,
+          py::arg("num_kv_heads") = 0, py::arg("norm") = "layer", py::arg("ffn") = "relu",
+          py::arg("rope_pairs") = "interleaved", py::arg("rope_base") = 10000.0)
       .def(
           "forward",
           [](nn::LanguageModel& lm, const Tensor& tokens, std::shared_ptr<nn::KVCache> cache) {
@@ -817,7 +829,11 @@ void bind_transformer(py::module_& m) {
           [](const nn::LanguageModel& lm) {
             return std::make_shared<nn::KVCache>(lm.make_cache());
           })
-      .def_property_readonly("attention_weights", &nn::LanguageModel::attention_weights);
+      .def_property_readonly("attention_weights", &nn::LanguageModel::attention_weights)
+      .def_property_readonly("max_context", &nn::LanguageModel::max_context)
+      .def("extend_context", &nn::LanguageModel::extend_context, py::arg("positions"),
+          "Lets forward take up to `positions` tokens (length extrapolation); learned positions "
+          "refuse more than block_size.");
 }
 
 void bind_functional(py::module_& nn_module) {

@@ -86,11 +86,26 @@ TEST_CASE("lm split_text: 90 % of the code points, on a code-point boundary", "[
 // ---- the model, the loss, training --------------------------------------------------------------
 
 TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models][lm]") {
-  for (int variant = 0; variant < 8; ++variant) {
-    nn::LanguageModelConfig c = tiny();
-    c.pre_norm = variant & 1;
-    c.learned_positions = variant & 2;
-    c.tie_weights = variant & 4;
+  std::vector<nn::LanguageModelConfig> configs;
+  for (int variant = 0; variant < 8; ++variant)
+    for (const nn::PositionScheme positions : nn::kPositionSchemes) {
+      nn::LanguageModelConfig c = tiny();
+      c.pre_norm = variant & 1;
+      c.positions = positions;
+      c.tie_weights = variant & 2;
+      c.num_kv_heads = variant & 4 ? 1 : 0;  // multi-query: W_k and W_v of one head's width
+      configs.push_back(c);
+    }
+  nn::LanguageModelConfig llama = tiny();  // RMSNorm, SwiGLU, grouped-query, RoPE
+  llama.pre_norm = true;
+  llama.norm = nn::Normalization::rms;
+  llama.ffn = nn::FeedForward::swiglu;
+  llama.num_kv_heads = 1;
+  llama.positions = nn::PositionScheme::rope;
+  configs.push_back(llama);
+  for (const nn::LanguageModelConfig& c : configs) {
+    INFO(nn::position_scheme_name(c.positions) << " pre_norm " << c.pre_norm << " tied "
+                                               << c.tie_weights << " kv heads " << c.num_kv_heads);
     auto model = lm::make_language_model(c);
     CHECK(lm::parameter_count(c) == static_cast<uint64_t>(model->num_parameters()));
     uint64_t numbers = 0;
@@ -105,6 +120,21 @@ TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models
   c = tiny();
   c.block_size = 0;
   CHECK_THROWS_WITH(lm::check_config(c, false), Contains("config.block_size 0 is outside"));
+  c = tiny();
+  c.num_kv_heads = 3;
+  CHECK_THROWS_WITH(lm::check_config(c, true),
+      "--kv-heads 3 does not divide --heads 2 (0: as "
+      "many as the heads)");
+  c = tiny();
+  c.norm = nn::Normalization::rms;
+  CHECK_THROWS_WITH(lm::check_config(c, true), Contains("--norm rms needs pre-norm blocks"));
+  c = tiny();
+  c.positions = nn::PositionScheme::rope;
+  c.num_heads = 8;  // head width 1: nothing to pair
+  CHECK_THROWS_WITH(lm::check_config(c, true), Contains("the head width 1"));
+  c.num_heads = 2;
+  c.rope_base = 1.0;
+  CHECK_THROWS_WITH(lm::check_config(c, false), Contains("config.rope_base 1 must be"));
 }
 
 TEST_CASE("lm_loss is the mean cross-entropy per token, and training lowers it", "[models][lm]") {
@@ -219,6 +249,91 @@ TEST_CASE("lm generate: the key/value cache gives the tokens and logits of full 
   }
 }
 
+TEST_CASE(
+    "lm generate: for every position scheme, the cache gives full recomputation's tokens "
+    "while the context fits",
+    "[models][lm][cache]") {
+  for (const nn::PositionScheme positions : nn::kPositionSchemes) {
+    for (const DType dtype : {float32, float64}) {
+      INFO(nn::position_scheme_name(positions) << ", " << dtype_name(dtype));
+      manual_seed(12);
+      nn::LanguageModelConfig c = tiny();
+      c.positions = positions;
+      c.pre_norm = dtype == float64;
+      c.num_kv_heads = dtype == float64 ? 1 : 0;  // and grouped-query attention's smaller cache
+      auto model = lm::make_language_model(c);
+      model->to(dtype);
+      // A prompt of 2, then 6 new tokens: contexts 2 … 7, within block_size 8.
+      std::vector<std::vector<double>> cached_logits, full_logits;
+      Generator g1(3), g2(3);
+      const auto cached = lm::generate(*model, {5, 1}, 6, {1.0, 0}, g1, true, &cached_logits);
+      const auto full = lm::generate(*model, {5, 1}, 6, {1.0, 0}, g2, false, &full_logits);
+      CHECK(cached == full);
+      CHECK(max_diff(cached_logits, full_logits) < (dtype == float32 ? 1e-5 : 1e-12));
+    }
+  }
+}
+
+TEST_CASE(
+    "lm generate: relative positions slide the cache past block_size; with one block that "
+    "is full recomputation of the cropped window",
+    "[models][lm][cache]") {
+  for (const nn::PositionScheme positions : nn::kPositionSchemes) {
+    if (!nn::relative_positions(positions)) continue;
+    INFO(nn::position_scheme_name(positions));
+    manual_seed(13);
+    nn::LanguageModelConfig c = tiny();
+    c.positions = positions;
+    c.num_layers = 1;  // a cached key then depends on its own token alone, not on its context
+    auto model = lm::make_language_model(c);
+    model->to(float64);
+    // 20 new tokens after a prompt of 3: from the 6th on, the window of 8 slides.
+    std::vector<std::vector<double>> cached_logits, full_logits;
+    Generator g1(4), g2(4);
+    const auto cached = lm::generate(*model, {2, 7, 3}, 20, {1.0, 0}, g1, true, &cached_logits);
+    const auto full = lm::generate(*model, {2, 7, 3}, 20, {1.0, 0}, g2, false, &full_logits);
+    CHECK(cached == full);
+    // The same numbers up to rounding: one row's products instead of the window's, and for RoPE
+    // other absolute angles with the same differences.
+    CHECK(max_diff(cached_logits, full_logits) < 1e-12);
+  }
+}
+
+TEST_CASE(
+    "lm generate: past block_size a sliding cache keeps block_size positions and the "
+    "absolute schemes refuse one",
+    "[models][lm][cache]") {
+  manual_seed(14);
+  nn::LanguageModelConfig c = tiny();
+  c.positions = nn::PositionScheme::rope;
+  auto model = lm::make_language_model(c);
+  model->eval();
+  NoGradGuard no_grad;
+  nn::KVCache cache = model->make_cache();
+  model->forward(tensor({1, 2, 3, 4, 5, 6, 7, 8}, {1, 8}), &cache);
+  CHECK(cache.length() == 8);
+  CHECK_THROWS_WITH(model->forward(tensor({1}, {1, 1}), &cache),
+      Contains("8 cached + 1 new positions exceed block_size 8 (crop the context, or slide the "
+               "cache: KVCache::drop_oldest)"));
+  for (int64_t step = 0; step < 30; ++step) {  // 30 positions past the block
+    cache.drop_oldest(1);
+    model->forward(tensor({3}, {1, 1}), &cache);
+    CHECK(cache.length() == 8);
+  }
+  CHECK(cache.first_position == 30);
+  CHECK(cache.next_position() == 38);
+  CHECK_THROWS_WITH(cache.drop_oldest(9), Contains("9 positions of a cache of 8"));
+  // Absolute positions: the cached keys were computed where the positions were, so a slid cache
+  // is refused.
+  nn::LanguageModelConfig absolute = tiny();
+  auto sinusoidal = lm::make_language_model(absolute);
+  nn::KVCache slid = sinusoidal->make_cache();
+  sinusoidal->forward(tensor({1, 2, 3}, {1, 3}), &slid);
+  slid.drop_oldest(1);
+  CHECK_THROWS_WITH(sinusoidal->forward(tensor({1}, {1, 1}), &slid),
+      Contains("a cache slid to position 1 for sinusoidal positions, which are absolute"));
+}
+
 TEST_CASE("lm generate: a long prompt is cropped, bad arguments are errors", "[models][lm]") {
   manual_seed(7);
   auto model = lm::make_language_model(tiny());
@@ -244,7 +359,7 @@ TEST_CASE("lm model files: both formats give the same model, vocabulary and toke
   TempFolder folder;
   const data::Vocab vocab(std::vector<std::string>{"a", "b", "a", "c", " ", "\n", "é", "a"});
   nn::LanguageModelConfig c = tiny(vocab.size());
-  c.learned_positions = true;
+  c.positions = nn::PositionScheme::learned;
   manual_seed(8);
   auto model = lm::make_language_model(c);
   model->eval();
@@ -256,7 +371,7 @@ TEST_CASE("lm model files: both formats give the same model, vocabulary and toke
     const lm::LoadedModel loaded = lm::load_model(path);
     CHECK(loaded.description.vocab.id_to_token() == vocab.id_to_token());
     CHECK(loaded.description.tokenizer == lm::Tokenizer::chars);
-    CHECK(loaded.description.config.learned_positions);
+    CHECK(loaded.description.config.positions == nn::PositionScheme::learned);
     CHECK(loaded.model->forward(ids).to_vector<float>() == expected.to_vector<float>());
   }
   // A seq2seq model file is not a language model.
@@ -288,4 +403,75 @@ TEST_CASE("lm model files: both formats give the same model, vocabulary and toke
   save_checkpoint(file, folder.file("huge-vocab.agm"));
   CHECK_THROWS_WITH(lm::load_model(folder.file("huge-vocab.agm")),
       Contains("(vocab): the token count 10000000 is not the 7 the model's embedding has"));
+}
+
+TEST_CASE("lm model files: every setting of a modern model comes back, in both formats",
+    "[models][lm][files]") {
+  TempFolder folder;
+  const data::Vocab vocab(std::vector<std::string>{"a", "b", "c", " ", "\n"});
+  nn::LanguageModelConfig c = tiny(vocab.size());
+  c.pre_norm = true;
+  c.positions = nn::PositionScheme::rope;
+  c.rope_pairs = RotaryPairs::halves;
+  c.rope_base = 500.0;
+  c.num_kv_heads = 1;
+  c.norm = nn::Normalization::rms;
+  c.ffn = nn::FeedForward::swiglu;
+  manual_seed(9);
+  auto model = lm::make_language_model(c);
+  model->eval();
+  const Tensor ids = tensor({1, 2, 3, 4, 5}, {1, 5});
+  const Tensor expected = model->forward(ids);
+  for (const std::string name : {"llama.agm", "llama.safetensors"}) {
+    const std::string path = folder.file(name);
+    lm::save_model(path, *model, lm::Tokenizer::chars, vocab);
+    const nn::LanguageModelConfig& back = lm::load_model(path).description.config;
+    CHECK(back.positions == c.positions);
+    CHECK(back.rope_pairs == c.rope_pairs);
+    CHECK(back.rope_base == c.rope_base);
+    CHECK(back.num_kv_heads == c.num_kv_heads);
+    CHECK(back.norm == c.norm);
+    CHECK(back.ffn == c.ffn);
+    CHECK(
+        lm::load_model(path).model->forward(ids).to_vector<float>() == expected.to_vector<float>());
+  }
+  Checkpoint file = load_checkpoint(folder.file("llama.agm"));
+  file.strings["config.positions"] = "wavelets";
+  save_checkpoint(file, folder.file("bad.agm"));
+  CHECK_THROWS_WITH(lm::load_model(folder.file("bad.agm")),
+      Contains("config.positions: unknown positions 'wavelets' (known: sinusoidal, learned, "
+               "rope, alibi, none)"));
+  file = load_checkpoint(folder.file("llama.agm"));
+  file.integers["config.learned_positions"] = 0;  // an older file's entry beside the new one
+  save_checkpoint(file, folder.file("both.agm"));
+  CHECK_THROWS_WITH(lm::load_model(folder.file("both.agm")),
+      Contains("has both config.positions and the older config.learned_positions"));
+}
+
+TEST_CASE("lm model files written before the position schemes load and generate as they did",
+    "[models][lm][files]") {
+  // tests/models/fixtures/README.md: written by ag-train at e002bca, and what ag-generate printed
+  // with them then (--prompt "The " --temperature 1 --seed 5 --max-new 40).
+  const std::pair<const char*, const char*> files[] = {
+      {"lm-before-positions.agm", "The co!ynax\n%\n%iruinbag TOTe uw b ore tp car"},
+      {"lm-before-positions-learned.safetensors", "The mokasoYr n  lloabo.iAD! tak b onoe C win"}};
+  for (const auto& [name, printed] : files) {
+    INFO(name);
+    const lm::LoadedModel loaded = lm::load_model(std::string(AG_MODELS_FIXTURES_DIR) + "/" + name);
+    const nn::LanguageModelConfig& c = loaded.description.config;
+    const bool learned = std::string(name).find("learned") != std::string::npos;
+    CHECK(c.positions == (learned ? nn::PositionScheme::learned : nn::PositionScheme::sinusoidal));
+    CHECK(c.pre_norm == learned);
+    CHECK(c.num_kv_heads == 0);
+    CHECK(c.norm == nn::Normalization::layer);
+    CHECK(c.ffn == nn::FeedForward::relu);
+    const data::Vocab& vocab = loaded.description.vocab;
+    const std::vector<std::string> prompt = lm::tokenize("The ", lm::Tokenizer::chars).tokens;
+    Generator generator(5);
+    const std::vector<int64_t> generated =
+        lm::generate(*loaded.model, vocab.ids(prompt), 40, {1.0, 0}, generator);
+    std::vector<std::string> text = prompt;
+    for (const std::string& token : vocab.tokens(generated)) text.push_back(token);
+    CHECK(lm::detokenize(text, lm::Tokenizer::chars) == printed);
+  }
 }

@@ -1,5 +1,7 @@
 // The decoder-only language model (nn/language_model.h): gradients in float64, the causal mask,
-// the key/value cache against full recomputation, tied weights, and bad inputs.
+// the key/value cache against full recomputation, tied weights, and bad inputs — for d2l's blocks
+// and GPT-2's, every position scheme, and the Llama-style block (RMSNorm, SwiGLU, grouped-query
+// attention). tests/nn/test_position_schemes.cpp holds what is particular to each scheme.
 #include <catch2/catch.hpp>
 
 #include "nn_test_util.h"
@@ -9,7 +11,27 @@ using namespace nn_test;
 
 namespace {
 
-nn::LanguageModelConfig tiny_config(bool pre_norm, bool learned, bool tied) {
+struct Variant {
+  const char* name;
+  bool pre_norm;
+  nn::PositionScheme positions;
+  bool tied;
+  nn::Normalization norm = nn::Normalization::layer;
+  nn::FeedForward ffn = nn::FeedForward::relu;
+  int64_t kv_heads = 0;
+};
+using P = nn::PositionScheme;
+const Variant variants[] = {{"post-norm, sinusoidal", false, P::sinusoidal, false},
+    {"pre-norm, learned positions", true, P::learned, false},
+    {"post-norm, tied", false, P::sinusoidal, true},
+    {"pre-norm, learned, tied", true, P::learned, true}, {"post-norm, rope", false, P::rope, false},
+    {"pre-norm, alibi, tied", true, P::alibi, true},
+    {"post-norm, no positions", false, P::none, false},
+    // Llama's block: pre-norm RMSNorm, SwiGLU, RoPE, one key/value head for two query heads
+    {"Llama-style: RMSNorm, SwiGLU, rope, multi-query", true, P::rope, false,
+        nn::Normalization::rms, nn::FeedForward::swiglu, 1}};
+
+nn::LanguageModelConfig tiny_config(const Variant& v) {
   nn::LanguageModelConfig c;
   c.vocab_size = 7;
   c.num_hiddens = 8;
@@ -18,24 +40,19 @@ nn::LanguageModelConfig tiny_config(bool pre_norm, bool learned, bool tied) {
   c.ffn_num_hiddens = 12;
   c.dropout = 0.0;
   c.block_size = 6;
-  c.pre_norm = pre_norm;
-  c.learned_positions = learned;
-  c.tie_weights = tied;
+  c.pre_norm = v.pre_norm;
+  c.positions = v.positions;
+  c.tie_weights = v.tied;
+  c.norm = v.norm;
+  c.ffn = v.ffn;
+  c.num_kv_heads = v.kv_heads;
   return c;
 }
-
-struct Variant {
-  const char* name;
-  bool pre_norm, learned, tied;
-};
-const Variant variants[] = {{"post-norm, sinusoidal", false, false, false},
-    {"pre-norm, learned positions", true, true, false}, {"post-norm, tied", false, false, true},
-    {"pre-norm, learned, tied", true, true, true}};
 
 // One block of width 4 keeps each check well under a second; the cache tests below use two.
 void check_gradients(const Variant& v) {
   manual_seed(3);
-  nn::LanguageModelConfig config = tiny_config(v.pre_norm, v.learned, v.tied);
+  nn::LanguageModelConfig config = tiny_config(v);
   config.num_hiddens = 4;
   config.ffn_num_hiddens = 6;
   config.num_layers = 1;
@@ -58,9 +75,17 @@ TEST_CASE("LanguageModel: gradcheck in float64, pre-norm blocks", "[nn][lm][grad
   check_gradients(variants[3]);
 }
 
+TEST_CASE("LanguageModel: gradcheck in float64, relative positions and Llama's block",
+    "[nn][lm][gradcheck]") {
+  for (std::size_t v = 4; v < std::size(variants); ++v) {
+    INFO(variants[v].name);
+    check_gradients(variants[v]);
+  }
+}
+
 TEST_CASE("LanguageModel: names and counts of the parameters", "[nn][lm]") {
   manual_seed(0);
-  nn::LanguageModel untied(tiny_config(false, false, false));
+  nn::LanguageModel untied(tiny_config(variants[0]));
   const auto names = untied.state_dict();
   CHECK(names.count("embedding.weight"));
   CHECK(names.count("pos_encoding.P"));  // the sinusoid table: a buffer
@@ -68,7 +93,7 @@ TEST_CASE("LanguageModel: names and counts of the parameters", "[nn][lm]") {
   CHECK(names.count("blks.1.addnorm2.ln.weight"));
   CHECK(names.count("dense.weight"));
   CHECK_FALSE(names.count("ln_f.weight"));
-  nn::LanguageModel tied(tiny_config(true, true, true));
+  nn::LanguageModel tied(tiny_config(variants[3]));
   const auto tied_names = tied.state_dict();
   CHECK(tied_names.count("ln_f.weight"));
   CHECK(tied_names.count("blks.0.ln1.weight"));
@@ -84,7 +109,7 @@ TEST_CASE("LanguageModel: position t sees the tokens up to t and no later one", 
   for (const Variant& v : variants) {
     SECTION(v.name) {
       manual_seed(5);
-      nn::LanguageModel model(tiny_config(v.pre_norm, v.learned, v.tied));
+      nn::LanguageModel model(tiny_config(v));
       model.eval();
       const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {1, 6});
       const Tensor b = tensor({1, 2, 3, 0, 0, 2}, {1, 6});  // the same first three tokens
@@ -105,7 +130,7 @@ TEST_CASE(
   for (const Variant& v : variants) {
     SECTION(v.name) {
       manual_seed(7);
-      nn::LanguageModel model(tiny_config(v.pre_norm, v.learned, v.tied));
+      nn::LanguageModel model(tiny_config(v));
       model.to(float64);
       model.eval();
       NoGradGuard no_grad;
@@ -115,7 +140,8 @@ TEST_CASE(
       nn::KVCache cache = model.make_cache();
       std::vector<Tensor> pieces{model(ids.narrow(1, 0, 2), &cache)};
       CHECK(cache.length() == 2);
-      CHECK(cache.keys[1].shape() == Shape{2, 2, 2, 4});  // (B, H, S, D/H)
+      const int64_t Hkv = v.kv_heads == 0 ? 2 : v.kv_heads;
+      CHECK(cache.keys[1].shape() == Shape{2, Hkv, 2, 4});  // (B, Hkv, S, D/H)
       for (int64_t t = 2; t < 6; ++t) pieces.push_back(model(ids.narrow(1, t, 1), &cache));
       CHECK(cache.length() == 6);
       CHECK(max_abs_diff(concat(pieces, 1), full) < 1e-12);
@@ -125,7 +151,7 @@ TEST_CASE(
 
 TEST_CASE("LanguageModel: bad inputs are errors that leave the cache as it was", "[nn][lm]") {
   manual_seed(9);
-  nn::LanguageModel model(tiny_config(false, false, false));
+  nn::LanguageModel model(tiny_config(variants[0]));
   model.eval();
   NoGradGuard no_grad;
   CHECK_THROWS_AS(model(tensor({1, 2, 3}, {3})), ShapeError);
@@ -139,10 +165,16 @@ TEST_CASE("LanguageModel: bad inputs are errors that leave the cache as it was",
   CHECK(cache.length() == 4);
   nn::KVCache wrong;
   CHECK_THROWS_WITH(model(zeros({1, 1}), &wrong), Catch::Contains("a cache of 0 blocks"));
-  nn::LanguageModelConfig bad = tiny_config(false, false, false);
+  nn::LanguageModelConfig bad = tiny_config(variants[0]);
   bad.num_heads = 3;
   CHECK_THROWS_AS(nn::LanguageModel(bad), ValueError);
-  bad = tiny_config(false, false, false);
+  bad = tiny_config(variants[0]);
   bad.block_size = 0;
   CHECK_THROWS_AS(nn::LanguageModel(bad), ValueError);
+  bad = tiny_config(variants[0]);
+  bad.num_kv_heads = 3;  // does not divide 2 heads
+  CHECK_THROWS_WITH(nn::LanguageModel(bad), Catch::Contains("num_kv_heads 3 does not divide"));
+  bad = tiny_config(variants[0]);
+  bad.norm = nn::Normalization::rms;  // post-norm: AddNorm is a LayerNorm
+  CHECK_THROWS_WITH(nn::LanguageModel(bad), Catch::Contains("needs pre_norm"));
 }
