@@ -3,8 +3,13 @@
 // the same model and task — and the speed of generation with and without the key/value cache.
 //
 //   ag-bench-lm [--steps S] [--threads N] [--seed S] [--warmup W] [--eval-windows N] [--no-eval]
-//               [--fortunes DIR] [--json]
-//   ag-bench-lm --generation [--context C] [--new-tokens N] [--threads N] [--json]
+//               [--fortunes DIR] [--positions P] [--json]
+//   ag-bench-lm --generation [--context C] [--new-tokens N] [--positions P] [--threads N] [--json]
+//   ag-bench-lm --positions-ab P1,P2,... [--steps S] [--warmup W] [--threads N] [--json]
+//   ag-bench-lm --long-generation [--block-size B] [--long-tokens N] [--positions P] [--json]
+//
+// --positions (nn::PositionScheme; default sinusoidal, char-small's) changes only the model's
+// positions, in every mode.
 //
 // Training (what ag-train --task lm does on the fortunes corpus, through the same functions):
 //   corpus      data::read_fortunes: every regular file in /usr/share/games/fortunes not ending
@@ -54,6 +59,19 @@
 // every buffer size for the first time and pays for getting it from the system). Then lm::generate itself runs both ways for the N tokens
 // (end to end, the prompt's forward included); every way must give the same tokens (same_tokens).
 //
+// Positions A/B (--positions-ab): the training step of char-small with each listed scheme, in one
+// process, the models built from the same seed and trained on the same batches, their steps taken
+// in turn (scheme 1, 2, …, 1, 2, …) so that a slower or busier moment of the machine falls on all
+// of them alike; --warmup rounds untimed, then the median of the rest per scheme, and its ratio to
+// the first scheme's (the goal: RoPE's and ALiBi's step ≤ 1.1× the sinusoidal one).
+//
+// Long generation (--long-generation): lm::generate end to end, greedy from a one-token prompt, of
+// --long-tokens new tokens (default 1024) with block_size --block-size (default 256), with the
+// cache and without; tokens/s both ways. Past the block, absolute positions rebuild the cache at
+// every step (a forward of the whole window, as without the cache) while relative ones slide it
+// (models/lm.h, generate), so only the latter keep the cache's speed. The model is --generation's
+// (untrained, vocabulary 113).
+//
 // --threads sets ag's threads (ag::set_num_threads). --json prints one JSON object on one line.
 #include <cblas.h>
 
@@ -64,6 +82,8 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -121,6 +141,7 @@ double process_cpu_seconds() {
 
 struct TrainOptions {
   int64_t steps = kScheduleSteps, warmup = 10, eval_windows = 0;
+  nn::PositionScheme positions = nn::PositionScheme::sinusoidal;
   uint64_t seed = 0;
   bool evaluate = true;
   bool sgemm_peak = true;  // measure the machine's sgemm peak for the MFU
@@ -153,7 +174,8 @@ int run_training(const TrainOptions& o, int threads, bool json) {
   const std::vector<int64_t>& val_ids = task.val_ids;
 
   manual_seed(o.seed);
-  const nn::LanguageModelConfig config = lm::char_small_config(vocab.size());
+  nn::LanguageModelConfig config = lm::char_small_config(vocab.size());
+  config.positions = o.positions;
   auto model = lm::make_language_model(config);
   model->train();
   optim::AdamW optimizer(model->parameters(), kLr, {kBeta1, kBeta2}, kEps, kWeightDecay);
@@ -266,6 +288,8 @@ int run_training(const TrainOptions& o, int threads, bool json) {
 
 struct GenerationOptions {
   int64_t context = 256, new_tokens = 32;
+  nn::PositionScheme positions = nn::PositionScheme::sinusoidal;
+  int64_t block_size = 256, long_tokens = 1024;  // --long-generation
 };
 
 // The id of the largest logit of the last position of logits (1, T, V) (the first on ties).
@@ -279,6 +303,7 @@ int run_generation(const GenerationOptions& o, int threads, bool json) {
   constexpr int64_t kVocab = 113;  // the fortunes corpus's character vocabulary
   nn::LanguageModelConfig config = lm::char_small_config(kVocab);
   config.block_size = 512;
+  config.positions = o.positions;
   if (o.context + o.new_tokens > config.block_size) {
     std::fprintf(stderr,
         "ag-bench-lm: --context %lld + --new-tokens %lld must fit block_size %lld\n",
@@ -362,18 +387,20 @@ int run_generation(const GenerationOptions& o, int threads, bool json) {
         "\"vocab\": %lld, \"ms_per_token_cached\": %.4f, \"ms_per_token_recompute\": %.4f, "
         "\"speedup\": %.3f, \"first_pass_ms_per_token_cached\": %.4f, "
         "\"first_pass_ms_per_token_recompute\": %.4f, \"generate_ms_cached\": %.3f, "
-        "\"generate_ms_recompute\": %.3f, \"same_tokens\": %s}\n",
+        "\"generate_ms_recompute\": %.3f, \"same_tokens\": %s, \"positions\": \"%s\"}\n",
         threads, static_cast<long long>(o.context), static_cast<long long>(o.new_tokens),
         static_cast<long long>(config.num_hiddens), static_cast<long long>(config.num_layers),
         static_cast<long long>(config.block_size), static_cast<long long>(kVocab), cached_ms,
         recompute_ms, recompute_ms / cached_ms, cold_cached_ms, cold_recompute_ms,
-        generate_cached_s * 1e3, generate_recompute_s * 1e3, same ? "true" : "false");
+        generate_cached_s * 1e3, generate_recompute_s * 1e3, same ? "true" : "false",
+        nn::position_scheme_name(o.positions).c_str());
   } else {
     std::printf(
         "ag-bench-lm --generation: %lld tokens of context, %lld new tokens (greedy), "
-        "char-small's shape with block_size %lld, %d thread(s)\n",
+        "char-small's shape with block_size %lld, %s positions, %d thread(s)\n",
         static_cast<long long>(o.context), static_cast<long long>(o.new_tokens),
-        static_cast<long long>(config.block_size), threads);
+        static_cast<long long>(config.block_size), nn::position_scheme_name(o.positions).c_str(),
+        threads);
     std::printf(
         "  per token (median of the steps):  with the cache %.4f ms, recomputing the "
         "prefix %.4f ms: %.2fx\n",
@@ -390,13 +417,139 @@ int run_generation(const GenerationOptions& o, int threads, bool json) {
   return same ? 0 : 1;
 }
 
+// ---- positions A/B ------------------------------------------------------------------------------
+
+int run_positions_ab(
+    const TrainOptions& o, const std::vector<nn::PositionScheme>& schemes, int threads, bool json) {
+  const Task task = read_task(o.fortunes);
+  struct Arm {  // one scheme's model, optimizer, schedule and step
+    nn::PositionScheme positions;
+    std::shared_ptr<nn::LanguageModel> model;
+    std::unique_ptr<optim::AdamW> optimizer;
+    std::unique_ptr<optim::Scheduler> scheduler;
+    std::unique_ptr<training::Step> step;
+    std::vector<double> seconds;
+  };
+  std::vector<Arm> arms;
+  for (const nn::PositionScheme positions : schemes) {
+    Arm arm{positions, nullptr, nullptr, nullptr, nullptr, {}};
+    manual_seed(o.seed);
+    nn::LanguageModelConfig config = lm::char_small_config(task.vocab.size());
+    config.positions = positions;
+    arm.model = lm::make_language_model(config);
+    arm.model->train();
+    arm.optimizer = std::make_unique<optim::AdamW>(
+        arm.model->parameters(), kLr, std::pair{kBeta1, kBeta2}, kEps, kWeightDecay);
+    arm.scheduler = std::make_unique<optim::Scheduler>(
+        *arm.optimizer, optim::cosine_with_warmup(kWarmupUpdates, kScheduleSteps, kMinLrFactor));
+    training::StepOptions step_options;
+    step_options.clip = kClip;
+    step_options.program = "ag-bench-lm";
+    arm.step = std::make_unique<training::Step>(
+        *arm.model, *arm.optimizer, *arm.scheduler, kBatch, step_options);
+    arms.push_back(std::move(arm));
+  }
+  Generator batches(o.seed + 1);
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    // One batch for the round: every scheme trains on the same windows.
+    const data::LMBatch batch = data::sample_lm_batch(task.train_ids, kBatch, 64, batches);
+    for (Arm& arm : arms) {
+      const auto start = Clock::now();
+      const training::StepResult result =
+          arm.step->take(step, double(kBatch), [&](int64_t first, int64_t last) {
+            return std::pair{lm::lm_loss(*arm.model, batch.inputs.narrow(0, first, last - first),
+                                 batch.labels.narrow(0, first, last - first)),
+                double(last - first)};
+          });
+      const double elapsed = seconds_since(start);
+      if (result.diverged) return 1;
+      if (step > o.warmup) arm.seconds.push_back(elapsed);
+    }
+  }
+  const double base_ms = median(arms[0].seconds) * 1e3;
+  if (json) {
+    std::printf(
+        "{\"impl\": \"ag\", \"config\": \"positions-ab\", \"threads\": %d, \"steps\": %lld, "
+        "\"warmup\": %lld, \"schemes\": [",
+        threads, static_cast<long long>(o.steps), static_cast<long long>(o.warmup));
+    for (std::size_t a = 0; a < arms.size(); ++a) {
+      const double ms = median(arms[a].seconds) * 1e3;
+      std::printf("%s{\"positions\": \"%s\", \"ms_per_step\": %.3f, \"ratio\": %.4f}",
+          a == 0 ? "" : ", ", nn::position_scheme_name(arms[a].positions).c_str(), ms,
+          ms / base_ms);
+    }
+    std::printf("]}\n");
+  } else {
+    std::printf(
+        "ag-bench-lm --positions-ab: char-small's training step, %d thread(s), %lld "
+        "rounds (%lld untimed), the schemes in turn\n",
+        threads, static_cast<long long>(o.steps), static_cast<long long>(o.warmup));
+    for (const Arm& arm : arms) {
+      const double ms = median(arm.seconds) * 1e3;
+      std::printf("  %-10s  %8.3f ms/step (median)  %.3fx %s\n",
+          nn::position_scheme_name(arm.positions).c_str(), ms, ms / base_ms,
+          nn::position_scheme_name(arms[0].positions).c_str());
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+// ---- long generation ----------------------------------------------------------------------------
+
+int run_long_generation(const GenerationOptions& o, int threads, bool json) {
+  constexpr int64_t kVocab = 113;
+  nn::LanguageModelConfig config = lm::char_small_config(kVocab);
+  config.block_size = o.block_size;
+  config.positions = o.positions;
+  manual_seed(0);
+  auto model = lm::make_language_model(config);
+  model->eval();
+  auto tokens_per_s = [&](bool use_cache, std::vector<int64_t>& tokens) {
+    Generator sampling_gen(0);  // greedy draws nothing
+    const auto start = Clock::now();
+    tokens = lm::generate(*model, {1}, o.long_tokens, {0.0, 0}, sampling_gen, use_cache);
+    return double(o.long_tokens) / seconds_since(start);
+  };
+  std::vector<int64_t> cached, recomputed;
+  const double with_cache = tokens_per_s(true, cached);
+  const double without = tokens_per_s(false, recomputed);
+  // The two agree while the context fits the block; past it a sliding cache differs from a
+  // recomputed window (models/lm.h), so only that part is compared.
+  const auto fits = static_cast<std::ptrdiff_t>(std::min(o.long_tokens, o.block_size - 1));
+  const bool same_in_block = std::equal(cached.begin(), cached.begin() + fits, recomputed.begin());
+  if (json) {
+    std::printf(
+        "{\"impl\": \"ag\", \"config\": \"long-generation\", \"threads\": %d, "
+        "\"positions\": \"%s\", \"block_size\": %lld, \"new_tokens\": %lld, "
+        "\"tokens_per_s_cached\": %.1f, \"tokens_per_s_recompute\": %.1f, "
+        "\"speedup\": %.3f, \"same_tokens_in_block\": %s}\n",
+        threads, nn::position_scheme_name(o.positions).c_str(),
+        static_cast<long long>(o.block_size), static_cast<long long>(o.long_tokens), with_cache,
+        without, with_cache / without, same_in_block ? "true" : "false");
+  } else {
+    std::printf(
+        "ag-bench-lm --long-generation: %s positions, block_size %lld, %lld new tokens "
+        "from one, %d thread(s)\n",
+        nn::position_scheme_name(o.positions).c_str(), static_cast<long long>(o.block_size),
+        static_cast<long long>(o.long_tokens), threads);
+    std::printf(
+        "  %.1f tokens/s with the cache, %.1f without: %.2fx; the same tokens while the "
+        "context fits: %s\n",
+        with_cache, without, with_cache / without, same_in_block ? "yes" : "NO");
+  }
+  std::fflush(stdout);
+  return same_in_block ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1;
-  bool json = false, generation = false, no_eval = false, no_peak = false;
+  bool json = false, generation = false, long_generation = false, no_eval = false, no_peak = false;
   TrainOptions train;
   GenerationOptions gen;
+  std::string positions = "sinusoidal", positions_ab;
   CLI::App app{
       "ag-bench-lm: the char-small language model — training step time and validation "
       "loss, or generation with and without the key/value cache (see "
@@ -421,16 +574,39 @@ int main(int argc, char** argv) {
       app, "--context", gen.context, "--generation: tokens of context", int64_t{1}, int64_t{511});
   add_whole_number(app, "--new-tokens", gen.new_tokens, "--generation: tokens timed per way",
       int64_t{1}, int64_t{511});
+  app.add_option("--positions", positions,
+         "the model's positions: sinusoidal | learned | rope | alibi | none")
+      ->capture_default_str();
+  app.add_option("--positions-ab", positions_ab,
+      "time the training step of these schemes (comma-separated) in turn, in one run");
+  app.add_flag("--long-generation", long_generation,
+      "tokens/s of lm::generate past the block, with and without the cache");
+  add_whole_number(app, "--block-size", gen.block_size, "--long-generation: the model's block",
+      int64_t{2}, int64_t{4096});
+  add_whole_number(app, "--long-tokens", gen.long_tokens, "--long-generation: new tokens",
+      int64_t{1}, int64_t{100000});
   CLI11_PARSE(app, argc, argv);
+  std::vector<nn::PositionScheme> ab_schemes;
+  try {
+    train.positions = gen.positions = nn::parse_position_scheme(positions, "--positions");
+    std::stringstream list(positions_ab);
+    for (std::string name; std::getline(list, name, ',');)
+      ab_schemes.push_back(nn::parse_position_scheme(name, "--positions-ab"));
+  } catch (const ValueError& e) {
+    std::fprintf(stderr, "ag-bench-lm: %s\n", e.what());
+    return 2;
+  }
   train.evaluate = !no_eval;
   train.sgemm_peak = !no_peak;
-  if (!generation && train.warmup >= train.steps) {
+  if (!generation && !long_generation && train.warmup >= train.steps) {
     std::fprintf(stderr, "ag-bench-lm: --warmup %lld must be below --steps %lld\n",
         static_cast<long long>(train.warmup), static_cast<long long>(train.steps));
     return 2;
   }
   set_num_threads(threads);
   try {
+    if (!ab_schemes.empty()) return run_positions_ab(train, ab_schemes, threads, json);
+    if (long_generation) return run_long_generation(gen, threads, json);
     return generation ? run_generation(gen, threads, json) : run_training(train, threads, json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ag-bench-lm: %s\n", e.what());
