@@ -1,12 +1,13 @@
 // ag-backprop-attention: the numbers of docs/backprop_attention.md.
 //
-// Six small computations, each in float64, each printing what the guide quotes:
+// Seven small computations, each in float64, each printing what the guide quotes:
 //   1. scaled dot-product attention: the forward, the backward by the formulas, and autograd's
 //   2. masked softmax: masked keys get weight 0 and gradient 0; a row of valid length 0
 //   3. transpose_qkv's backward is transpose_output
 //   4. layer norm's backward and the two sums it makes 0
 //   5. the positional encoding's rotation property
-//   6. the backward trace of a whole MultiHeadAttention, composed and fused
+//   6. RoPE: the same rotation applied to queries and keys, and its backward
+//   7. the backward trace of a whole MultiHeadAttention, composed and fused
 // tests/examples/test_backprop_guide.cpp runs this program and checks that every output block the
 // guide quotes is still printed exactly so.
 //
@@ -164,10 +165,60 @@ void positional_encoding_rotation() {
             << yes_no(worst < 1e-6) << "\n";
 }
 
-// 6. One MultiHeadAttention (D 8, 2 heads) on B 1, Q 3 queries, K 4 key–value pairs, valid length
+// 6. RoPE: pair j of a query or key at position t turned by R(t·ω_j); the score of (t, s) then
+//    depends on s − t alone, and the backward turns the gradient back by −θ.
+void rotary_position_embedding() {
+  section("6. RoPE: the rotation moved into the queries and keys");
+  const int64_t d = 8, max_len = 60;
+  // (a) The unit vector (1, 0) turned by t·ω_j at every position t is d2l's table, its pair read
+  //     as (cos, sin): (P[t, 2j+1], P[t, 2j]).
+  nn::RotaryEmbedding rope(d);  // θ_{t,j} = t · 10000^(−2j/d), d2l's angles
+  rope.to(float64);
+  nn::PositionalEncoding encoding(d, 0.0, max_len);
+  encoding.to(float64);
+  const Tensor P = encoding.P.select(0, 0);  // (max_len, d)
+  std::vector<double> unit(static_cast<std::size_t>(max_len * d), 0.0);
+  for (std::size_t e = 0; e < unit.size(); e += 2) unit[e] = 1;     // (1, 0) in every pair
+  const Tensor turned = rope(tensor(unit, {max_len, d}, float64));  // (max_len, d)
+  bool table = true;
+  for (int64_t t = 0; t < max_len; ++t)
+    for (int64_t j = 0; j < d / 2; ++j)
+      table =
+          table &&
+          turned.select(0, t).select(0, 2 * j).item() ==
+              P.select(0, t).select(0, 2 * j + 1).item() &&
+          turned.select(0, t).select(0, 2 * j + 1).item() == P.select(0, t).select(0, 2 * j).item();
+  std::cout << "(1, 0) turned by t·ω_j is d2l's (P[t, 2j+1], P[t, 2j]), t < 60, every pair, bit "
+               "for bit: "
+            << yes_no(table) << "\n";
+  // (b) One query and one key, turned at positions (t, s) and at (t + δ, s + δ): the same score.
+  Generator data(2);
+  const Tensor q = randn({1, d}, data, float64), k = randn({1, d}, data, float64);  // (1, d)
+  auto score = [&](int64_t t, int64_t s) {
+    return sum(mul(rope(q, t), rope(k, s))).item();  // (R(tω) q) · (R(sω) k)
+  };
+  char line[200];
+  std::snprintf(line, sizeof line,
+      "q·k = %.6f unturned; turned at (t, s) = (5, 2): %.6f, (105, 102): %.6f, (1005, 1002): "
+      "%.6f",
+      sum(mul(q, k)).item(), score(5, 2), score(105, 102), score(1005, 1002));
+  std::cout << line << "\n";
+  std::cout << "at (5, 2) and (1005, 1002) the same to 1e-12: "
+            << yes_no(std::abs(score(5, 2) - score(1005, 1002)) < 1e-12) << "\n";
+  // (c) The backward: y = R(θ) x, so dx = R(θ)ᵀ g = R(−θ) g — the forward with sin θ negated.
+  const Tensor x = randn({3, d}, data, float64).requires_grad_();  // 3 positions
+  const Tensor g = randn({3, d}, data, float64);                   // the upstream gradient
+  mul(rope(x, 7), g).sum().backward();
+  const auto [c, s] = rope.angles(7, 3, float64);         // (3, d/2) cos θ, sin θ
+  const Tensor by_hand = rotary_embedding(g, c, neg(s));  // R(−θ) g
+  std::cout << "dx = R(−θ)·g, autograd's and by hand, the same bits: "
+            << yes_no(max_abs_difference(x.grad(), by_hand) == 0) << "\n";
+}
+
+// 7. One MultiHeadAttention (D 8, 2 heads) on B 1, Q 3 queries, K 4 key–value pairs, valid length
 //    3; backward from a fixed upstream gradient, with every node printed as it runs.
 void multi_head_attention_trace() {
-  section("6. the backward trace of multi-head attention");
+  section("7. the backward trace of multi-head attention");
   manual_seed(0);
   nn::MultiHeadAttention attention(8, 8, 8, 8, 2, 0.0);
   attention.to(float64);
@@ -193,9 +244,9 @@ void multi_head_attention_trace() {
 int main(int argc, char** argv) {
   CLI::App app{
       "ag-backprop-attention: prints the numbers docs/backprop_attention.md quotes: scaled\n"
-      "dot-product attention, masked softmax, transpose_qkv, layer norm and the positional\n"
-      "encoding, each by its formula and by autograd (float64), and the backward trace of a\n"
-      "MultiHeadAttention. It takes no options."};
+      "dot-product attention, masked softmax, transpose_qkv, layer norm, the positional\n"
+      "encoding and RoPE, each by its formula and by autograd (float64), and the backward trace\n"
+      "of a MultiHeadAttention. It takes no options."};
   return ag::training::run_main("ag-backprop-attention", app, argc, argv, [] {
     std::cout << "ag-backprop-attention: the numbers of docs/backprop_attention.md (float64)\n";
     scaled_dot_product_attention_by_hand();
@@ -203,6 +254,7 @@ int main(int argc, char** argv) {
     transpose_qkv_backward();
     layer_norm_backward();
     positional_encoding_rotation();
+    rotary_position_embedding();
     multi_head_attention_trace();
     return 0;
   });

@@ -64,7 +64,7 @@ TEST_CASE(
   const std::string output = run(AG_BACKPROP_ATTENTION_PATH, status);
   REQUIRE(status == 0);
   const std::vector<std::string> blocks = quoted_blocks(guide);
-  CHECK(blocks.size() == 6);  // one per section of the example
+  CHECK(blocks.size() == 7);  // one per section of the example
   for (const std::string& block : blocks) {
     INFO("quoted block:\n" << block << "\nprogram output:\n" << output);
     CHECK(block.size() > 40);
