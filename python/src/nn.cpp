@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/error.h"
 #include "nn/attention.h"
 #include "nn/fused.h"
 #include "nn/init.h"
@@ -38,6 +39,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/positions.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "python/src/bindings.h"
@@ -300,7 +302,19 @@ void def_attention_forward(Class<M>& cls) {
       py::kw_only(), py::arg("is_causal") = false);
 }
 
-std::vector<int64_t> normalized_shape_of(py::handle value) { return to_shape(value, "LayerNorm"); }
+std::vector<int64_t> normalized_shape_of(py::handle value, const char* layer = "LayerNorm") {
+  return to_shape(value, layer);
+}
+
+// MultiHeadAttention's positions= keyword: "none" (d2l's: the positions were added to the input),
+// "rope" or "alibi" (nn::AttentionPositions); any other name a ValueError naming the keyword.
+nn::AttentionPositions attention_positions_of(const std::string& name) {
+  if (name == "none") return nn::AttentionPositions::none;
+  if (name == "rope") return nn::AttentionPositions::rope;
+  if (name == "alibi") return nn::AttentionPositions::alibi;
+  fail<ValueError>("MultiHeadAttention: positions: '", name,
+      "' is not a position scheme of the attention ('none', 'rope' or 'alibi')");
+}
 
 void bind_module(py::module_& m) {
   py::class_<Parameter, Tensor>(m, "Parameter",
@@ -564,6 +578,25 @@ void bind_layers(py::module_& m) {
           [](const nn::LayerNorm& l) { return py::tuple(py::cast(l.normalized_shape)); })
       .def_readonly("eps", &nn::LayerNorm::eps);
   def_unary_forward(layer_norm);
+
+  // torch.nn.RMSNorm (PyTorch 2.4): eps None is torch.finfo(x.dtype).eps at each forward; without
+  // elementwise_affine, weight is None.
+  Class<nn::RMSNorm> rms_norm(
+      m, "RMSNorm", "x / sqrt(mean(x²) + eps) · weight over the last dims (torch.nn.RMSNorm).");
+  rms_norm
+      .def(py::init(
+               [](py::object normalized_shape, std::optional<double> eps, bool elementwise_affine) {
+                 return std::make_shared<nn::RMSNorm>(
+                     normalized_shape_of(normalized_shape, "RMSNorm"), eps, elementwise_affine);
+               }),
+          py::arg("normalized_shape"), py::arg("eps") = py::none(),
+          py::arg("elementwise_affine") = true)
+      .def_property_readonly("normalized_shape",
+          [](const nn::RMSNorm& l) { return py::tuple(py::cast(l.normalized_shape)); })
+      .def_readonly("eps", &nn::RMSNorm::eps)
+      .def_property_readonly(
+          "elementwise_affine", [](const nn::RMSNorm& l) { return l.weight.defined(); });
+  def_unary_forward(rms_norm);
 }
 
 void bind_attention(py::module_& m) {
@@ -582,14 +615,89 @@ void bind_attention(py::module_& m) {
           [](const nn::AdditiveAttention& a) { return tensor_or_none(a.attention_weights()); });
   def_attention_forward(additive);
 
+  // d2l's seven arguments, and as keywords the options of the modern block
+  // (nn::MultiHeadAttentionOptions): grouped-query heads and positions inside the attention.
   Class<nn::MultiHeadAttention> mha(m, "MultiHeadAttention", "d2l's multi-head attention.");
-  mha.def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, double, bool>(),
+  mha.def(py::init([](int64_t key_size, int64_t query_size, int64_t value_size, int64_t num_hiddens,
+                       int64_t num_heads, double dropout, bool bias, int64_t num_kv_heads,
+                       const std::string& positions, const std::string& rope_pairs,
+                       double rope_base) {
+       nn::MultiHeadAttentionOptions options;
+       options.num_kv_heads = num_kv_heads;
+       options.positions = attention_positions_of(positions);
+       options.rope_pairs = nn::parse_rotary_pairs(rope_pairs, "MultiHeadAttention: rope_pairs");
+       options.rope_base = rope_base;
+       return std::make_shared<nn::MultiHeadAttention>(
+           key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias, options);
+     }),
          py::arg("key_size"), py::arg("query_size"), py::arg("value_size"), py::arg("num_hiddens"),
-         py::arg("num_heads"), py::arg("dropout"), py::arg("bias") = false)
+         py::arg("num_heads"), py::arg("dropout"), py::arg("bias") = false, py::kw_only(),
+         py::arg("num_kv_heads") = 0, py::arg("positions") = "none",
+         py::arg("rope_pairs") = "interleaved", py::arg("rope_base") = 10000.0)
       .def_readonly("num_heads", &nn::MultiHeadAttention::num_heads)
+      .def_readonly("num_kv_heads", &nn::MultiHeadAttention::num_kv_heads)
+      .def_property_readonly(
+          "rotary", [](const nn::MultiHeadAttention& a) { return a.rotary; },
+          "The RotaryEmbedding of each head's features (positions='rope'), else None.")
       .def_property_readonly("attention_weights",
-          [](const nn::MultiHeadAttention& a) { return tensor_or_none(a.attention_weights()); });
+          [](const nn::MultiHeadAttention& a) { return tensor_or_none(a.attention_weights()); })
+      // A decoder's causal self-attention over its own key/value cache, as a function: X
+      // (B, T, query_size) at positions first_position …, the cache (B, num_kv_heads, S, D/H) of
+      // the positions before (None: empty) -> (output (B, T, num_hiddens), keys, values), the
+      // cache with the T new positions appended.
+      .def(
+          "causal_self_attention",
+          [](nn::MultiHeadAttention& a, const Tensor& X, int64_t first_position,
+              std::optional<Tensor> cached_keys, std::optional<Tensor> cached_values) {
+            if (cached_keys.has_value() != cached_values.has_value())
+              fail<ValueError>(
+                  "MultiHeadAttention.causal_self_attention: give both cached_keys and "
+                  "cached_values, or neither (an empty cache)");
+            Tensor keys = optional_tensor(cached_keys), values = optional_tensor(cached_values);
+            Tensor out;
+            {
+              py::gil_scoped_release release;
+              out = a.causal_self_attention(X, first_position, &keys, &values);
+            }
+            return py::make_tuple(out, keys, values);
+          },
+          py::arg("X"), py::arg("first_position") = 0, py::arg("cached_keys") = py::none(),
+          py::arg("cached_values") = py::none());
   def_attention_forward(mha);
+  // DotProductAttention's ALiBi slopes (MultiHeadAttention(positions='alibi') sets them).
+  dot.def_property_readonly(
+      "alibi_slopes", [](const nn::DotProductAttention& a) { return a.alibi_slopes; });
+
+  // Rotary position embedding (nn/positions.h): no parameters, no buffers; cos and sin cached.
+  Class<nn::RotaryEmbedding> rotary(m, "RotaryEmbedding",
+      "Turns feature pair j of position t by t·base^(-2j/dim) (RoPE; Su et al. 2021).");
+  rotary
+      .def(py::init([](int64_t dim, double base, const std::string& pairs) {
+        return std::make_shared<nn::RotaryEmbedding>(
+            dim, base, nn::parse_rotary_pairs(pairs, "RotaryEmbedding: pairs"));
+      }),
+          py::arg("dim"), py::arg("base") = 10000.0, py::arg("pairs") = "interleaved")
+      .def_readonly("dim", &nn::RotaryEmbedding::dim)
+      .def_readonly("base", &nn::RotaryEmbedding::base)
+      .def_property_readonly(
+          "pairs", [](const nn::RotaryEmbedding& r) { return nn::rotary_pairs_name(r.pairs); })
+      .def(
+          "forward",
+          [](nn::RotaryEmbedding& r, const Tensor& x, int64_t first_position) {
+            py::gil_scoped_release release;
+            return r.forward(x, first_position);
+          },
+          py::arg("x"), py::arg("first_position") = 0)
+      .def(
+          "angles",
+          [](nn::RotaryEmbedding& r, int64_t first_position, int64_t T,
+              std::optional<DType> dtype) {
+            auto [cos, sin] = r.angles(first_position, T, dtype.value_or(r.cos_cached.dtype()));
+            return py::make_tuple(cos, sin);
+          },
+          py::arg("first_position"), py::arg("T"), py::arg("dtype") = py::none(),
+          "(cos θ, sin θ) of positions first_position … first_position + T - 1, each (T, dim/2), "
+          "in dtype (None: the module's).");
 
   // forward(X) = dropout(X + P[:, first_position : first_position + T]); P is a buffer.
   auto positional_forward = [](auto& cls) {
@@ -623,6 +731,12 @@ void bind_transformer(py::module_& m) {
   ffn.def(py::init<int64_t, int64_t, int64_t>(), py::arg("ffn_num_input"),
       py::arg("ffn_num_hiddens"), py::arg("ffn_num_outputs"));
   def_unary_forward(ffn);
+
+  // Llama's feed-forward: w2(silu(w1(X)) * w3(X)), no biases by default.
+  Class<nn::SwiGLUFFN> swiglu(m, "SwiGLUFFN", "Llama's SwiGLU feed-forward network.");
+  swiglu.def(py::init<int64_t, int64_t, int64_t, bool>(), py::arg("ffn_num_input"),
+      py::arg("ffn_num_hiddens"), py::arg("ffn_num_outputs"), py::arg("bias") = false);
+  def_unary_forward(swiglu);
 
   Class<nn::AddNorm>(m, "AddNorm", "d2l's LayerNorm(dropout(Y) + X).")
       .def(py::init([](py::object normalized_shape, double dropout) {

@@ -6,7 +6,9 @@
 // tensor + 1 stays int64), a Python float to the double ones (an int64 tensor + 1.5 is float32).
 // Where ag composes what PyTorch has as one op (scalar ** tensor, flatten, .T, chunk, a K-dim
 // cross_entropy) the composition is written here with a comment. The long ops (matmul, linear,
-// softmax, layer_norm, cross_entropy, attention) release the GIL while they compute.
+// softmax, layer_norm, rms_norm, rotary_embedding, cross_entropy, attention) release the GIL while
+// they compute. What PyTorch has not (rotary_embedding, alibi_slopes, alibi_bias, ag.attention's
+// valid lengths and ALiBi slopes) keeps ag's C++ names and arguments.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -19,6 +21,7 @@
 #include "autograd/autograd.h"
 #include "autograd/error.h"
 #include "autograd/ops.h"
+#include "nn/positions.h"
 #include "python/src/bindings.h"
 
 namespace ag::python {
@@ -427,10 +430,12 @@ Tensor cross_entropy_op(const Tensor& input, const Tensor& target, Reduction red
 Tensor optional_tensor(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
 
 // F.scaled_dot_product_attention over ag::attention. ag's kernels take (B, H, T, d); a 3-D
-// (N, T, d) input is one head. attn_mask and scale are refused: ag masks by valid lengths
-// (ag.attention(q, k, v, valid_lens=...)) and by is_causal, and scales by 1/√d.
+// (N, T, d) input is one head per batch row, or with enable_gqa (PyTorch 2.5's keyword: k and v
+// may have fewer heads, dim −3) N heads of one batch row, as PyTorch reads dim −3 as the heads.
+// attn_mask and scale are refused: ag masks by valid lengths (ag.attention(q, k, v,
+// valid_lens=...)) and by is_causal, and scales by 1/√d.
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, py::handle attn_mask,
-    double dropout_p, bool is_causal, py::handle scale) {
+    double dropout_p, bool is_causal, py::handle scale, bool enable_gqa) {
   if (!attn_mask.is_none())
     fail<ValueError>(
         "scaled_dot_product_attention: attn_mask is not supported by ag (only None); mask "
@@ -439,10 +444,14 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, py::handle attn_m
   if (!scale.is_none())
     fail<ValueError>(
         "scaled_dot_product_attention: scale is not supported by ag (only None: 1/sqrt(d))");
-  AttentionOptions options{.is_causal = is_causal, .dropout_p = dropout_p, .training = true};
+  AttentionOptions options{
+      .is_causal = is_causal, .dropout_p = dropout_p, .training = true, .enable_gqa = enable_gqa};
   py::gil_scoped_release release;
-  if (q.dim() == 3 && k.dim() == 3 && v.dim() == 3)
-    return squeeze(attention(unsqueeze(q, 1), unsqueeze(k, 1), unsqueeze(v, 1), options), 1);
+  if (q.dim() == 3 && k.dim() == 3 && v.dim() == 3) {
+    const int64_t heads = enable_gqa ? 0 : 1;  // (N, T, d) -> (1, N, T, d) or (N, 1, T, d)
+    return squeeze(
+        attention(unsqueeze(q, heads), unsqueeze(k, heads), unsqueeze(v, heads), options), heads);
+  }
   return attention(q, k, v, options);
 }
 
@@ -947,6 +956,27 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  // torch.rms_norm (PyTorch 2.4): eps None is torch.finfo(input.dtype).eps, as PyTorch's.
+  m.def(
+      "rms_norm",
+      [](const Tensor& x, py::handle normalized_shape, const std::optional<Tensor>& weight,
+          std::optional<double> eps) {
+        const Shape shape = to_shape(normalized_shape, "rms_norm");
+        py::gil_scoped_release release;
+        return rms_norm(x, shape, optional_tensor(weight), eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("eps") = py::none());
+  // ag's rotary position embedding (PyTorch has no such op): x (..., T, d) with cos and sin
+  // (T, r/2); pairs "interleaved" (Llama's, RoFormer's) or "halves" (GPT-NeoX's rotate_half).
+  m.def(
+      "rotary_embedding",
+      [](const Tensor& x, const Tensor& cos, const Tensor& sin, const std::string& pairs) {
+        const RotaryPairs p = nn::parse_rotary_pairs(pairs, "rotary_embedding: pairs");
+        py::gil_scoped_release release;
+        return rotary_embedding(x, cos, sin, p);
+      },
+      py::arg("input"), py::arg("cos"), py::arg("sin"), py::arg("pairs") = "interleaved");
   m.def(
       "cross_entropy",
       [](const Tensor& input, const Tensor& target, const std::string& reduction) {
@@ -969,19 +999,32 @@ void bind_ops(py::module_& m) {
   m.def(
       "attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& valid_lens,
-          bool is_causal, double dropout_p, bool training) {
+          bool is_causal, double dropout_p, bool training,
+          const std::optional<std::vector<double>>& alibi_slopes, bool enable_gqa) {
         AttentionOptions options{.valid_lens = optional_tensor(valid_lens),
             .is_causal = is_causal,
             .dropout_p = dropout_p,
-            .training = training};
+            .training = training,
+            .alibi_slopes = alibi_slopes.value_or(std::vector<double>{}),
+            .enable_gqa = enable_gqa};
         return attention(q, k, v, options);
       },
       py::arg("query"), py::arg("key"), py::arg("value"), py::arg("valid_lens") = py::none(),
       py::kw_only(), py::arg("is_causal") = false, py::arg("dropout_p") = 0.0,
-      py::arg("training") = true, ReleaseGil());
+      py::arg("training") = true, py::arg("alibi_slopes") = py::none(),
+      py::arg("enable_gqa") = false, ReleaseGil());
   m.def("scaled_dot_product_attention", &sdpa, py::arg("query"), py::arg("key"), py::arg("value"),
       py::arg("attn_mask") = py::none(), py::arg("dropout_p") = 0.0, py::arg("is_causal") = false,
-      py::kw_only(), py::arg("scale") = py::none());
+      py::kw_only(), py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
+  // ALiBi's slopes (a list of floats, the paper's get_slopes) and the bias (H, Tq, Tk) they give,
+  // −slopes[h]·|(Tk − Tq + i) − j|: what ag.attention(..., alibi_slopes=...) adds to the scores.
+  m.def("alibi_slopes", &alibi_slopes, py::arg("num_heads"));
+  m.def(
+      "alibi_bias",
+      [](const std::vector<double>& slopes, int64_t queries, int64_t keys, DType dtype) {
+        return alibi_bias(slopes, queries, keys, dtype);
+      },
+      py::arg("slopes"), py::arg("queries"), py::arg("keys"), py::arg("dtype") = DType::float32);
 }
 
 }  // namespace ag::python

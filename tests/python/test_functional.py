@@ -86,6 +86,23 @@ def test_linear_and_layer_norm():
         F.layer_norm(x, (4,))
 
 
+def test_rms_norm():
+    # PyTorch 2.4's F.rms_norm(input, normalized_shape, weight=None, eps=None).
+    a, x = rand((2, 3))
+    g, G = rand((3,), seed=3)
+    eps = np.finfo(np.float64).eps  # eps None: torch.finfo(input.dtype).eps
+    normed = a / np.sqrt((a * a).mean(-1, keepdims=True) + eps)
+    close(F.rms_norm(x, (3,), G), normed * g)
+    close(F.rms_norm(x, [3]), normed)
+    close(F.rms_norm(x, (2, 3), eps=0.25), a / np.sqrt((a * a).mean() + 0.25))
+    a32, x32 = rand((2, 3), np.float32)
+    eps32 = np.finfo(np.float32).eps
+    close(F.rms_norm(x32, 3), a32 / np.sqrt((a32 * a32).mean(-1, keepdims=True) + eps32), np.float32)
+    assert "rms_norm" in F.__all__
+    with pytest.raises(ag.ShapeError, match="rms_norm"):
+        F.rms_norm(x, (4,))
+
+
 def test_cross_entropy_reductions_and_refused_arguments():
     a, x = rand((3, 5))
     t = np.array([4, 0, 2])
@@ -141,6 +158,23 @@ def test_scaled_dot_product_attention():
         F.scaled_dot_product_attention(Q, K, V, attn_mask=ag.ones(3, 3).bool())
     with pytest.raises(ValueError, match="scale"):
         F.scaled_dot_product_attention(Q, K, V, scale=0.5)
+
+
+def test_scaled_dot_product_attention_enable_gqa():
+    # PyTorch 2.5's enable_gqa: key and value have fewer heads (dim -3), each read by a group of
+    # consecutive query heads (repeat_interleave along the heads).
+    q, Q = rand((2, 4, 3, 5), seed=5)
+    k, K = rand((2, 2, 3, 5), seed=6)
+    v, V = rand((2, 2, 3, 6), seed=7)
+    k4, v4 = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
+    close(F.scaled_dot_product_attention(Q, K, V, enable_gqa=True), _sdpa(q, k4, v4))
+    close(F.scaled_dot_product_attention(Q, K, V, is_causal=True, enable_gqa=True), _sdpa(q, k4, v4, True))
+    # (N, T, d): PyTorch reads dim -3 as the heads, here 4 query heads over 2.
+    close(F.scaled_dot_product_attention(Q[0], K[0], V[0], enable_gqa=True), _sdpa(q[0], k4[0], v4[0]))
+    with pytest.raises(ag.ShapeError, match="enable_gqa"):
+        F.scaled_dot_product_attention(Q, K, V)  # fewer heads, enable_gqa not set
+    with pytest.raises(TypeError):
+        F.scaled_dot_product_attention(Q, K, V, None, 0.0, False, None, True)  # keyword-only
 
 
 def test_gradient_through_functional_against_finite_differences():

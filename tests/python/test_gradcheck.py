@@ -262,6 +262,30 @@ def test_gradcheck_of_ops():
     assert gradcheck(lambda x, y: ag.sin(x) * y + x * x, (x, y))
 
 
+def test_gradcheck_of_rotary_embedding_and_rms_norm():
+    # float64 checks of the modern block's two fused ops through the binding.
+    x = leaf(2, 3, 6)
+    theta = np.random.default_rng(2).uniform(-3, 3, (3, 2))
+    cos, sin = ag.tensor(np.cos(theta)), ag.tensor(np.sin(theta))  # constants: not checked
+    for pairs in ("interleaved", "halves"):
+        assert gradcheck(lambda x: ag.rotary_embedding(x, cos, sin, pairs), (x,))
+    weight = leaf(3, 6, seed=1)
+    assert gradcheck(lambda x, w: ag.rms_norm(x, (3, 6), w), (x, weight))
+    assert gradcheck(lambda x: ag.nn.functional.rms_norm(x, 6, eps=1e-3), (x,))
+
+
+def test_gradcheck_parameters_of_the_modern_block():
+    ag.manual_seed(0)
+    x = ag.randn(2, 4, 8, dtype=ag.float64)
+    norm = ag.nn.RMSNorm(8).double()
+    ag.nn.init.uniform_(norm.weight, 0.5, 1.5)  # not ones, where a gradient forgetting w would pass
+    assert gradcheck_parameters(lambda: norm(x), norm)
+    ffn = ag.nn.SwiGLUFFN(8, 12, 8, bias=True).double()
+    assert gradcheck_parameters(lambda: ffn(x), ffn)
+    attention = ag.nn.MultiHeadAttention(8, 8, 8, 8, 4, 0.0, positions="rope", num_kv_heads=2).double()
+    assert gradcheck_parameters(lambda: attention(x, x, x, is_causal=True), attention)
+
+
 def test_gradcheck_parameters_of_linear():
     linear = ag.nn.Linear(4, 3).double()
     x = ag.randn(2, 4, dtype=ag.float64)

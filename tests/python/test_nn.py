@@ -251,6 +251,322 @@ def test_language_model():
     np.testing.assert_allclose(a(lm(tokens[:, 2:], cache))[:, 0], a(logits)[:, 2], rtol=1e-4, atol=1e-5)
 
 
+# ---- the modern block: RMSNorm, SwiGLUFFN, RotaryEmbedding, grouped-query and positional attention
+
+
+def test_rms_norm():
+    norm = nn.RMSNorm(4)
+    assert repr(norm) == "RMSNorm((4,), eps=None, elementwise_affine=True)"  # PyTorch 2.4's text
+    assert norm.normalized_shape == (4,) and norm.eps is None and norm.elementwise_affine
+    assert isinstance(norm.weight, nn.Parameter) and norm.weight.shape == (4,)
+    np.testing.assert_array_equal(a(norm.weight), np.ones(4))
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    w = np.random.default_rng(1).uniform(0.5, 1.5, 4).astype(np.float32)
+    with ag.no_grad():
+        norm.weight.copy_(ag.tensor(w))
+    eps = np.finfo(np.float32).eps  # eps=None: torch.finfo(x.dtype).eps
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+    np.testing.assert_allclose(a(norm(ag.tensor(x))), expected, rtol=1e-5, atol=1e-6)
+    bare = nn.RMSNorm([3, 4], eps=1e-6, elementwise_affine=False)
+    assert repr(bare) == "RMSNorm((3, 4), eps=1e-06, elementwise_affine=False)"
+    assert bare.weight is None and list(bare.parameters()) == [] and not bare.elementwise_affine
+    np.testing.assert_allclose(a(bare(ag.tensor(x))), x / np.sqrt((x * x).mean((1, 2), keepdims=True) + 1e-6),
+                               rtol=1e-5, atol=1e-6)
+    assert [n for n, _ in norm.named_parameters()] == ["weight"] and list(norm.state_dict()) == ["weight"]
+    # The gradient reaches the weight and the input.
+    xt = ag.tensor(x).requires_grad_()
+    norm(xt).sum().backward()
+    assert norm.weight.grad.shape == (4,) and xt.grad.shape == (2, 3, 4)
+    with pytest.raises(ag.ShapeError, match=r"RMSNorm.*\[2,3\]"):
+        norm(ag.ones(2, 3))
+    with pytest.raises(ag.DTypeError, match="RMSNorm"):
+        norm(ag.ones(2, 4, dtype=ag.int64))
+    with pytest.raises(TypeError):
+        nn.RMSNorm("4")
+
+
+def test_swiglu_ffn():
+    ffn = nn.SwiGLUFFN(4, 6, 5)
+    assert repr(ffn) == (
+        "SwiGLUFFN(\n  (w1): Linear(in_features=4, out_features=6, bias=False)\n"
+        "  (w2): Linear(in_features=6, out_features=5, bias=False)\n"
+        "  (w3): Linear(in_features=4, out_features=6, bias=False)\n)"
+    )
+    assert [n for n, _ in ffn.named_parameters()] == ["w1.weight", "w2.weight", "w3.weight"]  # Meta's order
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    gate = x @ a(ffn.w1.weight).T
+    up = x @ a(ffn.w3.weight).T
+    expected = (gate / (1 + np.exp(-gate)) * up) @ a(ffn.w2.weight).T  # w2(silu(w1 x) · w3 x)
+    np.testing.assert_allclose(a(ffn(ag.tensor(x))), expected, rtol=1e-5, atol=1e-6)
+    biased = nn.SwiGLUFFN(ffn_num_input=4, ffn_num_hiddens=6, ffn_num_outputs=4, bias=True)
+    assert biased.w1.bias.shape == (6,) and biased.w2.bias.shape == (4,)
+    with pytest.raises(ag.ShapeError):
+        ffn(ag.ones(2, 3, 5))
+
+
+def _rope_angles(positions, dim, base=10000.0):
+    """θ_tj = t · base^(-2j/dim), in float64."""
+    return np.asarray(positions, np.float64)[:, None] * base ** (-np.arange(0, dim, 2) / dim)
+
+
+def _turn(x, theta, pairs):
+    """Feature pair j of row t turned by θ_tj (NumPy); features past 2·theta.shape[1] kept."""
+    r = 2 * theta.shape[1]
+    out = x.copy()
+    first, second = (slice(0, r, 2), slice(1, r, 2)) if pairs == "interleaved" else (
+        slice(0, r // 2), slice(r // 2, r))
+    a_, b_ = x[..., first], x[..., second]
+    out[..., first] = a_ * np.cos(theta) - b_ * np.sin(theta)
+    out[..., second] = a_ * np.sin(theta) + b_ * np.cos(theta)
+    return out
+
+
+@pytest.mark.parametrize("pairs", ["interleaved", "halves"])
+def test_rotary_embedding(pairs):
+    rope = nn.RotaryEmbedding(8, pairs=pairs)
+    assert repr(rope) == f"RotaryEmbedding(dim=8, base=10000.0, pairs='{pairs}')"
+    assert (rope.dim, rope.base, rope.pairs) == (8, 10000.0, pairs)
+    # No parameters and no buffers: the angle tables are a cache, not state.
+    assert list(rope.parameters()) == [] and list(rope.buffers()) == [] and list(rope.state_dict()) == []
+    cos, sin = rope.angles(3, 5, ag.float64)
+    assert cos.shape == (5, 4) and cos.dtype == ag.float64
+    theta = _rope_angles(range(3, 8), 8)
+    np.testing.assert_allclose(a(cos), np.cos(theta), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(a(sin), np.sin(theta), rtol=1e-12, atol=1e-15)
+    assert rope.angles(0, 2)[0].dtype == ag.float32  # the module's dtype by default
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 10))  # d = 10: 8 turned, 2 kept
+    got = a(rope(ag.tensor(x), 3))
+    np.testing.assert_allclose(got, _turn(x, theta, pairs).astype(np.float32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a(rope(ag.tensor(x), first_position=3)), got)
+    # forward is the op with the module's angles, and the positions past the first 1024 work too.
+    far = ag.tensor(x[0, 0].astype(np.float32))
+    np.testing.assert_array_equal(a(rope(far, 5000)), a(ag.rotary_embedding(far, *rope.angles(5000, 5), pairs=pairs)))
+    # float64 after .double(): the tables computed again from double.
+    rope.double()
+    np.testing.assert_allclose(a(rope(ag.tensor(x), 3)), _turn(x, theta, pairs), rtol=1e-12, atol=1e-12)
+
+
+def test_rotary_scores_depend_on_relative_positions_only():
+    # RoPE's point: the score of query i and key j depends on i - j alone. Moving both by δ keeps
+    # every score (float64, to rounding).
+    rope = nn.RotaryEmbedding(8).double()
+    rng = np.random.default_rng(2)
+    q, k = ag.tensor(rng.standard_normal((6, 8))), ag.tensor(rng.standard_normal((6, 8)))
+    scores = a(rope(q) @ rope(k).mT)
+    assert not np.allclose(scores, a(q @ k.mT))  # the positions did change the scores
+    for delta in (1, 7, 1000):
+        np.testing.assert_allclose(a(rope(q, delta) @ rope(k, delta).mT), scores, rtol=1e-10, atol=1e-12)
+
+
+def test_rotary_embedding_errors():
+    with pytest.raises(ag.ValueError, match="RotaryEmbedding: dim 7"):
+        nn.RotaryEmbedding(7)
+    with pytest.raises(ag.ValueError, match="RotaryEmbedding: pairs: 'rotate_half'"):
+        nn.RotaryEmbedding(8, pairs="rotate_half")
+    with pytest.raises(ag.ValueError, match="RotaryEmbedding"):
+        nn.RotaryEmbedding(8, base=0.0)
+    rope = nn.RotaryEmbedding(8)
+    with pytest.raises(ag.ShapeError, match="RotaryEmbedding"):
+        rope(ag.ones(2, 3, 6))  # fewer features than dim
+    with pytest.raises(ag.ValueError, match="RotaryEmbedding: first_position -1"):
+        rope(ag.ones(2, 3, 8), -1)
+    with pytest.raises(ag.DTypeError, match="RotaryEmbedding"):
+        rope.angles(0, 3, ag.int64)
+
+
+def test_multihead_attention_options():
+    mha = nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, num_kv_heads=2, positions="rope", rope_base=500.0)
+    assert (mha.num_heads, mha.num_kv_heads) == (6, 2)
+    assert mha.W_q.weight.shape == (12, 12) and mha.W_k.weight.shape == (4, 12) and mha.W_v.weight.shape == (4, 12)
+    assert isinstance(mha.rotary, nn.RotaryEmbedding)
+    assert (mha.rotary.dim, mha.rotary.base, mha.rotary.pairs) == (2, 500.0, "interleaved")
+    assert repr(mha).endswith("  (rotary): RotaryEmbedding(dim=2, base=500.0, pairs='interleaved')\n)")
+    assert "rotary" not in "".join(mha.state_dict())  # the angles are not state
+    plain = nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0)
+    assert plain.num_kv_heads == 6 and plain.rotary is None and plain.attention.alibi_slopes == []
+    assert repr(plain) == repr(nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, positions="none"))
+    alibi = nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, positions="alibi")
+    assert alibi.attention.alibi_slopes == ag.alibi_slopes(6) and alibi.rotary is None
+    halves = nn.MultiHeadAttention(12, 12, 12, 12, 3, 0.0, positions="rope", rope_pairs="halves")
+    assert halves.rotary.pairs == "halves" and halves.rotary.dim == 4
+    with pytest.raises(ag.ValueError, match="MultiHeadAttention: positions: 'sinusoidal'"):
+        nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, positions="sinusoidal")
+    with pytest.raises(ag.ValueError, match="MultiHeadAttention: rope_pairs: 'neox'"):
+        nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, positions="rope", rope_pairs="neox")
+    with pytest.raises(ag.ValueError, match="num_kv_heads 4 does not divide num_heads 6"):
+        nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, num_kv_heads=4)
+    with pytest.raises(TypeError):
+        nn.MultiHeadAttention(12, 12, 12, 12, 6, 0.0, False, 2)  # the options are keywords only
+
+
+def python_multihead(mha, X, is_causal):
+    """MultiHeadAttention written in Python with ag's ops and the layer's own weights: the
+    key/value heads repeated for their query heads (Llama's repeat_kv), RoPE by the layer's
+    RotaryEmbedding, ALiBi as an explicit bias, softmax(Q·Kᵀ/√d + bias) · V."""
+    B, T, _ = X.shape
+    H, Hkv = mha.num_heads, mha.num_kv_heads
+
+    def heads(Y, n):  # (B, T, n·d) -> (B, n, T, d)
+        return Y.reshape(B, T, n, -1).permute(0, 2, 1, 3)
+
+    q, k, v = heads(mha.W_q(X), H), heads(mha.W_k(X), Hkv), heads(mha.W_v(X), Hkv)
+    if mha.rotary is not None:
+        q, k = mha.rotary(q), mha.rotary(k)
+    k, v = k.repeat_interleave(H // Hkv, dim=1), v.repeat_interleave(H // Hkv, dim=1)  # (B, H, T, d)
+    scores = q @ k.mT / math.sqrt(q.shape[-1])  # (B, H, T, T)
+    if mha.attention.alibi_slopes:
+        scores = scores + ag.alibi_bias(mha.attention.alibi_slopes, T, T, X.dtype)
+    if is_causal:
+        scores = scores.masked_fill(ag.ones(T, T, dtype=ag.bool).triu(1), -math.inf)
+    out = ag.softmax(scores, -1) @ v  # (B, H, T, d)
+    return mha.W_o(out.permute(0, 2, 1, 3).reshape(B, T, -1))
+
+
+@pytest.mark.parametrize("positions", ["none", "rope", "alibi"])
+@pytest.mark.parametrize("num_kv_heads", [0, 2, 1])
+def test_grouped_query_attention_with_positions_is_the_python_reference(positions, num_kv_heads):
+    ag.manual_seed(0)
+    mha = nn.MultiHeadAttention(8, 8, 8, 16, 4, 0.0, positions=positions, num_kv_heads=num_kv_heads).double()
+    X = ag.tensor(np.random.default_rng(1).standard_normal((2, 5, 8)))
+    for is_causal in (False, True):
+        np.testing.assert_allclose(a(mha(X, X, X, is_causal=is_causal)), a(python_multihead(mha, X, is_causal)),
+                                   rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("positions", ["none", "rope", "alibi"])
+def test_causal_self_attention_with_a_cache_is_the_causal_forward(positions):
+    ag.manual_seed(0)
+    mha = nn.MultiHeadAttention(8, 8, 8, 16, 4, 0.0, positions=positions, num_kv_heads=2).double()
+    X = ag.tensor(np.random.default_rng(1).standard_normal((2, 6, 8)))
+    full = a(mha(X, X, X, is_causal=True))
+    out, keys, values = mha.causal_self_attention(X[:, :2])  # positions 0, 1; an empty cache
+    assert keys.shape == (2, 2, 2, 4) and values.shape == (2, 2, 2, 4)  # (B, Hkv, S, D/H)
+    steps = [out]
+    for t in range(2, 6):  # one position at a time over the cache
+        out, keys, values = mha.causal_self_attention(X[:, t : t + 1], t, keys, values)
+        steps.append(out)
+    assert keys.shape == (2, 2, 6, 4)
+    np.testing.assert_allclose(a(ag.cat(steps, 1)), full, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ag.ValueError, match="both cached_keys and cached_values"):
+        mha.causal_self_attention(X[:, :1], 6, keys)
+    with pytest.raises(ag.ShapeError, match="causal_self_attention"):
+        mha.causal_self_attention(ag.ones(2, 1, 5, dtype=ag.float64), 6, keys, values)
+
+
+class LlamaBlock(nn.Module):
+    """Llama's block in Python: pre-norm RMSNorm, causal grouped-query attention with RoPE, SwiGLU."""
+
+    def __init__(self, dim, num_heads, num_kv_heads, hidden):
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(dim)
+        self.attention = nn.MultiHeadAttention(dim, dim, dim, dim, num_heads, 0.0, positions="rope",
+                                               num_kv_heads=num_kv_heads)
+        self.ffn_norm = nn.RMSNorm(dim)
+        self.feed_forward = nn.SwiGLUFFN(dim, hidden, dim)
+
+    def forward(self, x):
+        h = self.attention_norm(x)
+        x = x + self.attention(h, h, h, is_causal=True)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class TinyLlama(nn.Module):
+    def __init__(self, vocab, dim=16, num_heads=4, num_kv_heads=2, hidden=32, layers=2):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList([LlamaBlock(dim, num_heads, num_kv_heads, hidden) for _ in range(layers)])
+        self.norm = nn.RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            h = layer(h)
+        return self.output(self.norm(h))
+
+
+def test_a_llama_block_written_in_python_trains():
+    ag.manual_seed(0)
+    vocab = 7
+    model = TinyLlama(vocab)
+    names = [n for n, _ in model.named_parameters()]
+    assert names[:3] == ["tok_embeddings.weight", "layers.0.attention_norm.weight", "layers.0.attention.W_q.weight"]
+    assert model.layers[0].attention.W_k.weight.shape == (8, 16)  # 2 key/value heads of width 4
+    assert "layers.0.feed_forward.w3.weight" in model.state_dict()
+    assert isinstance(model.layers[1].attention.rotary, nn.RotaryEmbedding)
+    optimizer = ag.optim.AdamW(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    losses = []
+    for step in range(60):
+        # Four random tokens repeated: from position 4 on, the next token is the one 4 positions
+        # back, which only attention can fetch (and only by relative position: RoPE).
+        seq = np.tile(rng.integers(0, vocab, (8, 4)), (1, 4))[:, :13]
+        logits = model(ag.tensor(seq[:, :-1]))[:, 3:]  # (8, 9, vocab): predictions of tokens 4 ...
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), ag.tensor(seq[:, 4:]).reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(l) for l in losses)
+    # From about log(7) ≈ 1.95 (guessing) to well below it (about 0.15 at step 60).
+    assert losses[0] > 1.5 and np.mean(losses[-5:]) < 0.3 * losses[0], losses
+
+
+@pytest.mark.parametrize("positions", ["rope", "alibi", "none"])
+def test_language_model_relative_positions_extend_and_slide(positions):
+    ag.manual_seed(0)
+    lm = nn.LanguageModel(vocab_size=11, num_hiddens=16, num_heads=4, num_layers=1, ffn_num_hiddens=24,
+                          dropout=0.0, block_size=6, pre_norm=True, positions=positions, num_kv_heads=2,
+                          norm="rms", ffn="swiglu", rope_pairs="halves", rope_base=1000.0)
+    lm.eval()
+    attention = lm.blks[0].attention
+    assert attention.num_kv_heads == 2 and (attention.rotary is not None) == (positions == "rope")
+    tokens = ag.tensor(np.random.default_rng(1).integers(0, 11, (2, 10)))
+    assert lm.max_context == 6
+    with pytest.raises(ag.ShapeError):
+        lm(tokens)  # 10 positions, past the context of 6
+    lm.extend_context(10)
+    assert lm.max_context == 10
+    full = a(lm(tokens))  # (2, 10, 11)
+    cache = lm.make_cache()
+    steps = [a(lm(tokens[:, t : t + 1], cache)) for t in range(10)]
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, rtol=1e-4, atol=1e-5)
+    assert len(cache) == 10 and cache.first_position == 0 and cache.next_position == 10
+    # A window sliding on: drop the 4 oldest; the next token is position 10, and its logits are
+    # those of the last 6 tokens and itself read afresh (only distances reach the model).
+    cache.drop_oldest(4)
+    assert len(cache) == 6 and cache.first_position == 4 and cache.next_position == 10
+    more = ag.tensor([[3], [5]])
+    slid = a(lm(more, cache))[:, 0]
+    window = ag.cat([tokens[:, 4:], more], 1)  # positions 4 ... 10, read from 0
+    np.testing.assert_allclose(slid, a(lm(window))[:, -1], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ag.ValueError):
+        cache.drop_oldest(8)  # more than it holds
+
+
+def test_language_model_keyword_errors_and_absolute_positions():
+    with pytest.raises(ag.ValueError, match="LanguageModel: positions"):
+        nn.LanguageModel(vocab_size=5, positions="relative")
+    with pytest.raises(ag.ValueError, match="LanguageModel: rope_pairs"):
+        nn.LanguageModel(vocab_size=5, positions="rope", rope_pairs="pairs")
+    with pytest.raises(ag.ValueError, match="LanguageModel: norm"):
+        nn.LanguageModel(vocab_size=5, norm="batch")
+    with pytest.raises(ag.ValueError, match="LanguageModel: ffn"):
+        nn.LanguageModel(vocab_size=5, ffn="geglu")
+    learned = nn.LanguageModel(vocab_size=5, num_hiddens=8, num_heads=2, num_layers=1, ffn_num_hiddens=8,
+                               block_size=4, positions="learned")
+    with pytest.raises(ag.ValueError):
+        learned.extend_context(8)  # a learned table has no rows past block_size
+    sinusoidal = nn.LanguageModel(vocab_size=5, num_hiddens=8, num_heads=2, num_layers=1, ffn_num_hiddens=8,
+                                  block_size=4)
+    sinusoidal.eval()
+    cache = sinusoidal.make_cache()
+    sinusoidal(ag.tensor([[1, 2, 3]]), cache)
+    cache.drop_oldest(1)
+    with pytest.raises(ag.ValueError):
+        sinusoidal(ag.tensor([[4]]), cache)  # absolute positions: a slid cache is refused
+
+
 # ---- containers --------------------------------------------------------------------------------
 
 

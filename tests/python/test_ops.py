@@ -698,6 +698,172 @@ def test_attention(dtype):
         ag.attention(Q, K[..., :4], V)
 
 
+# ---- the modern block: rms_norm, rotary_embedding, ALiBi, grouped-query attention ---------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm(dtype):
+    a, x = rand((2, 3, 4), dtype)
+    g, G = rand((4,), dtype, seed=8)
+    eps = np.finfo(NP[dtype]).eps  # eps None: torch.finfo(dtype).eps, PyTorch's default
+    normed = a / np.sqrt((a * a).mean(-1, keepdims=True) + eps)
+    close(ag.rms_norm(x, (4,), G), normed * g)
+    close(ag.rms_norm(x, 4), normed)
+    close(ag.rms_norm(x, [4], weight=None, eps=None), normed)
+    # Where eps counts: x = √eps has mean(x²) = eps, so y = √eps / √(2 eps) = 1/√2.
+    close(ag.rms_norm(ag.full((2, 4), math.sqrt(eps), dtype=dtype), 4), np.full((2, 4), 0.5**0.5))
+    normed2 = a / np.sqrt((a * a).mean((1, 2), keepdims=True) + 0.5)
+    close(ag.rms_norm(x, [3, 4], eps=0.5), normed2)
+    with pytest.raises(ag.ShapeError, match=r"rms_norm.*\[2,3,4\].*\[3\]"):
+        ag.rms_norm(x, (3,))
+    with pytest.raises(ag.ShapeError, match="rms_norm: weight"):
+        ag.rms_norm(x, (4,), ag.ones(3, dtype=dtype))
+    with pytest.raises(ag.ValueError, match="eps"):
+        ag.rms_norm(x, 4, eps=-1.0)
+    with pytest.raises(ag.DTypeError, match="rms_norm"):
+        ag.rms_norm(ag.ones(2, 4, dtype=ag.int64), 4)
+
+
+def _rotary(x, cos, sin, pairs):
+    """Feature pair j of row t turned by θ_tj: (a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ);
+    the pairs (2j, 2j+1) (interleaved) or (j, j + r/2) (halves); features r ... d - 1 kept."""
+    r = 2 * cos.shape[-1]
+    out = x.copy()
+    first, second = (slice(0, r, 2), slice(1, r, 2)) if pairs == "interleaved" else (
+        slice(0, r // 2), slice(r // 2, r))
+    a, b = x[..., first], x[..., second]
+    out[..., first] = a * cos - b * sin
+    out[..., second] = a * sin + b * cos
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("pairs", ["interleaved", "halves"])
+def test_rotary_embedding(dtype, pairs):
+    a, x = rand((2, 3, 5, 8), dtype)
+    theta = np.random.default_rng(1).uniform(-4, 4, (5, 4))
+    cos, sin = np.cos(theta).astype(NP[dtype]), np.sin(theta).astype(NP[dtype])
+    got = ag.rotary_embedding(x, ag.tensor(cos), ag.tensor(sin), pairs=pairs)
+    close(got, _rotary(a, cos, sin, pairs))
+    # A rotation keeps every pair's length, so every row's norm.
+    np.testing.assert_allclose(np.linalg.norm(got.numpy(), axis=-1), np.linalg.norm(a, axis=-1), **tol(dtype))
+    # Partial rotary (GPT-NeoX's rotary_pct): r = 4 of d = 8 features turned, the rest as they were.
+    part = ag.rotary_embedding(x, ag.tensor(cos[:, :2]), ag.tensor(sin[:, :2]), pairs)
+    close(part, _rotary(a, cos[:, :2], sin[:, :2], pairs))
+    np.testing.assert_array_equal(part.numpy()[..., 4:], a[..., 4:])
+
+
+def test_rotary_embedding_default_pairs_and_errors():
+    a, x = rand((3, 4))
+    cos, sin = ag.cos(ag.ones(3, 2, dtype=ag.float64)), ag.sin(ag.ones(3, 2, dtype=ag.float64))
+    close(ag.rotary_embedding(x, cos, sin), _rotary(a, cos.numpy(), sin.numpy(), "interleaved"))
+    with pytest.raises(ag.ValueError, match="rotary_embedding: pairs: 'zigzag'"):
+        ag.rotary_embedding(x, cos, sin, pairs="zigzag")
+    with pytest.raises(ag.ShapeError, match=r"rotary_embedding.*\[3,3\]"):
+        ag.rotary_embedding(x, ag.ones(3, 3, dtype=ag.float64), sin)
+    with pytest.raises(ag.ShapeError, match="rotary_embedding"):
+        ag.rotary_embedding(x[:2], cos, sin)  # 2 rows, angles for 3
+    with pytest.raises(ag.DTypeError, match="rotary_embedding"):
+        ag.rotary_embedding(x, cos.float(), sin.float())
+    with pytest.raises(ag.ValueError, match="rotary_embedding"):
+        ag.rotary_embedding(x, cos.requires_grad_(), sin)  # the angles are not differentiated
+
+
+def test_alibi_slopes_and_bias():
+    # The paper's slopes: 2^(-8h/n) for n a power of two; else those of the power below, then
+    # every other slope of twice it.
+    slopes = ag.alibi_slopes(8)
+    assert isinstance(slopes, list) and all(isinstance(m, float) for m in slopes)
+    assert slopes == [2.0 ** -h for h in range(1, 9)]
+    assert ag.alibi_slopes(4) == [2.0 ** (-2 * h) for h in range(1, 5)]
+    assert ag.alibi_slopes(6) == [1 / 4, 1 / 16, 1 / 64, 1 / 256, 1 / 2, 1 / 8]
+    # bias[h, i, j] = -m_h |(Tk - Tq + i) - j|: the queries are the last Tq of the Tk positions.
+    bias = ag.alibi_bias([0.5, 0.25], 3, 5)
+    assert bias.dtype == ag.float32 and bias.shape == (2, 3, 5) and not bias.requires_grad
+    i, j = np.arange(3)[:, None] + 2, np.arange(5)[None, :]
+    expected = -np.array([0.5, 0.25])[:, None, None] * np.abs(i - j)
+    np.testing.assert_array_equal(bias.numpy(), expected.astype(np.float32))
+    close(ag.alibi_bias(slopes, 4, 4, ag.float64), -np.array(slopes)[:, None, None] * np.abs(
+        np.arange(4)[:, None] - np.arange(4)[None, :]))
+    with pytest.raises(ag.ValueError, match="alibi_slopes"):
+        ag.alibi_slopes(0)
+    with pytest.raises(ag.ValueError, match="alibi_bias"):
+        ag.alibi_bias([1.0], -1, 3)
+    with pytest.raises(ag.ValueError, match="alibi_bias"):
+        ag.alibi_bias([math.inf], 1, 3)
+    with pytest.raises(ag.DTypeError, match="alibi_bias"):
+        ag.alibi_bias([1.0], 1, 3, ag.int64)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_alibi_attention_is_softmax_of_scores_plus_alibi_bias(dtype, causal):
+    q, Q = rand((2, 4, 3, 8), dtype, seed=10)
+    k, K = rand((2, 4, 5, 8), dtype, seed=11)
+    v, V = rand((2, 4, 5, 6), dtype, seed=12)
+    slopes = ag.alibi_slopes(4)
+    # Query i is position 2 + i among the 5 keys; causal: the keys after it are masked.
+    future = ~ag.tensor(np.tril(np.ones((3, 5), bool), 2))
+
+    def fused(q, k, v):
+        return ag.attention(q, k, v, is_causal=causal, alibi_slopes=slopes)
+
+    def composed(q, k, v):  # softmax(Q·Kᵀ/√d + alibi_bias) · V in ag's ops
+        scores = q @ k.mT / math.sqrt(8) + ag.alibi_bias(slopes, 3, 5, dtype)  # (B, H, Tq, Tk)
+        if causal:
+            scores = scores.masked_fill(future, -math.inf)
+        return ag.softmax(scores, -1) @ v
+
+    close(fused(Q, K, V), composed(Q, K, V).numpy())
+    s = q @ k.swapaxes(-1, -2) / math.sqrt(8) - np.array(slopes)[:, None, None] * np.abs(
+        np.arange(3)[:, None] + 2 - np.arange(5)[None, :])
+    if causal:
+        s = np.where(np.tril(np.ones((3, 5), bool), 2), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    close(fused(Q, K, V), ((e / e.sum(-1, keepdims=True)) @ v).astype(NP[dtype]))
+    # The same gradients as the composed ops: the bias is a constant.
+    w = ag.tensor(np.random.default_rng(3).uniform(0.5, 1.5, (2, 4, 3, 6)).astype(NP[dtype]))
+    grads = []
+    for f in (fused, composed):
+        xs = [t.detach().requires_grad_() for t in (Q, K, V)]
+        (f(*xs) * w).sum().backward()
+        grads.append([t.grad for t in xs])
+    for got, want in zip(*grads):
+        close(got, want.numpy())
+    with pytest.raises(ag.ShapeError, match="ALiBi slopes"):
+        ag.attention(Q, K, V, alibi_slopes=[0.5])  # one per head
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_grouped_query_attention_is_attention_on_repeated_heads(dtype):
+    # enable_gqa: 6 query heads over 2 key/value heads; query head h reads head h // 3 (Llama's
+    # repeat_kv), with the gradient of a key/value head summed over its 3 query heads.
+    q, Q = rand((2, 6, 4, 8), dtype, seed=10)
+    k, K = rand((2, 2, 4, 8), dtype, seed=11)
+    v, V = rand((2, 2, 4, 5), dtype, seed=12)
+    lens = ag.tensor([3, 4])
+    for kwargs in ({}, {"is_causal": True}, {"alibi_slopes": ag.alibi_slopes(6)}):
+        xs = [t.detach().requires_grad_() for t in (Q, K, V)]
+        gqa = ag.attention(*xs, lens, enable_gqa=True, **kwargs)
+        ys = [t.detach().requires_grad_() for t in (Q, K, V)]
+        repeated = ag.attention(ys[0], ys[1].repeat_interleave(3, dim=1), ys[2].repeat_interleave(3, dim=1), lens,
+                                **kwargs)
+        close(gqa, repeated.detach().numpy())
+        w = ag.tensor(np.random.default_rng(4).uniform(0.5, 1.5, (2, 6, 4, 5)).astype(NP[dtype]))
+        (gqa * w).sum().backward()
+        (repeated * w).sum().backward()
+        for x, y in zip(xs, ys):
+            close(x.grad, y.grad.numpy())
+    multi_query = ag.attention(Q, K[:, :1], V[:, :1], enable_gqa=True)  # one key/value head
+    close(multi_query, ag.attention(Q, K[:, :1].expand(2, 6, 4, 8), V[:, :1].expand(2, 6, 4, 5)).numpy())
+    with pytest.raises(ag.ShapeError, match="enable_gqa"):
+        ag.attention(Q, K, V)  # fewer key/value heads without enable_gqa
+    with pytest.raises(ag.ShapeError, match="enable_gqa"):
+        ag.attention(Q, K[:, :1].expand(2, 4, 4, 8), V[:, :1].expand(2, 4, 4, 5), enable_gqa=True)  # 4 ∤ 6
+    close(ag.scaled_dot_product_attention(Q, K, V, enable_gqa=True),
+          ag.attention(Q, K.repeat_interleave(3, dim=1), V.repeat_interleave(3, dim=1)).numpy())
+
+
 # ---- errors --------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "dropout",
     "linear",
     "layer_norm",
+    "rms_norm",
     "cross_entropy",
     "one_hot",
     "scaled_dot_product_attention",
@@ -92,6 +93,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _C.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x²) + eps) · weight over the trailing normalized_shape dims, as PyTorch 2.4's;
+    eps None is the machine epsilon of input's dtype (torch.finfo(dtype).eps)."""
+    return _C.rms_norm(input, normalized_shape, weight, eps)
+
+
 def cross_entropy(
     input,
     target,
@@ -120,12 +127,14 @@ def one_hot(tensor, num_classes=-1):
 
 
 def scaled_dot_product_attention(
-    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False
 ):
     """softmax(Q·Kᵀ/√d) · V over (B, H, T, d) or (N, T, d), as PyTorch's (dropout_p applies
-    always). ag has no attn_mask (only None): ag.attention(q, k, v, valid_lens) masks padding."""
+    always). enable_gqa (PyTorch 2.5's): key and value may have fewer heads (dim -3), a divisor of
+    the query's; query head h reads key/value head h // (H // Hkv). ag has no attn_mask (only
+    None): ag.attention(q, k, v, valid_lens) masks padding."""
     return _C.scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
     )
 
 
