@@ -279,6 +279,29 @@ Tensor MultiHeadAttention::forward(
   return W_o->forward(output_concat);                                           // (B, Q, D)
 }
 
+namespace {
+// The cache of causal_self_attention: keys and values both given or both not, both undefined or
+// both (B, Hkv, S, D/H) for X (B, T, ·); else a ShapeError or ValueError naming the layer.
+void check_cache(
+    const MultiHeadAttention& layer, const Tensor& X, const Tensor* keys, const Tensor* values) {
+  constexpr const char* kWhere = "MultiHeadAttention::causal_self_attention";
+  if ((keys == nullptr) != (values == nullptr))
+    fail<ValueError>(kWhere, ": a cache of keys without values, or of values without keys");
+  if (keys == nullptr) return;
+  if (keys->defined() != values->defined())
+    fail<ValueError>(kWhere, ": cached keys ", keys->defined() ? "" : "un", "defined but values ",
+        values->defined() ? "" : "un", "defined");
+  if (!keys->defined()) return;
+  const int64_t head_width = layer.W_q->out_features / layer.num_heads;
+  const Shape expected{
+      X.size(0), layer.num_kv_heads, keys->dim() == 4 ? keys->size(2) : -1, head_width};
+  if (keys->shape() != expected || values->shape() != expected)
+    fail<ShapeError>(kWhere, ": cached keys ", shape_str(keys->shape()), " and values ",
+        shape_str(values->shape()), " are not (B, Hkv, S, D/H) = (", X.size(0), ", ",
+        layer.num_kv_heads, ", S, ", head_width, ") for input ", shape_str(X.shape()));
+}
+}  // namespace
+
 Tensor MultiHeadAttention::causal_self_attention(
     const Tensor& X, int64_t first_position, Tensor* cached_keys, Tensor* cached_values) {
   if (X.dim() != 3 || X.size(2) != W_q->in_features)
@@ -292,6 +315,7 @@ Tensor MultiHeadAttention::causal_self_attention(
   Tensor k = turn(split_heads(W_k->forward(X), num_kv_heads), first_position);  // (B, Hkv, T, D/H)
   Tensor v = split_heads(W_v->forward(X), num_kv_heads);                        // (B, Hkv, T, D/H)
   int64_t S = 0;  // positions cached before these T
+  check_cache(*this, X, cached_keys, cached_values);
   if (cached_keys != nullptr && cached_keys->defined()) {
     S = cached_keys->size(2);
     k = concat({*cached_keys, k}, 2);    // (B, Hkv, S + T, D/H)

@@ -232,3 +232,26 @@ TEST_CASE("LanguageModel::extend_context: longer contexts for every scheme but a
     CHECK_THROWS_WITH(model(zeros({1, 41})), Contains("exceed the context of 40"));
   }
 }
+
+TEST_CASE("MultiHeadAttention::causal_self_attention: a cache of the wrong shape is refused",
+    "[nn][positions]") {
+  manual_seed(71);
+  nn::MultiHeadAttentionOptions options;
+  options.num_kv_heads = 2;
+  nn::MultiHeadAttention layer(8, 8, 8, 8, 4, 0.0, false, options);
+  NoGradGuard no_grad;
+  const Tensor X = nn_test::randn32({2, 3, 8}, 72);  // (B, T, D)
+  Tensor keys, values;
+  layer.causal_self_attention(X, 0, &keys, &values);
+  CHECK(keys.shape() == Shape{2, 2, 3, 2});  // (B, Hkv, S, D/H)
+  Tensor wrong = zeros({2, 4, 3, 2}), other_values = values;
+  CHECK_THROWS_WITH(layer.causal_self_attention(X, 3, &wrong, &other_values),
+      Contains("cached keys [2,4,3,2] and values [2,2,3,2] are not (B, Hkv, S, D/H) = (2, 2, S, "
+               "2)"));
+  CHECK_THROWS_WITH(layer.causal_self_attention(X, 3, &keys, nullptr),
+      Contains("a cache of keys without values"));
+  Tensor none;
+  CHECK_THROWS_WITH(
+      layer.causal_self_attention(X, 3, &keys, &none), Contains("cached keys defined but values"));
+  CHECK(keys.shape() == Shape{2, 2, 3, 2});  // unchanged by the refused calls
+}
