@@ -198,6 +198,14 @@ int write_model_file_seeds(const std::string& dir) {
     config.block_size = 8;
     config.dropout = 0.0;
     config.tie_weights = tokenizer == ag::lm::Tokenizer::words;
+    if (tokenizer == ag::lm::Tokenizer::words) {  // the Llama-style block's settings
+      config.pre_norm = true;
+      config.positions = ag::nn::PositionScheme::rope;
+      config.rope_pairs = ag::RotaryPairs::halves;
+      config.num_kv_heads = 1;
+      config.norm = ag::nn::Normalization::rms;
+      config.ffn = ag::nn::FeedForward::swiglu;
+    }
     seed(std::string("lm-") + ag::lm::tokenizer_name(tokenizer), kLanguageModel,
         [&](const std::string& path) {
           ag::lm::save_model(path, ag::nn::LanguageModel(config), tokenizer, vocab);
