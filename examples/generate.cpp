@@ -7,8 +7,10 @@
 // The model file carries the configuration, the tokenizer (char or word) and the vocabulary, so
 // the prompt is tokenized as the training text was; a prompt token the vocabulary lacks becomes
 // <unk>, with a warning on stderr. Generation runs with the key/value cache (models/lm.h: each
-// new token computes only its own query, key and value); --no-cache
-// recomputes the whole context at every step instead, for comparison — the same tokens.
+// new token computes only its own query, key and value; past the block the cache of a model with
+// relative positions — rope, alibi, none — slides, that of an absolute one is rebuilt each step);
+// --no-cache recomputes the whole context at every step instead, for comparison — the same tokens
+// while the context fits in the block.
 // The text goes to stdout, the speed (tokens/s) to stderr.
 // Exit codes (docs/training.md): 0 done; 1 the file cannot be loaded (or is not a language model,
 // or would need more memory than is available or than --max-memory); 2 a bad option (an empty
