@@ -316,7 +316,8 @@ int64_t sample_token(
 std::vector<int64_t> generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt,
     int64_t max_new, const Sampling& sampling, Generator& generator, bool use_cache,
     std::vector<std::vector<double>>* step_logits) {
-  const int64_t V = model.config.vocab_size, block = model.config.block_size;
+  // The window: block_size tokens, or the context extend_context set.
+  const int64_t V = model.config.vocab_size, block = model.max_context();
   if (prompt.empty()) fail<ValueError>("generate: the prompt is empty (it needs one token)");
   if (max_new < 0) fail<ValueError>("generate: max_new ", max_new, " is negative");
   check_sampling(sampling, V);

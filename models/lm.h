@@ -121,7 +121,8 @@ int64_t sample_token(
     const std::vector<double>& logits, const Sampling& sampling, Generator& generator);
 
 // Continues `prompt` by max_new tokens, one at a time in eval mode without a graph. The context is
-// cropped to its last block_size tokens, as nanoGPT does.
+// cropped to its last block_size tokens, as nanoGPT does (to model.max_context() tokens, if
+// LanguageModel::extend_context changed it).
 //   use_cache = true: the key/value cache; a step computes only the new token's query, key and
 //     value. Once the context is full:
 //     - absolute positions (sinusoidal, learned): cropping moves every token to a new position, so

@@ -31,7 +31,7 @@ const SizeSetting kSizes[] = {{"config.vocab_size", &Config::vocab_size},
 const FlagSetting kFlags[] = {
     {"config.pre_norm", &Config::pre_norm}, {"config.tie_weights", &Config::tie_weights}};
 
-// The settings of the schemes issue 33 added (positions, RoPE, grouped-query heads, RMSNorm,
+// The settings of the position schemes and the modern block (RoPE, grouped-query heads, RMSNorm,
 // SwiGLU). Files written before them have none of these and hold config.learned_positions (0 or
 // 1) instead of config.positions: such a file is a sinusoidal or learned model with LayerNorm,
 // ReLU FFNs and as many key/value heads as heads, which the defaults below describe.

@@ -334,6 +334,24 @@ TEST_CASE(
       Contains("a cache slid to position 1 for sinusoidal positions, which are absolute"));
 }
 
+TEST_CASE(
+    "lm generate: after extend_context the window is the longer context", "[models][lm][cache]") {
+  manual_seed(15);
+  nn::LanguageModelConfig c = tiny();
+  c.positions = nn::PositionScheme::alibi;
+  auto model = lm::make_language_model(c);
+  model->to(float64);
+  model->extend_context(20);
+  // 16 new tokens after 2: contexts up to 17, past block_size 8 but within the context of 20, so
+  // nothing slides or is cropped, and the cache gives recomputation's tokens and logits.
+  std::vector<std::vector<double>> cached_logits, full_logits;
+  Generator g1(5), g2(5);
+  const auto cached = lm::generate(*model, {3, 1}, 16, {1.0, 0}, g1, true, &cached_logits);
+  const auto full = lm::generate(*model, {3, 1}, 16, {1.0, 0}, g2, false, &full_logits);
+  CHECK(cached == full);
+  CHECK(max_diff(cached_logits, full_logits) < 1e-12);
+}
+
 TEST_CASE("lm generate: a long prompt is cropped, bad arguments are errors", "[models][lm]") {
   manual_seed(7);
   auto model = lm::make_language_model(tiny());
