@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
         const Tensor picture = attention_picture(*model, text, context);  // (L, H, C', C')
         viz::ShowHeatmapsOptions panels{.xlabel = "keys", .ylabel = "queries"};
         for (int64_t h = 0; h < picture.size(1); ++h)
-          panels.titles.push_back("head " + std::to_string(h));
+          panels.titles.push_back("head " + std::to_string(h) + ": log10 weight");
         for (int64_t l = 0; l < picture.size(0); ++l)
           panels.row_titles.push_back("block " + std::to_string(l));
         panels.cell = std::max<int64_t>(1, 256 / picture.size(2));
