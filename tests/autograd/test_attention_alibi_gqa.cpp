@@ -15,6 +15,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "relative_diff.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
@@ -25,19 +26,6 @@ Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, 
 
 const char* kernel_name(AttentionKernel kernel) {
   return kernel == AttentionKernel::tiled ? "tiled" : "whole rows";
-}
-
-// The largest |a − b| relative to the largest |b| (1 if b is all 0); NaN counts as the worst.
-double relative_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (!(d <= worst)) worst = d;
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return worst / (scale > 0 ? scale : 1.0);
 }
 
 // One attention call's settings, as AttentionOptions takes them.

@@ -15,6 +15,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "relative_diff.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
@@ -33,20 +34,6 @@ Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double p, bool training, Generator& generator) {
   AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
   return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
-}
-
-// The largest |a − b| relative to the largest |b| (1 if b is all 0): the tiled sums round
-// differently from the whole-row ones, by a few ulps of the largest terms.
-double relative_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (!(d <= worst)) worst = d;  // NaN propagates as the worst
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return worst / (scale > 0 ? scale : 1.0);
 }
 
 struct Run {

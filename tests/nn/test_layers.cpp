@@ -60,6 +60,28 @@ struct LayerNormRun {
   std::string op;  // the op that produced y
 };
 
+// Each named pair (fused, composed) is defined, of `dtype` and one shape, and within
+// |fused − composed| <= tolerance · (1 + |composed|) elementwise.
+void check_paths_agree(
+    const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>>& compared, DType dtype,
+    double tolerance) {
+  for (const auto& [name, tensors] : compared) {
+    const auto& [a, b] = tensors;
+    REQUIRE(a.defined());
+    REQUIRE(b.defined());
+    CHECK(a.dtype() == dtype);
+    REQUIRE(a.shape() == b.shape());
+    const std::vector<double> va = values(a), vb = values(b);
+    double worst = 0;  // the largest |a − b| / (1 + |b|)
+    for (std::size_t i = 0; i < va.size(); ++i) {
+      const double d = std::abs(va[i] - vb[i]) / (1.0 + std::abs(vb[i]));
+      if (!(d <= worst)) worst = d;
+    }
+    INFO(name << ": largest relative difference " << worst);
+    CHECK(worst <= tolerance);
+  }
+}
+
 LayerNormRun run_layer_norm(
     bool fused, DType dtype, const Shape& normalized_shape, const Shape& x_shape, uint64_t seed) {
   nn::FusedKernelsGuard path(fused);
@@ -103,25 +125,10 @@ TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and 
         // composition (the bias add).
         CHECK(fused.op == "layer_norm");
         CHECK(composed.op == "add");
-        const std::pair<const char*, std::pair<Tensor, Tensor>> compared[] = {
-            {"y", {fused.y, composed.y}}, {"dx", {fused.dx, composed.dx}},
-            {"dweight", {fused.dweight, composed.dweight}},
-            {"dbias", {fused.dbias, composed.dbias}}};
-        for (const auto& [name, tensors] : compared) {
-          const auto& [a, b] = tensors;
-          REQUIRE(a.defined());
-          REQUIRE(b.defined());
-          CHECK(a.dtype() == dtype);
-          REQUIRE(a.shape() == b.shape());
-          const std::vector<double> va = values(a), vb = values(b);
-          double worst = 0;  // the largest |a − b| / (1 + |b|)
-          for (std::size_t i = 0; i < va.size(); ++i) {
-            const double d = std::abs(va[i] - vb[i]) / (1.0 + std::abs(vb[i]));
-            if (!(d <= worst)) worst = d;
-          }
-          INFO(name << ": largest relative difference " << worst);
-          CHECK(worst <= tolerance);
-        }
+        check_paths_agree({{"y", {fused.y, composed.y}}, {"dx", {fused.dx, composed.dx}},
+                              {"dweight", {fused.dweight, composed.dweight}},
+                              {"dbias", {fused.dbias, composed.dbias}}},
+            dtype, tolerance);
       }
     }
   }
@@ -202,21 +209,7 @@ TEST_CASE("RMSNorm: the fused kernel and the composed path agree, forward and gr
         std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> compared = {
             {"y", {fused.y, composed.y}}, {"dx", {fused.dx, composed.dx}}};
         if (k.affine) compared.push_back({"dweight", {fused.dweight, composed.dweight}});
-        for (const auto& [name, tensors] : compared) {
-          const auto& [a, b] = tensors;
-          REQUIRE(a.defined());
-          REQUIRE(b.defined());
-          CHECK(a.dtype() == dtype);
-          REQUIRE(a.shape() == b.shape());
-          const std::vector<double> va = values(a), vb = values(b);
-          double worst = 0;  // the largest |a − b| / (1 + |b|)
-          for (std::size_t i = 0; i < va.size(); ++i) {
-            const double d = std::abs(va[i] - vb[i]) / (1.0 + std::abs(vb[i]));
-            if (!(d <= worst)) worst = d;
-          }
-          INFO(name << ": largest relative difference " << worst);
-          CHECK(worst <= tolerance);
-        }
+        check_paths_agree(compared, dtype, tolerance);
       }
     }
   }
