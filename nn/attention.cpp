@@ -310,12 +310,12 @@ Tensor MultiHeadAttention::causal_self_attention(
   if (first_position < 0)
     fail<ValueError>(
         "MultiHeadAttention::causal_self_attention: first_position ", first_position, " < 0");
+  check_cache(*this, X, cached_keys, cached_values);
   const int64_t B = X.size(0), T = X.size(1);
   Tensor q = turn(split_heads(W_q->forward(X), num_heads), first_position);     // (B, H, T, D/H)
   Tensor k = turn(split_heads(W_k->forward(X), num_kv_heads), first_position);  // (B, Hkv, T, D/H)
   Tensor v = split_heads(W_v->forward(X), num_kv_heads);                        // (B, Hkv, T, D/H)
   int64_t S = 0;  // positions cached before these T
-  check_cache(*this, X, cached_keys, cached_values);
   if (cached_keys != nullptr && cached_keys->defined()) {
     S = cached_keys->size(2);
     k = concat({*cached_keys, k}, 2);    // (B, Hkv, S + T, D/H)
