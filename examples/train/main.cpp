@@ -19,7 +19,6 @@
 // with --checkpoint, saves first).
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 #include "data/synthetic_pairs.h"
@@ -30,7 +29,6 @@
 #include "models/memory_budget.h"
 #include "models/seq2seq_memory.h"
 #include "models/seq2seq_translation.h"
-#include "nn/language_model.h"
 #include "train.h"
 #include "training/cli.h"
 #include "viz/curves.h"
@@ -249,41 +247,7 @@ void add_options(CLI::App& app, Options& o, training::OutputFiles& outputs) {
       "for one decoded held-out example into this PNG");
   training::add_whole_number(app, "--attention-example", o.attention_example,
       "the held-out example drawn by --attention-png (-1: the first with the longest source)");
-  // --task lm only (docs/training.md, "--task lm").
-  ag_train::LMOptions& lm = o.lm;
-  app.add_option("--text", lm.text,
-      "--task lm: UTF-8 text files or folders to train on (default: Debian's fortunes)");
-  app.add_option("--tokenizer", lm.tokenizer, "--task lm: char | word")->capture_default_str();
-  training::add_whole_number(
-      app, "--block-size", lm.block_size, "--task lm: context length in tokens");
-  app.add_flag("--pre-norm", lm.pre_norm, "--task lm: GPT-2's pre-norm blocks (default: d2l's)");
-  app.add_option("--positions", lm.positions,
-         "--task lm: sinusoidal (d2l's) | learned (a trained table, nanoGPT's) | rope (rotary, "
-         "Llama's) | alibi (a distance bias) | none (docs/text.md, \"Positions\")")
-      ->capture_default_str();
-  app.add_flag("--learned-positions", lm.learned_positions, "--task lm: --positions learned");
-  app.add_option("--rope-pairs", lm.rope_pairs,
-         "--task lm, --positions rope: which features turn together: interleaved (the paper's, "
-         "Meta's Llama: 2j, 2j+1) | halves (GPT-NeoX's rotate_half: j, j + d/2)")
-      ->capture_default_str();
-  app.add_option("--rope-base", lm.rope_base, "--task lm, --positions rope: the angles' base θ")
-      ->capture_default_str();
-  training::add_whole_number(app, "--kv-heads", lm.kv_heads,
-      "--task lm: key/value heads, dividing --heads (grouped-query attention; 1: multi-query; 0: "
-      "as many as --heads)");
-  app.add_option("--norm", lm.norm, "--task lm: layer (LayerNorm) | rms (RMSNorm, with --pre-norm)")
-      ->capture_default_str();
-  app.add_option("--ffn", lm.ffn, "--task lm: relu (d2l's FFN) | swiglu (Llama's)")
-      ->capture_default_str();
-  app.add_flag("--tie-weights,!--no-tie-weights", lm.tie_weights,
-      "--task lm: the output layer reuses the token embedding (the default; --no-tie-weights: a "
-      "separate Linear)");
-  app.add_option("--weight-decay", lm.weight_decay, "--task lm: AdamW's weight decay")
-      ->capture_default_str();
-  training::add_whole_number(app, "--eval-windows", lm.eval_windows,
-      "--task lm: validation windows of --block-size + 1 tokens per evaluation");
-  training::add_whole_number(
-      app, "--sample-length", lm.sample_length, "--task lm: tokens sampled at each evaluation");
+  add_lm_options(app, o.lm);  // --task lm only (lm_options.cpp)
 }
 
 // Option values CLI11 cannot check by type alone, task by task; then the shared ones
@@ -291,14 +255,6 @@ void add_options(CLI::App& app, Options& o, training::OutputFiles& outputs) {
 std::string options_problem(const CLI::App& app, Options& o, const training::OutputFiles& outputs) {
   const auto names = data::task_names();
   const bool translate = o.task == seq2seq::kTranslateTask, lm = o.task == "lm";
-  const ag_train::LMOptions& l = o.lm;
-  const bool lm_only_options =
-      app.count("--text") + app.count("--tokenizer") + app.count("--block-size") +
-          app.count("--pre-norm") + app.count("--learned-positions") + app.count("--tie-weights") +
-          app.count("--weight-decay") + app.count("--eval-windows") + app.count("--sample-length") +
-          app.count("--positions") + app.count("--rope-pairs") + app.count("--rope-base") +
-          app.count("--kv-heads") + app.count("--norm") + app.count("--ffn") >
-      0;
   if (!translate && !lm && std::find(names.begin(), names.end(), o.task) == names.end())
     return "unknown task '" + o.task + "' (known: copy, reverse, sort, add, translate, lm)";
   if (translate &&
@@ -313,35 +269,9 @@ std::string options_problem(const CLI::App& app, Options& o, const training::Out
     return "--embedding-init is for the toy tasks (copy, reverse, sort, add)";
   if (o.embedding_init != "normal" && o.embedding_init != "scaled")
     return "unknown --embedding-init '" + o.embedding_init + "' (known: normal, scaled)";
-  if (!lm && lm_only_options)
-    return "--text, --tokenizer, --block-size, --pre-norm, --positions, --learned-positions, "
-           "--rope-pairs, --rope-base, --kv-heads, --norm, --ffn, --tie-weights, --weight-decay, "
-           "--eval-windows and --sample-length are for --task lm";
-  if (lm && l.learned_positions && app.count("--positions") && l.positions != "learned")
-    return "--learned-positions and --positions " + l.positions + " disagree";
-  if (lm && l.learned_positions) o.lm.positions = "learned";
-  if (lm && (app.count("--rope-pairs") || app.count("--rope-base")) && l.positions != "rope")
-    return "--rope-pairs and --rope-base are for --positions rope";
+  if (const std::string problem = lm_options_problem(app, o); !problem.empty()) return problem;
   if (lm && (!o.curves_dir.empty() || !o.attention_png.empty()))
     return "--curves-dir and --attention-png are not for --task lm";
-  if (lm && (l.tokenizer != "char" && l.tokenizer != "word"))
-    return "unknown --tokenizer '" + l.tokenizer + "' (known: char, word)";
-  if (lm) {
-    try {  // the names of the model's choices (nn/language_model.h's registries)
-      (void)nn::parse_position_scheme(l.positions, "--positions");
-      (void)nn::parse_rotary_pairs(l.rope_pairs, "--rope-pairs");
-      (void)nn::parse_normalization(l.norm, "--norm");
-      (void)nn::parse_feed_forward(l.ffn, "--ffn");
-    } catch (const ValueError& e) {
-      return e.what();
-    }
-  }
-  if (lm && (l.block_size < 1 || l.eval_windows < 1 || l.sample_length < 0 ||
-                !(l.weight_decay >= 0) || !std::isfinite(l.weight_decay)))
-    return "--block-size and --eval-windows must be positive, --sample-length and "
-           "--weight-decay not negative";
-  if (lm && l.sample_length > 100000)
-    return "--sample-length " + std::to_string(l.sample_length) + " is above 100000";
   if (const std::string problem = training::run_options_problem(o.run); !problem.empty())
     return problem;
   if (o.eval_size <= 0 || o.show < 0) return "--eval-size must be positive, --show not negative";

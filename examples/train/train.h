@@ -1,10 +1,11 @@
 // ag-train's options and its three tasks, each a file of its own over ag::training:
 //   toy.cpp        the toy tasks (copy, reverse, sort, add): d2l's Transformer learning them
 //   translate.cpp  --task translate: d2l's machine translation on sentence pairs
-//   lm.cpp         --task lm: a decoder-only language model on text
+//   lm.cpp         --task lm: a decoder-only language model on text (its options: lm_options.cpp)
 // main.cpp reads the command line and picks one.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -77,6 +78,12 @@ void describe_common(ag::training::Layout& file, Options& o);
 
 // Why the toy task's run cannot start ("" if it can): the held-out set and the run's memory.
 std::string toy_size_problem(const Options& o);
+
+// --task lm's options on the command line, and "" or what is wrong with their values: another
+// task given one of them, or a value CLI11 cannot check by type alone; --learned-positions
+// becomes --positions learned here (lm_options.cpp).
+void add_lm_options(CLI::App& app, LMOptions& lm);
+std::string lm_options_problem(const CLI::App& app, Options& o);
 
 int train_toy(Options o);        // toy.cpp
 int train_translate(Options o);  // translate.cpp

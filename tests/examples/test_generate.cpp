@@ -204,7 +204,7 @@ TEST_CASE("ag-train --task lm refuses bad texts and options", "[examples][lm]") 
       "ag-train: the text is too short: its validation split has 5 char tokens, and --block-size "
       "16 needs at least 17");
   refused(train + tiny_model + " --text " + trained().dir.string() + "/none.txt", 2, "none.txt");
-  refused(train + " --task reverse --text " + short_text, 2, "are for --task lm");
+  refused(train + " --task reverse --text " + short_text, 2, "for --task lm only");
   refused(train + tiny_model + " --tokenizer bpe", 2, "unknown --tokenizer 'bpe'");
   refused(train + tiny_model + " --text " + trained().text + " --max-memory 64K", 2,
       "ag-train: this run (--num-hiddens 16, --layers 1, --block-size 16, --batch-size 8, "
