@@ -10,6 +10,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -177,14 +178,75 @@ Tensor map_unary(const Tensor& x, F f) {
   });
 }
 
-// Standard normal density φ and distribution function Φ.
-template <class T>
-T normal_pdf(T x) {
-  return static_cast<T>(std::exp(-0.5 * double(x) * double(x)) / std::sqrt(2.0 * std::numbers::pi));
+// The transcendental activations and their backward passes run on vector_math.h's array
+// functions (SLEEF's vector exp, log, tanh and erfc); `pick` chooses one from the table of the
+// tensor's element type, e.g. [](const auto& f) { return f.gelu; }.
+//
+// y = f(x): a fresh contiguous tensor of x's shape and dtype (float32 or float64).
+template <class Pick>
+Tensor map_unary_vectorised(const Tensor& x, Pick pick) {
+  return dispatch(x.dtype(), [&]<typename T>() {
+    const auto function = pick(detail::vec::functions(T()));
+    Tensor out = empty(x.shape(), x.dtype());
+    T* po = out.data<T>();
+    const T* px = x.data<T>();
+    parallel_for_each_row<2>(x.shape(), {out.strides(), x.strides()},
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          if (st[0] == 1 && st[1] == 1) return function(px + off[1], po + off[0], n);
+          // A strided row (a transposed or sliced x): through a buffer, a block at a time.
+          constexpr int64_t kBlock = 256;
+          T block[kBlock];
+          for (int64_t start = 0; start < n; start += kBlock) {
+            const int64_t m = std::min(kBlock, n - start);
+            for (int64_t i = 0; i < m; ++i) block[i] = px[off[1] + (start + i) * st[1]];
+            function(block, block, m);
+            for (int64_t i = 0; i < m; ++i) po[off[0] + (start + i) * st[0]] = block[i];
+          }
+        });
+    return out;
+  });
 }
-template <class T>
-T normal_cdf(T x) {
-  return static_cast<T>(0.5 * (1.0 + std::erf(double(x) / std::numbers::sqrt2)));
+
+// out = g · f′(s) for a backward function of vector_math.h, where s (the op's saved input or
+// output) and g (the gradient of its output) have the output's shape; g may be a broadcast view
+// (a sum's gradient is one, expanded).
+template <class Pick>
+Tensor map_backward_vectorised(const Tensor& g, const Tensor& s, const char* op, Pick pick) {
+  detail::check_same_dtype(g, s, op);
+  if (g.shape() != s.shape())
+    fail<ShapeError>(op, ": gradient of shape ", shape_str(g.shape()),
+        " for a saved tensor of shape ", shape_str(s.shape()));
+  return dispatch(s.dtype(), [&]<typename T>() {
+    const auto function = pick(detail::vec::functions(T()));
+    Tensor out = empty(s.shape(), s.dtype());
+    T* po = out.data<T>();
+    const T* pg = g.data<T>();
+    const T* ps = s.data<T>();
+    parallel_for_each_row<3>(s.shape(), {out.strides(), g.strides(), s.strides()},
+        [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+          if (st[0] == 1 && st[1] == 1 && st[2] == 1)
+            return function(pg + off[1], ps + off[2], po + off[0], n);
+          constexpr int64_t kBlock = 256;
+          T block_g[kBlock], block_s[kBlock];
+          if (st[0] == 1 && st[1] == 0 && st[2] == 1) {  // one gradient for the whole row
+            std::fill_n(block_g, kBlock, pg[off[1]]);    // (a sum's: 1 everywhere)
+            for (int64_t start = 0; start < n; start += kBlock)
+              function(
+                  block_g, ps + off[2] + start, po + off[0] + start, std::min(kBlock, n - start));
+            return;
+          }
+          for (int64_t start = 0; start < n; start += kBlock) {
+            const int64_t m = std::min(kBlock, n - start);
+            for (int64_t i = 0; i < m; ++i) {
+              block_g[i] = pg[off[1] + (start + i) * st[1]];
+              block_s[i] = ps[off[2] + (start + i) * st[2]];
+            }
+            function(block_g, block_s, block_g, m);
+            for (int64_t i = 0; i < m; ++i) po[off[0] + (start + i) * st[0]] = block_g[i];
+          }
+        });
+    return out;
+  });
 }
 
 // The dtype in which `op` computes on a and b (promote_types), with bool ⊕ bool refused as the
@@ -384,19 +446,20 @@ Tensor pow(const Tensor& x, double p) {
 
 Tensor exp(const Tensor& x) {
   detail::check_floating(x, "exp");
-  Tensor out = map_unary(x, [](auto v) { return std::exp(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.exp; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, exp: g · y
   return detail::record(Op::exp, out, {x}, /*saved=*/{out},
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(eˣ)/dx = eˣ = y: reuse the output
-        return {mul(g, y)};
+        return {map_backward_vectorised(
+            g, y, "exp_backward", [](const auto& f) { return f.exp_backward; })};
       });
 }
 
 Tensor log(const Tensor& x) {
   detail::check_floating(x, "log");
-  Tensor out = map_unary(x, [](auto v) { return std::log(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.log; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, log: g / x
   return detail::record(
@@ -420,37 +483,28 @@ Tensor sqrt(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   detail::check_floating(x, "tanh");
-  Tensor out = map_unary(x, [](auto v) { return std::tanh(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.tanh; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, tanh: g · (1 − y²)
   return detail::record(Op::tanh, out, {x}, /*saved=*/{out},
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(tanh x)/dx = 1 − tanh²x = 1 − y²
-        return {
-            map_binary(g, y, "tanh_backward", [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+        return {map_backward_vectorised(
+            g, y, "tanh_backward", [](const auto& f) { return f.tanh_backward; })};
       });
 }
 
-namespace {
-// σ(x), written so that exp never overflows: for x < 0, σ(x) = eˣ / (1 + eˣ). (silu uses it too.)
-template <class T>
-T stable_sigmoid(T v) {
-  if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-  const T e = std::exp(v);
-  return e / (T(1) + e);
-}
-}  // namespace
-
 Tensor sigmoid(const Tensor& x) {
   detail::check_floating(x, "sigmoid");
-  Tensor out = map_unary(x, [](auto v) { return stable_sigmoid(v); });
+  // σ(x) = 1 / (1 + e⁻ˣ): e⁻ˣ overflows to +inf for x < −88 (float32), and σ is then 0
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sigmoid; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sigmoid: g · y · (1 − y)
   return detail::record(Op::sigmoid, out, {x}, /*saved=*/{out},
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
-        return {map_binary(
-            g, y, "sigmoid_backward", [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
+        return {map_backward_vectorised(
+            g, y, "sigmoid_backward", [](const auto& f) { return f.sigmoid_backward; })};
       });
 }
 
@@ -470,62 +524,48 @@ Tensor relu(const Tensor& x) {
 
 Tensor gelu(const Tensor& x) {
   detail::check_floating(x, "gelu");
-  Tensor out = map_unary(x, [](auto v) { return v * normal_cdf(v); });
+  // x Φ(x), with Φ(x) = ½ erfc(−x/√2): PyTorch's ½ (1 + erf(x/√2)) cancels for x < −3 in float32
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.gelu; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu: g · (Φ(x) + x · φ(x))
   return detail::record(
       Op::gelu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-        // d(x · Φ(x))/dx = Φ(x) + x · φ(x)
-        return {map_binary(g, x, "gelu_backward",
-            [](auto gv, auto xv) { return gv * (normal_cdf(xv) + xv * normal_pdf(xv)); })};
+        // d(x · Φ(x))/dx = Φ(x) + x · φ(x),  φ(x) = e^(−x²/2) / √(2π)
+        return {map_backward_vectorised(
+            g, x, "gelu_backward", [](const auto& f) { return f.gelu_backward; })};
       });
 }
 
-namespace {
 // GELU's tanh approximation (Hendrycks & Gimpel; GPT-2's and nanoGPT's `new_gelu`):
 //   y = ½ x (1 + tanh u),  u = √(2/π) (x + 0.044715 x³)
-constexpr double kGeluC = 0.044715;
-template <class T>
-T gelu_tanh_u(T x) {
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  return static_cast<T>(k * (double(x) + kGeluC * double(x) * double(x) * double(x)));
-}
-}  // namespace
-
+// computed as x σ(2u), the same number (1 + tanh u = 2σ(2u)) without 1 + tanh u's cancellation.
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   detail::check_floating(x, "gelu");
   if (approximate == "none") return gelu(x);
   if (approximate != "tanh")
     fail<ValueError>("gelu: approximate '", approximate, "' is not 'none' or 'tanh'");
-  Tensor out =
-      map_unary(x, [](auto v) { return decltype(v)(0.5) * v * (1 + std::tanh(gelu_tanh_u(v))); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.gelu_tanh; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu_tanh: g · (½ (1 + t) + ½ x (1 − t²) · √(2/π) (1 + 3 · 0.044715 x²)), t = tanh u
   return detail::record(
       Op::gelu_tanh, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         // dy/dx = ½ (1 + t) + ½ x · (1 − t²) · du/dx,  du/dx = √(2/π) (1 + 3c x²)
-        return {map_binary(g, x, "gelu_tanh_backward", [](auto gv, auto xv) {
-          using T = decltype(xv);
-          const T t = std::tanh(gelu_tanh_u(xv));
-          const T du = static_cast<T>(
-              std::sqrt(2.0 / std::numbers::pi) * (1 + 3 * kGeluC * double(xv) * double(xv)));
-          return gv * (T(0.5) * (1 + t) + T(0.5) * xv * (1 - t * t) * du);
-        })};
+        //       = σ + 2 x σ (1 − σ) · du/dx,  σ = σ(2u) = ½ (1 + t)
+        return {map_backward_vectorised(
+            g, x, "gelu_tanh_backward", [](const auto& f) { return f.gelu_tanh_backward; })};
       });
 }
 
 Tensor silu(const Tensor& x) {
   detail::check_floating(x, "silu");
-  Tensor out = map_unary(x, [](auto v) { return v * stable_sigmoid(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.silu; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, silu: g · σ(x) · (1 + x · (1 − σ(x)))
   return detail::record(
       Op::silu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(x σ(x))/dx = σ(x) + x σ(x)(1 − σ(x))
-        return {map_binary(g, x, "silu_backward", [](auto gv, auto xv) {
-          const auto s = stable_sigmoid(xv);
-          return gv * s * (1 + xv * (1 - s));
-        })};
+        return {map_backward_vectorised(
+            g, x, "silu_backward", [](const auto& f) { return f.silu_backward; })};
       });
 }
 

@@ -12,6 +12,7 @@ packages=(
   make            # CMake's default generator
   libopenblas-dev # BLAS for matmul (brings libopenblas-pthread-dev and OpenBLASConfig.cmake)
   libdnnl-dev     # oneDNN: its sgemm makes the large float32 products (autograd/gemm_backend.h)
+  libsleef-dev    # SLEEF: vectorised exp, log, tanh, erfc for the activations (autograd/detail/vector_math.h)
   catch2          # unit tests (Catch2 v2)
   libcereal-dev   # serialization (checkpoints)
   libcli11-dev    # command-line parsing

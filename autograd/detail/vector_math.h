@@ -1,0 +1,76 @@
+// Vectorised elementwise math over arrays (internal, not part of the public API): the transcendental
+// functions of the activations — exp, log, tanh, the sigmoid, GELU (exact and tanh), SiLU — and the
+// products their backward passes make, for float32 and float64.
+//
+// The vector functions are SLEEF's (Debian's libsleef-dev, the library PyTorch's CPU kernels use),
+// the 1.0-ulp ones (1.5 for erfc), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once;
+// the formulas around them are written once, in vector_math_kernels.h, and compiled once per
+// instruction set (vector_math_avx512.cpp, vector_math_avx2.cpp, vector_math_sse2.cpp). The copy
+// for this CPU is picked the first time a function is called: the widest the CPU has, or the one
+// the environment variable AG_CPU_CAPABILITY names (avx512, avx2, sse2 — as PyTorch's
+// ATEN_CPU_CAPABILITY), so one machine can run and test each.
+//
+// Each element's result depends only on that element and the copy picked: the same on any number of
+// threads and wherever the array starts. Copies for different instruction sets may differ in the
+// last bits (they fuse multiply-adds differently); each function's accuracy against libm in double
+// precision is measured for every copy in tests/autograd/test_vector_math.cpp and listed in
+// docs/ops.md ("Accuracy of the elementwise math").
+//
+// Formulas, chosen so that no result cancels where the mathematical one is small:
+//   sigmoid(x)    = 1 / (1 + e⁻ˣ)                (e⁻ˣ = +inf for x < −88 gives 0, not NaN)
+//   silu(x)       = x / (1 + e⁻ˣ)
+//   gelu(x)       = x · Φ(x),  Φ(x) = ½ erfc(−x/√2)        (erfc, not 1 + erf: 1 + erf(−4) cancels)
+//   gelu_tanh(x)  = ½ x (1 + tanh u) = x · σ(2u),  u = √(2/π) (x + 0.044715 x³)
+// (tanh-GELU's 1 + tanh u = 2σ(2u) exactly, and σ keeps its precision where 1 + tanh u cancels.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ag::detail::vec {
+
+// The instruction sets a copy of the functions is compiled for, widest first.
+enum class Capability { avx512, avx2, sse2, scalar };
+const char* capability_name(Capability capability);
+
+// y[i] = f(x[i]) for i in [0, n); x and y may be the same array.
+template <class T>
+using UnaryFn = void (*)(const T* x, T* y, int64_t n);
+// out[i] = the gradient g[i] · f′ at the saved value s[i] (the input x or the output y, as each
+// function's comment says); out may be g.
+template <class T>
+using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
+
+// One copy of every function, for one element type.
+template <class T>
+struct Functions {
+  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu;
+  BackwardFn<T> exp_backward;        // s = y = eˣ:       g · y
+  BackwardFn<T> tanh_backward;       // s = y = tanh x:   g · (1 − y²)
+  BackwardFn<T> sigmoid_backward;    // s = y = σ(x):     g · y (1 − y)
+  BackwardFn<T> gelu_backward;       // s = x:            g · (Φ(x) + x φ(x))
+  BackwardFn<T> gelu_tanh_backward;  // s = x:            g · (σ + 2 x σ (1 − σ) u′),  σ = σ(2u)
+  BackwardFn<T> silu_backward;       // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
+};
+
+// The copy every op uses (picked once; see above).
+const Functions<float>& functions(float);
+const Functions<double>& functions(double);
+Capability active_capability();
+
+// Whether this CPU (and this build) can run a copy; the copy itself (for the accuracy tests).
+bool supported(Capability capability);
+const Functions<float>& functions_for(Capability capability, float);
+const Functions<double>& functions_for(Capability capability, double);
+
+// The copies each instruction set's file defines (vector_math_<isa>.cpp).
+const Functions<float>& avx512_functions(float);
+const Functions<double>& avx512_functions(double);
+const Functions<float>& avx2_functions(float);
+const Functions<double>& avx2_functions(double);
+const Functions<float>& sse2_functions(float);
+const Functions<double>& sse2_functions(double);
+const Functions<float>& scalar_functions(float);
+const Functions<double>& scalar_functions(double);
+
+}  // namespace ag::detail::vec

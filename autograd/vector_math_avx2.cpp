@@ -1,0 +1,18 @@
+// vector_math.h's functions on AVX2 with FMA: 8 floats or 4 doubles at a time. Compiled with
+// -mavx2 -mfma (autograd/CMakeLists.txt); vector_math.cpp calls them only on a CPU that has both.
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <sleef.h>
+
+#include "autograd/detail/vector_math_kernels.h"
+
+namespace ag::detail::vec {
+
+AG_SLEEF_ISA(Avx2Float, float, __m256, 8, f8, avx2);
+AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2);
+
+const Functions<float>& avx2_functions(float) { return Kernels<Avx2Float>::functions(); }
+const Functions<double>& avx2_functions(double) { return Kernels<Avx2Double>::functions(); }
+
+}  // namespace ag::detail::vec
+#endif

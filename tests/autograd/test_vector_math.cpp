@@ -1,0 +1,273 @@
+// The accuracy of the vectorised elementwise math (autograd/detail/vector_math.h), for every copy
+// this CPU runs (AVX-512, AVX2, SSE2, the portable scalar one): each function is swept over its
+// range and compared with the same formula in long double on libm's expl, logl, tanhl and erfcl.
+// The error is counted in ulps (units in the last place) of the result's dtype — of the result
+// itself for the forward functions, and of the sum of the magnitudes of the derivative's terms for
+// the backward ones (g · (Φ + xφ) crosses 0 where its terms cancel, and there no finite number of
+// ulps of the result is meaningful). docs/ops.md, "Accuracy of the elementwise math", lists the
+// bounds checked here.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/detail/vector_math.h"
+#include "autograd/error.h"
+#include "autograd/ops.h"
+#include "what_contains.h"
+
+namespace vec = ag::detail::vec;
+using Real = long double;
+
+namespace {
+
+// The distance between two adjacent numbers of type T near |x| (for 0, the smallest normal's).
+template <class T>
+Real ulp_of(Real x) {
+  const T magnitude = static_cast<T>(std::max<Real>(std::fabs(x), std::numeric_limits<T>::min()));
+  return static_cast<Real>(std::nextafter(magnitude, std::numeric_limits<T>::infinity())) -
+         static_cast<Real>(magnitude);
+}
+
+// n points from lo to hi, evenly spaced, and the values of T nearest them.
+template <class T>
+std::vector<T> linear_sweep(Real lo, Real hi, int n) {
+  std::vector<T> points;
+  for (int i = 0; i < n; ++i) points.push_back(static_cast<T>(lo + (hi - lo) * i / (n - 1)));
+  return points;
+}
+// n points from lo to hi (both > 0), evenly spaced in log(x).
+template <class T>
+std::vector<T> log_sweep(Real lo, Real hi, int n) {
+  std::vector<T> points;
+  for (int i = 0; i < n; ++i)
+    points.push_back(static_cast<T>(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (n - 1))));
+  return points;
+}
+// The sweep, and the same points negated, and tiny ones (|x| from 1e-6 to 1) of both signs.
+template <class T>
+std::vector<T> symmetric_sweep(Real lo, Real hi, int n) {
+  std::vector<T> points = linear_sweep<T>(lo, hi, n);
+  for (T x : log_sweep<T>(1e-6L, 1.0L, n / 10)) {
+    points.push_back(x);
+    points.push_back(-x);
+  }
+  return points;
+}
+
+// The largest error, in ulps of scale(x), of y = f(x) against the reference.
+template <class T>
+Real worst_ulps(const std::vector<T>& x, const std::vector<T>& y,
+    const std::function<Real(Real)>& reference, const std::function<Real(Real)>& scale) {
+  Real worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Real expected = reference(x[i]);
+    const Real error = std::fabs(static_cast<Real>(y[i]) - expected) / ulp_of<T>(scale(x[i]));
+    if (!(error <= worst)) worst = error;  // NaN counts as the worst
+  }
+  return worst;
+}
+
+Real phi(Real x) { return std::exp(-x * x / 2) / std::sqrt(2 * 3.14159265358979323846264338L); }
+Real Phi(Real x) { return std::erfc(-x / std::sqrt(2.0L)) / 2; }
+Real sigma(Real x) { return 1 / (1 + std::exp(-x)); }
+Real gelu_u(Real x) { return std::sqrt(2 / 3.14159265358979323846264338L) * (x + 0.044715L * x * x * x); }
+Real gelu_du(Real x) { return std::sqrt(2 / 3.14159265358979323846264338L) * (1 + 3 * 0.044715L * x * x); }
+Real itself(Real y) { return y; }
+
+struct Case {
+  std::string name;
+  Real float_bound, double_bound;  // ulps
+};
+
+// Sweeps one unary function of one copy; returns its worst error in ulps.
+template <class T>
+Real unary_error(vec::UnaryFn<T> f, const std::vector<T>& x, const std::function<Real(Real)>& reference) {
+  std::vector<T> y(x.size());
+  f(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  return worst_ulps<T>(x, y, reference, [&](Real v) { return reference(v); });
+}
+// A backward function at g = 1 of one copy, with its saved value s(x) (x or the forward's y).
+template <class T>
+Real backward_error(vec::BackwardFn<T> f, const std::vector<T>& x, const std::function<Real(Real)>& saved,
+    const std::function<Real(Real)>& reference, const std::function<Real(Real)>& scale) {
+  std::vector<T> s(x.size()), g(x.size(), T(1)), out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) s[i] = static_cast<T>(saved(x[i]));
+  f(g.data(), s.data(), out.data(), static_cast<int64_t>(x.size()));
+  // The reference sees the saved value as the kernel got it (y rounded to T, for tanh and σ).
+  std::vector<T> saved_values = s;
+  return worst_ulps<T>(saved_values, out, reference, scale);
+}
+
+template <class T>
+void check_copy(vec::Capability capability, bool print) {
+  const vec::Functions<T>& f = vec::functions_for(capability, T());
+  const bool is_float = sizeof(T) == 4;
+  const int n = 20001;
+  const Real exp_hi = is_float ? 88.0L : 709.0L, exp_lo = is_float ? -87.0L : -708.0L;
+  const Real log_lo = is_float ? 1e-37L : 1e-307L, log_hi = is_float ? 1e38L : 1e308L;
+
+  struct Row {
+    const char* name;
+    Real error, bound;
+  };
+  std::vector<Row> rows;
+  auto add = [&](const char* name, Real error, Real float_bound, Real double_bound) {
+    rows.push_back({name, error, is_float ? float_bound : double_bound});
+  };
+  // Forward: exp over its finite, normal range; log over (almost) every magnitude.
+  add("exp", unary_error<T>(f.exp, linear_sweep<T>(exp_lo, exp_hi, n), [](Real v) { return std::exp(v); }), 1, 1);
+  add("log", unary_error<T>(f.log, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return std::log(v); }), 1, 1);
+  add("tanh", unary_error<T>(f.tanh, symmetric_sweep<T>(-10, 10, n), [](Real v) { return std::tanh(v); }), 3.5, 2);
+  add("sigmoid", unary_error<T>(f.sigmoid, symmetric_sweep<T>(exp_lo, 40, n), sigma), 2, 2);
+  add("silu", unary_error<T>(f.silu, symmetric_sweep<T>(exp_lo + 1, 40, n), [](Real v) { return v * sigma(v); }), 2, 2);
+  // GELU's tails (x < −5, where the result is below 1.5e−6 · |x|) are ill-conditioned: e^(−x²/2)
+  // turns a rounding of x²'s size into a relative error that large. They have their own rows.
+  auto gelu = [](Real v) { return v * Phi(v); };
+  auto gelu_tanh = [](Real v) { return v * sigma(2 * gelu_u(v)); };
+  add("gelu", unary_error<T>(f.gelu, symmetric_sweep<T>(-5, 12, n), gelu), 6.5, 29);
+  add("gelu x<-5", unary_error<T>(f.gelu, linear_sweep<T>(-12, -5, n), gelu), 6, 221);
+  add("gelu_tanh", unary_error<T>(f.gelu_tanh, symmetric_sweep<T>(-5, 10, n), gelu_tanh), 32, 44);
+  add("gelu_tanh x<-5", unary_error<T>(f.gelu_tanh, linear_sweep<T>(-9, -5, n), gelu_tanh), 152, 150);
+  // Backward, at g = 1.
+  const std::vector<T> wide = symmetric_sweep<T>(-12, 12, n);
+  auto gelu_derivative = [](Real x) { return Phi(x) + x * phi(x); };
+  auto gelu_derivative_scale = [](Real x) { return Phi(x) + std::fabs(x) * phi(x); };
+  auto gelu_tanh_derivative = [](Real x) {
+    const Real s = sigma(2 * gelu_u(x));
+    return s + 2 * x * s * (1 - s) * gelu_du(x);
+  };
+  auto gelu_tanh_derivative_scale = [](Real x) {
+    const Real s = sigma(2 * gelu_u(x));
+    return s + std::fabs(2 * x * s * (1 - s) * gelu_du(x));
+  };
+  add("exp_backward", backward_error<T>(f.exp_backward, wide, [](Real v) { return std::exp(v); }, itself, itself), 0.5, 0.5);
+  add("tanh_backward", backward_error<T>(f.tanh_backward, wide, [](Real v) { return std::tanh(v); },
+      [](Real y) { return 1 - y * y; }, [](Real) { return Real(1); }), 0.5, 0.5);
+  add("sigmoid_backward", backward_error<T>(f.sigmoid_backward, wide, sigma,
+      [](Real y) { return y * (1 - y); }, itself), 1, 1);
+  add("gelu_backward", backward_error<T>(f.gelu_backward, symmetric_sweep<T>(-5, 12, n), itself,
+      gelu_derivative, gelu_derivative_scale), 6.5, 9.5);
+  add("gelu_backward x<-5", backward_error<T>(f.gelu_backward, linear_sweep<T>(-12, -5, n), itself,
+      gelu_derivative, gelu_derivative_scale), 4, 67);
+  add("gelu_tanh_backward", backward_error<T>(f.gelu_tanh_backward, symmetric_sweep<T>(-5, 10, n), itself,
+      gelu_tanh_derivative, gelu_tanh_derivative_scale), 30, 38);
+  add("gelu_tanh_backward x<-5", backward_error<T>(f.gelu_tanh_backward, linear_sweep<T>(-9, -5, n), itself,
+      gelu_tanh_derivative, gelu_tanh_derivative_scale), 155, 175);
+  add("silu_backward", backward_error<T>(f.silu_backward, symmetric_sweep<T>(exp_lo + 1, 40, n), itself,
+      [](Real x) { return sigma(x) * (1 + x * (1 - sigma(x))); },
+      [](Real x) { return sigma(x) * (1 + std::fabs(x) * (1 - sigma(x))); }), 4, 3.5);
+
+  for (const Row& row : rows) {
+    if (print)
+      std::printf("%-7s %-8s %-24s %8.3Lf ulps (bound %.1Lf)\n", vec::capability_name(capability),
+          is_float ? "float32" : "float64", row.name, row.error, row.bound);
+    INFO(vec::capability_name(capability) << ' ' << (is_float ? "float32 " : "float64 ") << row.name);
+    CHECK(row.error <= row.bound);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every copy of the vectorised math is within its documented ulps of libm", "[vector_math]") {
+  const bool print = std::getenv("AG_PRINT_ULPS") != nullptr;
+  for (vec::Capability capability :
+      {vec::Capability::avx512, vec::Capability::avx2, vec::Capability::sse2, vec::Capability::scalar}) {
+    if (!vec::supported(capability)) continue;
+    check_copy<float>(capability, print);
+    check_copy<double>(capability, print);
+  }
+}
+
+TEST_CASE("a vectorised function's result for an element does not depend on where the array starts",
+    "[vector_math]") {
+  // The kernels take whole vectors and pass the last partial one through a padded copy: an element
+  // gets the same bits at any offset, so any split of a tensor across threads gives the same bits.
+  const vec::Functions<float>& f = vec::functions(0.0f);
+  std::vector<float> x(203), g(203), whole(203), whole_backward(203);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::sin(0.37f * static_cast<float>(i)) * 6;
+    g[i] = std::cos(0.11f * static_cast<float>(i));
+  }
+  for (auto [forward, backward] : {std::pair{f.gelu, f.gelu_backward}, std::pair{f.silu, f.silu_backward},
+           std::pair{f.gelu_tanh, f.gelu_tanh_backward}, std::pair{f.tanh, f.tanh_backward}}) {
+    forward(x.data(), whole.data(), 203);
+    backward(g.data(), x.data(), whole_backward.data(), 203);
+    for (int64_t start : {1, 3, 7, 16, 17, 100}) {
+      for (int64_t length : {int64_t{1}, int64_t{5}, int64_t{15}, int64_t{16}, int64_t{33}, 203 - start}) {
+        if (start + length > 203) continue;
+        std::vector<float> part(static_cast<std::size_t>(length)), part_backward(part.size());
+        forward(x.data() + start, part.data(), length);
+        backward(g.data() + start, x.data() + start, part_backward.data(), length);
+        INFO("start " << start << ", length " << length);
+        CHECK(std::memcmp(part.data(), whole.data() + start, part.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(part_backward.data(), whole_backward.data() + start,
+                  part.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+namespace {
+// Each activation ag computes with the vectorised functions, as an op.
+std::vector<std::pair<std::string, std::function<ag::Tensor(const ag::Tensor&)>>> activations() {
+  return {{"exp", [](const ag::Tensor& x) { return ag::exp(x); }},
+      {"log", [](const ag::Tensor& x) { return ag::log(ag::abs(x) + 0.5); }},
+      {"tanh", [](const ag::Tensor& x) { return ag::tanh(x); }},
+      {"sigmoid", [](const ag::Tensor& x) { return ag::sigmoid(x); }},
+      {"silu", [](const ag::Tensor& x) { return ag::silu(x); }},
+      {"gelu", [](const ag::Tensor& x) { return ag::gelu(x); }},
+      {"gelu_tanh", [](const ag::Tensor& x) { return ag::gelu(x, "tanh"); }}};
+}
+bool same_bits(const ag::Tensor& a, const ag::Tensor& b) {
+  const std::vector<double> x = a.contiguous().to_vector<double>(), y = b.contiguous().to_vector<double>();
+  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
+}
+}  // namespace
+
+TEST_CASE("the activations give the same bits on a strided tensor and with a broadcast gradient",
+    "[vector_math]") {
+  // A transposed input goes through a buffer, a sum's gradient (one value, expanded) through a
+  // filled block: the same numbers as a contiguous input and a materialised gradient.
+  for (ag::DType dtype : {ag::float32, ag::float64}) {
+    ag::Generator generator(5);
+    const ag::Tensor x = ag::randn({37, 300}, generator, dtype) * 3.0;  // (37, 300)
+    for (const auto& [name, f] : activations()) {
+      INFO(name << ' ' << ag::dtype_name(dtype));
+      const ag::Tensor transposed = x.transpose(0, 1);  // (300, 37), strided
+      CHECK(same_bits(f(transposed), f(transposed.contiguous())));
+
+      ag::Tensor a = x.detach().requires_grad_(true), b = x.detach().requires_grad_(true);
+      ag::sum(f(a)).backward();  // the gradient reaching f: 1, expanded from a scalar
+      ag::sum(ag::mul(f(b), ag::ones_like(b))).backward();  // 1, a contiguous tensor of ones
+      CHECK(same_bits(a.grad(), b.grad()));
+    }
+  }
+}
+
+TEST_CASE("AG_CPU_CAPABILITY picks the copy of the math every op uses", "[.cpu_capability_env]") {
+  const char* value = std::getenv("AG_CPU_CAPABILITY");
+  REQUIRE(value != nullptr);
+  if (std::getenv("AG_CPU_CAPABILITY_EXPECT_ERROR") != nullptr) {
+    // A copy this CPU cannot run, or no copy at all: an error naming the variable, its value and
+    // the copies it can (the portable scalar one always).
+    CHECK_THROWS_MATCHES(vec::active_capability(), ag::ValueError,
+        WhatContains({std::string("AG_CPU_CAPABILITY=") + value, "scalar"}));
+    CHECK_THROWS_MATCHES(ag::gelu(ag::ones({3})), ag::ValueError, WhatContains({"AG_CPU_CAPABILITY"}));
+    return;
+  }
+  CHECK(std::string(vec::capability_name(vec::active_capability())) == value);
+  // ag::gelu computes with that copy, bit for bit.
+  ag::Generator generator(3);
+  const ag::Tensor x = ag::randn({1000}, generator);
+  const std::vector<float> in = x.to_vector<float>();
+  std::vector<float> expected(in.size());
+  vec::functions_for(vec::active_capability(), 0.0f).gelu(in.data(), expected.data(), 1000);
+  const std::vector<float> got = ag::gelu(x).to_vector<float>();
+  CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+}
