@@ -5,7 +5,8 @@
 // Softmax is taken as exp(x − m) / Σ exp(x − m) with m the maximum of the row (subtracting it
 // changes nothing mathematically and keeps exp from overflowing). Each row is computed in one
 // place, row_softmax below: m, then e = exp(x − m) once per element, written straight to the
-// output, then Σ e (in double) and a multiply by 1 / Σ e.
+// output, then Σ e (in double) and a multiply by 1 / Σ e. The max and the sum run in lanes
+// (detail/row_reductions.h), so that neither is a chain of dependent operations.
 // float32 rows use the vectorised exp of fast_exp.h (within 2 ulps of the exact result); float64
 // rows keep std::exp, so the float64 gradchecks see full precision.
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/fast_exp.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/row_reductions.h"
+#include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -49,8 +52,7 @@ using detail::exp_shifted_row;
 // The largest of in[0, n), or 0 if all are −inf (so that x − m is −inf rather than NaN).
 template <class T>
 T row_max(const T* in, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t k = 0; k < n; ++k) m = std::max(m, in[k]);
+  const T m = detail::row_max_lanes(in, n);
   return std::isinf(m) && m < 0 ? T(0) : m;
 }
 
@@ -60,8 +62,7 @@ template <class T>
 void row_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
   exp_shifted_row(in, m, out, n);  // out = e = exp(x − m), one exp per element
-  double total = 0;
-  for (int64_t k = 0; k < n; ++k) total += out[k];  // Σ e
+  const double total = detail::row_sum_lanes(out, n);  // Σ e
   const T inverse = static_cast<T>(1.0 / total);
   for (int64_t k = 0; k < n; ++k) out[k] *= inverse;  // y = e / Σ e
 }
@@ -71,8 +72,7 @@ template <class T>
 void row_log_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
   exp_shifted_row(in, m, out, n);  // out = exp(x − m), only to be summed
-  double total = 0;
-  for (int64_t k = 0; k < n; ++k) total += out[k];
+  const double total = detail::row_sum_lanes(out, n);
   const double log_total = std::log(total);
   for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(double(in[k] - m) - log_total);
 }
@@ -90,6 +90,17 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
     auto row = [log](const T* in, T* o, int64_t n) {
       log ? row_log_softmax(in, o, n) : row_softmax(in, o, n);
     };
+    if (dim == x.dim() - 1 && x.is_contiguous()) {
+      // Rows of the last dim, one after another: ag's threads split them (each row is computed
+      // whole by one thread, so the bits do not depend on the thread count).
+      const int64_t rows = length == 0 ? 0 : x.numel() / length;
+      const T* px = x.data<T>();
+      T* po = out.data<T>();
+      parallel_for(rows, 4 * length, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) row(px + r * length, po + r * length, length);
+      });
+      return;
+    }
     std::vector<T> lane_in, lane_out;  // a strided lane (a dim other than the last), gathered
     for_each_lane<T>(x, out, dim, [&](const T* in, int64_t is, T* o, int64_t os) {
       if (is == 1 && os == 1) return row(in, o, length);
@@ -144,42 +155,10 @@ void detail::softmax_row(const double* in, double* out, int64_t n) { row_softmax
 
 namespace {
 
-// row_softmax in place on R rows at once, rows[r][0, lengths[r]): the same operations on each row
-// in the same order (the max, one exp_shifted_row call, Σ e in double from k = 0 up, the multiply),
-// so the same bits; but the loops of the max and of Σ e — chains of dependent operations, one add's
-// latency (4 cycles) per element — run the R rows side by side, so that the CPU overlaps their
-// chains.
-template <int R, class T>
-[[gnu::always_inline]] inline void softmax_row_group(T* const* rows, const int64_t* lengths) {
-  int64_t common = lengths[0];  // every row has elements [0, common)
-  for (int r = 1; r < R; ++r) common = std::min(common, lengths[r]);
-  T m[R];
-  for (int r = 0; r < R; ++r) m[r] = -std::numeric_limits<T>::infinity();
-  for (int64_t k = 0; k < common; ++k)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) m[r] = std::max(m[r], rows[r][k]);
-  for (int r = 0; r < R; ++r) {
-    for (int64_t k = common; k < lengths[r]; ++k) m[r] = std::max(m[r], rows[r][k]);
-    if (std::isinf(m[r]) && m[r] < 0) m[r] = T(0);        // row_max's rule
-    exp_shifted_row(rows[r], m[r], rows[r], lengths[r]);  // e = exp(x − m)
-  }
-  double total[R];  // Σ e
-  for (int r = 0; r < R; ++r) total[r] = 0;
-  for (int64_t k = 0; k < common; ++k)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) total[r] += rows[r][k];
-  for (int r = 0; r < R; ++r) {
-    for (int64_t k = common; k < lengths[r]; ++k) total[r] += rows[r][k];
-    const T inverse = static_cast<T>(1.0 / total[r]);
-    for (int64_t k = 0; k < lengths[r]; ++k) rows[r][k] *= inverse;  // y = e / Σ e
-  }
-}
-
+// row_softmax in place on each row (the attention kernels' rows of scores).
 template <class T>
 void softmax_rows_impl(T* const* rows, const int64_t* lengths, int64_t count) {
-  int64_t i = 0;
-  for (; i + 4 <= count; i += 4) softmax_row_group<4>(rows + i, lengths + i);
-  for (; i < count; ++i) softmax_row_group<1>(rows + i, lengths + i);
+  for (int64_t i = 0; i < count; ++i) row_softmax(rows[i], rows[i], lengths[i]);
 }
 
 }  // namespace
@@ -191,6 +170,38 @@ void detail::softmax_rows(double* const* rows, const int64_t* lengths, int64_t c
   softmax_rows_impl(rows, lengths, count);
 }
 
+namespace {
+// The backward of softmax (log = false) or log_softmax (log = true) over the last dim of a
+// contiguous y, a row at a time in one pass (the composed ops would take four):
+//   softmax:      dx = y · (g − Σ g · y)
+//   log_softmax:  dx = g − exp(y) · Σ g
+Tensor softmax_backward_rows(const Tensor& g_given, const Tensor& y, bool log) {
+  const Tensor g = contiguous(g_given);  // (a sum's gradient arrives expanded)
+  Tensor dx = empty(y.shape(), y.dtype());
+  const int64_t n = y.size(-1);
+  const int64_t rows = n == 0 ? 0 : y.numel() / n;
+  dispatch(y.dtype(), [&]<typename T>() {
+    const auto exp = detail::vec::functions(T()).exp;
+    parallel_for(rows, 3 * n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* g_row = g.data<T>() + r * n;
+        const T* y_row = y.data<T>() + r * n;
+        T* dx_row = dx.data<T>() + r * n;
+        if (log) {
+          const T g_sum = static_cast<T>(detail::row_sum_lanes(g_row, n));  // Σ g
+          exp(y_row, dx_row, n);                                            // softmax = exp(y)
+          for (int64_t k = 0; k < n; ++k) dx_row[k] = g_row[k] - dx_row[k] * g_sum;
+        } else {
+          const T g_dot_y = static_cast<T>(detail::row_dot_lanes(g_row, y_row, n));  // Σ g · y
+          for (int64_t k = 0; k < n; ++k) dx_row[k] = y_row[k] * (g_row[k] - g_dot_y);
+        }
+      }
+    });
+  });
+  return dx;
+}
+}  // namespace
+
 Tensor softmax(const Tensor& x, int64_t dim) {
   dim = wrap_dim(dim, x.dim(), "softmax");
   Tensor out = softmax_forward(x, dim, /*log=*/false);  // y = exp(x − max) / Σ_d exp(x − max)
@@ -201,6 +212,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
         // ∂y_j/∂x_i = y_j (δ_ij − y_i), so gx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j
         // y_j)
         if (y.dim() == 0) return {zeros_like(g)};
+        if (dim == y.dim() - 1 && y.is_contiguous()) return {softmax_backward_rows(g, y, false)};
         return {mul(y, sub(g, sum(mul(g, y), {dim}, /*keepdim=*/true)))};
       });
 }
@@ -214,6 +226,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
       [y = out.detach(), dim](const Tensor& g, const NeedsGrad&) -> Grads {
         // ∂y_j/∂x_i = δ_ij − softmax_i, so gx_i = g_i − exp(y_i) Σ_j g_j
         if (y.dim() == 0) return {zeros_like(g)};
+        if (dim == y.dim() - 1 && y.is_contiguous()) return {softmax_backward_rows(g, y, true)};
         return {sub(g, mul(exp(y), sum(g, {dim}, /*keepdim=*/true)))};
       });
 }

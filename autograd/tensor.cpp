@@ -169,6 +169,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
       const T* s = in + off[1];
       if (st[0] == 1 && st[1] == 1) {
         std::memcpy(o, s, static_cast<std::size_t>(n) * sizeof(T));
+      } else if (st[0] == 1 && st[1] == 0) {  // one value along the row (an expanded source)
+        std::fill_n(o, n, *s);
       } else {
         for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
       }

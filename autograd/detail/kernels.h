@@ -162,8 +162,7 @@ Tensor empty(const Shape& shape, DType dtype, const char* op);
 // row arithmetic (the fast float exp for float32), shared so that fused kernels give its bits.
 void softmax_row(const float* in, float* out, int64_t n);
 void softmax_row(const double* in, double* out, int64_t n);
-// softmax_row in place on rows[i][0, lengths[i]) for i < count, with the same bits, several rows at
-// a time so that their max and Σ loops (chains of dependent operations) overlap.
+// softmax_row in place on rows[i][0, lengths[i]) for i < count, with the same bits.
 void softmax_rows(float* const* rows, const int64_t* lengths, int64_t count);
 void softmax_rows(double* const* rows, const int64_t* lengths, int64_t count);
 

@@ -45,12 +45,12 @@ using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
 template <class T>
 struct Functions {
   UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu;
-  BackwardFn<T> exp_backward;        // s = y = eˣ:       g · y
-  BackwardFn<T> tanh_backward;       // s = y = tanh x:   g · (1 − y²)
-  BackwardFn<T> sigmoid_backward;    // s = y = σ(x):     g · y (1 − y)
-  BackwardFn<T> gelu_backward;       // s = x:            g · (Φ(x) + x φ(x))
+  BackwardFn<T> exp_backward;      // s = y = eˣ:       g · y
+  BackwardFn<T> tanh_backward;     // s = y = tanh x:   g · (1 − y²)
+  BackwardFn<T> sigmoid_backward;  // s = y = σ(x):     g · y (1 − y)
+  BackwardFn<T> gelu_backward;     // s = x:            g · (Φ(x) + x φ(x))
   BackwardFn<T> gelu_tanh_backward;  // s = x:            g · (σ + 2 x σ (1 − σ) u′),  σ = σ(2u)
-  BackwardFn<T> silu_backward;       // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
+  BackwardFn<T> silu_backward;  // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
 };
 
 // The copy every op uses (picked once; see above).

@@ -17,16 +17,16 @@ namespace ag::detail::vec {
 // An Isa of SLEEF's functions, e.g. AG_SLEEF_ISA(Avx512Float, float, __m512, 16, f16, avx512f)
 // calls Sleef_expf16_u10avx512f: the 1.0-ulp exp, log and tanh, the 3.5-ulp tanh (three times
 // faster), the 1.5-ulp erfc.
-#define AG_SLEEF_ISA(Name, Type, Vector, width, tag, isa)                       \
-  struct Name {                                                                 \
-    using T = Type;                                                             \
-    using V = Vector;                                                           \
-    static constexpr int kWidth = width;                                        \
-    static V exp(V v) { return Sleef_exp##tag##_u10##isa(v); }                 \
-    static V log(V v) { return Sleef_log##tag##_u10##isa(v); }                  \
-    static V tanh(V v) { return Sleef_tanh##tag##_u10##isa(v); }                \
-    static V tanh_u35(V v) { return Sleef_tanh##tag##_u35##isa(v); }            \
-    static V erfc(V v) { return Sleef_erfc##tag##_u15##isa(v); }                \
+#define AG_SLEEF_ISA(Name, Type, Vector, width, tag, isa)            \
+  struct Name {                                                      \
+    using T = Type;                                                  \
+    using V = Vector;                                                \
+    static constexpr int kWidth = width;                             \
+    static V exp(V v) { return Sleef_exp##tag##_u10##isa(v); }       \
+    static V log(V v) { return Sleef_log##tag##_u10##isa(v); }       \
+    static V tanh(V v) { return Sleef_tanh##tag##_u10##isa(v); }     \
+    static V tanh_u35(V v) { return Sleef_tanh##tag##_u35##isa(v); } \
+    static V erfc(V v) { return Sleef_erfc##tag##_u15##isa(v); }     \
   }
 
 template <class Isa>
@@ -39,7 +39,7 @@ struct Kernels {
   static constexpr T kSqrtHalf = T(0.70710678118654752440);     // 1/√2
   static constexpr T kInvSqrt2Pi = T(0.39894228040143267794);   // 1/√(2π)
   static constexpr T kSqrt2OverPi = T(0.79788456080286535588);  // √(2/π)
-  static constexpr T kGeluC = T(0.044715);                       // tanh-GELU's cubic coefficient
+  static constexpr T kGeluC = T(0.044715);                      // tanh-GELU's cubic coefficient
 
   static V load(const T* p) {
     V v;
@@ -115,7 +115,7 @@ struct Kernels {
       p = p * t + T(0.37409196);
       p = p * t + T(1.00002368);
       const V erfc_z = t * gauss * Isa::exp(T(-1.26551223) + t * p);  // erfc(|x|/√2)
-      cdf = x < zero ? T(0.5) * erfc_z : T(1) - T(0.5) * erfc_z;        // Φ(x) = ½ erfc(−x/√2)
+      cdf = x < zero ? T(0.5) * erfc_z : T(1) - T(0.5) * erfc_z;      // Φ(x) = ½ erfc(−x/√2)
     }
   }
 
