@@ -429,17 +429,36 @@ Tensor neg(const Tensor& x) {
 
 // ---- unary math ---------------------------------------------------------------------------------
 
-Tensor pow(const Tensor& x, double p) {
-  detail::check_floating(x, "pow");
-  Tensor out = dispatch(x.dtype(), [&]<typename T>() {
+namespace {
+// xᵖ, with PyTorch's special cases: the powers a user writes most (x², x³, √x, 1/x, 1/x², 1/√x)
+// as products, quotients and roots, which cost a fraction of std::pow's, and the rest by std::pow
+// in double.
+Tensor pow_values(const Tensor& x, double p) {
+  if (p == 1) return map_unary(x, [](auto v) { return v; });
+  if (p == 2) return map_unary(x, [](auto v) { return v * v; });  // (exactly std::pow's result)
+  if (p == 3) return map_unary(x, [](auto v) { return v * v * v; });
+  if (p == -1) return map_unary(x, [](auto v) { return decltype(v)(1) / v; });
+  if (p == -2) return map_unary(x, [](auto v) { return decltype(v)(1) / (v * v); });
+  if (p == 0.5) return map_unary_vectorised(x, [](const auto& f) { return f.sqrt; });
+  if (p == -0.5) return map_unary_vectorised(x, [](const auto& f) { return f.rsqrt; });
+  return dispatch(x.dtype(), [&]<typename T>() {
     return map_unary(x, [p](T v) { return static_cast<T>(std::pow(double(v), p)); });
   });
+}
+}  // namespace
+
+Tensor pow(const Tensor& x, double p) {
+  detail::check_floating(x, "pow");
+  Tensor out = pow_values(x, p);
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, pow: g · p · xᵖ⁻¹ (0 for p = 0)
   return detail::record(
       Op::pow, out, {x}, /*saved=*/{x}, [x, p](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(x^p)/dx = p · x^(p−1)   (0 for p = 0, where x^0 is the constant 1)
         if (p == 0) return {zeros_like(g)};
+        if (p == 2)  // g · 2x, in one pass
+          return {
+              map_binary(g, x, "pow_backward", [](auto gv, auto xv) { return gv * (xv + xv); })};
         return {mul(g, mul(pow(x, p - 1), p))};
       });
 }
@@ -471,7 +490,7 @@ Tensor log(const Tensor& x) {
 
 Tensor sqrt(const Tensor& x) {
   detail::check_floating(x, "sqrt");
-  Tensor out = map_unary(x, [](auto v) { return std::sqrt(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sqrt; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sqrt: g / (2y)
   return detail::record(Op::sqrt, out, {x}, /*saved=*/{out},
@@ -586,31 +605,31 @@ Tensor abs(const Tensor& x) {
 
 Tensor sin(const Tensor& x) {
   detail::check_floating(x, "sin");
-  Tensor out = map_unary(x, [](auto v) { return std::sin(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sin; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, sin: g · cos x
   return detail::record(
       Op::sin, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-        return {
-            map_binary(g, x, "sin_backward", [](auto gv, auto xv) { return gv * std::cos(xv); })};
+        return {map_backward_vectorised(
+            g, x, "sin_backward", [](const auto& f) { return f.sin_backward; })};
       });
 }
 
 Tensor cos(const Tensor& x) {
   detail::check_floating(x, "cos");
-  Tensor out = map_unary(x, [](auto v) { return std::cos(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.cos; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, cos: −g · sin x
   return detail::record(
       Op::cos, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-        return {
-            map_binary(g, x, "cos_backward", [](auto gv, auto xv) { return -gv * std::sin(xv); })};
+        return {map_backward_vectorised(
+            g, x, "cos_backward", [](const auto& f) { return f.cos_backward; })};
       });
 }
 
 Tensor rsqrt(const Tensor& x) {
   detail::check_floating(x, "rsqrt");
-  Tensor out = map_unary(x, [](auto v) { return decltype(v)(1) / std::sqrt(v); });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.rsqrt; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, rsqrt: −g · y³ / 2
   return detail::record(Op::rsqrt, out, {x}, /*saved=*/{out},

@@ -23,6 +23,9 @@ struct Scalar {
   static V tanh(V v) { return std::tanh(v); }
   static V tanh_u35(V v) { return std::tanh(v); }
   static V erfc(V v) { return std::erfc(v); }
+  static V sin(V v) { return std::sin(v); }
+  static V cos(V v) { return std::cos(v); }
+  static V sqrt(V v) { return std::sqrt(v); }
 };
 
 constexpr Capability kWidestFirst[] = {

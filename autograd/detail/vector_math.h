@@ -1,9 +1,9 @@
 // Vectorised elementwise math over arrays (internal, not part of the public API): the transcendental
-// functions of the activations — exp, log, tanh, the sigmoid, GELU (exact and tanh), SiLU — and the
-// products their backward passes make, for float32 and float64.
+// functions of the activations — exp, log, tanh, the sigmoid, GELU (exact and tanh), SiLU — sin,
+// cos, √ and 1/√, and the products their backward passes make, for float32 and float64.
 //
 // The vector functions are SLEEF's (Debian's libsleef-dev, the library PyTorch's CPU kernels use),
-// the 1.0-ulp ones (1.5 for erfc), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once;
+// the 1.0-ulp ones (1.5 for erfc, 0.5 for √), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once;
 // the formulas around them are written once, in vector_math_kernels.h, and compiled once per
 // instruction set (vector_math_avx512.cpp, vector_math_avx2.cpp, vector_math_sse2.cpp). The copy
 // for this CPU is picked the first time a function is called: the widest the CPU has, or the one
@@ -44,13 +44,15 @@ using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
 // One copy of every function, for one element type.
 template <class T>
 struct Functions {
-  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu;
+  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt;
   BackwardFn<T> exp_backward;      // s = y = eˣ:       g · y
   BackwardFn<T> tanh_backward;     // s = y = tanh x:   g · (1 − y²)
   BackwardFn<T> sigmoid_backward;  // s = y = σ(x):     g · y (1 − y)
   BackwardFn<T> gelu_backward;     // s = x:            g · (Φ(x) + x φ(x))
   BackwardFn<T> gelu_tanh_backward;  // s = x:            g · (σ + 2 x σ (1 − σ) u′),  σ = σ(2u)
   BackwardFn<T> silu_backward;  // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
+  BackwardFn<T> sin_backward;   // s = x:            g · cos x
+  BackwardFn<T> cos_backward;   // s = x:            −g · sin x
 };
 
 // The copy every op uses (picked once; see above).

@@ -4,7 +4,7 @@
 //
 // V is a GCC vector type (__m512, __m256d, …, or the scalar T itself for the portable copy), so the
 // formulas are ordinary arithmetic: v * v, T(1) + v and T(1) / v act on every lane. An Isa names
-// T, V, kWidth and the transcendental functions on V: exp, log, tanh (and tanh_u35) and erfc.
+// T, V, kWidth and the functions on V: exp, log, tanh (and tanh_u35), erfc, sin, cos and sqrt.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ namespace ag::detail::vec {
     static V tanh(V v) { return Sleef_tanh##tag##_u10##isa(v); }     \
     static V tanh_u35(V v) { return Sleef_tanh##tag##_u35##isa(v); } \
     static V erfc(V v) { return Sleef_erfc##tag##_u15##isa(v); }     \
+    static V sin(V v) { return Sleef_sin##tag##_u10##isa(v); }       \
+    static V cos(V v) { return Sleef_cos##tag##_u10##isa(v); }       \
+    static V sqrt(V v) { return Sleef_sqrt##tag##_u05##isa(v); }     \
   }
 
 template <class Isa>
@@ -166,6 +169,19 @@ struct Kernels {
     map(x, y, n, [](V v) { return v * sigmoid_of(T(2) * gelu_u(v)); });
   }
 
+  static void sin(const T* x, T* y, int64_t n) {
+    map(x, y, n, [](V v) { return Isa::sin(v); });
+  }
+  static void cos(const T* x, T* y, int64_t n) {
+    map(x, y, n, [](V v) { return Isa::cos(v); });
+  }
+  static void sqrt(const T* x, T* y, int64_t n) {
+    map(x, y, n, [](V v) { return Isa::sqrt(v); });
+  }
+  static void rsqrt(const T* x, T* y, int64_t n) {  // 1/√x, PyTorch's two roundings
+    map(x, y, n, [](V v) { return T(1) / Isa::sqrt(v); });
+  }
+
   // ---- backward: out = g · f′ ----
   static void exp_backward(const T* g, const T* y, T* out, int64_t n) {
     map(g, y, out, n, [](V gv, V yv) { return gv * yv; });  // (eˣ)′ = eˣ = y
@@ -201,9 +217,17 @@ struct Kernels {
     });
   }
 
+  static void sin_backward(const T* g, const T* x, T* out, int64_t n) {
+    map(g, x, out, n, [](V gv, V xv) { return gv * Isa::cos(xv); });  // sin′ = cos
+  }
+  static void cos_backward(const T* g, const T* x, T* out, int64_t n) {
+    map(g, x, out, n, [](V gv, V xv) { return -gv * Isa::sin(xv); });  // cos′ = −sin
+  }
+
   static const Functions<T>& functions() {
-    static const Functions<T> table{exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, exp_backward,
-        tanh_backward, sigmoid_backward, gelu_backward, gelu_tanh_backward, silu_backward};
+    static const Functions<T> table{exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt,
+        rsqrt, exp_backward, tanh_backward, sigmoid_backward, gelu_backward, gelu_tanh_backward,
+        silu_backward, sin_backward, cos_backward};
     return table;
   }
 };

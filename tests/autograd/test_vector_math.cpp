@@ -46,7 +46,8 @@ template <class T>
 std::vector<T> log_sweep(Real lo, Real hi, int n) {
   std::vector<T> points;
   for (int i = 0; i < n; ++i)
-    points.push_back(static_cast<T>(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (n - 1))));
+    points.push_back(
+        static_cast<T>(std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (n - 1))));
   return points;
 }
 // The sweep, and the same points negated, and tiny ones (|x| from 1e-6 to 1) of both signs.
@@ -76,8 +77,12 @@ Real worst_ulps(const std::vector<T>& x, const std::vector<T>& y,
 Real phi(Real x) { return std::exp(-x * x / 2) / std::sqrt(2 * 3.14159265358979323846264338L); }
 Real Phi(Real x) { return std::erfc(-x / std::sqrt(2.0L)) / 2; }
 Real sigma(Real x) { return 1 / (1 + std::exp(-x)); }
-Real gelu_u(Real x) { return std::sqrt(2 / 3.14159265358979323846264338L) * (x + 0.044715L * x * x * x); }
-Real gelu_du(Real x) { return std::sqrt(2 / 3.14159265358979323846264338L) * (1 + 3 * 0.044715L * x * x); }
+Real gelu_u(Real x) {
+  return std::sqrt(2 / 3.14159265358979323846264338L) * (x + 0.044715L * x * x * x);
+}
+Real gelu_du(Real x) {
+  return std::sqrt(2 / 3.14159265358979323846264338L) * (1 + 3 * 0.044715L * x * x);
+}
 Real itself(Real y) { return y; }
 
 struct Case {
@@ -87,15 +92,17 @@ struct Case {
 
 // Sweeps one unary function of one copy; returns its worst error in ulps.
 template <class T>
-Real unary_error(vec::UnaryFn<T> f, const std::vector<T>& x, const std::function<Real(Real)>& reference) {
+Real unary_error(
+    vec::UnaryFn<T> f, const std::vector<T>& x, const std::function<Real(Real)>& reference) {
   std::vector<T> y(x.size());
   f(x.data(), y.data(), static_cast<int64_t>(x.size()));
   return worst_ulps<T>(x, y, reference, [&](Real v) { return reference(v); });
 }
 // A backward function at g = 1 of one copy, with its saved value s(x) (x or the forward's y).
 template <class T>
-Real backward_error(vec::BackwardFn<T> f, const std::vector<T>& x, const std::function<Real(Real)>& saved,
-    const std::function<Real(Real)>& reference, const std::function<Real(Real)>& scale) {
+Real backward_error(vec::BackwardFn<T> f, const std::vector<T>& x,
+    const std::function<Real(Real)>& saved, const std::function<Real(Real)>& reference,
+    const std::function<Real(Real)>& scale) {
   std::vector<T> s(x.size()), g(x.size(), T(1)), out(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) s[i] = static_cast<T>(saved(x[i]));
   f(g.data(), s.data(), out.data(), static_cast<int64_t>(x.size()));
@@ -121,11 +128,20 @@ void check_copy(vec::Capability capability, bool print) {
     rows.push_back({name, error, is_float ? float_bound : double_bound});
   };
   // Forward: exp over its finite, normal range; log over (almost) every magnitude.
-  add("exp", unary_error<T>(f.exp, linear_sweep<T>(exp_lo, exp_hi, n), [](Real v) { return std::exp(v); }), 1, 1);
-  add("log", unary_error<T>(f.log, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return std::log(v); }), 1, 1);
-  add("tanh", unary_error<T>(f.tanh, symmetric_sweep<T>(-10, 10, n), [](Real v) { return std::tanh(v); }), 3.5, 2);
+  add("exp",
+      unary_error<T>(f.exp, linear_sweep<T>(exp_lo, exp_hi, n), [](Real v) { return std::exp(v); }),
+      1, 1);
+  add("log",
+      unary_error<T>(f.log, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return std::log(v); }), 1,
+      1);
+  add("tanh",
+      unary_error<T>(f.tanh, symmetric_sweep<T>(-10, 10, n), [](Real v) { return std::tanh(v); }),
+      3.5, 2);
   add("sigmoid", unary_error<T>(f.sigmoid, symmetric_sweep<T>(exp_lo, 40, n), sigma), 2, 2);
-  add("silu", unary_error<T>(f.silu, symmetric_sweep<T>(exp_lo + 1, 40, n), [](Real v) { return v * sigma(v); }), 2, 2);
+  add("silu",
+      unary_error<T>(
+          f.silu, symmetric_sweep<T>(exp_lo + 1, 40, n), [](Real v) { return v * sigma(v); }),
+      2, 2);
   // GELU's tails (x < −5, where the result is below 1.5e−6 · |x|) are ill-conditioned: e^(−x²/2)
   // turns a rounding of x²'s size into a relative error that large. They have their own rows.
   auto gelu = [](Real v) { return v * Phi(v); };
@@ -133,7 +149,21 @@ void check_copy(vec::Capability capability, bool print) {
   add("gelu", unary_error<T>(f.gelu, symmetric_sweep<T>(-5, 12, n), gelu), 6.5, 29);
   add("gelu x<-5", unary_error<T>(f.gelu, linear_sweep<T>(-12, -5, n), gelu), 6, 221);
   add("gelu_tanh", unary_error<T>(f.gelu_tanh, symmetric_sweep<T>(-5, 10, n), gelu_tanh), 32, 44);
-  add("gelu_tanh x<-5", unary_error<T>(f.gelu_tanh, linear_sweep<T>(-9, -5, n), gelu_tanh), 152, 150);
+  add("gelu_tanh x<-5", unary_error<T>(f.gelu_tanh, linear_sweep<T>(-9, -5, n), gelu_tanh), 152,
+      150);
+  add("sin",
+      unary_error<T>(f.sin, symmetric_sweep<T>(-1000, 1000, n), [](Real v) { return std::sin(v); }),
+      1, 1);
+  add("cos",
+      unary_error<T>(f.cos, symmetric_sweep<T>(-1000, 1000, n), [](Real v) { return std::cos(v); }),
+      1, 1);
+  add("sqrt",
+      unary_error<T>(f.sqrt, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return std::sqrt(v); }),
+      0.5, 0.5);
+  add("rsqrt",
+      unary_error<T>(
+          f.rsqrt, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return 1 / std::sqrt(v); }),
+      1.5, 1.5);
   // Backward, at g = 1.
   const std::vector<T> wide = symmetric_sweep<T>(-12, 12, n);
   auto gelu_derivative = [](Real x) { return Phi(x) + x * phi(x); };
@@ -146,38 +176,70 @@ void check_copy(vec::Capability capability, bool print) {
     const Real s = sigma(2 * gelu_u(x));
     return s + std::fabs(2 * x * s * (1 - s) * gelu_du(x));
   };
-  add("exp_backward", backward_error<T>(f.exp_backward, wide, [](Real v) { return std::exp(v); }, itself, itself), 0.5, 0.5);
-  add("tanh_backward", backward_error<T>(f.tanh_backward, wide, [](Real v) { return std::tanh(v); },
-      [](Real y) { return 1 - y * y; }, [](Real) { return Real(1); }), 0.5, 0.5);
-  add("sigmoid_backward", backward_error<T>(f.sigmoid_backward, wide, sigma,
-      [](Real y) { return y * (1 - y); }, itself), 1, 1);
-  add("gelu_backward", backward_error<T>(f.gelu_backward, symmetric_sweep<T>(-5, 12, n), itself,
-      gelu_derivative, gelu_derivative_scale), 6.5, 9.5);
-  add("gelu_backward x<-5", backward_error<T>(f.gelu_backward, linear_sweep<T>(-12, -5, n), itself,
-      gelu_derivative, gelu_derivative_scale), 4, 67);
-  add("gelu_tanh_backward", backward_error<T>(f.gelu_tanh_backward, symmetric_sweep<T>(-5, 10, n), itself,
-      gelu_tanh_derivative, gelu_tanh_derivative_scale), 30, 38);
-  add("gelu_tanh_backward x<-5", backward_error<T>(f.gelu_tanh_backward, linear_sweep<T>(-9, -5, n), itself,
-      gelu_tanh_derivative, gelu_tanh_derivative_scale), 155, 175);
-  add("silu_backward", backward_error<T>(f.silu_backward, symmetric_sweep<T>(exp_lo + 1, 40, n), itself,
-      [](Real x) { return sigma(x) * (1 + x * (1 - sigma(x))); },
-      [](Real x) { return sigma(x) * (1 + std::fabs(x) * (1 - sigma(x))); }), 4, 3.5);
+  add("exp_backward",
+      backward_error<T>(
+          f.exp_backward, wide, [](Real v) { return std::exp(v); }, itself, itself),
+      0.5, 0.5);
+  add("tanh_backward",
+      backward_error<T>(
+          f.tanh_backward, wide, [](Real v) { return std::tanh(v); },
+          [](Real y) { return 1 - y * y; }, [](Real) { return Real(1); }),
+      0.5, 0.5);
+  add("sigmoid_backward",
+      backward_error<T>(
+          f.sigmoid_backward, wide, sigma, [](Real y) { return y * (1 - y); }, itself),
+      1, 1);
+  add("gelu_backward",
+      backward_error<T>(f.gelu_backward, symmetric_sweep<T>(-5, 12, n), itself, gelu_derivative,
+          gelu_derivative_scale),
+      6.5, 9.5);
+  add("gelu_backward x<-5",
+      backward_error<T>(f.gelu_backward, linear_sweep<T>(-12, -5, n), itself, gelu_derivative,
+          gelu_derivative_scale),
+      4, 67);
+  add("gelu_tanh_backward",
+      backward_error<T>(f.gelu_tanh_backward, symmetric_sweep<T>(-5, 10, n), itself,
+          gelu_tanh_derivative, gelu_tanh_derivative_scale),
+      30, 38);
+  add("gelu_tanh_backward x<-5",
+      backward_error<T>(f.gelu_tanh_backward, linear_sweep<T>(-9, -5, n), itself,
+          gelu_tanh_derivative, gelu_tanh_derivative_scale),
+      155, 175);
+  add("silu_backward",
+      backward_error<T>(
+          f.silu_backward, symmetric_sweep<T>(exp_lo + 1, 40, n), itself,
+          [](Real x) { return sigma(x) * (1 + x * (1 - sigma(x))); },
+          [](Real x) { return sigma(x) * (1 + std::fabs(x) * (1 - sigma(x))); }),
+      4, 3.5);
+
+  add("sin_backward",
+      backward_error<T>(
+          f.sin_backward, symmetric_sweep<T>(-1000, 1000, n), itself,
+          [](Real x) { return std::cos(x); }, [](Real x) { return std::cos(x); }),
+      1, 1);
+  add("cos_backward",
+      backward_error<T>(
+          f.cos_backward, symmetric_sweep<T>(-1000, 1000, n), itself,
+          [](Real x) { return -std::sin(x); }, [](Real x) { return std::sin(x); }),
+      1, 1);
 
   for (const Row& row : rows) {
     if (print)
       std::printf("%-7s %-8s %-24s %8.3Lf ulps (bound %.1Lf)\n", vec::capability_name(capability),
           is_float ? "float32" : "float64", row.name, row.error, row.bound);
-    INFO(vec::capability_name(capability) << ' ' << (is_float ? "float32 " : "float64 ") << row.name);
+    INFO(vec::capability_name(capability)
+         << ' ' << (is_float ? "float32 " : "float64 ") << row.name);
     CHECK(row.error <= row.bound);
   }
 }
 
 }  // namespace
 
-TEST_CASE("every copy of the vectorised math is within its documented ulps of libm", "[vector_math]") {
+TEST_CASE(
+    "every copy of the vectorised math is within its documented ulps of libm", "[vector_math]") {
   const bool print = std::getenv("AG_PRINT_ULPS") != nullptr;
-  for (vec::Capability capability :
-      {vec::Capability::avx512, vec::Capability::avx2, vec::Capability::sse2, vec::Capability::scalar}) {
+  for (vec::Capability capability : {vec::Capability::avx512, vec::Capability::avx2,
+           vec::Capability::sse2, vec::Capability::scalar}) {
     if (!vec::supported(capability)) continue;
     check_copy<float>(capability, print);
     check_copy<double>(capability, print);
@@ -194,12 +256,14 @@ TEST_CASE("a vectorised function's result for an element does not depend on wher
     x[i] = std::sin(0.37f * static_cast<float>(i)) * 6;
     g[i] = std::cos(0.11f * static_cast<float>(i));
   }
-  for (auto [forward, backward] : {std::pair{f.gelu, f.gelu_backward}, std::pair{f.silu, f.silu_backward},
-           std::pair{f.gelu_tanh, f.gelu_tanh_backward}, std::pair{f.tanh, f.tanh_backward}}) {
+  for (auto [forward, backward] :
+      {std::pair{f.gelu, f.gelu_backward}, std::pair{f.silu, f.silu_backward},
+          std::pair{f.gelu_tanh, f.gelu_tanh_backward}, std::pair{f.tanh, f.tanh_backward}}) {
     forward(x.data(), whole.data(), 203);
     backward(g.data(), x.data(), whole_backward.data(), 203);
     for (int64_t start : {1, 3, 7, 16, 17, 100}) {
-      for (int64_t length : {int64_t{1}, int64_t{5}, int64_t{15}, int64_t{16}, int64_t{33}, 203 - start}) {
+      for (int64_t length :
+          {int64_t{1}, int64_t{5}, int64_t{15}, int64_t{16}, int64_t{33}, 203 - start}) {
         if (start + length > 203) continue;
         std::vector<float> part(static_cast<std::size_t>(length)), part_backward(part.size());
         forward(x.data() + start, part.data(), length);
@@ -225,7 +289,8 @@ std::vector<std::pair<std::string, std::function<ag::Tensor(const ag::Tensor&)>>
       {"gelu_tanh", [](const ag::Tensor& x) { return ag::gelu(x, "tanh"); }}};
 }
 bool same_bits(const ag::Tensor& a, const ag::Tensor& b) {
-  const std::vector<double> x = a.contiguous().to_vector<double>(), y = b.contiguous().to_vector<double>();
+  const std::vector<double> x = a.contiguous().to_vector<double>(),
+                            y = b.contiguous().to_vector<double>();
   return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
 }
 }  // namespace
@@ -258,7 +323,8 @@ TEST_CASE("AG_CPU_CAPABILITY picks the copy of the math every op uses", "[.cpu_c
     // the copies it can (the portable scalar one always).
     CHECK_THROWS_MATCHES(vec::active_capability(), ag::ValueError,
         WhatContains({std::string("AG_CPU_CAPABILITY=") + value, "scalar"}));
-    CHECK_THROWS_MATCHES(ag::gelu(ag::ones({3})), ag::ValueError, WhatContains({"AG_CPU_CAPABILITY"}));
+    CHECK_THROWS_MATCHES(
+        ag::gelu(ag::ones({3})), ag::ValueError, WhatContains({"AG_CPU_CAPABILITY"}));
     return;
   }
   CHECK(std::string(vec::capability_name(vec::active_capability())) == value);
