@@ -536,7 +536,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         }
         // While a profile records, the node's backward and the adding of its gradients into its
         // inputs' are one scope, "<op>_backward" (autograd/profiler.h).
-        const profiler::detail::BackwardScope profile_scope(node->op(), node->name());
+        const profiler::detail::BackwardScope profile_scope(*node);
         std::vector<bool> flags;
         flags.reserve(node->inputs().size());
         for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());

@@ -156,14 +156,17 @@ class OpScope {
   bool open_ = false;
 };
 
-// A node's backward, for the lifetime of the guard (autograd.cpp's run_backward). `op` and
-// `custom_name` as the Node holds them.
+// A node's backward, for the lifetime of the guard (autograd.cpp's run_backward): "<op>_backward",
+// or the custom op's name with "_backward". (A template, so that this header need not include
+// autograd.h for ag::Node.)
 class BackwardScope {
  public:
-  BackwardScope(Op op, const char* name) {
+  template <class Node>
+  explicit BackwardScope(const Node& node) {
     if (g_recording.load(std::memory_order_relaxed)) [[unlikely]]
-      open_ = op == Op::custom ? open_named_scope(name, /*backward=*/true, /*user_scope=*/false)
-                               : open_scope(kNumOps + static_cast<int>(op));
+      open_ = node.op() == Op::custom
+                  ? open_named_scope(node.name(), /*backward=*/true, /*user_scope=*/false)
+                  : open_scope(kNumOps + static_cast<int>(node.op()));
   }
   ~BackwardScope() {
     if (open_) [[unlikely]]

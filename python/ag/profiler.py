@@ -74,7 +74,8 @@ class record_function:
     `with ag.profiler.record_function("attention"):`; also a decorator."""
 
     def __init__(self, name):
-        self._scope = _profiler.RecordFunction(str(name))
+        self._name = str(name)
+        self._scope = _profiler.RecordFunction(self._name)
 
     def __enter__(self):
         self._scope.enter()
@@ -87,14 +88,15 @@ class record_function:
     def __call__(self, fn):
         import functools
 
-        name = self._scope
+        name = self._name
 
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            name.enter()
+            scope = _profiler.RecordFunction(name)  # one per call: a recursive call nests
+            scope.enter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                name.exit()
+                scope.exit()
 
         return wrapped

@@ -39,8 +39,8 @@ def test_table_and_chrome_trace(tmp_path):
     x = ag.randn(4, 4, requires_grad=True)
 
     @ag.profiler.record_function("decorated")
-    def f(t):
-        return ag.matmul(t, t).sum()
+    def f(t, depth=1):
+        return ag.matmul(t, t).sum() if depth == 0 else f(t, depth - 1)  # calls nest
 
     with ag.profiler.profile() as prof:
         f(x).backward()
@@ -55,6 +55,10 @@ def test_table_and_chrome_trace(tmp_path):
     names = {e["name"] for e in complete}
     assert {"decorated", "matmul", "matmul_backward", "sum_backward"} <= names
     assert all(e["dur"] >= 0 and "ts" in e and "pid" in e and "tid" in e for e in complete)
+    decorated = sorted((e["ts"], e["dur"]) for e in complete if e["name"] == "decorated")
+    assert len(decorated) == 2  # the outer call, and the recursive one inside it
+    (outer_ts, outer_dur), (inner_ts, inner_dur) = decorated
+    assert outer_ts <= inner_ts and inner_ts + inner_dur <= outer_ts + outer_dur + 1e-3
 
 
 def test_nothing_recorded_outside_and_one_profile_at_a_time():
