@@ -1,6 +1,7 @@
 #include "autograd/allocator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -55,6 +56,9 @@ Cache& cache() {
   return *instance;
 }
 
+// Every byte asked of allocate_storage, by any thread: a running count the profiler subtracts.
+std::atomic<uint64_t> requested_bytes{0};
+
 }  // namespace
 
 void* detail::allocate_storage(std::size_t nbytes) {
@@ -62,6 +66,7 @@ void* detail::allocate_storage(std::size_t nbytes) {
   // here also keeps rounded_size from wrapping around.
   if (nbytes > static_cast<std::size_t>(PTRDIFF_MAX)) throw std::bad_alloc();
   const std::size_t size = rounded_size(nbytes);
+  requested_bytes.fetch_add(nbytes, std::memory_order_relaxed);
   Cache& c = cache();
   {
     std::lock_guard lock(c.mutex);
@@ -123,9 +128,15 @@ void detail::fail_out_of_memory(
       op, ": out of memory: cannot allocate ", nbytes, " bytes for shape ", shape_str(shape));
 }
 
+uint64_t detail::bytes_requested() noexcept {
+  return requested_bytes.load(std::memory_order_relaxed);
+}
+
 AllocatorStats allocator_stats() {
   std::lock_guard lock(cache().mutex);
-  return cache().stats;
+  AllocatorStats stats = cache().stats;
+  stats.requested_bytes = requested_bytes.load(std::memory_order_relaxed);
+  return stats;
 }
 
 void empty_cache() {

@@ -29,6 +29,7 @@ struct AllocatorStats {
   std::size_t in_use_bytes = 0;     // held by live storage now
   std::size_t cached_bytes = 0;     // held in the free lists now
   std::size_t peak_bytes = 0;       // the most in_use + cached ever held at once
+  uint64_t requested_bytes = 0;     // bytes asked for (before rounding), since the process started
 };
 
 AllocatorStats allocator_stats();
@@ -46,6 +47,10 @@ namespace detail {
 // caller; release must get the size that allocate was given.
 void* allocate_storage(std::size_t nbytes);
 void release_storage(void* data, std::size_t nbytes) noexcept;
+
+// AllocatorStats::requested_bytes without the cache's lock: the profiler (autograd/profiler.h)
+// reads it when a scope opens and closes, and the difference is what the scope asked for.
+uint64_t bytes_requested() noexcept;
 
 // `nbytes` uninitialised bytes from the same cache, given back when the last owner lets go: for
 // what a kernel saves for its backward that is not a tensor (dropout's byte masks). When the

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -533,6 +534,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
               node->output_dtype(), tensor_kind.c_str());
         }
+        // While a profile records, the node's backward and the adding of its gradients into its
+        // inputs' are one scope, "<op>_backward" (autograd/profiler.h).
+        const profiler::detail::BackwardScope profile_scope(*node);
         std::vector<bool> flags;
         flags.reserve(node->inputs().size());
         for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());

@@ -89,6 +89,7 @@
 #include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -578,6 +579,7 @@ void set_skips_masked_keys(bool skip) {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double dropout_p, bool training, Generator& generator,
     Tensor* weights_out, const AttentionVariant& variant) {
+  AG_PROFILE_OP(Op::scaled_dot_product_attention);
   constexpr const char* kOpName = "scaled_dot_product_attention";
   detail::check_floating(q, kOpName);
   // G query heads per key/value head: query head h reads key/value head h / G

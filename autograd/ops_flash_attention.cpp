@@ -74,6 +74,7 @@
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag::detail {
 
@@ -86,6 +87,7 @@ constexpr int64_t kKeyBlock = 128;   // keys per tile: a float (64 × 128) tile 
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
     double dropout_p, bool training, Generator& generator, const AttentionVariant& variant) {
+  AG_PROFILE_OP(Op::flash_attention);
   constexpr const char* kOpName = "flash_attention";
   detail::check_floating(q, kOpName);
   // G query heads per key/value head: query head h reads key/value head h / G

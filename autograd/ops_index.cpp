@@ -17,6 +17,7 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -91,6 +92,7 @@ Shape at_least_1d(const Shape& shape) { return shape.empty() ? Shape{1} : shape;
 // ---- gather -------------------------------------------------------------------------------------
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  AG_PROFILE_OP(Op::gather);
   if (index.dim() != x.dim())
     fail<ShapeError>("gather: index of shape ", shape_str(index.shape()),
         " must have as many dims as the input of shape ", shape_str(x.shape()), " (", index.dim(),
@@ -149,6 +151,7 @@ void cumulative_sum(const T* src, Out* dst, Around a, bool reverse) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  AG_PROFILE_OP(Op::cumsum);
   const Shape shape = at_least_1d(x.shape());
   dim = wrap_dim(dim, static_cast<int64_t>(shape.size()), "cumsum");
   const Around a = around(shape, dim);
@@ -215,6 +218,7 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
 // ---- topk ---------------------------------------------------------------------------------------
 
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  AG_PROFILE_OP(Op::topk);
   (void)sorted;  // PyTorch leaves the order unspecified when not sorted: ag always sorts
   detail::check_floating(x, "topk");
   const Shape x_shape = at_least_1d(x.shape());

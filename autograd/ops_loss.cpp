@@ -13,10 +13,12 @@
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+  AG_PROFILE_OP(Op::cross_entropy);
   detail::check_floating(logits, "cross_entropy");
   if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
     fail<ShapeError>("cross_entropy: logits of shape ", shape_str(logits.shape()),

@@ -23,6 +23,7 @@
 #include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -280,6 +281,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  AG_PROFILE_OP(Op::matmul);
   if (a.dim() == 0 || b.dim() == 0)
     fail<ShapeError>("matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
         " cannot be multiplied (both operands need at least 1 dim)");
@@ -392,6 +394,7 @@ Grads linear_grads(const Tensor& x, const Tensor& weight, const Tensor& g, const
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  AG_PROFILE_OP(Op::linear);
   Tensor out = linear_forward(x, weight, bias, /*relu=*/false, "linear");
   if (!detail::any_requires_grad({x, weight, bias})) return out;
   // docs/ops.md, linear: dx = g · W, dW = gᵀ · x, db = Σ_rows g (rows: all dims of x but the last)
@@ -402,6 +405,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  AG_PROFILE_OP(Op::linear_relu);
   Tensor out = linear_forward(x, weight, bias, /*relu=*/true, "linear_relu");
   if (!detail::any_requires_grad({x, weight, bias})) return out;
   // docs/ops.md, linear_relu: linear's, with g · [y > 0] in place of g

@@ -67,6 +67,7 @@
 #include "autograd/detail/target_clones.h"  // one copy of the row loops per instruction set
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -341,6 +342,7 @@ NormalizedRows rows_of(const Tensor& x, const Shape& normalized_shape, const Ten
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
     const Tensor& bias, double eps) {
+  AG_PROFILE_OP(Op::layer_norm);
   detail::check_floating(input, "layer_norm");
   check_layer_norm_args(input, normalized_shape, weight, bias, "layer_norm");
   check_eps(eps, "layer_norm");
@@ -365,6 +367,7 @@ double machine_epsilon(DType dtype) {
 
 Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
     std::optional<double> eps) {
+  AG_PROFILE_OP(Op::rms_norm);
   detail::check_floating(input, "rms_norm");
   check_layer_norm_args(input, normalized_shape, weight, Tensor(), "rms_norm");
   // PyTorch's default eps: torch.finfo(x.dtype).eps.
@@ -393,6 +396,7 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
 Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
     const Tensor& weight, const Tensor& bias, double eps, double p, bool training,
     Generator& generator) {
+  AG_PROFILE_OP(Op::dropout_add_layer_norm);
   if (x.shape() != y.shape())
     fail<ShapeError>("dropout_add_layer_norm: x of shape ", shape_str(x.shape()),
         " and y of shape ", shape_str(y.shape()),

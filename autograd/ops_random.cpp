@@ -25,6 +25,7 @@
 #include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -113,6 +114,7 @@ AG_TARGET_CLONES void apply_dropout_keep(
 }  // namespace detail
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
+  AG_PROFILE_OP(Op::dropout);
   detail::check_floating(x, "dropout");
   if (!(p >= 0.0 && p <= 1.0))
     fail<ValueError>(

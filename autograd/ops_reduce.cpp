@@ -11,6 +11,7 @@
 #include "autograd/detail/kernels.h"
 #include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -151,6 +152,7 @@ Tensor integer_sums(const Tensor& x, const ReductionPlan& r) {
 }
 
 Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
+  AG_PROFILE_OP(Op::sum);
   if (!is_floating_point(x.dtype())) return integer_sums(x, r);  // int64, never in the graph
   Tensor out = from_doubles(group_sums(x, r, "sum"), r.out_shape, x.dtype(), 1.0);
   // docs/ops.md, sum: g broadcast back over the dims
@@ -162,6 +164,7 @@ Tensor sum_impl(const Tensor& x, const ReductionPlan& r) {
 }
 
 Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
+  AG_PROFILE_OP(Op::mean);
   detail::check_floating(x, op);  // (PyTorch's mean of integers is an error too)
   check_nonempty_groups(x, r, op);
   const double n = static_cast<double>(r.group_size);
@@ -176,6 +179,7 @@ Tensor mean_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
 
 // `op`: the name errors give (max, or amax, min, amin, logsumexp, which are built on it).
 Tensor max_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
+  AG_PROFILE_OP(Op::max);
   detail::check_floating(x, op);
   check_nonempty_groups(x, r, op);
   Tensor xc = contiguous(x.detach());  // so an element's offset is its flat index
@@ -217,6 +221,7 @@ Tensor max_impl(const Tensor& x, const ReductionPlan& r, const char* op) {
 }
 
 Tensor var_impl(const Tensor& x, const ReductionPlan& r, int64_t correction) {
+  AG_PROFILE_OP(Op::var);
   detail::check_floating(x, "var");
   check_nonempty_groups(x, r, "var");
   if (correction < 0) fail<ValueError>("var: correction ", correction, " is negative");

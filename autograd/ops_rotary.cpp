@@ -60,6 +60,7 @@
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -185,6 +186,7 @@ void check_rotary_args(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 }  // namespace
 
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryPairs pairs) {
+  AG_PROFILE_OP(Op::rotary_embedding);
   check_rotary_args(x, cos, sin);
   const Tensor c = contiguous(cos.detach()), s = contiguous(sin.detach());  // (T, r/2)
   // (..., T, d), laid out like x when x is a dense permuted view (the head view of a projection)

@@ -13,6 +13,7 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -101,6 +102,7 @@ Tensor record_reshape_like(Op op, const Tensor& out, const Tensor& x) {
 // ---- reshape / view ---------------------------------------------------------------------------
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
+  AG_PROFILE_OP(Op::reshape);
   Shape target = infer_shape(shape, x, "reshape");
   if (target == x.shape()) return x;
   std::optional<Shape> strides = view_strides(x, target);
@@ -130,6 +132,7 @@ Tensor view(const Tensor& x, const Shape& shape) {
 // ---- permute / transpose ----------------------------------------------------------------------
 
 Tensor permute(const Tensor& x, const Shape& dims) {
+  AG_PROFILE_OP(Op::permute);
   const int64_t n = x.dim();
   Shape order(dims.size());
   std::vector<bool> used(static_cast<std::size_t>(n), false);
@@ -173,6 +176,7 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 // ---- squeeze / unsqueeze / expand -------------------------------------------------------------
 
 Tensor squeeze(const Tensor& x) {
+  AG_PROFILE_OP(Op::squeeze);
   Shape shape, strides;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (x.shape()[d] != 1) {
@@ -185,6 +189,7 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
+  AG_PROFILE_OP(Op::squeeze);
   dim = wrap_dim(dim, x.dim(), "squeeze");
   if (x.dim() == 0 || x.shape()[dim] != 1) return x;  // as PyTorch: only a size-1 dim goes
   Shape shape = x.shape(), strides = x.strides();
@@ -194,6 +199,7 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  AG_PROFILE_OP(Op::unsqueeze);
   dim = wrap_dim(dim, x.dim() + 1, "unsqueeze");
   Shape shape = x.shape(), strides = x.strides();
   // Any stride works for a size-1 dim; this one keeps contiguous tensors contiguous.
@@ -205,6 +211,7 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  AG_PROFILE_OP(Op::expand);
   if (shape.size() < x.shape().size())
     fail<ShapeError>("expand: shape ", shape_str(x.shape()), " cannot be expanded to ",
         shape_str(shape), " (fewer dims)");
@@ -243,6 +250,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shap
 // ---- slicing ----------------------------------------------------------------------------------
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  AG_PROFILE_OP(Op::slice);
   if (x.dim() == 0) fail<ShapeError>("slice: a 0-dim tensor has no dim to slice");
   dim = wrap_dim(dim, x.dim(), "slice");
   if (step <= 0)
@@ -327,6 +335,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 }
 
 Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
+  AG_PROFILE_OP(Op::concat);
   if (tensors.empty()) fail<ShapeError>("concat: needs at least one tensor");
   const Tensor& first = tensors.front();
   if (first.dim() == 0) fail<ShapeError>("concat: 0-dim tensors cannot be concatenated");
@@ -421,6 +430,7 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim, 
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const std::vector<int64_t>& index) {
+  AG_PROFILE_OP(Op::index_select);
   if (x.dim() == 0) fail<ShapeError>("index_select: a 0-dim tensor has no dim to index");
   dim = wrap_dim(dim, x.dim(), "index_select");
   for (int64_t i : index)
@@ -470,6 +480,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
+  AG_PROFILE_OP(Op::repeat_interleave);
   if (repeats < 0)
     fail<ShapeError>(
         "repeat_interleave: repeats ", repeats, " is negative (shape ", shape_str(x.shape()), ")");
@@ -495,6 +506,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
 // ---- copies -------------------------------------------------------------------------------------
 
 Tensor clone(const Tensor& x) {
+  AG_PROFILE_OP(Op::clone);
   Tensor out = empty(x.shape(), x.dtype());
   detail::copy_into(out, x);
   // docs/ops.md, clone: g
@@ -504,6 +516,7 @@ Tensor clone(const Tensor& x) {
 }
 
 Tensor contiguous(const Tensor& x) {
+  AG_PROFILE_OP(Op::contiguous);
   if (x.is_contiguous()) return x;
   Tensor out = empty(x.shape(), x.dtype());
   detail::copy_into(out, x);

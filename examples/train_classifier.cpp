@@ -19,6 +19,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "training/cli.h"
+#include "training/profile.h"
 #include "training/report.h"
 #include "training/step.h"
 
@@ -98,7 +99,9 @@ int train(training::RunOptions& o, ModelSize& size) {
   training::Step step(
       model, optimizer, scheduler, o.batch_size, training::StepOptions::of(o, program));
   training::Report report(o, run.first_step(), run.last_step());
+  training::StepProfiler profiler(o, run.first_step(), run.last_step());  // --profile
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
+    profiler.step_begins(t);
     const Batch batch = make_batch(o.batch_size, data);  // the global batch, on every rank
     auto loss_of = [&](int64_t first, int64_t last) {    // rows [first, last): mean CE, weight rows
       const Tensor logits = model.forward(batch.tokens.narrow(0, first, last - first));
@@ -106,6 +109,7 @@ int train(training::RunOptions& o, ModelSize& size) {
           static_cast<double>(last - first)};
     };
     const training::StepResult result = step.take(t, static_cast<double>(o.batch_size), loss_of);
+    profiler.step_ends(t);
     if (result.diverged) return 1;
     report.step(t, result.loss, static_cast<double>(step.rows(o.batch_size).size() * kLength));
     if (report.evaluation_due(t) && dist::rank() == 0)

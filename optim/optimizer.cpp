@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/profiler.h"
 #include "optim/state_dict_checks.h"
 
 namespace ag::optim {
@@ -51,6 +52,7 @@ void for_each_element(const Tensor& param, const std::vector<Tensor>& others, F 
 // ---- SGD ----------------------------------------------------------------------------------------
 
 void SGD::step() {
+  const profiler::record_function scope("Optimizer.step#SGD.step");  // torch.profiler's name
   for_each_param_with_grad(groups_, [&](const Group& group, std::size_t gi, std::size_t pi,
                                         const Tensor& param, const Tensor& grad) {
     Tensor& buffer = momentum_buffers[gi][pi];
@@ -120,6 +122,8 @@ void adam_update(
 }  // namespace
 
 void Adam::step() {
+  const profiler::record_function scope(
+      decoupled_ ? "Optimizer.step#AdamW.step" : "Optimizer.step#Adam.step");  // torch's names
   for_each_param_with_grad(groups_, [&](const Group& group, std::size_t gi, std::size_t pi,
                                         const Tensor& param, const Tensor& grad) {
     AdamState& s = state[gi][pi];
@@ -161,6 +165,7 @@ void Adam::step() {
 // ---- clipping -----------------------------------------------------------------------------------
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const profiler::record_function scope("clip_grad_norm_");
   if (!(max_norm > 0)) fail<ValueError>("clip_grad_norm: max_norm ", max_norm, " must be positive");
   NoGradGuard no_grad;
   // Each tensor once: a tied weight listed under two names is one gradient (counted and scaled once).

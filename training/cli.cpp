@@ -84,6 +84,13 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
   app.add_option("--loss-log", o.loss_log,
          "write every step's loss to this CSV file, a row as each step ends (appended on --resume)")
       ->type_name("PATH");
+  add_whole_number(app, "--profile", o.profile,
+      "profile this many steps after a warm-up step and print where their time went, op by op "
+      "(torch.profiler's table; docs/profiler.md)");
+  app.add_option("--profile-trace", o.profile_trace,
+         "with --profile: write the profiled steps' Chrome trace here (chrome://tracing, "
+         "ui.perfetto.dev)")
+      ->type_name("PATH");
   app.add_option("--chunk-rows", o.chunk_rows,
          "0: each step's gradient from a rank's rows at once; C > 0: chunk by chunk, each chunk of "
          "C rows with its own forward and backward, the chunks' gradients added in their order, so "
@@ -166,6 +173,10 @@ std::string run_options_problem(RunOptions& o) {
     problem = "unknown --checkpoint-format '" + o.checkpoint_format + "' (known: binary, json)";
   else if (o.keep > 0 && o.checkpoint.empty())
     problem = "--keep needs --checkpoint";
+  else if (o.profile < 0)
+    problem = "--profile must not be negative";
+  else if (!o.profile_trace.empty() && o.profile == 0)
+    problem = "--profile-trace needs --profile N (the steps to profile)";
   if (!problem.empty()) return problem;
   try {
     o.memory_limit =
@@ -181,6 +192,9 @@ std::string run_options_problem(RunOptions& o) {
       !why.empty())
     return why;
   if (std::string why = output_problem("--loss-log", o.loss_log, OutputKind::file); !why.empty())
+    return why;
+  if (std::string why = output_problem("--profile-trace", o.profile_trace, OutputKind::file);
+      !why.empty())
     return why;
   if (o.warmup == 0) o.warmup = std::max<int64_t>(1, std::min<int64_t>(200, o.steps / 10));
   return "";

@@ -62,14 +62,15 @@ struct RunHelp {
 };
 
 // --steps --batch-size --lr --clip --schedule --warmup --seed --threads --eval-every --checkpoint
-// --checkpoint-every --checkpoint-format --keep --resume --stop-after --loss-log --chunk-rows
-// --oversubscribe --skip-nonfinite-steps --max-memory, into `o` (its values are the defaults).
+// --checkpoint-every --checkpoint-format --keep --resume --stop-after --loss-log --profile
+// --profile-trace --chunk-rows --oversubscribe --skip-nonfinite-steps --max-memory, into `o` (its
+// values are the defaults).
 void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
 
 // Why the shared options cannot run ("" if they can), checked in a fixed order: the schedule,
 // the sizes, the numbers, the threads (under mpirun: ranks × threads against the cores), the
-// chunks, the checkpoint options, --max-memory (which sets o.memory_limit) and the output paths
-// (--checkpoint, --loss-log). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
+// chunks, the checkpoint options, --profile, --max-memory (which sets o.memory_limit) and the
+// output paths (--checkpoint, --loss-log, --profile-trace). Fills in --warmup's 0 (min(200, steps / 10), at least 1).
 std::string run_options_problem(RunOptions& o);
 
 // Why the output `path` that `option` names cannot be written as `kind` — "<option> <path>:

@@ -60,6 +60,8 @@ struct RunOptions {
   std::string resume;
   int64_t stop_after = 0;  // 0: run to --steps
   std::string loss_log;
+  int64_t profile = 0;          // --profile N: profile N steps after a warm-up (training/profile.h)
+  std::string profile_trace;    // --profile-trace: their Chrome trace
   bool skip_nonfinite = false;  // skip a step whose loss or gradient norm is NaN or ±inf
   bool oversubscribe = false;   // under mpirun: allow ranks × --threads above the cores
   std::string max_memory;       // "4G": the memory limit; "": what the machine has available

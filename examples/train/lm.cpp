@@ -15,6 +15,7 @@
 #include "optim/optimizer.h"
 #include "train.h"
 #include "training/cli.h"
+#include "training/profile.h"
 #include "training/report.h"
 #include "training/step.h"
 
@@ -282,9 +283,11 @@ int train_lm(Options o) {
   print_run(o, d, config, *model);
   training::print_data_parallel(o.run, "windows");
   training::Report report(o.run, run.first_step(), run.last_step());
+  training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
   lm::Evaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
+    profiler.step_begins(t);
     // The global batch of windows (the same on every rank), of which this rank takes its rows.
     const data::LMBatch batch =
         data::sample_lm_batch(d.train_ids, o.run.batch_size, config.block_size, data_generator);
@@ -297,6 +300,7 @@ int train_lm(Options o) {
     };
     const training::StepResult result =
         step.take(t, static_cast<double>(o.run.batch_size), loss_of);
+    profiler.step_ends(t);
     if (result.diverged) return 1;
     report.step(t, result.loss,
         static_cast<double>(step.rows(o.run.batch_size).size() * config.block_size));

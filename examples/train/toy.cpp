@@ -16,6 +16,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "train.h"
+#include "training/profile.h"
 #include "training/report.h"
 #include "training/step.h"
 #include "viz/viz.h"
@@ -267,10 +268,12 @@ int train_toy(Options o) {
   print_run(o, *task, *model);
   training::print_data_parallel(o.run, "examples");
   training::Report report(o.run, run.first_step(), run.last_step());
+  training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
   training::LogFile curves = open_curves(o, run.first_step());
   seq2seq::Evaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
+    profiler.step_begins(t);
     // The global batch (the same on every rank), of which this rank trains on its rows.
     const std::vector<data::Example> examples = stream.next(o.run.batch_size);
     const dist::RowRange mine = step.rows(static_cast<int64_t>(examples.size()));
@@ -287,6 +290,7 @@ int train_toy(Options o) {
     };
     const double batch_tokens = valid_tokens(examples, 0, static_cast<int64_t>(examples.size()));
     const training::StepResult result = step.take(t, batch_tokens, loss_of);
+    profiler.step_ends(t);
     if (result.diverged) return 1;
     report.step(
         t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());

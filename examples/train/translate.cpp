@@ -14,6 +14,7 @@
 #include "optim/optimizer.h"
 #include "train.h"
 #include "training/cli.h"
+#include "training/profile.h"
 #include "training/report.h"
 #include "training/step.h"
 
@@ -228,9 +229,11 @@ int train_translate(Options o) {
   print_run(o, d, *model);
   training::print_data_parallel(o.run, "pairs");
   training::Report report(o.run, run.first_step(), run.last_step());
+  training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
   seq2seq::TranslationEvaluation last;
 
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
+    profiler.step_begins(t);
     // The global batch of pairs (the same on every rank), of which this rank takes its rows.
     const std::vector<int64_t> indices = stream.next(o.run.batch_size);
     const dist::RowRange mine = step.rows(static_cast<int64_t>(indices.size()));
@@ -250,6 +253,7 @@ int train_translate(Options o) {
             ? sum(batch_of(0, static_cast<int64_t>(indices.size())).label_valid_lens).item()
             : 0;
     const training::StepResult result = step.take(t, batch_tokens, loss_of);
+    profiler.step_ends(t);
     if (result.diverged) return 1;
     report.step(
         t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());

@@ -234,5 +234,5 @@ class set_grad_enabled(_GradMode):
 
 # ---- the rest of the package: the ops' Python side, modules, optimizers, files, pictures -------
 from ._ops import *  # noqa: E402,F401,F403  (python/ag/_ops.py)
-from . import autograd, io, nn, optim, viz  # noqa: E402,F401
+from . import autograd, io, nn, optim, profiler, viz  # noqa: E402,F401
 from .autograd import gradcheck, gradcheck_parameters  # noqa: E402,F401

@@ -53,12 +53,13 @@ namespace ag::python {
 
 namespace py = pybind11;
 
-void bind_errors(py::module_& m);  // module.cpp: ag's errors as Python exceptions
-void bind_tensor(py::module_& m);  // tensor.cpp: Tensor, dtypes, creation, NumPy, autograd
-void bind_ops(py::module_& m);     // ops.cpp: the ops of autograd/ops.h, functions and methods
-void bind_nn(py::module_& m);      // nn.cpp: modules, losses, init (ag._C.nn)
-void bind_optim(py::module_& m);   // optim.cpp: optimizers and schedules (ag._C.optim)
-void bind_io(py::module_& m);      // io.cpp: files (ag._C.io), pictures (ag._C.viz), gradcheck
+void bind_errors(py::module_& m);    // module.cpp: ag's errors as Python exceptions
+void bind_tensor(py::module_& m);    // tensor.cpp: Tensor, dtypes, creation, NumPy, autograd
+void bind_ops(py::module_& m);       // ops.cpp: the ops of autograd/ops.h, functions and methods
+void bind_nn(py::module_& m);        // nn.cpp: modules, losses, init (ag._C.nn)
+void bind_optim(py::module_& m);     // optim.cpp: optimizers and schedules (ag._C.optim)
+void bind_profiler(py::module_& m);  // profiler.cpp: ag::profiler (ag._C._profiler)
+void bind_io(py::module_& m);        // io.cpp: files (ag._C.io), pictures (ag._C.viz), gradcheck
 
 // A shape as Python passes one: an int, or a sequence of ints (a tuple, a list, an ag.Size).
 // `op` names the caller in the TypeError of anything else.

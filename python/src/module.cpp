@@ -126,4 +126,6 @@ PYBIND11_MODULE(_C, m) {
   py::module_ optim = m.def_submodule("optim", "ag's optimizers and schedules (optim/)");
   ag::python::bind_optim(optim);
   ag::python::bind_io(m);
+  py::module_ profiler = m.def_submodule("_profiler", "ag's profiler (autograd/profiler.h)");
+  ag::python::bind_profiler(profiler);
 }
