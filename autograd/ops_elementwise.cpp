@@ -12,6 +12,7 @@
 #include "autograd/detail/kernels.h"
 #include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -269,6 +270,7 @@ DType arithmetic_dtype(const Tensor& a, const Tensor& b, const char* op, bool fl
 // float32. The operand converted carries no gradient (only floating tensors do).
 
 Tensor add(const Tensor& a_given, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::add);
   const DType dtype = arithmetic_dtype(a_given, b_given, "add");
   const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Tensor out = map_binary<Over::numbers>(a, b, "add", Plus());
@@ -281,6 +283,7 @@ Tensor add(const Tensor& a_given, const Tensor& b_given) {
 }
 
 Tensor sub(const Tensor& a_given, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::sub);
   const DType dtype = arithmetic_dtype(a_given, b_given, "sub");
   const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Tensor out = map_binary<Over::numbers>(a, b, "sub", Minus());
@@ -293,6 +296,7 @@ Tensor sub(const Tensor& a_given, const Tensor& b_given) {
 }
 
 Tensor mul(const Tensor& a_given, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::mul);
   const DType dtype = arithmetic_dtype(a_given, b_given, "mul");
   const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Tensor out = map_binary<Over::numbers>(a, b, "mul", Times());
@@ -307,6 +311,7 @@ Tensor mul(const Tensor& a_given, const Tensor& b_given) {
 }
 
 Tensor div(const Tensor& a_given, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::div);
   const DType dtype = arithmetic_dtype(a_given, b_given, "div", /*floating=*/true);
   const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Tensor out = map_binary(a, b, "div", [](auto x, auto y) { return x / y; });
@@ -334,6 +339,7 @@ Tensor floating(const Tensor& x) {
 }  // namespace
 
 Tensor add(const Tensor& a_given, double s) {
+  AG_PROFILE_OP(Op::add_scalar);
   const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x + v; }); });
@@ -349,6 +355,7 @@ Tensor sub(const Tensor& a, double s) { return add(a, -s); }  // x − s = x + (
 Tensor sub(double s, const Tensor& b) { return add(neg(floating(b)), s); }
 
 Tensor mul(const Tensor& a_given, double s) {
+  AG_PROFILE_OP(Op::mul_scalar);
   const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x * v; }); });
@@ -359,6 +366,7 @@ Tensor mul(const Tensor& a_given, double s) {
 }
 
 Tensor div(const Tensor& a_given, double s) {
+  AG_PROFILE_OP(Op::div_scalar);
   const Tensor a = floating(a_given);
   Tensor out = dispatch(a.dtype(),
       [&]<typename T>() { return map_unary(a, [v = static_cast<T>(s)](T x) { return x / v; }); });
@@ -369,6 +377,7 @@ Tensor div(const Tensor& a_given, double s) {
 }
 
 Tensor div(double s, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::rdiv_scalar);
   const Tensor b = floating(b_given);
   Tensor out = dispatch(b.dtype(),
       [&]<typename T>() { return map_unary(b, [v = static_cast<T>(s)](T x) { return v / x; }); });
@@ -412,6 +421,7 @@ Tensor integer_scalar_op(const Tensor& x, int64_t s, IntegerScalarOp op) {
 }  // namespace detail
 
 Tensor neg(const Tensor& x) {
+  AG_PROFILE_OP(Op::neg);
   if (x.dtype() == bool_)
     fail<DTypeError>("neg: a bool tensor of shape ", shape_str(x.shape()),
         " has no negation (PyTorch's neither); use logical not, eq(x, 0), or to(ag::int64) first");
@@ -448,6 +458,7 @@ Tensor pow_values(const Tensor& x, double p) {
 }  // namespace
 
 Tensor pow(const Tensor& x, double p) {
+  AG_PROFILE_OP(Op::pow);
   detail::check_floating(x, "pow");
   Tensor out = pow_values(x, p);
   if (!detail::any_requires_grad({x})) return out;
@@ -464,6 +475,7 @@ Tensor pow(const Tensor& x, double p) {
 }
 
 Tensor exp(const Tensor& x) {
+  AG_PROFILE_OP(Op::exp);
   detail::check_floating(x, "exp");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.exp; });
   if (!detail::any_requires_grad({x})) return out;
@@ -477,6 +489,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  AG_PROFILE_OP(Op::log);
   detail::check_floating(x, "log");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.log; });
   if (!detail::any_requires_grad({x})) return out;
@@ -489,6 +502,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  AG_PROFILE_OP(Op::sqrt);
   detail::check_floating(x, "sqrt");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sqrt; });
   if (!detail::any_requires_grad({x})) return out;
@@ -501,6 +515,7 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  AG_PROFILE_OP(Op::tanh);
   detail::check_floating(x, "tanh");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.tanh; });
   if (!detail::any_requires_grad({x})) return out;
@@ -514,6 +529,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  AG_PROFILE_OP(Op::sigmoid);
   detail::check_floating(x, "sigmoid");
   // σ(x) = 1 / (1 + e⁻ˣ): e⁻ˣ overflows to +inf for x < −88 (float32), and σ is then 0
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sigmoid; });
@@ -528,6 +544,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
+  AG_PROFILE_OP(Op::relu);
   detail::check_floating(x, "relu");
   // NaN stays NaN, as in PyTorch: only what is known to be ≤ 0 becomes 0.
   Tensor out = map_unary(x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
@@ -542,6 +559,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& x) {
+  AG_PROFILE_OP(Op::gelu);
   detail::check_floating(x, "gelu");
   // x Φ(x), with Φ(x) = ½ erfc(−x/√2): PyTorch's ½ (1 + erf(x/√2)) cancels for x < −3 in float32
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.gelu; });
@@ -563,6 +581,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") return gelu(x);
   if (approximate != "tanh")
     fail<ValueError>("gelu: approximate '", approximate, "' is not 'none' or 'tanh'");
+  AG_PROFILE_OP(Op::gelu_tanh);
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.gelu_tanh; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu_tanh: g · (½ (1 + t) + ½ x (1 − t²) · √(2/π) (1 + 3 · 0.044715 x²)), t = tanh u
@@ -576,6 +595,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 Tensor silu(const Tensor& x) {
+  AG_PROFILE_OP(Op::silu);
   detail::check_floating(x, "silu");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.silu; });
   if (!detail::any_requires_grad({x})) return out;
@@ -589,6 +609,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) {
+  AG_PROFILE_OP(Op::abs);
   detail::check_floating(x, "abs");
   Tensor out = map_unary(x, [](auto v) { return std::abs(v); });
   if (!detail::any_requires_grad({x})) return out;
@@ -604,6 +625,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor sin(const Tensor& x) {
+  AG_PROFILE_OP(Op::sin);
   detail::check_floating(x, "sin");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.sin; });
   if (!detail::any_requires_grad({x})) return out;
@@ -616,6 +638,7 @@ Tensor sin(const Tensor& x) {
 }
 
 Tensor cos(const Tensor& x) {
+  AG_PROFILE_OP(Op::cos);
   detail::check_floating(x, "cos");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.cos; });
   if (!detail::any_requires_grad({x})) return out;
@@ -628,6 +651,7 @@ Tensor cos(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  AG_PROFILE_OP(Op::rsqrt);
   detail::check_floating(x, "rsqrt");
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.rsqrt; });
   if (!detail::any_requires_grad({x})) return out;
@@ -656,6 +680,7 @@ Grads pick_backward(
 }  // namespace
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
+  AG_PROFILE_OP(Op::maximum);
   detail::check_floating(a, "maximum");
   detail::check_floating(b, "maximum");
   // A NaN in either input wins, as in PyTorch.
@@ -669,6 +694,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
+  AG_PROFILE_OP(Op::minimum);
   detail::check_floating(a, "minimum");
   detail::check_floating(b, "minimum");
   Tensor out = map_binary(a, b, "minimum", [](auto x, auto y) { return x != x || x < y ? x : y; });
@@ -681,6 +707,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  AG_PROFILE_OP(Op::clamp);
   detail::check_floating(x, "clamp");
   if (!min && !max) fail<ValueError>("clamp: at least one of min and max must be given");
   if ((min && std::isnan(*min)) || (max && std::isnan(*max)))
@@ -737,6 +764,7 @@ AG_COMPARISON(ge, x >= y)
 // ---- where / masked_fill ----------------------------------------------------------------------
 
 Tensor where(const Tensor& condition, const Tensor& a_given, const Tensor& b_given) {
+  AG_PROFILE_OP(Op::where);
   const DType dtype = promote_types(a_given.dtype(), b_given.dtype(), "where");
   const Tensor a = detail::promoted(a_given, dtype), b = detail::promoted(b_given, dtype);
   Shape shape =
@@ -771,6 +799,7 @@ Tensor where(const Tensor& condition, const Tensor& a_given, const Tensor& b_giv
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  AG_PROFILE_OP(Op::masked_fill);
   if (x.dtype() == int64 && !(value == std::trunc(value) && fits_int64(value)))
     fail<ValueError>("masked_fill: the value ", value, " does not fit the int64 tensor of shape ",
         shape_str(x.shape()), " (an integer in int64's range does)");

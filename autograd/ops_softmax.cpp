@@ -22,6 +22,7 @@
 #include "autograd/detail/row_reductions.h"
 #include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace ag {
 
@@ -203,6 +204,7 @@ Tensor softmax_backward_rows(const Tensor& g_given, const Tensor& y, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  AG_PROFILE_OP(Op::softmax);
   dim = wrap_dim(dim, x.dim(), "softmax");
   Tensor out = softmax_forward(x, dim, /*log=*/false);  // y = exp(x − max) / Σ_d exp(x − max)
   if (!detail::any_requires_grad({x})) return out;
@@ -218,6 +220,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  AG_PROFILE_OP(Op::log_softmax);
   dim = wrap_dim(dim, x.dim(), "log_softmax");
   Tensor out = softmax_forward(x, dim, /*log=*/true);  // y = x − max − log Σ_d exp(x − max)
   if (!detail::any_requires_grad({x})) return out;
@@ -232,6 +235,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
+  AG_PROFILE_OP(Op::length_masked_softmax);
   detail::check_floating(X, "masked_softmax");
   // X seen as rows of its last dim: (B, Q, K) is B·Q rows of K (a 0-dim X is one row of 1).
   const int64_t K = X.dim() == 0 ? 1 : X.size(-1);
