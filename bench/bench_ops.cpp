@@ -16,7 +16,7 @@
 //
 // Sizes are (B, T, D): the shape of the activations a Transformer's ops see, batch × sequence ×
 // width. small (4, 8, 32) is a toy row where the per-call overhead shows; medium (32, 64, 512) the
-// issue's size; large (64, 256, 512) sixteen times its elements. Attention splits D into heads of
+// issue's size; large (32, 256, 512) four times its elements, over sequences of 256. Attention splits D into heads of
 // d = 64 features (one head of d = D when D is not a multiple of 64).
 //
 // Inputs are the same numbers in ag and in PyTorch: element i of input stream s is built from
@@ -24,10 +24,10 @@
 // in double, rounded to float32 (normal(), below; bench_ops_torch.py computes the same with
 // numpy). The magnitudes matter: erf and exp take longer on some ranges than others.
 //
-// Timing: a sample is a loop of calls lasting at least --sample-ms (the call count is calibrated
-// once after the warm-up calls); samples are taken until --budget-ms has passed and there are at
-// least --min-samples, at most --max-samples; the median time per call is reported. --quick takes
-// short samples and few of them (a smoke run, or a first look).
+// Timing: one warm-up call; then samples, each a loop of calls lasting at least 10 ms (the call
+// count is calibrated once), until --budget-ms (100) has passed and there are at least 3, at most
+// 15 of them; the median time per call is reported. --quick: 2 ms samples, 20 ms, 3 to 5 of them
+// (a smoke run, or a first look).
 //
 // --op takes row names (e.g. gelu, flash_attention:causal) or op names (all of that op's rows);
 // --threads sets ag's threads (ag::set_num_threads). Before timing a row, the program checks that
@@ -78,7 +78,7 @@ struct Size {
 Size parse_size(const std::string& text) {
   if (text == "small") return {"small", 4, 8, 32};
   if (text == "medium") return {"medium", 32, 64, 512};
-  if (text == "large") return {"large", 64, 256, 512};
+  if (text == "large") return {"large", 32, 256, 512};
   long long B = 0, T = 0, D = 0;
   char tail = 0;
   if (std::sscanf(text.c_str(), "%lldx%lldx%lld%c", &B, &T, &D, &tail) != 3 || B < 1 || T < 1 ||
@@ -156,8 +156,9 @@ using Inputs = std::vector<Tensor>;
 struct Row {
   std::string name;  // the op's name, or op:variant
   Op op;             // the op of op_list.h it measures: its call must record a node of it
-  std::function<Inputs(const Size&)> inputs;      // leaves (requires grad) and constants
-  std::function<Tensor(const Inputs& in, const Size& s)> call;  // y = f(inputs); then y.sum().backward()
+  std::function<Inputs(const Size&)> inputs;  // leaves (requires grad) and constants
+  std::function<Tensor(const Inputs& in, const Size& s)>
+      call;  // y = f(inputs); then y.sum().backward()
 };
 
 // x (B, T, D) ~ N(0, 1), the input of most rows.
@@ -186,11 +187,16 @@ const std::vector<Row>& rows() {
       {"sub", Op::sub, a_b_of, [](const Inputs& in, const Size&) { return sub(in[0], in[1]); }},
       {"mul", Op::mul, a_b_of, [](const Inputs& in, const Size&) { return mul(in[0], in[1]); }},
       {"div", Op::div,
-          [](const Size& s) { return Inputs{normal({s.B, s.T, s.D}, 1), positive({s.B, s.T, s.D}, 2)}; },
+          [](const Size& s) {
+            return Inputs{normal({s.B, s.T, s.D}, 1), positive({s.B, s.T, s.D}, 2)};
+          },
           [](const Inputs& in, const Size&) { return div(in[0], in[1]); }},
-      {"add_scalar", Op::add_scalar, x_of, [](const Inputs& in, const Size&) { return add(in[0], 1.5); }},
-      {"mul_scalar", Op::mul_scalar, x_of, [](const Inputs& in, const Size&) { return mul(in[0], 1.5); }},
-      {"div_scalar", Op::div_scalar, x_of, [](const Inputs& in, const Size&) { return div(in[0], 1.5); }},
+      {"add_scalar", Op::add_scalar, x_of,
+          [](const Inputs& in, const Size&) { return add(in[0], 1.5); }},
+      {"mul_scalar", Op::mul_scalar, x_of,
+          [](const Inputs& in, const Size&) { return mul(in[0], 1.5); }},
+      {"div_scalar", Op::div_scalar, x_of,
+          [](const Inputs& in, const Size&) { return div(in[0], 1.5); }},
       {"rdiv_scalar", Op::rdiv_scalar, positive_x_of,
           [](const Inputs& in, const Size&) { return div(1.5, in[0]); }},
       {"neg", Op::neg, x_of, [](const Inputs& in, const Size&) { return neg(in[0]); }},
@@ -204,29 +210,38 @@ const std::vector<Row>& rows() {
       {"gelu", Op::gelu, x_of, [](const Inputs& in, const Size&) { return gelu(in[0]); }},
       {"where", Op::where,
           [](const Size& s) {
-            return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.B, s.T, s.D}, 2),
-                mask({s.B, s.T, s.D}, 3)};
+            return Inputs{
+                normal({s.B, s.T, s.D}, 1), normal({s.B, s.T, s.D}, 2), mask({s.B, s.T, s.D}, 3)};
           },
           [](const Inputs& in, const Size&) { return where(in[2], in[0], in[1]); }},
       {"masked_fill", Op::masked_fill,
-          [](const Size& s) { return Inputs{normal({s.B, s.T, s.D}, 1), mask({s.B, s.T, s.D}, 3)}; },
+          [](const Size& s) {
+            return Inputs{normal({s.B, s.T, s.D}, 1), mask({s.B, s.T, s.D}, 3)};
+          },
           [](const Inputs& in, const Size&) { return masked_fill(in[0], in[1], 0.0); }},
-      {"gelu_tanh", Op::gelu_tanh, x_of, [](const Inputs& in, const Size&) { return gelu(in[0], "tanh"); }},
+      {"gelu_tanh", Op::gelu_tanh, x_of,
+          [](const Inputs& in, const Size&) { return gelu(in[0], "tanh"); }},
       {"silu", Op::silu, x_of, [](const Inputs& in, const Size&) { return silu(in[0]); }},
       {"abs", Op::abs, x_of, [](const Inputs& in, const Size&) { return abs(in[0]); }},
       {"sin", Op::sin, x_of, [](const Inputs& in, const Size&) { return sin(in[0]); }},
       {"cos", Op::cos, x_of, [](const Inputs& in, const Size&) { return cos(in[0]); }},
-      {"rsqrt", Op::rsqrt, positive_x_of, [](const Inputs& in, const Size&) { return rsqrt(in[0]); }},
-      {"maximum", Op::maximum, a_b_of, [](const Inputs& in, const Size&) { return maximum(in[0], in[1]); }},
-      {"minimum", Op::minimum, a_b_of, [](const Inputs& in, const Size&) { return minimum(in[0], in[1]); }},
-      {"clamp", Op::clamp, x_of, [](const Inputs& in, const Size&) { return clamp(in[0], -0.5, 0.5); }},
+      {"rsqrt", Op::rsqrt, positive_x_of,
+          [](const Inputs& in, const Size&) { return rsqrt(in[0]); }},
+      {"maximum", Op::maximum, a_b_of,
+          [](const Inputs& in, const Size&) { return maximum(in[0], in[1]); }},
+      {"minimum", Op::minimum, a_b_of,
+          [](const Inputs& in, const Size&) { return minimum(in[0], in[1]); }},
+      {"clamp", Op::clamp, x_of,
+          [](const Inputs& in, const Size&) { return clamp(in[0], -0.5, 0.5); }},
       // reductions over the last dim (ops_reduce.cpp)
       {"sum", Op::sum, x_of, [](const Inputs& in, const Size&) { return sum(in[0], -1); }},
       {"mean", Op::mean, x_of, [](const Inputs& in, const Size&) { return mean(in[0], -1); }},
-      {"max", Op::max, x_of, [](const Inputs& in, const Size&) { return max(in[0], {-1}); }},  // torch.amax
+      {"max", Op::max, x_of,
+          [](const Inputs& in, const Size&) { return max(in[0], {-1}); }},  // torch.amax
       {"var", Op::var, x_of, [](const Inputs& in, const Size&) { return var(in[0], Shape{-1}); }},
       // softmax over the last dim (ops_softmax.cpp)
-      {"softmax", Op::softmax, x_of, [](const Inputs& in, const Size&) { return softmax(in[0], -1); }},
+      {"softmax", Op::softmax, x_of,
+          [](const Inputs& in, const Size&) { return softmax(in[0], -1); }},
       {"log_softmax", Op::log_softmax, x_of,
           [](const Inputs& in, const Size&) { return log_softmax(in[0], -1); }},
       // scores (B, T, D) of T queries over D keys, the first L_b of each batch row valid, L_b in
@@ -241,7 +256,9 @@ const std::vector<Row>& rows() {
           [](const Size& s) {
             return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.D}, 2), normal({s.D}, 3)};
           },
-          [](const Inputs& in, const Size&) { return layer_norm(in[0], {in[0].size(-1)}, in[1], in[2]); }},
+          [](const Inputs& in, const Size&) {
+            return layer_norm(in[0], {in[0].size(-1)}, in[1], in[2]);
+          }},
       // d2l's AddNorm: layer_norm(x + dropout(y, 0.1)), in training
       {"dropout_add_layer_norm", Op::dropout_add_layer_norm,
           [](const Size& s) {
@@ -249,11 +266,13 @@ const std::vector<Row>& rows() {
                 normal({s.D}, 3)};
           },
           [](const Inputs& in, const Size&) {
-            return dropout_add_layer_norm(in[0], in[1], {in[0].size(-1)}, in[2], in[3], 1e-5, 0.1,
-                true, default_generator());
+            return dropout_add_layer_norm(
+                in[0], in[1], {in[0].size(-1)}, in[2], in[3], 1e-5, 0.1, true, default_generator());
           }},
       {"rms_norm", Op::rms_norm,
-          [](const Size& s) { return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.D}, 2)}; },
+          [](const Size& s) {
+            return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.D}, 2)};
+          },
           [](const Inputs& in, const Size&) { return rms_norm(in[0], {in[0].size(-1)}, in[1]); }},
       // losses (ops_loss.cpp): logits (B·T, D) over D classes, targets (B·T) int64, the mean
       {"cross_entropy", Op::cross_entropy,
@@ -263,7 +282,9 @@ const std::vector<Row>& rows() {
           [](const Inputs& in, const Size&) { return cross_entropy(in[0], in[1]); }},
       // matrix product (ops_matmul.cpp): (B, T, D) · (D, D)
       {"matmul", Op::matmul,
-          [](const Size& s) { return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.D, s.D}, 2)}; },
+          [](const Size& s) {
+            return Inputs{normal({s.B, s.T, s.D}, 1), normal({s.D, s.D}, 2)};
+          },
           [](const Inputs& in, const Size&) { return matmul(in[0], in[1]); }},
       {"linear", Op::linear, x_w_b_of,
           [](const Inputs& in, const Size&) { return linear(in[0], in[1], in[2]); }},
@@ -271,18 +292,35 @@ const std::vector<Row>& rows() {
           [](const Inputs& in, const Size&) { return linear_relu(in[0], in[1], in[2]); }},
       // shape and indexing (ops_shape.cpp)
       {"reshape", Op::reshape, x_of,
-          [](const Inputs& in, const Size&) { return reshape(in[0], {-1, in[0].size(-1)}); }},
-      {"permute", Op::permute, x_of, [](const Inputs& in, const Size&) { return permute(in[0], {0, 2, 1}); }},
-      {"squeeze", Op::squeeze, [](const Size& s) { return Inputs{normal({s.B, 1, s.T, s.D}, 1)}; },
+          [](const Inputs& in, const Size&) {
+            return reshape(in[0], {-1, in[0].size(-1)});
+          }},
+      {"permute", Op::permute, x_of,
+          [](const Inputs& in, const Size&) {
+            return permute(in[0], {0, 2, 1});
+          }},
+      {"squeeze", Op::squeeze,
+          [](const Size& s) {
+            return Inputs{normal({s.B, 1, s.T, s.D}, 1)};
+          },
           [](const Inputs& in, const Size&) { return squeeze(in[0], 1); }},
-      {"unsqueeze", Op::unsqueeze, x_of, [](const Inputs& in, const Size&) { return unsqueeze(in[0], 1); }},
+      {"unsqueeze", Op::unsqueeze, x_of,
+          [](const Inputs& in, const Size&) { return unsqueeze(in[0], 1); }},
       // (B, 1, D) -> (B, T, D)
-      {"expand", Op::expand, [](const Size& s) { return Inputs{normal({s.B, 1, s.D}, 1)}; },
-          [](const Inputs& in, const Size& s) { return expand(in[0], {s.B, s.T, s.D}); }},
+      {"expand", Op::expand,
+          [](const Size& s) {
+            return Inputs{normal({s.B, 1, s.D}, 1)};
+          },
+          [](const Inputs& in, const Size& s) {
+            return expand(in[0], {s.B, s.T, s.D});
+          }},
       // the first half of the features, x[..., :D/2]
       {"slice", Op::slice, x_of,
           [](const Inputs& in, const Size&) { return slice(in[0], -1, 0, in[0].size(-1) / 2); }},
-      {"concat", Op::concat, a_b_of, [](const Inputs& in, const Size&) { return concat({in[0], in[1]}, -1); }},
+      {"concat", Op::concat, a_b_of,
+          [](const Inputs& in, const Size&) {
+            return concat({in[0], in[1]}, -1);
+          }},
       // an embedding lookup: B·T rows of a table (B·T, D), by int64 ids
       {"index_select", Op::index_select,
           [](const Size& s) {
@@ -309,7 +347,8 @@ const std::vector<Row>& rows() {
             return topk(in[0], std::max<int64_t>(1, in[0].size(-1) / 8), -1).values;
           }},
       // random (ops_random.cpp)
-      {"dropout", Op::dropout, x_of, [](const Inputs& in, const Size&) { return dropout(in[0], 0.1, true); }},
+      {"dropout", Op::dropout, x_of,
+          [](const Inputs& in, const Size&) { return dropout(in[0], 0.1, true); }},
       // rotary position embedding (ops_rotary.cpp): x (B, T, H, d), as a projection makes it,
       // turned on its head view (B, H, T, d) with interleaved pairs (Llama's)
       {"rotary_embedding", Op::rotary_embedding,
@@ -322,13 +361,21 @@ const std::vector<Row>& rows() {
           }},
       // ag::attention's two kernels, forced, without and with a causal mask
       {"scaled_dot_product_attention", Op::scaled_dot_product_attention, q_k_v_of,
-          [](const Inputs& in, const Size&) { return attention_on(in, AttentionKernel::whole_rows, false); }},
+          [](const Inputs& in, const Size&) {
+            return attention_on(in, AttentionKernel::whole_rows, false);
+          }},
       {"scaled_dot_product_attention:causal", Op::scaled_dot_product_attention, q_k_v_of,
-          [](const Inputs& in, const Size&) { return attention_on(in, AttentionKernel::whole_rows, true); }},
+          [](const Inputs& in, const Size&) {
+            return attention_on(in, AttentionKernel::whole_rows, true);
+          }},
       {"flash_attention", Op::flash_attention, q_k_v_of,
-          [](const Inputs& in, const Size&) { return attention_on(in, AttentionKernel::tiled, false); }},
+          [](const Inputs& in, const Size&) {
+            return attention_on(in, AttentionKernel::tiled, false);
+          }},
       {"flash_attention:causal", Op::flash_attention, q_k_v_of,
-          [](const Inputs& in, const Size&) { return attention_on(in, AttentionKernel::tiled, true); }},
+          [](const Inputs& in, const Size&) {
+            return attention_on(in, AttentionKernel::tiled, true);
+          }},
   };
   return kRows;
 }
@@ -349,8 +396,10 @@ void check_rows_cover_op_list() {
   if (!missing.empty()) {
     std::string list;
     for (const std::string& name : missing) list += (list.empty() ? "" : ", ") + name;
-    throw std::logic_error("no row in bench/bench_ops.cpp (and bench/bench_ops_torch.py) for the "
-                           "op(s) of autograd/op_list.h: " + list);
+    throw std::logic_error(
+        "no row in bench/bench_ops.cpp (and bench/bench_ops_torch.py) for the "
+        "op(s) of autograd/op_list.h: " +
+        list);
   }
 }
 
@@ -379,7 +428,7 @@ struct Settings {
   int max_samples;        // (but no more than this many)
   int warmup_calls;       // untimed calls first
 };
-constexpr Settings kFull{0.010, 0.25, 5, 25, 2};
+constexpr Settings kFull{0.010, 0.10, 3, 15, 1};
 constexpr Settings kQuick{0.002, 0.02, 3, 5, 1};
 
 volatile float g_sink = 0;  // keeps every result observable
@@ -470,16 +519,18 @@ int run(int argc, char** argv) {
   std::string ops, sizes = "small,medium,large", threads = "1";
   bool quick = false, json = false, list = false;
   Settings settings = kFull;
-  CLI::App app{"ag-bench-ops: every op of autograd/op_list.h, forward + backward of f(x).sum(), "
-               "timed (see docs/benchmarks.md, \"Every op against PyTorch\")"};
+  CLI::App app{
+      "ag-bench-ops: every op of autograd/op_list.h, forward + backward of f(x).sum(), "
+      "timed (see docs/benchmarks.md, \"Every op against PyTorch\")"};
   app.add_option("--op", ops, "rows or ops to time, comma-separated (default: all; see --list)");
   app.add_option("--size", sizes, "small, medium, large or BxTxD, comma-separated")
       ->capture_default_str();
-  app.add_option("--threads", threads, "ag's thread counts, comma-separated")->capture_default_str();
+  app.add_option("--threads", threads, "ag's thread counts, comma-separated")
+      ->capture_default_str();
   app.add_flag("--quick", quick, "short samples, few of them (a smoke run)");
   double budget_ms = 0;
   app.add_option("--budget-ms", budget_ms,
-         "time spent sampling each row at each size and thread count (default 250, --quick 20)")
+         "time spent sampling each row at each size and thread count (default 100, --quick 20)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "one JSON object per row, size and thread count, a line each");
   app.add_flag("--list", list, "print the row names and exit");
@@ -507,17 +558,18 @@ int run(int argc, char** argv) {
     fail<ValueError>("--size and --threads need at least one value each");
 
   if (!json)
-    std::printf("%-38s %-8s %-12s %3s %10s %8s\n", "row", "size", "shape", "thr", "ms/call",
-        "samples");
+    std::printf(
+        "%-38s %-8s %-12s %3s %10s %8s\n", "row", "size", "shape", "thr", "ms/call", "samples");
   for (int thread_count : thread_counts) {
     set_num_threads(thread_count);
     for (const Size& size : size_list)
       for (const Row* row : picked) {
         const Timing t = time_row(*row, size, settings);
         if (json) {
-          std::printf("{\"impl\": \"ag\", \"name\": \"%s\", \"op\": \"%s\", \"size\": \"%s\", "
-                      "\"shape\": \"%s\", \"threads\": %d, \"median_ms\": %.6g, "
-                      "\"calls_per_sample\": %d, \"samples_ms\": [",
+          std::printf(
+              "{\"impl\": \"ag\", \"name\": \"%s\", \"op\": \"%s\", \"size\": \"%s\", "
+              "\"shape\": \"%s\", \"threads\": %d, \"median_ms\": %.6g, "
+              "\"calls_per_sample\": %d, \"samples_ms\": [",
               row->name.c_str(), op_name(row->op), size.name.c_str(), size.shape().c_str(),
               thread_count, t.median_ms, t.calls_per_sample);
           for (size_t i = 0; i < t.sample_ms.size(); ++i)
