@@ -157,8 +157,8 @@ struct Row {
   std::string name;  // the op's name, or op:variant
   Op op;             // the op of op_list.h it measures: its call must record a node of it
   std::function<Inputs(const Size&)> inputs;  // leaves (requires grad) and constants
-  std::function<Tensor(const Inputs& in, const Size& s)>
-      call;  // y = f(inputs); then y.sum().backward()
+  // y = f(inputs), whose sum the timing loop backpropagates: y.sum().backward()
+  std::function<Tensor(const Inputs& in, const Size& s)> call;
 };
 
 // x (B, T, D) ~ N(0, 1), the input of most rows.
