@@ -22,9 +22,11 @@
 # op, or where ag's op is a fused variant (listed under the table).
 # --sizes: small (4, 8, 32), medium (32, 64, 512), large (32, 256, 512) or BxTxD.
 # --op NAME,...: rows (e.g. gelu, flash_attention:causal) or ops (all their rows) only.
-# --quick: short samples, few of them (about 30 s for everything; a first look, not numbers to
-#   quote). --budget-ms MS: time sampled per row, size, thread count and side (default 100).
-# A full run takes about 5 minutes on 2 cores. Run it on a quiet machine: 2-thread runs need both
+# --quick: short samples, few of them (a first look, not numbers to quote; it saves the sampling,
+#   not the processes and the inputs). --budget-ms MS: time sampled per row, size, thread count
+#   and side (default 100).
+# A full run took 9 minutes, --quick 5.5, on the shared 2-core VM with a load average of 5–7 (other
+# work running); most of it is the large size. Run it on a quiet machine: 2-thread runs need both
 # cores. PyTorch is Debian's python3-torch, so the script runs /usr/bin/python3 ($PYTHON overrides
 # it); its threads are set as in bench/compare_train.sh (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
 # torch.set_num_threads; OMP_WAIT_POLICY as above), and both run OpenBLAS on its
