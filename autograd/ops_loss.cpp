@@ -11,6 +11,8 @@
 
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/row_reductions.h"
+#include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/profiler.h"
@@ -44,19 +46,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     T* loss = losses.data<T>();
     T* prob = probabilities.data<T>();
     // Row by row, rows split between the threads (each row is one thread's whole work, so the
-    // result does not depend on the thread count); two double exps per element, as the committed
-    // training fixtures were made (tests/io/test_v1_files.cpp resumes one bit for bit).
+    // result does not depend on the thread count): the log-sum-exp with the max m taken out,
+    //   loss = m + log Σ_v exp(x_v − m) − x_t,   softmax_v = exp(x_v − m) / Σ exp(x − m),
+    // one vectorised exp per element (detail/vector_math.h), the max and the sum in lanes.
+    const auto exp = detail::vec::functions(T()).exp;
     parallel_for(N, 8 * V, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         const T* row = px + n * V;
-        T m = row[0];
-        for (int64_t v = 1; v < V; ++v) m = std::max(m, row[v]);
-        double total = 0;
-        for (int64_t v = 0; v < V; ++v) total += std::exp(double(row[v] - m));
-        const double log_total = std::log(total);
-        loss[n] = static_cast<T>(double(m) + log_total - double(row[target_ids[n]]));
-        for (int64_t v = 0; v < V; ++v)
-          prob[n * V + v] = static_cast<T>(std::exp(double(row[v] - m) - log_total));
+        T* p = prob + n * V;
+        const T m = detail::row_max_lanes(row, V);
+        for (int64_t v = 0; v < V; ++v) p[v] = row[v] - m;
+        exp(p, p, V);                                      // e = exp(x − m)
+        const double total = detail::row_sum_lanes(p, V);  // Σ e
+        loss[n] = static_cast<T>(double(m) + std::log(total) - double(row[target_ids[n]]));
+        const T inverse = static_cast<T>(1.0 / total);
+        for (int64_t v = 0; v < V; ++v) p[v] *= inverse;  // softmax = e / Σ e
       }
     });
   });

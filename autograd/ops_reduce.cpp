@@ -90,11 +90,31 @@ AG_TARGET_CLONES double sum_contiguous(const double* in, int64_t n) {
   return sum_contiguous_impl(in, n);
 }
 
+// Whether x's elements fill [data, data + numel) exactly, in some order of its dims (a contiguous
+// tensor, or a permutation of one): its strides, sorted, are those of a contiguous tensor.
+bool dense_in_memory(const Tensor& x) {
+  std::vector<std::pair<int64_t, int64_t>> stride_size;  // (stride, size) of the dims of size > 1
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (x.shape()[d] > 1) stride_size.emplace_back(x.strides()[d], x.shape()[d]);
+  std::sort(stride_size.begin(), stride_size.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : stride_size) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
 // Σ of each group, in double.
 std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r, const char* op) {
   std::vector<double> acc;
   detail::reserve_scratch(acc, static_cast<std::size_t>(numel(r.keep_shape)), op, r.out_shape);
   acc.assign(static_cast<std::size_t>(numel(r.keep_shape)), 0.0);
+  if (acc.size() == 1 && dense_in_memory(x)) {
+    // A sum of everything of a contiguous or permuted tensor: its memory in order, one row.
+    dispatch(x.dtype(), [&]<typename T>() { acc[0] = sum_contiguous(x.data<T>(), x.numel()); });
+    return acc;
+  }
   dispatch(x.dtype(), [&]<typename T>() {
     const T* px = x.data<T>();
     for_each_row<2>(x.shape(), {x.strides(), group_strides(r)},

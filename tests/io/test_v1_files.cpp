@@ -1,12 +1,12 @@
 // Files written before persistence moved out of the engine and the optimizer (tests/io/fixtures/,
 // made by e6d2547; its README has the commands) still load, and ag-train resumes the checkpoint
-// bit for bit as e6d2547 did: the same losses, the same final model, the same final checkpoint.
+// to the losses and the final model of e6d2547's run straight through.
 //
-// Bit for bit is a promise per build: the fixtures come from a Release build (no sanitizers, no
-// -march=native), and only such a build compiles the float arithmetic the same way
-// (AG_BUILD_LIKE_FIXTURES, tests/io/CMakeLists.txt). Other builds — the sanitizer build of CI
-// among them — must resume to the same losses and weights within 1e-5 relative (float32 rounding
-// of a few updates compiled differently), which still catches any state that failed to load.
+// Within 1e-5 relative, not bit for bit: issue 32's vectorised math (SLEEF's exp in the
+// cross-entropy, softmax's sums in lanes) rounds the last bits of a step differently from the
+// kernels that made the fixtures, as does a build that compiles the float arithmetic differently
+// (the sanitizer build). 1e-5 over twenty steps still catches any state that failed to load: a
+// fresh optimizer state or a wrong step count moves the losses in the third digit.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -43,9 +43,8 @@ void check_same_tensors(
   }
 }
 
-// The loss column of a --loss-log file ("step,loss" and a row per step, in hexadecimal floats);
-// for the builds that are not held to bit for bit.
-[[maybe_unused]] std::vector<double> loss_column(const std::string& csv) {
+// The loss column of a --loss-log file ("step,loss" and a row per step, in hexadecimal floats).
+std::vector<double> loss_column(const std::string& csv) {
   std::istringstream lines(csv);
   std::vector<double> losses;
   std::string line;
@@ -111,7 +110,7 @@ TEST_CASE(
   CHECK(expected.tensors.size() == 2 * count);
 }
 
-TEST_CASE("ag-train resumes the version-1 checkpoint bit for bit", "[io][v1][resume]") {
+TEST_CASE("ag-train resumes the version-1 checkpoint to the run it stopped", "[io][v1][resume]") {
   std::string pattern = (fs::temp_directory_path() / "ag-v1-XXXXXX").string();
   REQUIRE(::mkdtemp(pattern.data()) != nullptr);
   const fs::path dir = pattern;
@@ -130,16 +129,6 @@ TEST_CASE("ag-train resumes the version-1 checkpoint bit for bit", "[io][v1][res
   REQUIRE(std::system(command.c_str()) == 0);
   CHECK(read_bytes(dir / "out.txt").find("resuming") != std::string::npos);
 
-#ifdef AG_BUILD_LIKE_FIXTURES
-  // Steps 21-40 lose what they lost in e6d2547's run straight through (hexadecimal floats) ...
-  CHECK(read_bytes(dir / "r.csv") == straight_losses);
-  // ... end in its final model, byte for byte ...
-  CHECK(read_bytes(dir / "r.agm") == read_bytes(fixtures / "model-v1.agm"));
-  // ... and in its final checkpoint (not committed; its size and CRC-32 as that run wrote it).
-  const std::string final_checkpoint = read_bytes(dir / "r.agc");
-  CHECK(final_checkpoint.size() == 48584);
-  CHECK(crc32(final_checkpoint) == 0x11a4931bu);
-#else
   const std::vector<double> losses = loss_column(read_bytes(dir / "r.csv"));
   const std::vector<double> expected_losses = loss_column(straight_losses);
   REQUIRE(losses.size() == 40);
@@ -161,6 +150,5 @@ TEST_CASE("ag-train resumes the version-1 checkpoint bit for bit", "[io][v1][res
     for (std::size_t i = 0; i < got.size(); ++i)
       CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-7));
   }
-#endif
   fs::remove_all(dir);
 }
