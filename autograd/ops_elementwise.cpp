@@ -547,14 +547,14 @@ Tensor relu(const Tensor& x) {
   AG_PROFILE_OP(Op::relu);
   detail::check_floating(x, "relu");
   // NaN stays NaN, as in PyTorch: only what is known to be ≤ 0 becomes 0.
-  Tensor out = map_unary(x, [](auto v) { return v <= 0 ? decltype(v)(0) : v; });
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.relu; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, relu: g · [x > 0]
   return detail::record(
       Op::relu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
-        return {map_binary(
-            g, x, "relu_backward", [](auto gv, auto xv) { return xv > 0 ? gv : decltype(gv)(0); })};
+        return {map_backward_vectorised(
+            g, x, "relu_backward", [](const auto& f) { return f.relu_backward; })};
       });
 }
 

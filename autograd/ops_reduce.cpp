@@ -71,7 +71,7 @@ void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* 
 // dependent additions, four cycles each, where the lanes take a fraction of a cycle per element.
 // The order is fixed by the row alone, so a sum's bits do not depend on the thread count.
 template <class T>
-double sum_contiguous_impl(const T* in, int64_t n) {
+[[gnu::always_inline]] inline double sum_contiguous_impl(const T* in, int64_t n) {
   constexpr int64_t kLanes = 16;
   double lanes[kLanes] = {};
   int64_t i = 0;

@@ -44,7 +44,7 @@ using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
 // One copy of every function, for one element type.
 template <class T>
 struct Functions {
-  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt;
+  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
   BackwardFn<T> exp_backward;      // s = y = eˣ:       g · y
   BackwardFn<T> tanh_backward;     // s = y = tanh x:   g · (1 − y²)
   BackwardFn<T> sigmoid_backward;  // s = y = σ(x):     g · y (1 − y)
@@ -53,6 +53,7 @@ struct Functions {
   BackwardFn<T> silu_backward;  // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
   BackwardFn<T> sin_backward;   // s = x:            g · cos x
   BackwardFn<T> cos_backward;   // s = x:            −g · sin x
+  BackwardFn<T> relu_backward;  // s = x:            g · [x > 0]
 };
 
 // The copy every op uses (picked once; see above).

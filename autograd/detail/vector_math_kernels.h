@@ -182,6 +182,14 @@ struct Kernels {
     map(x, y, n, [](V v) { return T(1) / Isa::sqrt(v); });
   }
 
+  // relu(x) = x for x > 0, else 0; NaN stays NaN (only what is known to be ≤ 0 becomes 0)
+  static void relu(const T* x, T* y, int64_t n) {
+    map(x, y, n, [](V v) {
+      const V zero{};
+      return v <= zero ? zero : v;
+    });
+  }
+
   // ---- backward: out = g · f′ ----
   static void exp_backward(const T* g, const T* y, T* out, int64_t n) {
     map(g, y, out, n, [](V gv, V yv) { return gv * yv; });  // (eˣ)′ = eˣ = y
@@ -224,10 +232,17 @@ struct Kernels {
     map(g, x, out, n, [](V gv, V xv) { return -gv * Isa::sin(xv); });  // cos′ = −sin
   }
 
+  static void relu_backward(const T* g, const T* x, T* out, int64_t n) {
+    map(g, x, out, n, [](V gv, V xv) {  // relu′ = [x > 0] (0 at the kink, as PyTorch's)
+      const V zero{};
+      return xv > zero ? gv : zero;
+    });
+  }
+
   static const Functions<T>& functions() {
     static const Functions<T> table{exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt,
-        rsqrt, exp_backward, tanh_backward, sigmoid_backward, gelu_backward, gelu_tanh_backward,
-        silu_backward, sin_backward, cos_backward};
+        rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward, gelu_backward,
+        gelu_tanh_backward, silu_backward, sin_backward, cos_backward, relu_backward};
     return table;
   }
 };
