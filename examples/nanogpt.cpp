@@ -126,9 +126,9 @@ std::string config_problem(const Config& c) {
 // characters (Unicode code points) of the whole text; the first 90 % of the characters train, the
 // rest validate.
 struct Dataset {
-  std::u32string itos;                // id -> character
-  std::map<char32_t, int64_t> stoi;   // character -> id
-  std::vector<int64_t> train, val;    // the two splits' ids
+  std::u32string itos;               // id -> character
+  std::map<char32_t, int64_t> stoi;  // character -> id
+  std::vector<int64_t> train, val;   // the two splits' ids
   int64_t characters = 0;
   uint32_t crc = 0;  // of the text: a resumed run must read the same one
 };
@@ -183,8 +183,8 @@ struct Batch {
   Tensor x, y;  // (rows, T) int64
 };
 
-Batch get_batch(const std::vector<int64_t>& data, int64_t rows, int64_t block_size,
-    BatchStream& stream) {
+Batch get_batch(
+    const std::vector<int64_t>& data, int64_t rows, int64_t block_size, BatchStream& stream) {
   const auto range = static_cast<uint64_t>(data.size()) - static_cast<uint64_t>(block_size);
   std::vector<int64_t> x, y;
   for (int64_t b = 0; b < rows; ++b) {
@@ -209,8 +209,8 @@ class CausalSelfAttention : public nn::Module {
   explicit CausalSelfAttention(const GPTConfig& config)
       : n_head(config.n_head), n_embd(config.n_embd), dropout(config.dropout) {
     // key, query, value projections for all heads, but in a batch: one Linear
-    c_attn = register_module(
-        "c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, config.bias));
+    c_attn =
+        register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, config.bias));
     // output projection
     c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, config.bias));
     resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout));
@@ -220,7 +220,7 @@ class CausalSelfAttention : public nn::Module {
     // batch size, sequence length, embedding dimensionality (n_embd)
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     // query, key, value for all heads in one product, then the heads moved next to the batch
-    const std::vector<Tensor> qkv = split(c_attn->forward(x), n_embd, 2);  // 3 x (B, T, C)
+    const std::vector<Tensor> qkv = split(c_attn->forward(x), n_embd, 2);      // 3 x (B, T, C)
     const Tensor q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
     const Tensor k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
     const Tensor v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
@@ -244,17 +244,17 @@ class CausalSelfAttention : public nn::Module {
 class MLP : public nn::Module {
  public:
   explicit MLP(const GPTConfig& config) {
-    c_fc = register_module("c_fc",
-        std::make_shared<nn::Linear>(config.n_embd, 4 * config.n_embd, config.bias));
+    c_fc = register_module(
+        "c_fc", std::make_shared<nn::Linear>(config.n_embd, 4 * config.n_embd, config.bias));
     gelu = register_module("gelu", std::make_shared<nn::GELU>());  // the exact erf form
-    c_proj = register_module("c_proj",
-        std::make_shared<nn::Linear>(4 * config.n_embd, config.n_embd, config.bias));
+    c_proj = register_module(
+        "c_proj", std::make_shared<nn::Linear>(4 * config.n_embd, config.n_embd, config.bias));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout));
   }
   Tensor forward(Tensor x) const {
-    x = c_fc->forward(x);     // (B, T, 4C)
-    x = gelu->forward(x);     // (B, T, 4C)
-    x = c_proj->forward(x);   // (B, T, C)
+    x = c_fc->forward(x);    // (B, T, 4C)
+    x = gelu->forward(x);    // (B, T, 4C)
+    x = c_proj->forward(x);  // (B, T, C)
     return dropout->forward(x);
   }
   std::string type_name() const override { return "MLP"; }
@@ -350,8 +350,8 @@ class GPT : public nn::Module {
     const Tensor pos = arange(0, static_cast<double>(t), 1, int64);  // (T)
 
     // forward the GPT model itself
-    const Tensor tok_emb = wte->forward(idx);  // token embeddings (B, T, C)
-    const Tensor pos_emb = wpe->forward(pos);  // position embeddings (T, C)
+    const Tensor tok_emb = wte->forward(idx);     // token embeddings (B, T, C)
+    const Tensor pos_emb = wpe->forward(pos);     // position embeddings (T, C)
     Tensor x = drop->forward(tok_emb + pos_emb);  // (B, T, C)
     for (const auto& block : *h) x = std::static_pointer_cast<Block>(block)->forward(x);
     x = ln_f->forward(x);  // (B, T, C)
@@ -477,7 +477,8 @@ int train(Config& c, training::RunOptions& o) {
     throw CheckpointError("checkpoint " + o.resume + ": the text it was trained on (" +
                           (c.text.empty() ? std::string("the fortunes") : c.text) +
                           ") has changed since");
-  for (const auto& [split, ids] : {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}})
+  for (const auto& [split, ids] :
+      {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}})
     if (static_cast<int64_t>(ids->size()) <= c.block_size)
       throw training::UsageError(std::string("the text is too short: its ") + split +
                                  " split has " + std::to_string(ids->size()) +
@@ -489,14 +490,19 @@ int train(Config& c, training::RunOptions& o) {
   std::printf("train has %s tokens\nval has %s tokens\n",
       with_commas(static_cast<int64_t>(dataset.train.size())).c_str(),
       with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
-  std::printf("tokens per iteration will be: %s\n",
-      with_commas(o.batch_size * c.block_size).c_str());
+  std::printf(
+      "tokens per iteration will be: %s\n", with_commas(o.batch_size * c.block_size).c_str());
   training::print_data_parallel(o, "windows");
 
   // ---- the model -------------------------------------------------------------------------------
   manual_seed(c.seed);  // the initial weights (and dropout's stream)
-  GPT model({.block_size = c.block_size, .vocab_size = vocab_size, .n_layer = c.n_layer,
-      .n_head = c.n_head, .n_embd = c.n_embd, .dropout = c.dropout, .bias = c.bias});
+  GPT model({.block_size = c.block_size,
+      .vocab_size = vocab_size,
+      .n_layer = c.n_layer,
+      .n_head = c.n_head,
+      .n_embd = c.n_embd,
+      .dropout = c.dropout,
+      .bias = c.bias});
   // report number of parameters (nanoGPT's line, and the exact count)
   std::printf("number of parameters: %.2fM (%s)\n",
       static_cast<double>(model.get_num_params()) / 1e6,
@@ -507,7 +513,8 @@ int train(Config& c, training::RunOptions& o) {
   // embeddings decay, the biases and LayerNorms do not.
   std::vector<optim::ParamGroup> groups =
       optim::weight_decay_groups(model.parameters(), c.weight_decay);
-  for (const auto& [group, what] : {std::pair{&groups[0], "decayed"}, std::pair{&groups[1], "non-decayed"}}) {
+  for (const auto& [group, what] :
+      {std::pair{&groups[0], "decayed"}, std::pair{&groups[1], "non-decayed"}}) {
     int64_t numel = 0;
     for (const Tensor& p : group->params) numel += p.numel();
     std::printf("num %s parameter tensors: %zu, with %s parameters\n", what, group->params.size(),
@@ -541,7 +548,8 @@ int train(Config& c, training::RunOptions& o) {
     std::map<std::string, double> out;
     NoGradGuard no_grad;
     model.eval();
-    for (const auto& [split, ids] : {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}}) {
+    for (const auto& [split, ids] :
+        {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}}) {
       double losses = 0;
       for (int64_t k = 0; k < c.eval_iters; ++k) {
         const Batch batch = get_batch(*ids, c.batch_size, c.block_size, batches);
@@ -575,19 +583,17 @@ int train(Config& c, training::RunOptions& o) {
       const Tensor y = batch.y.narrow(0, first, last - first);  // (rows, T)
       return std::pair{model.forward(x, y).loss, static_cast<double>(last - first)};
     };
-    const training::StepResult result =
-        step.take(t, static_cast<double>(o.batch_size), loss_of);
+    const training::StepResult result = step.take(t, static_cast<double>(o.batch_size), loss_of);
     if (result.diverged) return 1;
-    const double dt =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (loss_log.is_open()) {
       char row[64];
       std::snprintf(row, sizeof row, "%lld,%a", static_cast<long long>(t), result.loss);
       loss_log.row(row);
     }
     if ((t - 1) % c.log_interval == 0)
-      std::printf("iter %lld: loss %.4f, time %.2fms\n", static_cast<long long>(t - 1),
-          result.loss, dt * 1000);
+      std::printf("iter %lld: loss %.4f, time %.2fms\n", static_cast<long long>(t - 1), result.loss,
+          dt * 1000);
     if (t % c.eval_interval == 0 || t == o.steps) evaluate(t);
     const bool stop = run.stop_requested();  // Ctrl-C, on every rank after the same step
     if (run.save_due(t, stop)) run.save(t);
@@ -618,15 +624,17 @@ int main(int argc, char** argv) {
   // train.py's configuration, under its names (n_layer -> --n-layer)
   app.add_option("--text", c.text, "the UTF-8 text to train on (default: Debian's fortunes)")
       ->type_name("FILE");
-  training::add_whole_number(app, "--n-layer", c.n_layer, "Transformer blocks", int64_t{1}, kMaxLayers);
+  training::add_whole_number(
+      app, "--n-layer", c.n_layer, "Transformer blocks", int64_t{1}, kMaxLayers);
   training::add_whole_number(app, "--n-head", c.n_head, "attention heads", int64_t{1}, kMaxWidth);
-  training::add_whole_number(app, "--n-embd", c.n_embd, "the embedding width", int64_t{1}, kMaxWidth);
+  training::add_whole_number(
+      app, "--n-embd", c.n_embd, "the embedding width", int64_t{1}, kMaxWidth);
   training::add_whole_number(
       app, "--block-size", c.block_size, "the context, in characters", int64_t{1}, kMaxBlock);
   app.add_option("--dropout", c.dropout, "dropout probability")->capture_default_str();
   app.add_flag("--bias", c.bias, "biases in the Linears and LayerNorms, like GPT-2");
-  training::add_whole_number(app, "--batch-size", c.batch_size,
-      "windows per micro-batch", int64_t{1}, training::kMaxBatchSize);
+  training::add_whole_number(app, "--batch-size", c.batch_size, "windows per micro-batch",
+      int64_t{1}, training::kMaxBatchSize);
   training::add_whole_number(app, "--gradient-accumulation-steps", c.gradient_accumulation_steps,
       "micro-batches per iteration, their gradients added", int64_t{1}, training::kMaxBatchSize);
   training::add_whole_number(
@@ -635,8 +643,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--min-lr", c.min_lr, "the learning rate at --lr-decay-iters and after")
       ->capture_default_str();
-  training::add_whole_number(app, "--warmup-iters", c.warmup_iters,
-      "iterations of linear warm-up", int64_t{0}, int64_t{1} << 40);
+  training::add_whole_number(app, "--warmup-iters", c.warmup_iters, "iterations of linear warm-up",
+      int64_t{0}, int64_t{1} << 40);
   training::add_whole_number(app, "--lr-decay-iters", c.lr_decay_iters,
       "the iteration where the cosine decay reaches --min-lr", int64_t{1}, int64_t{1} << 40);
   app.add_option("--weight-decay", c.weight_decay, "AdamW's weight decay of the >= 2-D parameters")
@@ -656,8 +664,7 @@ int main(int argc, char** argv) {
       app, "--seed", c.seed, "seeds the initial weights, dropout and the batches");
   training::add_whole_number(app, "--sample", c.sample,
       "after training, sample this many characters (sample.py)", int64_t{0}, int64_t{1} << 20);
-  app.add_option("--temperature", c.temperature, "the sampling temperature")
-      ->capture_default_str();
+  app.add_option("--temperature", c.temperature, "the sampling temperature")->capture_default_str();
   training::add_whole_number(
       app, "--top-k", c.top_k, "sample among the k likeliest characters", int64_t{1}, kMaxWidth);
   // how this invocation runs, saves and reports: --threads, --checkpoint, --resume, …
