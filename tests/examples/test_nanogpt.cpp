@@ -77,13 +77,11 @@ TEST_CASE("ag-nanogpt's state dict has nanoGPT's names and shapes, with and with
         {"transformer.h.0.mlp.c_proj.weight", {C, 4 * C}}, {"transformer.ln_f.weight", {C}},
         {"transformer.wpe.weight", {4, C}}, {"transformer.wte.weight", {V, C}}};
     if (bias) {
-      expected.insert(expected.end(), {{"transformer.h.0.attn.c_attn.bias", {3 * C}},
-                                          {"transformer.h.0.attn.c_proj.bias", {C}},
-                                          {"transformer.h.0.ln_1.bias", {C}},
-                                          {"transformer.h.0.ln_2.bias", {C}},
-                                          {"transformer.h.0.mlp.c_fc.bias", {4 * C}},
-                                          {"transformer.h.0.mlp.c_proj.bias", {C}},
-                                          {"transformer.ln_f.bias", {C}}});
+      expected.insert(expected.end(),
+          {{"transformer.h.0.attn.c_attn.bias", {3 * C}}, {"transformer.h.0.attn.c_proj.bias", {C}},
+              {"transformer.h.0.ln_1.bias", {C}}, {"transformer.h.0.ln_2.bias", {C}},
+              {"transformer.h.0.mlp.c_fc.bias", {4 * C}}, {"transformer.h.0.mlp.c_proj.bias", {C}},
+              {"transformer.ln_f.bias", {C}}});
       std::sort(expected.begin(), expected.end());
     }
     CHECK(model_entries(tiny.checkpoint) == expected);
