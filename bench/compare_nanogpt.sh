@@ -18,6 +18,9 @@
 # torch-<seed>.txt. The table, read from the logs' nanoGPT lines:
 #   val loss     the last "step N: ..., val loss X" (after --max-iters updates)
 #   ms/iter      the median of the "iter N: ..., time Tms" lines, the first 10 left out
+#   CPU ms/iter  the median CPU time of an iteration (the process's, from both programs' summary
+#                line): on a machine shared with other work it shows the work an iteration costs,
+#                where the wall-clock time shows the waiting too
 #   ratio        ag / torch
 # and the issue's goals: ag's validation loss within 2 % of PyTorch's (every seed and the mean),
 # ag's ms/iteration <= 0.4x PyTorch's at 1 thread.
@@ -92,9 +95,13 @@ folder = sys.argv[1]
 
 
 def read(path):
-    """The last evaluation's val loss, its step, and the median ms of the iterations from 10 on."""
-    val, step, times = None, None, []
+    """The last evaluation's val loss, its step, the median ms of the iterations from 10 on, and
+    the summary's median CPU ms (None in a log without it)."""
+    val, step, times, cpu = None, None, [], None
     for line in open(path):
+        m = re.match(r"time per iteration: median [\d.]+ms, CPU time median ([\d.]+)ms", line)
+        if m:
+            cpu = float(m.group(1))
         m = re.match(r"step (\d+): train loss [\d.]+, val loss ([\d.]+)$", line)
         if m:
             step, val = int(m.group(1)), float(m.group(2))
@@ -103,7 +110,7 @@ def read(path):
             times.append(float(m.group(2)))
     if val is None or not times:
         sys.exit(f"compare_nanogpt.sh: {path} has no evaluation or no timed iterations")
-    return {"val": val, "step": step, "ms": statistics.median(times)}
+    return {"val": val, "step": step, "ms": statistics.median(times), "cpu": cpu}
 
 
 runs = {}
@@ -120,17 +127,27 @@ steps = {runs[s][i]["step"] for s in seeds for i in ("ag", "torch")}
 print(f"nanoGPT's CPU recipe on the fortunes, {'/'.join(map(str, sorted(steps)))} iterations; "
       f"ag-nanogpt and bench/nanogpt_torch.py of a seed side by side. {header}")
 print()
-print("| seed | ag val loss | torch val loss | ag / torch | ag ms/iter | torch ms/iter | ag / torch |")
-print("|---|---|---|---|---|---|---|")
+with_cpu = all(runs[s][i]["cpu"] is not None for s in seeds for i in ("ag", "torch"))
+
+
+def cpu_cells(a, t):
+    return f" {a['cpu']:.2f} | {t['cpu']:.2f} | {a['cpu'] / t['cpu']:.3f} |" if with_cpu else ""
+
+
+print("| seed | ag val loss | torch val loss | ag / torch | ag ms/iter | torch ms/iter | ag / torch |"
+      + (" ag CPU ms/iter | torch CPU ms/iter | ag / torch |" if with_cpu else ""))
+print("|---|---|---|---|---|---|---|" + ("---|---|---|" if with_cpu else ""))
 for s in seeds:
     a, t = runs[s]["ag"], runs[s]["torch"]
     print(f"| {s} | {a['val']:.4f} | {t['val']:.4f} | {a['val'] / t['val']:.3f} | "
-          f"{a['ms']:.2f} | {t['ms']:.2f} | {a['ms'] / t['ms']:.3f} |")
-mean = {i: {k: statistics.mean(runs[s][i][k] for s in seeds) for k in ("val", "ms")}
+          f"{a['ms']:.2f} | {t['ms']:.2f} | {a['ms'] / t['ms']:.3f} |" + cpu_cells(a, t))
+keys = ("val", "ms", "cpu") if with_cpu else ("val", "ms")
+mean = {i: {k: statistics.mean(runs[s][i][k] for s in seeds) for k in keys}
         for i in ("ag", "torch")}
 a, t = mean["ag"], mean["torch"]
-print(f"| mean | {a['val']:.4f} | {t['val']:.4f} | {a['val'] / t['val']:.3f} | {a['ms']:.2f} | "
-      f"{t['ms']:.2f} | {a['ms'] / t['ms']:.3f} |")
+if len(seeds) > 1:
+    print(f"| mean | {a['val']:.4f} | {t['val']:.4f} | {a['val'] / t['val']:.3f} | {a['ms']:.2f} | "
+          f"{t['ms']:.2f} | {a['ms'] / t['ms']:.3f} |" + cpu_cells(a, t))
 print()
 worst = max(abs(runs[s]["ag"]["val"] / runs[s]["torch"]["val"] - 1) for s in seeds)
 goals = [

@@ -42,7 +42,9 @@ What is the same as ag-nanogpt, and how:
     step max_iters, without nanoGPT's extra update after it);
   * the log lines: "step N: train loss X, val loss Y" and "iter N: loss X, time Tms", where the
     time is the iteration's alone — its batch, forward, backward and update — by
-    time.perf_counter, as ag-nanogpt's by std::chrono::steady_clock.
+    time.perf_counter, as ag-nanogpt's by std::chrono::steady_clock; and at the end the same
+    summary, "time per iteration: median Tms, CPU time median Cms" (the process's CPU time,
+    time.process_time, as ag-nanogpt's std::clock), the first 10 iterations left out.
 
 Threads: --threads N sets OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS before torch is
 imported and calls torch.set_num_threads(N), as bench/bench_train_torch.py and bench_lm_torch.py
@@ -52,6 +54,7 @@ do.
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -326,8 +329,9 @@ def main():
 
     model.train()
     evaluate(0)
+    wall_ms, cpu_ms = [], []
     for it in range(a.max_iters):  # the update that makes it + 1 updates
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for group in optimizer.param_groups:
             group["lr"] = get_lr(it)
         x, y = get_batch(train_data, rows, a.block_size, stream)
@@ -343,6 +347,8 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
+        wall_ms.append(dt * 1000)
+        cpu_ms.append((time.process_time() - cpu0) * 1000)
         if it % a.log_interval == 0:
             print(f"iter {it}: loss {lossf:.4f}, time {dt * 1000:.2f}ms")
         if not math.isfinite(lossf):
@@ -350,6 +356,9 @@ def main():
         if (it + 1) % a.eval_interval == 0 or it + 1 == a.max_iters:
             evaluate(it + 1)
     print(f"best val loss {best_val_loss:.4f}")
+    if len(wall_ms) > 10:  # ag-nanogpt's summary: medians, the first 10 iterations left out
+        print(f"time per iteration: median {statistics.median(wall_ms[10:]):.2f}ms, CPU time "
+              f"median {statistics.median(cpu_ms[10:]):.2f}ms (iterations from 10 on)")
 
 
 if __name__ == "__main__":

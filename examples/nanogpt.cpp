@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 #include <map>
 #include <set>
@@ -570,9 +571,12 @@ int train(Config& c, training::RunOptions& o) {
 
   // ---- the training loop -----------------------------------------------------------------------
   // ag's step t (1, 2, …) is nanoGPT's iter_num t − 1: the update that makes t updates.
+  // Each iteration's wall-clock and CPU time (the process's, all its threads), for the summary.
+  std::vector<double> wall_ms, cpu_ms;
   if (run.first_step() == 1) evaluate(0);
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
     const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t cpu0 = std::clock();
     // The step's global batch: gradient_accumulation_steps micro-batches, one after another.
     const Batch batch = get_batch(dataset.train, o.batch_size, c.block_size, batches);
     // The mean loss of rows [first, last) of the batch and their weight (their number): Step
@@ -586,6 +590,8 @@ int train(Config& c, training::RunOptions& o) {
     const training::StepResult result = step.take(t, static_cast<double>(o.batch_size), loss_of);
     if (result.diverged) return 1;
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wall_ms.push_back(dt * 1000);
+    cpu_ms.push_back(1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC);
     if (loss_log.is_open()) {
       char row[64];
       std::snprintf(row, sizeof row, "%lld,%a", static_cast<long long>(t), result.loss);
@@ -601,6 +607,20 @@ int train(Config& c, training::RunOptions& o) {
   }
   if (run.stopped_early()) return 0;
   std::printf("best val loss %.4f\n", best_val_loss);
+  // Not nanoGPT's: the median time of an iteration, the first 10 of this invocation left out (on a
+  // machine shared with other work, the CPU time shows the work and the wall-clock time also the
+  // waiting).
+  if (wall_ms.size() > 10) {
+    auto median_from_10 = [](std::vector<double> v) {  // Python's statistics.median
+      v.erase(v.begin(), v.begin() + 10);
+      std::sort(v.begin(), v.end());
+      const std::size_t n = v.size();
+      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
+    std::printf(
+        "time per iteration: median %.2fms, CPU time median %.2fms (iterations from 10 on)\n",
+        median_from_10(wall_ms), median_from_10(cpu_ms));
+  }
 
   // ---- sample.py: a continuation of "\n" ------------------------------------------------------
   if (c.sample > 0 && dist::rank() == 0) {
