@@ -493,7 +493,15 @@ int train(Config& c, training::RunOptions& o) {
       with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
   std::printf(
       "tokens per iteration will be: %s\n", with_commas(o.batch_size * c.block_size).c_str());
-  training::print_data_parallel(o, "windows");
+  training::RunOptions shown = o;  // (its chunks are our micro-batches: said below, in our words)
+  shown.chunk_rows = 0;
+  training::print_data_parallel(shown, "windows");
+  if (c.gradient_accumulation_steps > 1)
+    std::printf(
+        "gradient accumulation: %lld micro-batches of %lld windows an iteration, each with "
+        "its own forward and backward, their gradients added in order\n",
+        static_cast<long long>(c.gradient_accumulation_steps),
+        static_cast<long long>(c.batch_size));
 
   // ---- the model -------------------------------------------------------------------------------
   manual_seed(c.seed);  // the initial weights (and dropout's stream)
