@@ -185,7 +185,8 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-        # the explicit attention of nanoGPT's fallback: (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
+        # the explicit attention of nanoGPT's fallback:
+        # (B, nh, T, hs) x (B, nh, hs, T) -> (B, nh, T, T)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
         att = self.attn_dropout(F.softmax(att, dim=-1))

@@ -20,10 +20,12 @@ run=(--text "$text" --n-layer 1 --n-embd 32 --n-head 2 --block-size 16 --batch-s
 # 1. It trains: nanoGPT's lines, each iteration's and each evaluation's, finite losses, and a
 # validation loss at the end below the one at the start; then the sample between its dashes.
 "$nanogpt" "${run[@]}" --sample 30 > trained.txt || fail "$(cat trained.txt)"
-[[ $(grep -c '^iter [0-9]*: loss [0-9]*\.[0-9]\{4\}, time [0-9]*\.[0-9][0-9]ms$' trained.txt) == 60 ]] ||
+iter_line='^iter [0-9]*: loss [0-9]*\.[0-9]\{4\}, time [0-9]*\.[0-9][0-9]ms$'
+[[ $(grep -c "$iter_line" trained.txt) == 60 ]] ||
   fail "not 60 lines 'iter N: loss X, time Tms': $(cat trained.txt)"
 grep -q '^iter 59: ' trained.txt || fail "no iter 59"
-evaluations=$(grep '^step [0-9]*: train loss [0-9]*\.[0-9]\{4\}, val loss [0-9]*\.[0-9]\{4\}$' trained.txt)
+step_line='^step [0-9]*: train loss [0-9]*\.[0-9]\{4\}, val loss [0-9]*\.[0-9]\{4\}$'
+evaluations=$(grep "$step_line" trained.txt)
 [[ $(echo "$evaluations" | awk '{ print $2 }' | tr '\n' ' ') == "0: 30: 60: " ]] ||
   fail "evaluations at steps other than 0, 30, 60: $evaluations"
 echo "$evaluations" | awk '{ v[NR] = $NF } END { exit !(v[3] < v[1] - 0.3) }' ||
