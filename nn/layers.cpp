@@ -27,6 +27,13 @@ const Shape& layer_norm_shape(const Shape& shape, double eps, const char* layer 
   return shape;
 }
 
+// LayerNorm's weight, ones of normalized_shape (undefined without elementwise_affine), once the
+// arguments are checked.
+Tensor layer_norm_weight(const Shape& shape, double eps, bool elementwise_affine) {
+  layer_norm_shape(shape, eps);
+  return elementwise_affine ? ones(shape) : Tensor();
+}
+
 // RMSNorm's weight, ones of normalized_shape (undefined without elementwise_affine), once the
 // arguments are checked.
 Tensor rms_norm_weight(const Shape& shape, std::optional<double> eps, bool elementwise_affine) {
@@ -117,11 +124,14 @@ std::string Embedding::extra_repr() const {
   return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
 }
 
-LayerNorm::LayerNorm(std::vector<int64_t> shape, double epsilon)
+LayerNorm::LayerNorm(
+    std::vector<int64_t> shape, double epsilon, bool elementwise_affine, bool has_bias)
     : normalized_shape(std::move(shape)),
       eps(epsilon),
-      weight(register_parameter("weight", ones(layer_norm_shape(normalized_shape, eps)))),
-      bias(register_parameter("bias", zeros(normalized_shape))) {}
+      weight(register_parameter(
+          "weight", layer_norm_weight(normalized_shape, eps, elementwise_affine))),
+      bias(register_parameter(
+          "bias", elementwise_affine && has_bias ? zeros(normalized_shape) : Tensor())) {}
 
 Tensor LayerNorm::forward(const Tensor& x) const {
   check_normalized_input(x, normalized_shape, "LayerNorm");
@@ -133,12 +143,15 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   Tensor mu = mean(x, dims, /*keepdim=*/true);                       // (..., 1)
   Tensor sigma2 = var(x, dims, /*correction=*/0, /*keepdim=*/true);  // (..., 1), biased
   Tensor normalized = (x - mu) / sqrt(sigma2 + eps);                 // (..., *normalized_shape)
-  return normalized * weight + bias;
+  const Tensor scaled = weight.defined() ? normalized * weight : normalized;
+  return bias.defined() ? scaled + bias : scaled;
 }
 
 std::string LayerNorm::extra_repr() const {
+  // PyTorch's: '{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}' (2.1
+  // added bias without adding it to the repr)
   return python_tuple(normalized_shape) + ", eps=" + python_float(eps) +
-         ", elementwise_affine=True";
+         ", elementwise_affine=" + python_bool(weight.defined());
 }
 
 RMSNorm::RMSNorm(std::vector<int64_t> shape, std::optional<double> epsilon, bool elementwise_affine)

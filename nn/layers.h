@@ -95,9 +95,14 @@ class Embedding : public Module {
 // with the biased variance, as torch.nn.LayerNorm. weight starts at 1, bias at 0. With
 // fused_kernels() (the default) it is the one op ag::layer_norm; otherwise it is composed of
 // mean, var and elementwise ops as in d2l (nn/fused.h).
+// PyTorch 2.1's arguments: bias = false leaves out the shift, y = x̂ · weight (nanoGPT's
+// `LayerNorm(ndim, bias=False)`, GPT-2 without biases); elementwise_affine = false leaves out
+// both, y = x̂. A parameter left out is an empty slot (PyTorch's None), absent from
+// named_parameters() and state_dict().
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5);
+  explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5,
+      bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::string type_name() const override { return "LayerNorm"; }
@@ -105,8 +110,8 @@ class LayerNorm : public Module {
 
   std::vector<int64_t> normalized_shape;
   double eps;
-  Tensor& weight;  // normalized_shape
-  Tensor& bias;    // normalized_shape
+  Tensor& weight;  // normalized_shape; undefined without elementwise_affine
+  Tensor& bias;    // normalized_shape; undefined without elementwise_affine or without bias
 };
 
 // y = x / sqrt(mean(x²) + eps) · weight over the last normalized_shape.size() dims, as

@@ -202,6 +202,13 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
 
 }  // namespace
 
+std::vector<ParamGroup> weight_decay_groups(
+    const std::vector<Tensor>& params, double weight_decay) {
+  ParamGroup decay{{}, std::nullopt, weight_decay}, no_decay{{}, std::nullopt, 0.0};
+  for (const Tensor& p : params) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
 std::vector<ParamGroup> groups_of(BracedGroups groups) {
   std::vector<ParamGroup> out;
   for (const auto& params : groups) out.push_back({std::vector<Tensor>(params), {}, {}});

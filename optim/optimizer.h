@@ -28,6 +28,13 @@ struct ParamGroup {
   std::optional<double> lr = std::nullopt;  // (initialised, so {params} alone draws no warning)
   std::optional<double> weight_decay = std::nullopt;
 };
+// nanoGPT's configure_optimizers: weight decay only for the parameters of two or more dims — the
+// matrices of the Linears and the embeddings — and none for the rest — biases and LayerNorm
+// weights. Group 0: the >= 2-D parameters with weight_decay; group 1: the others with 0; each in
+// the order given (either may be empty).
+//   optim::AdamW optimizer(optim::weight_decay_groups(model.parameters(), 0.1), 1e-3, {0.9, 0.99});
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+
 // Groups written as lists of tensors, AdamW({{a, b}, {c}}, lr): each inner list is a group with
 // the optimizer's defaults. Every optimizer takes them, so that the braces mean groups — without
 // this overload {{a}, {b}} compiled as one group of two tensors, silently.

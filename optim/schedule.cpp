@@ -21,6 +21,24 @@ Schedule cosine_with_warmup(int64_t warmup, int64_t total, double min_factor) {
   };
 }
 
+Schedule nanogpt_schedule(int64_t warmup_iters, int64_t lr_decay_iters, double min_factor) {
+  if (warmup_iters < 0 || lr_decay_iters <= warmup_iters)
+    fail<ValueError>("nanogpt_schedule: need 0 <= warmup_iters (", warmup_iters,
+        ") < lr_decay_iters (", lr_decay_iters, ")");
+  if (!(min_factor >= 0 && min_factor <= 1))
+    fail<ValueError>("nanogpt_schedule: min_factor ", min_factor, " must be in [0, 1]");
+  return [=](int64_t t) {
+    const int64_t it = t - 1;  // nanoGPT counts its iterations from 0
+    if (it < warmup_iters)
+      return static_cast<double>(it + 1) / static_cast<double>(warmup_iters + 1);
+    if (it > lr_decay_iters) return min_factor;
+    const double decay_ratio =
+        static_cast<double>(it - warmup_iters) / static_cast<double>(lr_decay_iters - warmup_iters);
+    const double coeff = 0.5 * (1.0 + std::cos(std::numbers::pi * decay_ratio));  // 1 → 0
+    return min_factor + coeff * (1.0 - min_factor);
+  };
+}
+
 Schedule transformer_schedule(int64_t d_model, int64_t warmup) {
   if (d_model <= 0 || warmup <= 0)
     fail<ValueError>(

@@ -21,6 +21,16 @@ Schedule step_decay(int64_t step_size, double gamma);
 // down to min_factor at update `total`, and min_factor after it.
 Schedule cosine_with_warmup(int64_t warmup, int64_t total, double min_factor = 0.0);
 
+// nanoGPT's get_lr (train.py) as a factor of the peak rate: update t = 1, 2, … is nanoGPT's
+// iteration it = t − 1, and
+//   it < warmup_iters                   (it + 1) / (warmup_iters + 1)     linear warm-up
+//   warmup_iters <= it <= lr_decay_iters  m + ½ (1 + cos(π r)) (1 − m),    r = (it − warmup_iters)
+//                                                                  / (lr_decay_iters − warmup_iters)
+//   it > lr_decay_iters                 m                                  (m = min_lr / lr)
+// so that the peak rate is reached at it = warmup_iters and min_lr at it = lr_decay_iters.
+// ValueError unless 0 <= warmup_iters < lr_decay_iters and 0 <= min_factor <= 1.
+Schedule nanogpt_schedule(int64_t warmup_iters, int64_t lr_decay_iters, double min_factor);
+
 // The schedule of "Attention Is All You Need" (Vaswani et al., 2017, eq. 3):
 //   d_model^−0.5 · min(t^−0.5, t · warmup^−1.5)
 // — linear growth for `warmup` updates, then decay as 1/√t. Use it with base lr 1 for the

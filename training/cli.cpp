@@ -63,10 +63,20 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
   add_whole_number(app, "--warmup", o.warmup,
       "warm-up steps of the cosine and noam schedules (0: min(200, steps/10))");
   add_whole_number(app, "--seed", o.seed, "seeds initialisation, dropout and the training data");
+  add_whole_number(app, "--eval-every", o.eval_every, "evaluate every this many steps");
+  app.add_option("--chunk-rows", o.chunk_rows,
+         "0: each step's gradient from a rank's rows at once; C > 0: chunk by chunk, each chunk of "
+         "C rows with its own forward and backward, the chunks' gradients added in their order, so "
+         "that any number of ranks whose rows are whole chunks (and one process) trains the same "
+         "model bit for bit with --dropout 0 (slower; docs/distributed.md)")
+      ->capture_default_str();
+  add_invocation_options(app, o);
+}
+
+void add_invocation_options(CLI::App& app, RunOptions& o) {
   add_whole_number(app, "--threads", o.threads,
       "threads of ag's pool, which runs the matrix products and the larger loops "
       "(OpenBLAS itself stays on one)");
-  add_whole_number(app, "--eval-every", o.eval_every, "evaluate every this many steps");
   app.add_option("--checkpoint", o.checkpoint,
          "save the run here (atomically) every --checkpoint-every steps and at the end")
       ->type_name("PATH");
@@ -91,12 +101,6 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help) {
          "with --profile: write the profiled steps' Chrome trace here (chrome://tracing, "
          "ui.perfetto.dev)")
       ->type_name("PATH");
-  app.add_option("--chunk-rows", o.chunk_rows,
-         "0: each step's gradient from a rank's rows at once; C > 0: chunk by chunk, each chunk of "
-         "C rows with its own forward and backward, the chunks' gradients added in their order, so "
-         "that any number of ranks whose rows are whole chunks (and one process) trains the same "
-         "model bit for bit with --dropout 0 (slower; docs/distributed.md)")
-      ->capture_default_str();
   app.add_flag("--oversubscribe", o.oversubscribe,
       "under mpirun: allow more ranks x --threads on a machine than it has hardware threads "
       "(many times slower, the same numbers: to check 4 or 8 ranks on a small machine)");

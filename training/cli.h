@@ -61,11 +61,16 @@ struct RunHelp {
   std::string lr = "the optimizer's learning rate";
 };
 
-// --steps --batch-size --lr --clip --schedule --warmup --seed --threads --eval-every --checkpoint
-// --checkpoint-every --checkpoint-format --keep --resume --stop-after --loss-log --profile
-// --profile-trace --chunk-rows --oversubscribe --skip-nonfinite-steps --max-memory, into `o` (its
-// values are the defaults).
+// --steps --batch-size --lr --clip --schedule --warmup --seed --eval-every --chunk-rows (what
+// defines the run), then add_invocation_options's, into `o` (its values are the defaults).
 void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
+
+// --threads --checkpoint --checkpoint-every --checkpoint-format --keep --resume --stop-after
+// --loss-log --profile --profile-trace --oversubscribe --skip-nonfinite-steps --max-memory: how
+// this invocation runs, saves and reports, into `o`. For a program that names the options defining its run itself
+// (examples/nanogpt.cpp takes nanoGPT's --max-iters, --learning-rate, --grad-clip, …) and fills
+// in the rest of RunOptions from them.
+void add_invocation_options(CLI::App& app, RunOptions& o);
 
 // Why the shared options cannot run ("" if they can), checked in a fixed order: the schedule,
 // the sizes, the numbers, the threads (under mpirun: ranks × threads against the cores), the

@@ -566,14 +566,13 @@ void bind_layers(py::module_& m) {
 
   Class<nn::LayerNorm> layer_norm(m, "LayerNorm", "Normalises the last dims (torch.nn.LayerNorm).");
   layer_norm
-      .def(py::init([](py::object normalized_shape, double eps, bool elementwise_affine) {
-        if (!elementwise_affine)
-          throw py::value_error(
-              "LayerNorm: ag's LayerNorm always has weight and bias "
-              "(elementwise_affine=False)");
-        return std::make_shared<nn::LayerNorm>(normalized_shape_of(normalized_shape), eps);
-      }),
-          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true)
+      .def(
+          py::init([](py::object normalized_shape, double eps, bool elementwise_affine, bool bias) {
+            return std::make_shared<nn::LayerNorm>(
+                normalized_shape_of(normalized_shape), eps, elementwise_affine, bias);
+          }),
+          py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
+          py::arg("bias") = true)
       .def_property_readonly("normalized_shape",
           [](const nn::LayerNorm& l) { return py::tuple(py::cast(l.normalized_shape)); })
       .def_readonly("eps", &nn::LayerNorm::eps);

@@ -101,8 +101,8 @@ inline void bind(Cursor& c, ag::nn::Linear& m) {
 }
 inline void bind(Cursor& c, ag::nn::Embedding& m) { c.take(m.weight); }
 inline void bind(Cursor& c, ag::nn::LayerNorm& m) {
-  c.take(m.weight);
-  c.take(m.bias);
+  if (m.weight.defined()) c.take(m.weight);
+  if (m.bias.defined()) c.take(m.bias);
 }
 inline void bind(Cursor& c, ag::nn::RMSNorm& m) {
   if (m.weight.defined()) c.take(m.weight);

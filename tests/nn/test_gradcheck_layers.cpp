@@ -78,6 +78,21 @@ TEST_CASE("gradcheck: LayerNorm over two trailing dims", "[nn][gradcheck]") {
       {input64({4, 2, 3}, 6), input64({2, 3}, 7, 0.5, 1.5), input64({2, 3}, 8)}));
 }
 
+TEST_CASE("gradcheck: LayerNorm without bias (nanoGPT's), both paths", "[nn][gradcheck]") {
+  for (bool fused : {true, false}) {
+    INFO("fused_kernels " << fused);
+    nn::FusedKernelsGuard path(fused);
+    nn::LayerNorm ln({5}, 1e-5, /*elementwise_affine=*/true, /*bias=*/false);
+    ln.to(float64);
+    CHECK_GRADCHECK(gradcheck(
+        [&](const Inputs& in) {
+          bind_all(ln, in, 1);
+          return ln(in[0]);
+        },
+        {input64({2, 3, 5}, 14), input64({5}, 15, 0.5, 1.5)}));
+  }
+}
+
 // ---- masked_softmax and attention ---------------------------------------------------------------
 
 TEST_CASE("gradcheck: RMSNorm, input and weight, both paths", "[nn][gradcheck]") {

@@ -51,6 +51,35 @@ TEST_CASE("LayerNorm normalises with the biased variance, then scales and shifts
   CHECK(max_abs_diff(ln2(x).reshape({4, 6}), flat) <= 1e-6);
 }
 
+TEST_CASE("LayerNorm without bias (nanoGPT's) scales only; without affine it only normalises",
+    "[nn][layers]") {
+  // PyTorch 2.1's LayerNorm(..., bias=False): no bias parameter at all, y = x̂ · weight.
+  nn::LayerNorm no_bias({4}, 1e-5, /*elementwise_affine=*/true, /*bias=*/false);
+  CHECK_FALSE(no_bias.bias.defined());
+  REQUIRE(no_bias.named_parameters().size() == 1);
+  CHECK(no_bias.named_parameters()[0].first == "weight");
+  CHECK(no_bias.state_dict().count("bias") == 0);
+  const Tensor x = nn_test::randn32({3, 4}, 2);
+  nn::LayerNorm plain({4}, 1e-5, /*elementwise_affine=*/false);
+  CHECK_FALSE(plain.weight.defined());
+  CHECK_FALSE(plain.bias.defined());
+  CHECK(plain.named_parameters().empty());
+  CHECK(plain.repr() == "LayerNorm((4,), eps=1e-05, elementwise_affine=False)");
+  CHECK(values(plain(x)) == values(layer_norm(x, {4}, Tensor(), Tensor())));
+  set(no_bias.weight, {1, 2, -1, 0.5});
+  const Tensor scale = tensor({1, 2, -1, 0.5}, {4});
+  // On either path: the fused op with an undefined bias, or the composition without the add.
+  for (bool fused : {true, false}) {
+    INFO("fused_kernels " << fused);
+    nn::FusedKernelsGuard path(fused);
+    CHECK(max_abs_diff(no_bias(x), layer_norm(x, {4}, Tensor(), Tensor()) * scale) <= 1e-6);
+    CHECK(max_abs_diff(plain(x), layer_norm(x, {4}, Tensor(), Tensor())) <= 1e-6);
+  }
+  // The normalized_shape and eps are checked with or without parameters.
+  CHECK_THROWS_AS(nn::LayerNorm({}, 1e-5, false), ValueError);
+  CHECK_THROWS_AS(nn::LayerNorm({4}, -1.0, false, false), ValueError);
+}
+
 namespace {
 // One LayerNorm forward and backward, on the fused kernel or the composed path: the output and
 // the gradients of x, weight and bias. The inputs, weight, bias and upstream gradient come from

@@ -133,6 +133,23 @@ TEST_CASE("schedules follow their formulas", "[optim][schedule]") {
   CHECK(cosine(110) == Approx(0.1));
   CHECK(cosine(500) == Approx(0.1));
 
+  // nanoGPT's get_lr(it) / learning_rate with warmup_iters 10, lr_decay_iters 110, min_lr / lr
+  // 0.1, at update t = it + 1: (it + 1) / 11 during the warm-up, the peak at it = 10, the
+  // cosine's middle at it = 60, min_lr from it = 110 on.
+  auto nanogpt = optim::nanogpt_schedule(10, 110, 0.1);
+  CHECK(nanogpt(1) == Approx(1.0 / 11));    // it 0: not 0, a first step that moves
+  CHECK(nanogpt(10) == Approx(10.0 / 11));  // it 9
+  CHECK(nanogpt(11) == 1.0);                // it 10: the peak
+  CHECK(nanogpt(61) == Approx(0.1 + 0.9 * 0.5));
+  CHECK(nanogpt(36) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25))));
+  CHECK(nanogpt(111) == Approx(0.1));  // it 110 = lr_decay_iters
+  CHECK(nanogpt(112) == 0.1);
+  CHECK(nanogpt(5000) == 0.1);
+  CHECK(optim::nanogpt_schedule(0, 5, 0.0)(1) == 1.0);  // no warm-up: the peak at once
+  CHECK_THROWS_AS(optim::nanogpt_schedule(10, 10, 0.1), ValueError);
+  CHECK_THROWS_AS(optim::nanogpt_schedule(-1, 10, 0.1), ValueError);
+  CHECK_THROWS_AS(optim::nanogpt_schedule(1, 10, 1.5), ValueError);
+
   auto decay = optim::step_decay(3, 0.5);
   CHECK(decay(1) == 1.0);
   CHECK(decay(3) == 1.0);
@@ -186,6 +203,33 @@ TEST_CASE("braced lists of tensors are groups, and a flat list is one group", "[
   REQUIRE(split.param_groups().size() == 2);
   CHECK(split.param_groups()[1].weight_decay == 0.0);
   CHECK(split.param_groups()[0].weight_decay == 1e-2);
+}
+
+TEST_CASE("weight_decay_groups decays only the parameters of 2 or more dims (nanoGPT's)",
+    "[optim][groups]") {
+  // A Linear's weight (2-D), its bias (1-D), an embedding (2-D), a LayerNorm weight (1-D), and a
+  // 3-D tensor; all start at 1 with a zero gradient, so that AdamW's step is its decay alone:
+  // θ ← θ − lr·λ·θ where decayed, and θ unchanged (m = v = 0) where not.
+  const std::vector<Tensor> params = {ones({3, 2}).requires_grad_(), ones({3}).requires_grad_(),
+      ones({5, 2}).requires_grad_(), ones({2}).requires_grad_(), ones({2, 2, 2}).requires_grad_()};
+  const std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(params, 0.1);
+  REQUIRE(groups.size() == 2);
+  REQUIRE(groups[0].params.size() == 3);
+  CHECK(groups[0].params[0].is_same(params[0]));
+  CHECK(groups[0].params[1].is_same(params[2]));
+  CHECK(groups[0].params[2].is_same(params[4]));
+  REQUIRE(groups[1].params.size() == 2);
+  CHECK(groups[1].params[0].is_same(params[1]));
+  CHECK(groups[1].params[1].is_same(params[3]));
+  optim::AdamW adamw(groups, 0.5, {0.9, 0.99});
+  CHECK(adamw.param_groups()[0].weight_decay == 0.1);
+  CHECK(adamw.param_groups()[1].weight_decay == 0.0);
+  for (const Tensor& p : params) p.set_grad(zeros(p.shape()));
+  adamw.step();
+  for (const Tensor& p : params) {
+    INFO("a parameter of " << p.dim() << " dims");
+    CHECK(p.sum().item() == Approx(static_cast<double>(p.numel()) * (p.dim() >= 2 ? 0.95 : 1.0)));
+  }
 }
 
 TEST_CASE("an optimizer refuses a tensor given twice, in one group or in two", "[optim][groups]") {

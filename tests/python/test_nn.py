@@ -169,6 +169,13 @@ def test_layer_norm():
     expected = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(a(ln(ag.tensor(x))), expected, rtol=1e-4, atol=1e-5)
     assert nn.LayerNorm([2, 4], eps=1e-6).weight.shape == (2, 4)
+    # PyTorch 2.1's bias=False (nanoGPT's LayerNorm) and elementwise_affine=False: no such parameter.
+    no_bias = nn.LayerNorm(4, bias=False)
+    assert [name for name, _ in no_bias.named_parameters()] == ["weight"]
+    np.testing.assert_allclose(a(no_bias(ag.tensor(x))), expected, rtol=1e-4, atol=1e-5)
+    plain = nn.LayerNorm(4, elementwise_affine=False)
+    assert list(plain.named_parameters()) == []
+    assert repr(plain) == "LayerNorm((4,), eps=1e-05, elementwise_affine=False)"
 
 
 def test_embedding():

@@ -1,8 +1,10 @@
 // The run's checkpoint layout (training/layout.h, training/run.h): every entry written is read
 // back to the same value, entries out of range are refused with the key named, and a run saved
-// with every piece of state resumes with each piece restored.
+// with every piece of state resumes with each piece restored; and the command line's options
+// (training/cli.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -12,6 +14,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tests/temp_folder.h"
+#include "training/cli.h"
 #include "training/layout.h"
 #include "training/run.h"
 
@@ -229,4 +232,36 @@ TEST_CASE("a run that already finished, or a step counter beyond the run, is ref
   broken.tensors["optimizer.state.0.exp_avg"] = full({2, 2}, -HUGE_VAL);  // Adam's first moment
   CHECK_THROWS_WITH(
       again.start(broken), Contains(": tensor state.0.exp_avg holds -inf (element 0 of 4)"));
+}
+
+// ---- the command line (cli.h) -------------------------------------------------------------------
+
+TEST_CASE("add_invocation_options adds how a run runs and saves, not what defines it",
+    "[training][cli]") {
+  CLI::App app{"test"};
+  training::RunOptions o;
+  training::add_invocation_options(app, o);
+  for (const char* name : {"--threads", "--checkpoint", "--checkpoint-every", "--checkpoint-format",
+           "--keep", "--resume", "--stop-after", "--loss-log", "--oversubscribe",
+           "--skip-nonfinite-steps", "--max-memory"}) {
+    INFO(name);
+    CHECK(app.get_option_no_throw(name) != nullptr);
+  }
+  // The options that define the run are the program's to name (nanoGPT's --max-iters, …).
+  for (const char* name : {"--steps", "--batch-size", "--lr", "--clip", "--schedule", "--warmup",
+           "--seed", "--eval-every", "--chunk-rows"}) {
+    INFO(name);
+    CHECK(app.get_option_no_throw(name) == nullptr);
+  }
+  std::vector<std::string> args = {"--stop-after", "5", "--resume", "run.agc", "--threads", "2"};
+  std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
+  app.parse(args);
+  CHECK(o.stop_after == 5);
+  CHECK(o.resume == "run.agc");
+  CHECK(o.threads == 2);
+  // add_run_options adds both kinds.
+  CLI::App all{"test"};
+  training::add_run_options(all, o);
+  CHECK(all.get_option_no_throw("--steps") != nullptr);
+  CHECK(all.get_option_no_throw("--checkpoint") != nullptr);
 }
