@@ -1,7 +1,8 @@
 // ag-nanogpt — nanoGPT (Karpathy's model.py and train.py) in C++, on ag: the same GPT, the same
-// recipe, the same log lines, trained on a text's characters. It reads top to bottom as the two
-// Python files do: the data (nanoGPT's data/shakespeare_char/prepare.py and get_batch), the model
-// (model.py: CausalSelfAttention, MLP, Block, GPT), then the training loop (train.py). What
+// recipe, the same log lines, trained on a text's characters. It reads top to bottom as train.py
+// does: the data (nanoGPT's data/shakespeare_char/prepare.py and get_batch: data/char_dataset.h),
+// the model (model.py's CausalSelfAttention, MLP, Block and GPT: models/gpt.h), then the training
+// loop. What
 // ag::training adds — checkpoints with an exact --resume, data parallelism under mpirun, Ctrl-C
 // that saves — is a few calls around the loop (examples/train_classifier.cpp shows them alone).
 // docs/nanogpt.md maps each Python line to its C++ line.
@@ -18,7 +19,7 @@
 // the same program in PyTorch, and bench/compare_nanogpt.sh runs the two side by side.
 //
 // Where this differs from nanoGPT, on purpose:
-//   - the batches' offsets come from a SplitMix64 stream seeded with --seed (BatchStream below),
+//   - the batches' offsets come from a SplitMix64 stream seeded with --seed (data::BatchStream),
 //     not from torch.randint, so that bench/nanogpt_torch.py draws the very same batches;
 //   - iteration numbers: nanoGPT's iter N is the update that takes the model from N to N + 1
 //     updates. "step N: …" is printed after N updates, as nanoGPT's; the run ends after
@@ -37,15 +38,14 @@
 #include <ctime>
 #include <limits>
 #include <map>
-#include <set>
 
 #include "autograd/ops.h"
+#include "data/char_dataset.h"
 #include "data/text_corpus.h"
 #include "data/utf8.h"
 #include "distributed/distributed.h"
 #include "io/checkpoint.h"
-#include "models/lm.h"
-#include "nn/init.h"
+#include "models/gpt.h"
 #include "nn/layers.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -123,283 +123,19 @@ std::string config_problem(const Config& c) {
 }
 
 // ==== the data: prepare.py and get_batch =========================================================
+// data/char_dataset.h: every character a token, the sorted set of the text's characters the
+// vocabulary, 90 % train and 10 % validation; batches of random windows whose offsets come from a
+// SplitMix64 stream (data::BatchStream) that bench/nanogpt_torch.py draws too. The model, model.py,
+// is models/gpt.h.
 
-// prepare.py: every character of the text is a token; the vocabulary is the sorted set of the
-// characters (Unicode code points) of the whole text; the first 90 % of the characters train, the
-// rest validate.
-struct Dataset {
-  std::u32string itos;               // id -> character
-  std::map<char32_t, int64_t> stoi;  // character -> id
-  std::vector<int64_t> train, val;   // the two splits' ids
-  int64_t characters = 0;
-  uint32_t crc = 0;  // of the text: a resumed run must read the same one
-};
-
-Dataset prepare(const std::string& path) {
+// prepare.py on --text (or Debian's fortunes), and the text's CRC-32: a resumed run must read the
+// same text.
+data::CharDataset prepare(const std::string& path, uint32_t& crc) {
   const data::TextCorpus corpus =
       path.empty() ? data::read_fortunes() : data::read_text_files({path});
-  Dataset d;
-  d.crc = crc32(corpus.text);
-  const std::u32string text = data::decode_utf8(corpus.text, path);
-  // chars = sorted(list(set(data)))
-  const std::set<char32_t> chars(text.begin(), text.end());
-  d.itos.assign(chars.begin(), chars.end());
-  for (std::size_t i = 0; i < d.itos.size(); ++i) d.stoi[d.itos[i]] = static_cast<int64_t>(i);
-  // n = len(data); train_data = data[:int(n*0.9)]; val_data = data[int(n*0.9):]
-  d.characters = static_cast<int64_t>(text.size());
-  const auto n_train = static_cast<std::size_t>(static_cast<double>(text.size()) * 0.9);
-  for (std::size_t i = 0; i < text.size(); ++i)
-    (i < n_train ? d.train : d.val).push_back(d.stoi.at(text[i]));
-  return d;
+  crc = crc32(corpus.text);
+  return data::char_dataset(data::decode_utf8(corpus.text, path));
 }
-
-std::string decode(const Dataset& d, const std::vector<int64_t>& ids) {
-  std::u32string text;
-  for (int64_t id : ids) text.push_back(d.itos[static_cast<std::size_t>(id)]);
-  return data::encode_utf8(text);
-}
-
-// Where each batch's windows start: nanoGPT's torch.randint(len(data) - block_size, (B,)), drawn
-// here from SplitMix64 (Steele, Lea & Flood 2014), six lines that bench/nanogpt_torch.py writes
-// again in Python, so that both programs train and evaluate on the very same windows. An offset
-// is next() mod (len(data) − block_size): its bias, under 2^-40 here, is far below the noise.
-// Every rank draws every offset (the whole batch), so the stream is the same on every rank.
-class BatchStream {
- public:
-  explicit BatchStream(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t& state() { return state_; }  // saved with the run and restored on --resume
-
- private:
-  uint64_t state_;
-};
-
-// x: the windows data[i : i + block_size], y: the same shifted by one, data[i + 1 : i + 1 +
-// block_size] — each y[b, t] is the character that follows x[b, 0..t].
-struct Batch {
-  Tensor x, y;  // (rows, T) int64
-};
-
-Batch get_batch(
-    const std::vector<int64_t>& data, int64_t rows, int64_t block_size, BatchStream& stream) {
-  const auto range = static_cast<uint64_t>(data.size()) - static_cast<uint64_t>(block_size);
-  std::vector<int64_t> x, y;
-  for (int64_t b = 0; b < rows; ++b) {
-    const auto i = static_cast<std::ptrdiff_t>(stream.next() % range);
-    x.insert(x.end(), data.begin() + i, data.begin() + i + block_size);
-    y.insert(y.end(), data.begin() + i + 1, data.begin() + i + 1 + block_size);
-  }
-  return {tensor(x, {rows, block_size}), tensor(y, {rows, block_size})};
-}
-
-// ==== the model: model.py ========================================================================
-
-struct GPTConfig {
-  int64_t block_size = 64, vocab_size = 0, n_layer = 4, n_head = 4, n_embd = 128;
-  double dropout = 0.0;
-  bool bias = false;  // True: bias in Linears and LayerNorms, like GPT-2. False: a bit better and
-                      // faster
-};
-
-class CausalSelfAttention : public nn::Module {
- public:
-  explicit CausalSelfAttention(const GPTConfig& config)
-      : n_head(config.n_head), n_embd(config.n_embd), dropout(config.dropout) {
-    // key, query, value projections for all heads, but in a batch: one Linear
-    c_attn =
-        register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, config.bias));
-    // output projection
-    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, config.bias));
-    resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout));
-  }
-
-  Tensor forward(const Tensor& x) const {
-    // batch size, sequence length, embedding dimensionality (n_embd)
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    // query, key, value for all heads in one product, then the heads moved next to the batch
-    const std::vector<Tensor> qkv = split(c_attn->forward(x), n_embd, 2);      // 3 x (B, T, C)
-    const Tensor q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
-    const Tensor k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
-    const Tensor v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, nh, T, hs)
-    // causal self-attention, softmax(q kᵀ / √hs, keys after the query masked) v, in one fused
-    // kernel: PyTorch 2's F.scaled_dot_product_attention(q, k, v, is_causal=True), which nanoGPT
-    // calls its flash attention. The heads are read in place (views of c_attn's output).
-    Tensor y = attention(q, k, v,
-        {.is_causal = true, .dropout_p = dropout, .training = is_training()});  // (B, nh, T, hs)
-    y = y.transpose(1, 2).contiguous().view({B, T, C});  // the heads side by side again
-    // output projection
-    return resid_dropout->forward(c_proj->forward(y));  // (B, T, C)
-  }
-  std::string type_name() const override { return "CausalSelfAttention"; }
-
-  int64_t n_head, n_embd;
-  double dropout;
-  std::shared_ptr<nn::Linear> c_attn, c_proj;
-  std::shared_ptr<nn::Dropout> resid_dropout;
-};
-
-class MLP : public nn::Module {
- public:
-  explicit MLP(const GPTConfig& config) {
-    c_fc = register_module(
-        "c_fc", std::make_shared<nn::Linear>(config.n_embd, 4 * config.n_embd, config.bias));
-    gelu = register_module("gelu", std::make_shared<nn::GELU>());  // the exact erf form
-    c_proj = register_module(
-        "c_proj", std::make_shared<nn::Linear>(4 * config.n_embd, config.n_embd, config.bias));
-    dropout = register_module("dropout", std::make_shared<nn::Dropout>(config.dropout));
-  }
-  Tensor forward(Tensor x) const {
-    x = c_fc->forward(x);    // (B, T, 4C)
-    x = gelu->forward(x);    // (B, T, 4C)
-    x = c_proj->forward(x);  // (B, T, C)
-    return dropout->forward(x);
-  }
-  std::string type_name() const override { return "MLP"; }
-
-  std::shared_ptr<nn::Linear> c_fc, c_proj;
-  std::shared_ptr<nn::GELU> gelu;
-  std::shared_ptr<nn::Dropout> dropout;
-};
-
-// A pre-norm block: each sublayer reads a normalised copy of the residual stream x and adds its
-// output to it.
-class Block : public nn::Module {
- public:
-  explicit Block(const GPTConfig& config) {
-    ln_1 = register_module("ln_1", layer_norm(config));
-    attn = register_module("attn", std::make_shared<CausalSelfAttention>(config));
-    ln_2 = register_module("ln_2", layer_norm(config));
-    mlp = register_module("mlp", std::make_shared<MLP>(config));
-  }
-  Tensor forward(Tensor x) const {
-    x = x + attn->forward(ln_1->forward(x));  // (B, T, C)
-    x = x + mlp->forward(ln_2->forward(x));   // (B, T, C)
-    return x;
-  }
-  std::string type_name() const override { return "Block"; }
-
-  // model.py's LayerNorm(ndim, bias): "LayerNorm but with an optional bias" — nn::LayerNorm takes
-  // PyTorch 2.1's bias argument.
-  static std::shared_ptr<nn::LayerNorm> layer_norm(const GPTConfig& config) {
-    return std::make_shared<nn::LayerNorm>(
-        std::vector<int64_t>{config.n_embd}, 1e-5, /*elementwise_affine=*/true, config.bias);
-  }
-
-  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<CausalSelfAttention> attn;
-  std::shared_ptr<MLP> mlp;
-};
-
-class GPT : public nn::Module {
- public:
-  explicit GPT(const GPTConfig& c) : config(c) {
-    // self.transformer = nn.ModuleDict(dict(wte=..., wpe=..., drop=..., h=..., ln_f=...)): the
-    // names of the state dict, "transformer.h.0.attn.c_attn.weight", are nanoGPT's, so that a
-    // safetensors file of either model loads into the other.
-    transformer = register_module("transformer", std::make_shared<nn::ModuleDict>());
-    wte = transformer->insert("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd));
-    wpe = transformer->insert("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd));
-    drop = transformer->insert("drop", std::make_shared<nn::Dropout>(c.dropout));
-    h = transformer->insert("h", std::make_shared<nn::ModuleList>());
-    for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(std::make_shared<Block>(c));
-    ln_f = transformer->insert("ln_f", Block::layer_norm(c));
-    lm_head = register_module(
-        "lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, /*bias=*/false));
-    // weight tying: the output layer's weight is the token embedding — one (V, C) tensor, listed
-    // once by parameters() (as "transformer.wte.weight") and saved under both names
-    wte->weight = lm_head->weight;
-
-    // init all weights: N(0, 0.02) for every Linear and Embedding weight, zero biases
-    apply([](nn::Module& m) {
-      if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
-        nn::init::normal_(linear->weight, 0.0, 0.02);
-        if (linear->bias.defined()) nn::init::zeros_(linear->bias);
-      } else if (auto* embedding = dynamic_cast<nn::Embedding*>(&m)) {
-        nn::init::normal_(embedding->weight, 0.0, 0.02);
-      }
-    });
-    // apply special scaled init to the residual projections, per GPT-2 paper: the 2·n_layer
-    // projections that add into the residual stream start smaller, so that the stream's variance
-    // does not grow with the depth
-    for (const auto& [name, p] : named_parameters())
-      if (name.ends_with("c_proj.weight"))
-        nn::init::normal_(p, 0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)));
-  }
-
-  // The parameters, each once (the tied weight once). For the non-embedding count (default), the
-  // position embeddings are subtracted; the token embeddings would be too, except that through
-  // the tying they are the final layer's weights, so they are counted.
-  int64_t get_num_params(bool non_embedding = true) const {
-    int64_t n_params = num_parameters();
-    if (non_embedding) n_params -= wpe->weight.numel();
-    return n_params;
-  }
-
-  // idx (B, T) of token ids -> the logits, and with targets (B, T) the mean cross-entropy loss.
-  struct Output {
-    Tensor logits, loss;
-  };
-  Output forward(const Tensor& idx, const Tensor& targets = Tensor()) const {
-    const int64_t t = idx.size(1);
-    if (t > config.block_size)
-      fail<ValueError>("GPT: cannot forward a sequence of length ", t, ", block size is only ",
-          config.block_size);
-    const Tensor pos = arange(0, static_cast<double>(t), 1, int64);  // (T)
-
-    // forward the GPT model itself
-    const Tensor tok_emb = wte->forward(idx);     // token embeddings (B, T, C)
-    const Tensor pos_emb = wpe->forward(pos);     // position embeddings (T, C)
-    Tensor x = drop->forward(tok_emb + pos_emb);  // (B, T, C)
-    for (const auto& block : *h) x = std::static_pointer_cast<Block>(block)->forward(x);
-    x = ln_f->forward(x);  // (B, T, C)
-
-    if (targets.defined()) {
-      // if we are given some desired targets also calculate the loss
-      const Tensor logits = lm_head->forward(x);  // (B, T, V)
-      const Tensor loss = cross_entropy(
-          logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));  // (B·T, V), (B·T) -> ()
-      return {logits, loss};
-    }
-    // inference-time mini-optimization: only forward the lm_head on the very last position
-    return {lm_head->forward(x.narrow(1, t - 1, 1)), Tensor()};  // (B, 1, V)
-  }
-
-  // sample.py's model.generate: continue idx by max_new_tokens, feeding the predictions back in,
-  // each from the last block_size tokens: logits / temperature, only the top_k kept, softmax, one
-  // draw (models/lm.h's sample_token).
-  std::vector<int64_t> generate(std::vector<int64_t> idx, int64_t max_new_tokens,
-      double temperature, int64_t top_k, Generator& generator) {
-    NoGradGuard no_grad;
-    eval();
-    const lm::Sampling sampling{temperature, std::min(top_k, config.vocab_size)};
-    for (int64_t i = 0; i < max_new_tokens; ++i) {
-      // if the sequence context is growing too long we must crop it at block_size
-      const auto start = idx.size() > static_cast<std::size_t>(config.block_size)
-                             ? idx.end() - config.block_size
-                             : idx.begin();
-      const std::vector<int64_t> idx_cond(start, idx.end());
-      const Tensor logits = forward(tensor(idx_cond, {1, static_cast<int64_t>(idx_cond.size())}))
-                                .logits.to(float64);  // (1, 1, V)
-      idx.push_back(lm::sample_token(logits.to_vector<double>(), sampling, generator));
-    }
-    train();
-    return idx;
-  }
-  std::string type_name() const override { return "GPT"; }
-
-  GPTConfig config;
-  std::shared_ptr<nn::ModuleDict> transformer;
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::shared_ptr<nn::Dropout> drop;
-  std::shared_ptr<nn::ModuleList> h;
-  std::shared_ptr<nn::LayerNorm> ln_f;
-  std::shared_ptr<nn::Linear> lm_head;
-};
 
 // ==== the training: train.py =====================================================================
 
@@ -468,14 +204,13 @@ int train(Config& c, training::RunOptions& o) {
   const std::optional<Checkpoint> resumed = training::open_run(o, kProgram, settings);
   set_run_options(c, o);
   const uint32_t saved_crc = text_crc;
-  Dataset dataset;
+  data::CharDataset dataset;
   try {
-    dataset = prepare(c.text);
+    dataset = prepare(c.text, text_crc);
   } catch (const std::exception& e) {
     throw training::UsageError(e.what());
   }
-  text_crc = dataset.crc;
-  if (resumed && saved_crc != dataset.crc)
+  if (resumed && saved_crc != text_crc)
     throw CheckpointError("checkpoint " + o.resume + ": the text it was trained on (" +
                           (c.text.empty() ? std::string("the fortunes") : c.text) +
                           ") has changed since");
@@ -506,7 +241,7 @@ int train(Config& c, training::RunOptions& o) {
 
   // ---- the model -------------------------------------------------------------------------------
   manual_seed(c.seed);  // the initial weights (and dropout's stream)
-  GPT model({.block_size = c.block_size,
+  gpt::GPT model({.block_size = c.block_size,
       .vocab_size = vocab_size,
       .n_layer = c.n_layer,
       .n_head = c.n_head,
@@ -536,7 +271,7 @@ int train(Config& c, training::RunOptions& o) {
       optim::nanogpt_schedule(c.warmup_iters, c.lr_decay_iters, c.min_lr / c.learning_rate));
 
   // ---- the run: the checkpoint's state, restored on --resume -----------------------------------
-  BatchStream batches(c.seed);
+  data::BatchStream batches(c.seed);
   double best_val_loss = 1e9;  // really big number
   training::Run run(o, model, optimizer, scheduler, settings, kProgram, kProgram);
   run.track([&](training::Layout& file) {
@@ -562,7 +297,7 @@ int train(Config& c, training::RunOptions& o) {
         {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}}) {
       double losses = 0;
       for (int64_t k = 0; k < c.eval_iters; ++k) {
-        const Batch batch = get_batch(*ids, c.batch_size, c.block_size, batches);
+        const data::WindowBatch batch = data::get_batch(*ids, c.batch_size, c.block_size, batches);
         if (dist::rank() == 0) losses += model.forward(batch.x, batch.y).loss.item();
       }
       out[split] = losses / static_cast<double>(c.eval_iters);
@@ -589,7 +324,8 @@ int train(Config& c, training::RunOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t cpu0 = std::clock();
     // The step's global batch: gradient_accumulation_steps micro-batches, one after another.
-    const Batch batch = get_batch(dataset.train, o.batch_size, c.block_size, batches);
+    const data::WindowBatch batch =
+        data::get_batch(dataset.train, o.batch_size, c.block_size, batches);
     // The mean loss of rows [first, last) of the batch and their weight (their number): Step
     // takes this rank's rows, micro-batch by micro-batch with accumulation, averages the ranks'
     // gradients under mpirun, clips at grad_clip, steps AdamW and the schedule.
@@ -641,7 +377,7 @@ int train(Config& c, training::RunOptions& o) {
     const std::vector<int64_t> start = {newline == dataset.stoi.end() ? 0 : newline->second};
     const std::vector<int64_t> ids =
         model.generate(start, c.sample, c.temperature, c.top_k, generator);
-    std::printf("---------------\n%s\n---------------\n", decode(dataset, ids).c_str());
+    std::printf("---------------\n%s\n---------------\n", data::decode(dataset, ids).c_str());
   }
   return 0;
 }
