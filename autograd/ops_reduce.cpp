@@ -9,6 +9,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/row_reductions.h"
 #include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
@@ -66,28 +67,15 @@ void check_nonempty_groups(const Tensor& x, const ReductionPlan& r, const char* 
         op, ": cannot reduce over zero elements (input shape ", shape_str(x.shape()), ")");
 }
 
-// Σ of a contiguous row, in double: 16 running sums (lanes) that the compiler keeps in vector
-// registers, added together in a fixed order at the end. One running sum would be a chain of
+// Σ of a contiguous row, in double: 16 running sums (detail/row_reductions.h) that the compiler
+// keeps in vector registers, added pairwise at the end. One running sum would be a chain of
 // dependent additions, four cycles each, where the lanes take a fraction of a cycle per element.
 // The order is fixed by the row alone, so a sum's bits do not depend on the thread count.
-template <class T>
-[[gnu::always_inline]] inline double sum_contiguous_impl(const T* in, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  double lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) lanes[k] += double(in[i + k]);
-  for (int64_t k = 0; i + k < n; ++k) lanes[k] += double(in[i + k]);  // the last partial block
-  // Pairwise: lanes[k] += lanes[k + half], halving until one is left.
-  for (int64_t half = kLanes / 2; half > 0; half /= 2)
-    for (int64_t k = 0; k < half; ++k) lanes[k] += lanes[k + half];
-  return lanes[0];
-}
 AG_TARGET_CLONES double sum_contiguous(const float* in, int64_t n) {
-  return sum_contiguous_impl(in, n);
+  return detail::row_sum_lanes<16>(in, n);
 }
 AG_TARGET_CLONES double sum_contiguous(const double* in, int64_t n) {
-  return sum_contiguous_impl(in, n);
+  return detail::row_sum_lanes<16>(in, n);
 }
 
 // Whether x's elements fill [data, data + numel) exactly, in some order of its dims (a contiguous

@@ -47,6 +47,7 @@
 #include "io/checkpoint.h"
 #include "models/gpt.h"
 #include "nn/layers.h"
+#include "nn/summary.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "training/cli.h"
@@ -139,16 +140,6 @@ data::CharDataset prepare(const std::string& path, uint32_t& crc) {
 
 // ==== the training: train.py =====================================================================
 
-// 1234567 -> "1,234,567" (Python's f"{n:,}")
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 // What defines the run, saved in its checkpoint and read back on --resume (nanoGPT's
 // checkpoint['model_args'] and checkpoint['config']): each entry once, for the save and the load.
 void describe(training::Layout& file, Config& c, uint32_t& text_crc) {
@@ -222,13 +213,13 @@ int train(Config& c, training::RunOptions& o) {
                                  " characters, and --block-size " + std::to_string(c.block_size) +
                                  " needs more");
   const int64_t vocab_size = static_cast<int64_t>(dataset.itos.size());
-  std::printf("length of dataset in characters: %s\n", with_commas(dataset.characters).c_str());
+  std::printf("length of dataset in characters: %s\n", nn::with_commas(dataset.characters).c_str());
   std::printf("vocab size: %lld\n", static_cast<long long>(vocab_size));
   std::printf("train has %s tokens\nval has %s tokens\n",
-      with_commas(static_cast<int64_t>(dataset.train.size())).c_str(),
-      with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
+      nn::with_commas(static_cast<int64_t>(dataset.train.size())).c_str(),
+      nn::with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
   std::printf(
-      "tokens per iteration will be: %s\n", with_commas(o.batch_size * c.block_size).c_str());
+      "tokens per iteration will be: %s\n", nn::with_commas(o.batch_size * c.block_size).c_str());
   training::RunOptions shown = o;  // (its chunks are our micro-batches: said below, in our words)
   shown.chunk_rows = 0;
   training::print_data_parallel(shown, "windows");
@@ -251,7 +242,7 @@ int train(Config& c, training::RunOptions& o) {
   // report number of parameters (nanoGPT's line, and the exact count)
   std::printf("number of parameters: %.2fM (%s)\n",
       static_cast<double>(model.get_num_params()) / 1e6,
-      with_commas(model.get_num_params()).c_str());
+      nn::with_commas(model.get_num_params()).c_str());
 
   // ---- the optimizer: configure_optimizers -----------------------------------------------------
   // Any parameter that is 2-D is weight decayed, otherwise not: all weight tensors in matmuls and
@@ -263,7 +254,7 @@ int train(Config& c, training::RunOptions& o) {
     int64_t numel = 0;
     for (const Tensor& p : group->params) numel += p.numel();
     std::printf("num %s parameter tensors: %zu, with %s parameters\n", what, group->params.size(),
-        with_commas(numel).c_str());
+        nn::with_commas(numel).c_str());
   }
   optim::AdamW optimizer(groups, c.learning_rate, {c.beta1, c.beta2}, /*eps=*/1e-8);
   // get_lr: linear warm-up for warmup_iters, cosine decay to min_lr at lr_decay_iters, then min_lr

@@ -10,17 +10,18 @@
 
 namespace ag::nn {
 
-namespace {
-
-// 12345 -> "12,345"
 std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  // the magnitude in unsigned arithmetic, where −(−2⁶³) fits
+  const uint64_t magnitude = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(magnitude), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
     out += digits[i];
   }
   return (n < 0 ? "-" : "") + out;
 }
+
+namespace {
 
 std::string num(double value) {
   char buffer[32];

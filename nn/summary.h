@@ -10,6 +10,9 @@
 
 namespace ag::nn {
 
+// 1234567 -> "1,234,567": a count as summary() prints it (Python's f"{n:,}").
+std::string with_commas(int64_t n);
+
 // One line per module of the tree, depth first in registration order (the order of
 // named_parameters): its dotted name ("(root)" for `module` itself), its type, its own parameters
 // with their shapes, its own parameter count and the count of its whole subtree; then the total

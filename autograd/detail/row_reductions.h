@@ -13,12 +13,14 @@
 
 namespace ag::detail {
 
+// Eight lanes by default: short rows (attention's keys) pay little for the final combine. A long
+// sum (ops_reduce.cpp's full sums) takes 16, two AVX-512 registers of doubles.
 inline constexpr int64_t kLanes = 8;
 
 // lanes[j] = lanes[j] ⊕ lanes[j + half], halving until lanes[0] holds the result.
-template <class A, class Combine>
-A combine_lanes(A (&lanes)[kLanes], Combine combine) {
-  for (int64_t half = kLanes / 2; half > 0; half /= 2)
+template <int64_t Lanes, class A, class Combine>
+A combine_lanes(A (&lanes)[Lanes], Combine combine) {
+  for (int64_t half = Lanes / 2; half > 0; half /= 2)
     for (int64_t j = 0; j < half; ++j) lanes[j] = combine(lanes[j], lanes[j + half]);
   return lanes[0];
 }
@@ -36,13 +38,14 @@ T row_max_lanes(const T* in, int64_t n) {
   return combine_lanes(lanes, [](T a, T b) { return std::max(a, b); });
 }
 
-// Σ in[0, n), in double.
-template <class T>
-double row_sum_lanes(const T* in, int64_t n) {
-  double lanes[kLanes] = {};
+// Σ in[0, n), in double. (Always inlined, so that a caller compiled once per instruction set —
+// detail/target_clones.h — gets the loop in each.)
+template <int64_t Lanes = kLanes, class T>
+[[gnu::always_inline]] inline double row_sum_lanes(const T* in, int64_t n) {
+  double lanes[Lanes] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double(in[i + j]);
+  for (; i + Lanes <= n; i += Lanes)
+    for (int64_t j = 0; j < Lanes; ++j) lanes[j] += double(in[i + j]);
   for (int64_t j = 0; i + j < n; ++j) lanes[j] += double(in[i + j]);
   return combine_lanes(lanes, [](double a, double b) { return a + b; });
 }

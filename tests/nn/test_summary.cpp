@@ -2,6 +2,8 @@
 // per parameter, with the total that optim::clip_grad_norm clips).
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -134,4 +136,13 @@ TEST_CASE("grad_norms: per-parameter norms, and the total equals optim::clip_gra
   std::snprintf(total, sizeof total, "%.4g", clip_total);
   CHECK_THAT(table,
       Contains(std::string("total gradient norm (what optim::clip_grad_norm clips): ") + total));
+}
+
+TEST_CASE("with_commas groups a count's digits by three, as Python's f\"{n:,}\"", "[summary]") {
+  CHECK(nn::with_commas(0) == "0");
+  CHECK(nn::with_commas(999) == "999");
+  CHECK(nn::with_commas(1000) == "1,000");
+  CHECK(nn::with_commas(1234567) == "1,234,567");
+  CHECK(nn::with_commas(-1234) == "-1,234");
+  CHECK(nn::with_commas(std::numeric_limits<int64_t>::min()) == "-9,223,372,036,854,775,808");
 }
