@@ -28,8 +28,8 @@ std::string decode(const CharDataset& dataset, const std::vector<int64_t>& ids) 
   std::u32string text;
   for (int64_t id : ids) {
     if (id < 0 || id >= static_cast<int64_t>(dataset.itos.size()))
-      fail<ValueError>("decode: id ", id, " is outside the vocabulary of ", dataset.itos.size(),
-          " characters");
+      fail<ValueError>(
+          "decode: id ", id, " is outside the vocabulary of ", dataset.itos.size(), " characters");
     text.push_back(dataset.itos[static_cast<std::size_t>(id)]);
   }
   return encode_utf8(text);

@@ -15,8 +15,7 @@ namespace ag::gpt {
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config)
     : n_head(config.n_head), n_embd(config.n_embd), dropout(config.dropout) {
   // key, query, value projections for all heads, but in a batch: one Linear
-  c_attn =
-      register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, config.bias));
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, config.bias));
   // output projection
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, config.bias));
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(dropout));
@@ -106,8 +105,8 @@ GPT::GPT(const GPTConfig& c) : config(c) {
 GPT::Output GPT::forward(const Tensor& idx, const Tensor& targets) const {
   const int64_t t = idx.size(1);
   if (t > config.block_size)
-    fail<ValueError>("GPT: cannot forward a sequence of length ", t, ", block size is only ",
-        config.block_size);
+    fail<ValueError>(
+        "GPT: cannot forward a sequence of length ", t, ", block size is only ", config.block_size);
   const Tensor pos = arange(0, static_cast<double>(t), 1, int64);  // (T)
 
   // forward the GPT model itself

@@ -14,13 +14,18 @@ using namespace ag;
 
 namespace {
 gpt::GPTConfig tiny(bool bias) {
-  return {.block_size = 6, .vocab_size = 7, .n_layer = 2, .n_head = 2, .n_embd = 4, .dropout = 0,
+  return {.block_size = 6,
+      .vocab_size = 7,
+      .n_layer = 2,
+      .n_head = 2,
+      .n_embd = 4,
+      .dropout = 0,
       .bias = bias};
 }
 }  // namespace
 
-TEST_CASE("GPT has model.py's parameter names, with the head tied to the token embedding",
-    "[gpt]") {
+TEST_CASE(
+    "GPT has model.py's parameter names, with the head tied to the token embedding", "[gpt]") {
   manual_seed(0);
   gpt::GPT model(tiny(/*bias=*/true));
   std::set<std::string> names;
@@ -58,13 +63,13 @@ TEST_CASE("GPT's residual projections start at N(0, 0.02/sqrt(2 n_layer))", "[gp
   }
 }
 
-TEST_CASE("a tiny GPT passes a float64 gradcheck, and its logits at t see only tokens up to t",
-    "[gpt]") {
+TEST_CASE(
+    "a tiny GPT passes a float64 gradcheck, and its logits at t see only tokens up to t", "[gpt]") {
   for (bool bias : {false, true}) {
     manual_seed(2);
     gpt::GPT model(tiny(bias));
     model.to(float64);
-    const Tensor idx = tensor(std::vector<int64_t>{1, 4, 2, 6, 0, 3, 5, 5}, {2, 4});     // (B, T)
+    const Tensor idx = tensor(std::vector<int64_t>{1, 4, 2, 6, 0, 3, 5, 5}, {2, 4});      // (B, T)
     const Tensor targets = tensor(std::vector<int64_t>{4, 2, 6, 0, 3, 5, 5, 1}, {2, 4});  // (B, T)
     INFO("bias " << bias);
     CHECK(gradcheck_parameters(
