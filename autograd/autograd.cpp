@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
 
@@ -377,33 +378,88 @@ namespace {
 // a strided gradient as it is: the (B, H, T, C) head view of a (B, T, H, C) buffer that attention's
 // backward returns for a projection's heads (and that permute's backward hands to attention) goes
 // through permute and reshape back to the projection without a copy.
+//
+// The elementwise ops and the sums read their gradient through ops that take any strides (their
+// backward formulas are ops, or maps over rows with strides), so they too keep it: a sum's
+// gradient, one value expanded over the summed shape (stride 0), reaches exp or relu's backward
+// without being written out as a full tensor of ones first.
 bool reads_any_gradient_layout(Op op) {
-  return op == Op::permute || op == Op::scaled_dot_product_attention || op == Op::flash_attention;
+  switch (op) {
+    case Op::permute:
+    case Op::scaled_dot_product_attention:
+    case Op::flash_attention:
+    case Op::add:
+    case Op::sub:
+    case Op::mul:
+    case Op::div:
+    case Op::add_scalar:
+    case Op::mul_scalar:
+    case Op::div_scalar:
+    case Op::rdiv_scalar:
+    case Op::neg:
+    case Op::pow:
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::relu:
+    case Op::gelu:
+    case Op::gelu_tanh:
+    case Op::silu:
+    case Op::abs:
+    case Op::sin:
+    case Op::cos:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::clamp:
+    case Op::where:
+    case Op::masked_fill:
+    case Op::sum:
+    case Op::mean:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
 // flows through here, so this is where a gradient of the wrong shape or dtype is caught.
-// any_layout: the receiver reads any layout (above), so a strided gradient is kept uncopied.
+// A receiver that reads any layout (above) keeps a strided gradient uncopied. A node's slot is
+// passed taken out of the node, so that it is the only reference when nothing else holds it.
+enum class Receiver { leaf, node, node_reading_any_layout };
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& expected_shape,
-    DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver,
-    bool any_layout = false) {
+    DType expected_dtype, const char* producer, std::size_t input_index, const char* receiver_name,
+    Receiver receiver) {
   if (grad.shape() != expected_shape || grad.dtype() != expected_dtype)
     fail<AutogradError>("backward of '", producer, "' returned a gradient of shape ",
         shape_str(grad.shape()), " (", dtype_name(grad.dtype()), ") for its input ", input_index,
-        " (", receiver, ") of shape ", shape_str(expected_shape), " (", dtype_name(expected_dtype),
-        ")");
+        " (", receiver_name, ") of shape ", shape_str(expected_shape), " (",
+        dtype_name(expected_dtype), ")");
   if (!slot) {
     // Keep the gradient itself when nothing else can see its memory and it is a plain
-    // contiguous buffer (or any layout, for a receiver that reads any); otherwise copy it, so
-    // that accumulating into it in place later cannot write into another tensor (an identity
-    // backward hands one tensor to several inputs).
-    bool exclusive = grad.impl_ptr().use_count() == 1 &&
-                     grad.impl_ptr()->storage.use_count() == 1 &&
-                     (any_layout || grad.is_contiguous()) && grad.offset() == 0;
-    slot = exclusive ? grad.impl_ptr() : clone(grad).impl_ptr();
+    // contiguous buffer, or for a receiver that reads any layout; otherwise copy it, so that
+    // accumulating into it in place later cannot write into another tensor (an identity backward
+    // hands one tensor to several inputs).
+    const bool exclusive = grad.impl_ptr().use_count() == 1 &&
+                           grad.impl_ptr()->storage.use_count() == 1 && grad.is_contiguous() &&
+                           grad.offset() == 0;
+    const bool keep = exclusive || receiver == Receiver::node_reading_any_layout;
+    slot = keep ? grad.impl_ptr() : clone(grad).impl_ptr();
     return;
   }
-  Tensor(slot).add_(grad);
+  // The second gradient and later ones. A leaf's .grad is added into in place (as PyTorch's, so
+  // that a reference to it sees the sum). A node's pending gradient is added into in place where
+  // the slot alone owns its memory and each of its elements is its own; otherwise (a gradient
+  // that another node keeps too, a sum's expanded gradient, the caller's upstream gradient) into a
+  // new tensor.
+  const bool owned = slot.use_count() == 1 && slot->storage.use_count() == 1;
+  const Tensor accumulated(slot);
+  if (receiver == Receiver::leaf || (owned && detail::has_distinct_elements(accumulated)))
+    accumulated.add_(grad);
+  else
+    slot = add(accumulated, grad).impl_ptr();
 }
 
 // Runs the hooks registered on a tensor (Tensor::register_hook) on its gradient `grad`, each on
@@ -473,7 +529,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     TensorImpl& leaf = *root.impl_ptr();
     if (!leaf.grad_hooks.empty())
       seed = run_hooks(leaf.grad_hooks, std::move(seed), leaf.shape, leaf.dtype, "a leaf");
-    accumulate(leaf.grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf");
+    accumulate(leaf.grad, seed, root.shape(), root.dtype(), "backward", 0, "leaf", Receiver::leaf);
     run_post_accumulate_hooks(root.impl_ptr());
     run_queued_callbacks();
     return;
@@ -555,13 +611,15 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           if (edge.node) {
             std::shared_ptr<TensorImpl> slot =
                 edge.node->pending_grad_.defined() ? edge.node->pending_grad_.impl_ptr() : nullptr;
+            edge.node->pending_grad_ = Tensor();
             accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
                 edge.node->output_dtype(), node->name(), i, edge.node->name(),
-                reads_any_gradient_layout(edge.node->op()));
+                reads_any_gradient_layout(edge.node->op()) ? Receiver::node_reading_any_layout
+                                                           : Receiver::node);
             edge.node->pending_grad_ = Tensor(slot);
           } else if (edge.leaf->grad_hooks.empty()) {
             accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                node->name(), i, "leaf");
+                node->name(), i, "leaf", Receiver::leaf);
             if (!last_sender.empty()) received.insert(edge.leaf.get());
           } else {
             auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
@@ -569,7 +627,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
             if (hooked == hooked_leaves.end())
               hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
             accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                node->name(), i, "leaf");
+                node->name(), i, "leaf", Receiver::leaf);
           }
         }
       }
@@ -594,8 +652,8 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     for (auto& [leaf, grad] : hooked_leaves) {
       Tensor hooked =
           run_hooks(leaf->grad_hooks, Tensor(std::move(grad)), leaf->shape, leaf->dtype, "a leaf");
-      accumulate(
-          leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0, "leaf");
+      accumulate(leaf->grad, std::move(hooked), leaf->shape, leaf->dtype, "register_hook", 0,
+          "leaf", Receiver::leaf);
       run_post_accumulate_hooks(leaf);
     }
     run_queued_callbacks();

@@ -82,6 +82,44 @@ TEST_CASE(
   CHECK(values(b.grad()) == std::vector<double>{1.0, 1.0});
 }
 
+TEST_CASE(
+    "a node that keeps an expanded gradient adds a second one into a new tensor", "[autograd]") {
+  // sum's gradient is one value expanded over the summed shape (stride 0); permute and the
+  // elementwise ops keep it unwritten. A second gradient into the same node must not be added into
+  // that one value in place (which would be an error, or 6 writes into one float).
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, float64).reshape({2, 3}).requires_grad_();
+  for (const bool permuted : {true, false}) {
+    for (const bool exclusive_first : {true, false}) {
+      INFO("permuted " << permuted << ", the exclusive gradient first " << exclusive_first);
+      x.zero_grad();
+      Tensor y = permuted ? x.permute({1, 0}) : exp(x);
+      // y.sum() · 2 hands sum's backward a gradient of its own (exclusive); y.sum() alone hands it
+      // the upstream gradient, which add's backward shares with its other input
+      Tensor loss =
+          exclusive_first ? add(mul(y.sum(), 2.0), y.sum()) : add(y.sum(), mul(y.sum(), 2.0));
+      loss.backward();
+      const std::vector<double> expected_factor =
+          values(permuted ? ones({2, 3}, float64) : exp(x.detach()));
+      std::vector<double> expected;
+      for (double f : expected_factor) expected.push_back(3.0 * f);
+      CHECK(values(x.grad()) == expected);
+    }
+  }
+}
+
+TEST_CASE(
+    "a gradient kept by one input is not written by the other input's accumulation", "[autograd]") {
+  // add's backward hands its upstream gradient g to both a and b's nodes (exp, tanh read any
+  // layout and keep it); b's node then receives a second gradient: adding it must not change a's.
+  Tensor x = tensor({0.5, -1.0}, float64).requires_grad_();
+  Tensor a = exp(x), b = tanh(x);
+  Tensor loss = sum(add(a, b) * 3.0) + sum(b);
+  loss.backward();
+  const std::vector<double> e = values(exp(x.detach())), t = values(tanh(x.detach()));
+  for (std::size_t i = 0; i < 2; ++i)
+    CHECK(values(x.grad())[i] == Approx(3.0 * e[i] + 4.0 * (1.0 - t[i] * t[i])).epsilon(1e-14));
+}
+
 TEST_CASE("the leaf gradient of a broadcast input has the input's shape", "[autograd]") {
   Tensor bias = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();
   Tensor x = ones({2, 4, 3}, float64);
