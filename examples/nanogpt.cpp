@@ -32,10 +32,8 @@
 //     the micro-batches, not the last one's), and its time is the step's alone (nanoGPT's includes
 //     an evaluation that happened before it); there is no MFU estimate.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <limits>
 #include <map>
 
@@ -306,14 +304,12 @@ int train(Config& c, training::RunOptions& o) {
 
   // ---- the training loop -----------------------------------------------------------------------
   // ag's step t (1, 2, …) is nanoGPT's iter_num t − 1: the update that makes t updates.
-  // Each iteration's wall-clock and CPU time (the process's, all its threads), for the summary.
-  std::vector<double> wall_ms, cpu_ms;
+  training::IterationTimes times;  // each iteration's wall-clock and CPU time, for the summary
   training::StepProfiler profiler(o, run.first_step(), run.last_step());  // --profile N
   if (run.first_step() == 1) evaluate(0);
   for (int64_t t = run.first_step(); t <= run.last_step(); ++t) {
     profiler.step_begins(t);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::clock_t cpu0 = std::clock();
+    times.begin();
     // The step's global batch: gradient_accumulation_steps micro-batches, one after another.
     const data::WindowBatch batch =
         data::get_batch(dataset.train, o.batch_size, c.block_size, batches);
@@ -328,17 +324,15 @@ int train(Config& c, training::RunOptions& o) {
     const training::StepResult result = step.take(t, static_cast<double>(o.batch_size), loss_of);
     profiler.step_ends(t);
     if (result.diverged) return 1;
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    wall_ms.push_back(dt * 1000);
-    cpu_ms.push_back(1000.0 * static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC);
+    const double dt_ms = times.end();
     if (loss_log.is_open()) {
       char row[64];
       std::snprintf(row, sizeof row, "%lld,%a", static_cast<long long>(t), result.loss);
       loss_log.row(row);
     }
     if ((t - 1) % c.log_interval == 0)
-      std::printf("iter %lld: loss %.4f, time %.2fms\n", static_cast<long long>(t - 1), result.loss,
-          dt * 1000);
+      std::printf(
+          "iter %lld: loss %.4f, time %.2fms\n", static_cast<long long>(t - 1), result.loss, dt_ms);
     if (t % c.eval_interval == 0 || t == o.steps) evaluate(t);
     const bool stop = run.stop_requested();  // Ctrl-C, on every rank after the same step
     if (run.save_due(t, stop)) run.save(t);
@@ -346,20 +340,8 @@ int train(Config& c, training::RunOptions& o) {
   }
   if (run.stopped_early()) return 0;
   std::printf("best val loss %.4f\n", best_val_loss);
-  // Not nanoGPT's: the median time of an iteration, the first 10 of this invocation left out (on a
-  // machine shared with other work, the CPU time shows the work and the wall-clock time also the
-  // waiting).
-  if (wall_ms.size() > 10) {
-    auto median_from_10 = [](std::vector<double> v) {  // Python's statistics.median
-      v.erase(v.begin(), v.begin() + 10);
-      std::sort(v.begin(), v.end());
-      const std::size_t n = v.size();
-      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    };
-    std::printf(
-        "time per iteration: median %.2fms, CPU time median %.2fms (iterations from 10 on)\n",
-        median_from_10(wall_ms), median_from_10(cpu_ms));
-  }
+  // Not nanoGPT's: the median time of an iteration, the first 10 of this invocation left out.
+  std::printf("%s", times.summary(10).c_str());
 
   // ---- sample.py: a continuation of "\n" ------------------------------------------------------
   if (c.sample > 0 && dist::rank() == 0) {

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "distributed/distributed.h"
@@ -41,6 +43,38 @@ void LogFile::close() {
   if (!file_.is_open()) return;
   file_.close();
   if (!file_) throw IoError("closing " + what_ + " " + path_ + " failed (is the disk full?)");
+}
+
+void IterationTimes::begin() {
+  wall_start_ = std::chrono::steady_clock::now();
+  cpu_start_ = std::clock();
+}
+
+double IterationTimes::end() {
+  const std::chrono::duration<double, std::milli> wall =
+      std::chrono::steady_clock::now() - wall_start_;
+  wall_ms_.push_back(wall.count());
+  cpu_ms_.push_back(1000.0 * static_cast<double>(std::clock() - cpu_start_) / CLOCKS_PER_SEC);
+  return wall.count();
+}
+
+std::string IterationTimes::summary(std::size_t skip) const {
+  if (wall_ms_.size() <= skip) return "";
+  const auto from_skip = [skip](const std::vector<double>& v) {
+    return median(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(skip), v.end()));
+  };
+  char line[160];
+  std::snprintf(line, sizeof line,
+      "time per iteration: median %.2fms, CPU time median %.2fms (iterations from %zu on)\n",
+      from_skip(wall_ms_), from_skip(cpu_ms_), skip);
+  return line;
+}
+
+double median(std::vector<double> values) {
+  const std::size_t n = values.size();
+  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 std::string format_duration(double seconds) {

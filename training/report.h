@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "training/run.h"
 
@@ -65,6 +67,31 @@ class Report {
   int64_t steps_since_report_ = 0, steps_since_evaluation_ = 0;
   std::deque<double> recent_losses_;
 };
+
+// Each iteration's wall-clock and CPU time (the process's, all its threads), and their medians:
+// on a machine shared with other work, the CPU time shows the work, the wall-clock time also the
+// waiting. The first iterations (warm-up: the allocator's cache, the first pages) are left out.
+//   IterationTimes times;
+//   times.begin();  …the iteration…  const double ms = times.end();
+//   std::printf("%s", times.summary().c_str());
+class IterationTimes {
+ public:
+  void begin();
+  double end();  // the iteration's wall-clock milliseconds
+  std::size_t count() const { return wall_ms_.size(); }
+  // "time per iteration: median 50.12ms, CPU time median 49.88ms (iterations from 10 on)\n", or ""
+  // when there are no more than `skip` iterations (the line bench/compare_nanogpt.sh reads).
+  std::string summary(std::size_t skip = 10) const;
+
+ private:
+  std::chrono::steady_clock::time_point wall_start_;
+  std::clock_t cpu_start_ = 0;
+  std::vector<double> wall_ms_, cpu_ms_;
+};
+
+// The median of `values` (Python's statistics.median: the mean of the middle two of an even count);
+// NaN for none.
+double median(std::vector<double> values);
 
 // "m:ss": 95.4 s -> "1:35".
 std::string format_duration(double seconds);

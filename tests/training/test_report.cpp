@@ -2,6 +2,7 @@
 // full disk ends the run with an error naming the log instead of leaving a short one.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -36,4 +37,25 @@ TEST_CASE("a resumed LogFile keeps the rows before the resumed step", "[training
   std::stringstream text;
   text << in.rdbuf();
   CHECK(text.str() == "step,loss\n1,0\n2,0\n3,0\n4,1\n");
+}
+
+TEST_CASE("median is Python's statistics.median", "[training][report]") {
+  CHECK(training::median({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(training::median({4.0, 1.0, 3.0, 2.0}) == 2.5);  // the mean of the middle two
+  CHECK(training::median({7.5}) == 7.5);
+  CHECK(std::isnan(training::median({})));
+}
+
+TEST_CASE("IterationTimes summarises the iterations after the warm-up ones", "[training][report]") {
+  training::IterationTimes times;
+  for (int i = 0; i < 3; ++i) {
+    times.begin();
+    CHECK(times.end() >= 0.0);
+  }
+  CHECK(times.count() == 3);
+  CHECK(times.summary(3).empty());  // every iteration is a warm-up one: nothing to summarise
+  const std::string line = times.summary(1);
+  CHECK_THAT(line, Contains("time per iteration: median "));
+  CHECK_THAT(line, Contains("ms, CPU time median "));
+  CHECK_THAT(line, Contains("ms (iterations from 1 on)\n"));
 }
