@@ -171,7 +171,7 @@ Tensor map_unary(const Tensor& x, F f) {
             if (st[0] == 1 && st[1] == 1) {
               for (int64_t i = 0; i < n; ++i) o[i] = f(in[i]);
             } else if (st[0] == 1 && st[1] == 0) {  // one value along the row (an expanded x)
-              std::fill_n(o, n, f(*in));
+              detail::fill_row(o, n, f(*in));
             } else {
               for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(in[i * st[1]]);
             }

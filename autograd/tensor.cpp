@@ -14,6 +14,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 
 namespace ag {
@@ -155,6 +156,9 @@ bool has_distinct_elements(const Tensor& t) {
   return true;
 }
 
+AG_TARGET_CLONES void fill_row(float* out, int64_t n, float value) { std::fill_n(out, n, value); }
+AG_TARGET_CLONES void fill_row(double* out, int64_t n, double value) { std::fill_n(out, n, value); }
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   check_same_dtype(dst, src, "copy");
   if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
@@ -170,7 +174,7 @@ void copy_into(const Tensor& dst, const Tensor& src) {
       if (st[0] == 1 && st[1] == 1) {
         std::memcpy(o, s, static_cast<std::size_t>(n) * sizeof(T));
       } else if (st[0] == 1 && st[1] == 0) {  // one value along the row (an expanded source)
-        std::fill_n(o, n, *s);
+        fill_row(o, n, *s);
       } else {
         for (int64_t i = 0; i < n; ++i) o[i * st[0]] = s[i * st[1]];
       }
