@@ -210,41 +210,69 @@ Tensor map_unary_vectorised(const Tensor& x, Pick pick) {
   });
 }
 
-// out = g · f′(s) for a backward function of vector_math.h, where s (the op's saved input or
-// output) and g (the gradient of its output) have the output's shape; g may be a broadcast view
-// (a sum's gradient is one, expanded).
-template <class Pick>
-Tensor map_backward_vectorised(const Tensor& g, const Tensor& s, const char* op, Pick pick) {
-  detail::check_same_dtype(g, s, op);
-  if (g.shape() != s.shape())
-    fail<ShapeError>(op, ": gradient of shape ", shape_str(g.shape()),
-        " for a saved tensor of shape ", shape_str(s.shape()));
-  return dispatch(s.dtype(), [&]<typename T>() {
+// out = g · f′ for a backward function of vector_math.h, from the op's saved tensors (its input x,
+// its output y, or both), which have the output's shape, as g (the gradient of its output) has; g
+// may be a broadcast view (a sum's gradient is one, expanded). `pick` chooses the function from the
+// table of the tensors' element type, e.g. [](const auto& f) { return f.gelu_backward; }.
+template <class Pick, class... Saved>
+Tensor map_backward_vectorised(const Tensor& g, const char* op, Pick pick, const Saved&... saved) {
+  constexpr std::size_t K = sizeof...(Saved);
+  const std::array<const Tensor*, K> s{&saved...};
+  for (const Tensor* t : s) {
+    detail::check_same_dtype(g, *t, op);
+    if (g.shape() != t->shape())
+      fail<ShapeError>(op, ": gradient of shape ", shape_str(g.shape()),
+          " for a saved tensor of shape ", shape_str(t->shape()));
+  }
+  return dispatch(g.dtype(), [&]<typename T>() {
     const auto function = pick(detail::vec::functions(T()));
-    Tensor out = empty(s.shape(), s.dtype());
+    Tensor out = empty(g.shape(), g.dtype());
     T* po = out.data<T>();
     const T* pg = g.data<T>();
-    const T* ps = s.data<T>();
-    parallel_for_each_row<3>(s.shape(), {out.strides(), g.strides(), s.strides()},
-        [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-          if (st[0] == 1 && st[1] == 1 && st[2] == 1)
-            return function(pg + off[1], ps + off[2], po + off[0], n);
+    std::array<const T*, K> ps;
+    std::array<Shape, K + 2> strides{out.strides(), g.strides()};
+    for (std::size_t k = 0; k < K; ++k) {
+      ps[k] = s[k]->template data<T>();
+      strides[k + 2] = s[k]->strides();
+    }
+    // function(g, saved…, out, n) on rows of n elements
+    auto call = [&](const T* row_g, const std::array<const T*, K>& row_s, T* row_out, int64_t n) {
+      std::apply([&](const auto*... each) { function(row_g, each..., row_out, n); }, row_s);
+    };
+    parallel_for_each_row<K + 2>(g.shape(), strides,
+        [&](const std::array<int64_t, K + 2>& off, int64_t n,
+            const std::array<int64_t, K + 2>& st) {
+          std::array<const T*, K> row_s;
+          bool saved_contiguous = true;
+          for (std::size_t k = 0; k < K; ++k) {
+            row_s[k] = ps[k] + off[k + 2];
+            saved_contiguous = saved_contiguous && st[k + 2] == 1;
+          }
+          if (st[0] == 1 && st[1] == 1 && saved_contiguous)
+            return call(pg + off[1], row_s, po + off[0], n);
           constexpr int64_t kBlock = 256;
-          T block_g[kBlock], block_s[kBlock];
-          if (st[0] == 1 && st[1] == 0 && st[2] == 1) {  // one gradient for the whole row
-            std::fill_n(block_g, kBlock, pg[off[1]]);    // (a sum's: 1 everywhere)
-            for (int64_t start = 0; start < n; start += kBlock)
-              function(
-                  block_g, ps + off[2] + start, po + off[0] + start, std::min(kBlock, n - start));
+          T block_g[kBlock];
+          if (st[0] == 1 && st[1] == 0 && saved_contiguous) {  // one gradient for the whole row
+            std::fill_n(block_g, kBlock, pg[off[1]]);          // (a sum's: 1 everywhere)
+            for (int64_t start = 0; start < n; start += kBlock) {
+              std::array<const T*, K> block_s;
+              for (std::size_t k = 0; k < K; ++k) block_s[k] = row_s[k] + start;
+              call(block_g, block_s, po + off[0] + start, std::min(kBlock, n - start));
+            }
             return;
           }
+          // Strided rows: through buffers, a block at a time.
+          T block_saved[K][kBlock];
+          std::array<const T*, K> block_s;
+          for (std::size_t k = 0; k < K; ++k) block_s[k] = block_saved[k];
           for (int64_t start = 0; start < n; start += kBlock) {
             const int64_t m = std::min(kBlock, n - start);
             for (int64_t i = 0; i < m; ++i) {
               block_g[i] = pg[off[1] + (start + i) * st[1]];
-              block_s[i] = ps[off[2] + (start + i) * st[2]];
+              for (std::size_t k = 0; k < K; ++k)
+                block_saved[k][i] = row_s[k][(start + i) * st[k + 2]];
             }
-            function(block_g, block_s, block_g, m);
+            call(block_g, block_s, block_g, m);
             for (int64_t i = 0; i < m; ++i) po[off[0] + (start + i) * st[0]] = block_g[i];
           }
         });
@@ -486,7 +514,7 @@ Tensor exp(const Tensor& x) {
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(eˣ)/dx = eˣ = y: reuse the output
         return {map_backward_vectorised(
-            g, y, "exp_backward", [](const auto& f) { return f.exp_backward; })};
+            g, "exp_backward", [](const auto& f) { return f.exp_backward; }, y)};
       });
 }
 
@@ -526,7 +554,7 @@ Tensor tanh(const Tensor& x) {
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(tanh x)/dx = 1 − tanh²x = 1 − y²
         return {map_backward_vectorised(
-            g, y, "tanh_backward", [](const auto& f) { return f.tanh_backward; })};
+            g, "tanh_backward", [](const auto& f) { return f.tanh_backward; }, y)};
       });
 }
 
@@ -541,7 +569,7 @@ Tensor sigmoid(const Tensor& x) {
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // dσ/dx = σ(x) · (1 − σ(x)) = y · (1 − y)
         return {map_backward_vectorised(
-            g, y, "sigmoid_backward", [](const auto& f) { return f.sigmoid_backward; })};
+            g, "sigmoid_backward", [](const auto& f) { return f.sigmoid_backward; }, y)};
       });
 }
 
@@ -556,7 +584,7 @@ Tensor relu(const Tensor& x) {
       Op::relu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         // d relu(x)/dx = 1 where x > 0, else 0 (0 at the kink, as PyTorch)
         return {map_backward_vectorised(
-            g, x, "relu_backward", [](const auto& f) { return f.relu_backward; })};
+            g, "relu_backward", [](const auto& f) { return f.relu_backward; }, x)};
       });
 }
 
@@ -567,11 +595,11 @@ Tensor gelu(const Tensor& x) {
   Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.gelu; });
   if (!detail::any_requires_grad({x})) return out;
   // docs/ops.md, gelu: g · (Φ(x) + x · φ(x))
-  return detail::record(
-      Op::gelu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
-        // d(x · Φ(x))/dx = Φ(x) + x · φ(x),  φ(x) = e^(−x²/2) / √(2π)
+  return detail::record(Op::gelu, out, {x}, /*saved=*/{x, out},
+      [x, y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
+        // d(x · Φ(x))/dx = Φ(x) + x · φ(x),  φ(x) = e^(−x²/2) / √(2π),  Φ(x) = y / x
         return {map_backward_vectorised(
-            g, x, "gelu_backward", [](const auto& f) { return f.gelu_backward; })};
+            g, "gelu_backward", [](const auto& f) { return f.gelu_backward; }, x, y)};
       });
 }
 
@@ -592,7 +620,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
         // dy/dx = ½ (1 + t) + ½ x · (1 − t²) · du/dx,  du/dx = √(2/π) (1 + 3c x²)
         //       = σ + 2 x σ (1 − σ) · du/dx,  σ = σ(2u) = ½ (1 + t)
         return {map_backward_vectorised(
-            g, x, "gelu_tanh_backward", [](const auto& f) { return f.gelu_tanh_backward; })};
+            g, "gelu_tanh_backward", [](const auto& f) { return f.gelu_tanh_backward; }, x)};
       });
 }
 
@@ -606,7 +634,7 @@ Tensor silu(const Tensor& x) {
       Op::silu, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(x σ(x))/dx = σ(x) + x σ(x)(1 − σ(x))
         return {map_backward_vectorised(
-            g, x, "silu_backward", [](const auto& f) { return f.silu_backward; })};
+            g, "silu_backward", [](const auto& f) { return f.silu_backward; }, x)};
       });
 }
 
@@ -635,7 +663,7 @@ Tensor sin(const Tensor& x) {
   return detail::record(
       Op::sin, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         return {map_backward_vectorised(
-            g, x, "sin_backward", [](const auto& f) { return f.sin_backward; })};
+            g, "sin_backward", [](const auto& f) { return f.sin_backward; }, x)};
       });
 }
 
@@ -648,7 +676,7 @@ Tensor cos(const Tensor& x) {
   return detail::record(
       Op::cos, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
         return {map_backward_vectorised(
-            g, x, "cos_backward", [](const auto& f) { return f.cos_backward; })};
+            g, "cos_backward", [](const auto& f) { return f.cos_backward; }, x)};
       });
 }
 

@@ -40,15 +40,18 @@ using UnaryFn = void (*)(const T* x, T* y, int64_t n);
 // function's comment says); out may be g.
 template <class T>
 using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
+// The same from both: the input x[i] and the output y[i] = f(x[i]).
+template <class T>
+using BackwardFromBothFn = void (*)(const T* g, const T* x, const T* y, T* out, int64_t n);
 
 // One copy of every function, for one element type.
 template <class T>
 struct Functions {
   UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
-  BackwardFn<T> exp_backward;      // s = y = eˣ:       g · y
-  BackwardFn<T> tanh_backward;     // s = y = tanh x:   g · (1 − y²)
-  BackwardFn<T> sigmoid_backward;  // s = y = σ(x):     g · y (1 − y)
-  BackwardFn<T> gelu_backward;     // s = x:            g · (Φ(x) + x φ(x))
+  BackwardFn<T> exp_backward;           // s = y = eˣ:       g · y
+  BackwardFn<T> tanh_backward;          // s = y = tanh x:   g · (1 − y²)
+  BackwardFn<T> sigmoid_backward;       // s = y = σ(x):     g · y (1 − y)
+  BackwardFromBothFn<T> gelu_backward;  // x, y = x Φ(x):  g · (Φ(x) + x φ(x)),  Φ(x) = y / x
   BackwardFn<T> gelu_tanh_backward;  // s = x:            g · (σ + 2 x σ (1 − σ) u′),  σ = σ(2u)
   BackwardFn<T> silu_backward;  // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
   BackwardFn<T> sin_backward;   // s = x:            g · cos x

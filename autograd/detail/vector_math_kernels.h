@@ -64,6 +64,20 @@ struct Kernels {
       std::memcpy(y + i, out, static_cast<std::size_t>(n - i) * sizeof(T));
     }
   }
+  // out = f(g, x, y), the same way.
+  template <class F>
+  static void map(const T* g, const T* x, const T* y, T* out, int64_t n, F f) {
+    int64_t i = 0;
+    for (; i + kWidth <= n; i += kWidth) store(out + i, f(load(g + i), load(x + i), load(y + i)));
+    if (i < n) {
+      T in_g[kWidth] = {}, in_x[kWidth] = {}, in_y[kWidth] = {}, result[kWidth];
+      std::memcpy(in_g, g + i, static_cast<std::size_t>(n - i) * sizeof(T));
+      std::memcpy(in_x, x + i, static_cast<std::size_t>(n - i) * sizeof(T));
+      std::memcpy(in_y, y + i, static_cast<std::size_t>(n - i) * sizeof(T));
+      store(result, f(load(in_g), load(in_x), load(in_y)));
+      std::memcpy(out + i, result, static_cast<std::size_t>(n - i) * sizeof(T));
+    }
+  }
   // out = f(g, s), the same way.
   template <class F>
   static void map(const T* g, const T* s, T* out, int64_t n, F f) {
@@ -89,23 +103,36 @@ struct Kernels {
     return ((hi * hi - h) + T(2) * hi * lo) + lo * lo;
   }
 
-  // Φ(x) = ½ erfc(−x/√2) and e^(−x²/2), together (GELU's forward and backward need both).
-  //   float64: SLEEF's erfc and exp.
-  //   float32: erfc(z) ≈ t · exp(−z² − 1.26551223 + t·P(t)), t = 1 / (1 + z/2), z ≥ 0 — Numerical
-  //   Recipes' Chebyshev fit (erfcc), relative error below 1.2e−7 for every z — and
-  //   erfc(−z) = 2 − erfc(z). Its cost is two exps, where SLEEF's erfc takes ten times one exp.
-  //   The exponent −z² = −x²/2 is large in the tails, where its rounding would cost ~|z²| ulps:
+  // e^(−x²/2), for φ(x) = e^(−x²/2) / √(2π).
+  //   float32: the exponent −x²/2 is large in the tails, where its rounding would cost ~x²/2 ulps:
   //   x² = h + l is split exactly, e^(−x²/2) = e^(−h/2) · e^(−l/2) ≈ e^(−h/2) · (1 − l/2).
-  static void normal_cdf_and_gauss(V x, V& cdf, V& gauss) {
+  static V gauss(V x) {
     if constexpr (sizeof(T) == 8) {
-      cdf = T(0.5) * Isa::erfc(x * -kSqrtHalf);
-      gauss = Isa::exp(T(-0.5) * x * x);
+      return Isa::exp(T(-0.5) * x * x);
     } else {
       const V zero{};
       const V h = x * x;
       V l = square_error(x, h);
       l = l == l ? l : zero;  // (±inf: h = inf, l = NaN; e^(−inf) = 0 needs no correction)
-      gauss = Isa::exp(T(-0.5) * h) * (T(1) - T(0.5) * l);
+      return Isa::exp(T(-0.5) * h) * (T(1) - T(0.5) * l);
+    }
+  }
+
+  // Φ(x) = ½ erfc(−x/√2), the normal distribution's CDF.
+  //   float64: SLEEF's erfc.
+  //   float32: erfc(z) ≈ t · exp(−z² − 1.26551223 + t·P(t)), t = 1 / (1 + z/2), z ≥ 0 — Numerical
+  //   Recipes' Chebyshev fit (erfcc), relative error below 1.2e−7 for every z — and
+  //   erfc(−z) = 2 − erfc(z): one exp, where SLEEF's erfc takes ten times one. Its exponent is
+  //   large in the tails, where one rounding of it would cost ~z² ulps, so it is kept as two
+  //   floats: x² = h + l exactly (above), and −h/2 + c = s + e exactly (Knuth's two-sum), then
+  //   e^(−x²/2 + c) = e^s · e^(e − l/2) ≈ e^s · (1 + e − l/2).
+  static V normal_cdf(V x) {
+    if constexpr (sizeof(T) == 8) {
+      return T(0.5) * Isa::erfc(x * -kSqrtHalf);
+    } else {
+      const V zero{};
+      const V h = x * x;
+      V l = square_error(x, h);
       const V z = (x < zero ? -x : x) * kSqrtHalf;  // |x| / √2
       const V t = T(1) / (T(1) + T(0.5) * z);
       V p = zero + T(0.17087277);
@@ -117,8 +144,15 @@ struct Kernels {
       p = p * t + T(0.09678418);
       p = p * t + T(0.37409196);
       p = p * t + T(1.00002368);
-      const V erfc_z = t * gauss * Isa::exp(T(-1.26551223) + t * p);  // erfc(|x|/√2)
-      cdf = x < zero ? T(0.5) * erfc_z : T(1) - T(0.5) * erfc_z;      // Φ(x) = ½ erfc(−x/√2)
+      const V a = T(-0.5) * h;             // −z² as a float (exact: h/2)
+      const V c = T(-1.26551223) + t * p;  // the fit's correction, −1.27 … 0
+      const V s = a + c;                   // two-sum: s + e = a + c exactly
+      const V c_in_s = s - a;
+      V e = (a - (s - c_in_s)) + (c - c_in_s);
+      V correction = e - T(0.5) * l;
+      correction = correction == correction ? correction : zero;   // ±inf: e^s = 0 alone
+      const V erfc_z = t * Isa::exp(s) * (T(1) + correction);      // erfc(|x|/√2)
+      return x < zero ? T(0.5) * erfc_z : T(1) - T(0.5) * erfc_z;  // Φ(x) = ½ erfc(−x/√2)
     }
   }
 
@@ -158,11 +192,7 @@ struct Kernels {
   }
   // gelu(x) = x Φ(x) = x · ½ erfc(−x/√2)
   static void gelu(const T* x, T* y, int64_t n) {
-    map(x, y, n, [](V v) {
-      V cdf, gauss;
-      normal_cdf_and_gauss(v, cdf, gauss);
-      return v * cdf;
-    });
+    map(x, y, n, [](V v) { return v * normal_cdf(v); });
   }
   // gelu_tanh(x) = ½ x (1 + tanh u) = x σ(2u)
   static void gelu_tanh(const T* x, T* y, int64_t n) {
@@ -200,12 +230,13 @@ struct Kernels {
   static void sigmoid_backward(const T* g, const T* y, T* out, int64_t n) {
     map(g, y, out, n, [](V gv, V yv) { return gv * yv * (T(1) - yv); });  // σ′ = y (1 − y)
   }
-  // (x Φ(x))′ = Φ(x) + x φ(x),  φ(x) = e^(−x²/2) / √(2π)
-  static void gelu_backward(const T* g, const T* x, T* out, int64_t n) {
-    map(g, x, out, n, [](V gv, V xv) {
-      V cdf, gauss;
-      normal_cdf_and_gauss(xv, cdf, gauss);
-      return gv * (cdf + xv * (kInvSqrt2Pi * gauss));
+  // (x Φ(x))′ = Φ(x) + x φ(x),  φ(x) = e^(−x²/2) / √(2π), with Φ(x) = y / x from the forward's
+  // output (½ at x = 0): one division where Φ itself costs an exp, a division and a polynomial.
+  static void gelu_backward(const T* g, const T* x, const T* y, T* out, int64_t n) {
+    map(g, x, y, out, n, [](V gv, V xv, V yv) {
+      const V zero{};
+      const V cdf = xv == zero ? zero + T(0.5) : yv / xv;
+      return gv * (cdf + xv * (kInvSqrt2Pi * gauss(xv)));
     });
   }
   // (x σ(2u))′ = σ(2u) + x · σ(2u)(1 − σ(2u)) · 2u′
