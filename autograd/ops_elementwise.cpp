@@ -5,6 +5,7 @@
 // is 1, and the result takes the larger. An input broadcast along some dims received the same
 // value in many output positions, so its gradient is the sum of the output gradient over those
 // dims: sum_to(grad, input_shape), the one helper every broadcasting op's backward uses.
+#include <bit>
 #include <cmath>
 #include <numbers>
 
@@ -700,10 +701,17 @@ namespace {
 Grads pick_backward(
     const Tensor& g, const Tensor& a, const Tensor& b, bool larger, const NeedsGrad& needs) {
   // share of a: 1 where a wins, ½ at a tie, 0 where b wins; b takes the rest
-  const Tensor share_a = map_binary(a, b, "pick_backward", [larger](auto x, auto y) {
-    using T = decltype(x);
-    return x == y ? T(0.5) : (larger ? x > y : x < y) ? T(1) : T(0);
-  });
+  // (As sums of 0/1 flags rather than a chain of ?:, so that the loop has no branch to mispredict
+  // and vectorises.)
+  const Tensor share_a = larger ? map_binary(a, b, "pick_backward",
+                                      [](auto x, auto y) {
+                                        using T = decltype(x);
+                                        return T(x > y) + T(0.5) * T(x == y);
+                                      })
+                                : map_binary(a, b, "pick_backward", [](auto x, auto y) {
+                                    using T = decltype(x);
+                                    return T(x < y) + T(0.5) * T(x == y);
+                                  });
   return {needs[0] ? sum_to(mul(g, share_a), a.shape()) : Tensor(),
       needs[1] ? sum_to(mul(g, 1.0 - share_a), b.shape()) : Tensor()};
 }
@@ -713,8 +721,10 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   AG_PROFILE_OP(Op::maximum);
   detail::check_floating(a, "maximum");
   detail::check_floating(b, "maximum");
-  // A NaN in either input wins, as in PyTorch.
-  Tensor out = map_binary(a, b, "maximum", [](auto x, auto y) { return x != x || x > y ? x : y; });
+  // A NaN in either input wins, as in PyTorch. (| rather than ||: no branch, a select that
+  // vectorises.)
+  Tensor out =
+      map_binary(a, b, "maximum", [](auto x, auto y) { return (x != x) | (x > y) ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, maximum: ga = sum_to(g · [a > b] + g/2 · [a = b]), gb the rest
   return detail::record(Op::maximum, out, {a, b}, /*saved=*/{a, b},
@@ -727,7 +737,8 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   AG_PROFILE_OP(Op::minimum);
   detail::check_floating(a, "minimum");
   detail::check_floating(b, "minimum");
-  Tensor out = map_binary(a, b, "minimum", [](auto x, auto y) { return x != x || x < y ? x : y; });
+  Tensor out =
+      map_binary(a, b, "minimum", [](auto x, auto y) { return (x != x) | (x < y) ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, minimum: ga = sum_to(g · [a < b] + g/2 · [a = b]), gb the rest
   return detail::record(Op::minimum, out, {a, b}, /*saved=*/{a, b},
@@ -746,9 +757,10 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   if (min && max && !(*min <= *max)) fail<ValueError>("clamp: min ", *min, " is above max ", *max);
   const double lo = min.value_or(-INFINITY), hi = max.value_or(INFINITY);
   Tensor out = dispatch(x.dtype(), [&]<typename T>() {
-    // NaN stays NaN, as in PyTorch
+    // NaN stays NaN, as in PyTorch: both comparisons are false for it. (Two selects, no branch.)
     return map_unary(x, [l = T(lo), h = T(hi)](T v) {
-      return v != v ? v : v < l ? l : v > h ? h : v;
+      const T above_min = v < l ? l : v;
+      return above_min > h ? h : above_min;
     });
   });
   if (!detail::any_requires_grad({x})) return out;
@@ -757,7 +769,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
       Op::clamp, out, {x}, /*saved=*/{x}, [x, lo, hi](const Tensor& g, const NeedsGrad&) -> Grads {
         return {dispatch(x.dtype(), [&]<typename T>() {
           return map_binary(g, x, "clamp_backward",
-              [l = T(lo), h = T(hi)](T gv, T xv) { return xv >= l && xv <= h ? gv : T(0); });
+              [l = T(lo), h = T(hi)](T gv, T xv) { return (xv >= l) & (xv <= h) ? gv : T(0); });
         })};
       });
 }
@@ -806,13 +818,42 @@ Tensor where(const Tensor& condition, const Tensor& a_given, const Tensor& b_giv
       const C* pc = condition.data<C>();
       const T* pa = a.data<T>();
       const T* pb = b.data<T>();
-      for_each_row<4>(shape,
+      // Every element is read from a and b and one is kept: a select, no branch (a random condition
+      // would mispredict every other one), which the compiler vectorises where the rows are
+      // contiguous or one value (a scalar, as masked_fill's and the backward's zeros).
+      auto select_rows = [&]<bool kAContiguous, bool kBContiguous>(
+                             T* o, const C* c, const T* x, const T* y, int64_t n) {
+        // The select by bit masks: a plain ?: compiles to a branch here.
+        using Bits = std::conditional_t<sizeof(T) == 8, uint64_t,
+            std::conditional_t<sizeof(T) == 4, uint32_t, uint8_t>>;
+        static_assert(sizeof(Bits) == sizeof(T));
+        for (int64_t i = 0; i < n; ++i) {
+          const Bits from_a = std::bit_cast<Bits>(kAContiguous ? x[i] : *x);
+          const Bits from_b = std::bit_cast<Bits>(kBContiguous ? y[i] : *y);
+          const Bits mask = Bits(0) - static_cast<Bits>(c[i] != C(0));  // all ones where c holds
+          o[i] = std::bit_cast<T>(static_cast<Bits>((from_a & mask) | (from_b & ~mask)));
+        }
+      };
+      parallel_for_each_row<4>(shape,
           {out.strides(), broadcast_strides(condition, shape), broadcast_strides(a, shape),
               broadcast_strides(b, shape)},
           [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
-            for (int64_t i = 0; i < n; ++i)
-              po[off[0] + i * st[0]] =
-                  pc[off[1] + i * st[1]] != C(0) ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+            T* o = po + off[0];
+            const C* c = pc + off[1];
+            const T* x = pa + off[2];
+            const T* y = pb + off[3];
+            const bool dense = st[0] == 1 && st[1] == 1 && st[2] <= 1 && st[3] <= 1;
+            if (dense && st[2] == 1 && st[3] == 1)
+              select_rows.template operator()<true, true>(o, c, x, y, n);
+            else if (dense && st[2] == 1)
+              select_rows.template operator()<true, false>(o, c, x, y, n);
+            else if (dense && st[3] == 1)
+              select_rows.template operator()<false, true>(o, c, x, y, n);
+            else if (dense)
+              select_rows.template operator()<false, false>(o, c, x, y, n);
+            else
+              for (int64_t i = 0; i < n; ++i)
+                o[i * st[0]] = c[i * st[1]] != C(0) ? x[i * st[2]] : y[i * st[3]];
           });
     });
   });

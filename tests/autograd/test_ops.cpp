@@ -45,6 +45,60 @@ TEST_CASE("where and masked_fill take masks of any dtype", "[ops]") {
   CHECK(values(where(mask32, x, zeros({}, float64))) == std::vector<double>{0, 2, 0, 4});
 }
 
+TEST_CASE("where selects every layout of its operands alike, in every dtype", "[ops]") {
+  // where's rows have a branch-free select for contiguous operands and operands of one value (a
+  // scalar, a sum's expanded gradient), and an index loop for the rest: all must agree.
+  const std::vector<double> a_values = {1, -2, 3, -4, 5, -6}, b_values = {10, 20, 30, 40, 50, 60};
+  const Tensor condition = tensor({1.0, 0.0, 0.0, 1.0, 1.0, 0.0}, {2, 3}).to(bool_);
+  for (const DType dtype : {float32, float64, int64, bool_}) {
+    INFO(dtype_name(dtype));
+    const Tensor a = tensor(a_values, {2, 3}).to(dtype), b = tensor(b_values, {2, 3}).to(dtype);
+    const Tensor scalar_a = full({}, 7.0, dtype), scalar_b = full({}, 0.0, dtype);
+    // expected, element by element
+    auto expected = [&](const Tensor& x, const Tensor& y) {
+      const Tensor xs = x.expand({2, 3}).contiguous(), ys = y.expand({2, 3}).contiguous();
+      std::vector<double> out;
+      for (int64_t i = 0; i < 6; ++i)
+        out.push_back(condition.to_vector<double>()[i] != 0 ? values(xs)[i] : values(ys)[i]);
+      return out;
+    };
+    CHECK(values(where(condition, a, b)) == expected(a, b));
+    CHECK(values(where(condition, a, scalar_b)) == expected(a, scalar_b));
+    CHECK(values(where(condition, scalar_a, b)) == expected(scalar_a, b));
+    CHECK(values(where(condition, scalar_a, scalar_b)) == expected(scalar_a, scalar_b));
+    // transposed (strided) operands and condition: the index loop
+    const Tensor at = a.reshape({3, 2}).transpose(0, 1), bt = b.reshape({3, 2}).transpose(0, 1);
+    const Tensor ct = condition.reshape({3, 2}).transpose(0, 1);
+    const std::vector<double> strided = values(where(ct, at, bt));
+    const std::vector<double> dense =
+        values(where(ct.contiguous(), at.contiguous(), bt.contiguous()));
+    CHECK(strided == dense);
+  }
+}
+
+TEST_CASE("maximum, minimum and clamp keep NaN, as PyTorch's", "[ops]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor a = tensor({nan, 1.0, 2.0, nan}, float64), b = tensor({1.0, nan, 2.0, nan}, float64);
+  for (const Tensor& picked : {maximum(a, b), minimum(a, b)}) {
+    const std::vector<double> v = values(picked);
+    CHECK(std::isnan(v[0]));
+    CHECK(std::isnan(v[1]));
+    CHECK(v[2] == 2.0);
+    CHECK(std::isnan(v[3]));
+  }
+  const std::vector<double> clamped =
+      values(clamp(tensor({nan, -3.0, 0.25, 3.0}, float64), -1.0, 1.0));
+  CHECK(std::isnan(clamped[0]));
+  CHECK(
+      std::vector<double>(clamped.begin() + 1, clamped.end()) == std::vector<double>{-1, 0.25, 1});
+  // the gradient of a tie is shared: ½ each
+  const Tensor x = tensor({2.0, 3.0, 1.0}, float64).requires_grad_();
+  const Tensor y = tensor({2.0, 1.0, 3.0}, float64).requires_grad_();
+  sum(maximum(x, y)).backward();
+  CHECK(values(x.grad()) == std::vector<double>{0.5, 1, 0});
+  CHECK(values(y.grad()) == std::vector<double>{0.5, 0, 1});
+}
+
 TEST_CASE("max sends the gradient to the first maximum; argmax picks the first", "[ops]") {
   Tensor x = tensor({1.0, 5.0, 5.0, 2.0}, float64).requires_grad_();
   Tensor m = max(x);
