@@ -173,6 +173,9 @@ class Tensor {
   //     the sum of everything that reached the leaf in that pass.
   //   - On an op output (a tensor with a grad_fn), it runs before the op's backward, so a
   //     replaced gradient flows on to the op's inputs.
+  // As PyTorch's, a hook must not write its argument in place: the gradient may be another
+  // tensor's too (an identity backward's, the caller's upstream gradient) or an expanded view of
+  // one value (a sum's); return the changed gradient instead.
   // The tensor must require grad (AutogradError otherwise). Hooks of an op output live as long as
   // its grad_fn; those of a leaf as long as the leaf.
   //   HookHandle h = x.register_hook([](const Tensor& g) { return g * 2.0; });  // doubles x's grad
