@@ -418,6 +418,9 @@ bool reads_any_gradient_layout(Op op) {
     case Op::masked_fill:
     case Op::sum:
     case Op::mean:
+    // rotary_embedding's backward (ops_rotary.cpp's rotate) walks its gradient's rows through the
+    // gradient's strides, copying a row whose features are strided (a sum's stride 0) first.
+    case Op::rotary_embedding:
       return true;
     default:
       return false;
