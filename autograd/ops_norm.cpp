@@ -167,15 +167,16 @@ AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const 
 }
 
 // Rows [begin, end) of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from
-// the saved μ and rstd. Rows that are not centred (pmean null, RMSNorm) have μ = 0 and no
-// − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
+// the saved μ and rstd; g's row r at pg + r · g_row_stride (0: one row for all). Rows that are not
+// centred (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* __restrict px,
     const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
-    const double* __restrict prstd, T* __restrict pdx, int64_t begin, int64_t end, int64_t N) {
+    const double* __restrict prstd, T* __restrict pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
   for (int64_t r = begin; r < end; ++r) {
     const T* x_row = px + r * N;
-    const T* g_row = pg + r * N;
+    const T* g_row = pg + r * g_row_stride;
     const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
     auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
     auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
@@ -188,23 +189,25 @@ template <class T>
   }
 }
 AG_TARGET_CLONES void layer_norm_dx_rows(const float* px, const float* pw, const float* pg,
-    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
+    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
 }
 AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, const double* pg,
-    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
+    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
 }
 
-// Every column of R rows (N elements each), summed over the rows in order: dw += g · x̂ (when dw
-// is not null), db += g (when db is not null).
+// Every column of R rows (N elements each; g's row r at pg + r · g_row_stride), summed over the
+// rows in order: dw += g · x̂ (when dw is not null), db += g (when db is not null).
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_dw_db_columns_impl(const T* __restrict px,
     const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
-    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N) {
+    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N, int64_t g_row_stride) {
   for (int64_t r = 0; r < R; ++r) {
     const T* x_row = px + r * N;
-    const T* g_row = pg + r * N;
+    const T* g_row = pg + r * g_row_stride;
     const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
     if (pdw)
       for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
@@ -213,12 +216,14 @@ template <class T>
   }
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const float* px, const float* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const double* px, const double* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
 }
 
 }  // namespace detail
@@ -264,6 +269,29 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
 // Rows per block of layer norm's backward, whose column sums (dw, db) are added block by block.
 constexpr int64_t kSumBlockRows = 64;
 
+// The upstream gradient as R rows of N contiguous elements, row r at g.data() + r · row_stride:
+// g itself when contiguous; when every row is the same row (g expanded over the leading dims, as a
+// sum's gradient is: layer_norm's node keeps it unwritten, autograd.cpp's
+// reads_any_gradient_layout), a contiguous copy of that one row, read R times (row stride 0); else
+// a contiguous copy of g. The values read are the same either way, so are the bits.
+struct GradientRows {
+  Tensor g;
+  int64_t row_stride;
+};
+GradientRows gradient_rows(const Tensor& grad_output, const NormalizedRows& rows) {
+  if (grad_output.is_contiguous()) return {grad_output, rows.N};
+  const std::size_t lead = grad_output.shape().size() - rows.normalized_shape.size();
+  const Shape& strides = grad_output.strides();
+  if (std::all_of(strides.begin(), strides.begin() + static_cast<std::ptrdiff_t>(lead),
+          [](int64_t stride) { return stride == 0; })) {
+    const Tensor first_row = detail::make_view(grad_output, rows.normalized_shape,
+        Shape(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end()),
+        grad_output.offset());  // (*normalized_shape)
+    return {contiguous(first_row), 0};
+  }
+  return {contiguous(grad_output), rows.N};
+}
+
 // The gradients of layer norm (or RMSNorm, for rows that are not centred) with respect to x, w and
 // b (each only if asked for), from the upstream gradient g: see the formulas at the top of the
 // file.
@@ -271,7 +299,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     bool want_dw, bool want_db) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
-  const Tensor g = contiguous(grad_output);                           // (..., *normalized_shape)
+  const auto [g, g_row_stride] = gradient_rows(grad_output, rows);    // (R, N) rows of g
   Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();       // (..., *normalized_shape)
   std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
   std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
@@ -297,11 +325,13 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     parallel_for(blocks, 8 * kSumBlockRows * N, [&](int64_t first_block, int64_t end_block) {
       for (int64_t block = first_block; block < end_block; ++block) {
         const int64_t r0 = block * kSumBlockRows, rows_here = std::min(kSumBlockRows, R - r0);
-        if (pdx) detail::layer_norm_dx_rows(px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N);
+        if (pdx)
+          detail::layer_norm_dx_rows(
+              px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N, g_row_stride);
         if (pdw || pdb)
-          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * N, pmean ? pmean + r0 : nullptr,
-              prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
-              pdb ? block_db.data() + block * N : nullptr, rows_here, N);
+          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * g_row_stride,
+              pmean ? pmean + r0 : nullptr, prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
+              pdb ? block_db.data() + block * N : nullptr, rows_here, N, g_row_stride);
       }
     });
     // dw[i] = Σ_blocks block_dw[block, i], db likewise, block after block
