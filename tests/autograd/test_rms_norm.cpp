@@ -134,6 +134,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "layer_norm and rms_norm give a row the same bits alone or among other rows", "[layer_norm]") {
+  // ops_norm.cpp sums four rows at once where N is a multiple of 4 and takes the rest one by one:
+  // each row of a (35, N) input (eight groups of four, then three alone) must match the row
+  // normalised by itself, forward and backward (dx), to the last bit; N = 64 and N = 10 (no
+  // groups).
+  for (DType dtype : {float32, float64})
+    for (int64_t N : {int64_t{64}, int64_t{10}}) {
+      INFO(dtype_name(dtype) << ", N " << N);
+      Generator generator(31);
+      const int64_t R = 35;
+      const Tensor x = (randn({R, N}, generator, dtype) * 2.0 + 0.5).detach().requires_grad_();
+      const Tensor w = randn({N}, generator, dtype), b = randn({N}, generator, dtype);
+      const Tensor g = randn({R, N}, generator, dtype);
+      for (const bool rms : {false, true}) {
+        INFO((rms ? "rms_norm" : "layer_norm"));
+        const auto norm = [&](const Tensor& in) {
+          return rms ? rms_norm(in, {N}, w) : layer_norm(in, {N}, w, b);
+        };
+        x.zero_grad();
+        const Tensor y = norm(x);
+        y.backward(g);
+        const std::vector<double> y_all = y.to_vector<double>(),
+                                  dx_all = x.grad().to_vector<double>();
+        for (int64_t r = 0; r < R; ++r) {
+          const Tensor row = narrow(x.detach(), 0, r, 1).clone().requires_grad_();
+          const Tensor y_row = norm(row);
+          y_row.backward(contiguous(narrow(g, 0, r, 1)));
+          const auto at = y_all.begin() + r * N;
+          CHECK(y_row.to_vector<double>() == std::vector<double>(at, at + N));
+          const auto dx_at = dx_all.begin() + r * N;
+          CHECK(row.grad().to_vector<double>() == std::vector<double>(dx_at, dx_at + N));
+        }
+      }
+    }
+}
+
 TEST_CASE("rms_norm errors", "[rms_norm][errors]") {
   CHECK_THROWS_WITH(rms_norm(ones({2, 3}), {4}),
       Equals("rms_norm: input of shape [2,3] does not end in normalized_shape [4]"));
