@@ -418,6 +418,13 @@ bool reads_any_gradient_layout(Op op) {
     case Op::masked_fill:
     case Op::sum:
     case Op::mean:
+    // rotary_embedding's backward (ops_rotary.cpp's rotate) walks its gradient's rows through the
+    // gradient's strides, copying a row whose features are strided (a sum's stride 0) first.
+    case Op::rotary_embedding:
+    // layer_norm's backward (ops_norm.cpp's gradient_rows) reads a gradient that is one row
+    // expanded over the leading dims (a sum's) from a copy of that row, and copies any other
+    // non-contiguous gradient itself.
+    case Op::layer_norm:
       return true;
     default:
       return false;

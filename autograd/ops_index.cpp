@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -217,6 +219,98 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
 
 // ---- topk ---------------------------------------------------------------------------------------
 
+namespace {
+
+__extension__ typedef unsigned __int128 Uint128;  // GCC's and clang's (the key of a double)
+
+// topk's order as one unsigned integer per element, so that a row is ranked by plain integer
+// comparisons: i comes before j when x_i is better (larger, or smaller without `largest`; NaN is
+// larger than every number, as in PyTorch) and, among equal values, when i < j. The key is
+//
+//   (rank of the value) · 2^h + (2^h − 1 − i)        h = half the key's bits
+//
+// so a larger key is a better element, and of two equal values the lower index has the larger key.
+// The rank maps a float's bits to an unsigned integer in the order of the numbers: a positive
+// number gets its bits with the sign bit set, a negative one its bits flipped (larger magnitude,
+// smaller rank). −0 counts as +0 (they are equal), every NaN as one value above +∞; without
+// `largest` the rank is flipped, so that the smallest value has the largest key.
+template <class Key, class T>
+Key topk_key(T v, int64_t i, bool largest) {
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  constexpr int half_bits = 4 * sizeof(Key);
+  constexpr Key low_mask = (Key{1} << half_bits) - 1;
+  constexpr Bits sign = Bits{1} << (8 * sizeof(T) - 1);
+  Key rank;
+  if (std::isnan(v)) {
+    rank = low_mask;
+  } else {
+    if (v == T(0)) v = T(0);  // −0 → +0
+    Bits bits;
+    std::memcpy(&bits, &v, sizeof(T));
+    rank = static_cast<Key>((bits & sign) ? ~bits : (bits | sign));
+  }
+  if (!largest) rank = low_mask - rank;
+  return (rank << half_bits) | (low_mask - static_cast<Key>(i));
+}
+
+// For each row along dim (a.size elements a.inner apart in the contiguous src): the positions of
+// its k best elements, best first, into pos (row-major over x's shape with k at dim).
+//
+// The keys are distinct, so the k largest are one set in one order, whatever the selection: a
+// radix select narrows the row down byte by byte of the rank, from the top. A histogram of the
+// candidates' byte counts how many fall in each of 256 bins; the bins above the one where the
+// count from the top reaches the number still needed are all kept, that bin's keys are the next
+// candidates, the bins below are dropped. For a row of normal numbers the first byte (sign and
+// exponent) leaves about an eighth of the row, the second a few keys, which std::nth_element
+// finishes; only the k kept are sorted. Each pass is two branch-free sweeps, where comparing keys
+// one against another (a sort, a heap) mispredicts about every other branch.
+template <class Key, class T>
+void pick_best(const T* src, Around a, int64_t k, bool largest, std::vector<int64_t>& pos) {
+  const int64_t n = a.size;
+  if (k == 0) return;
+  constexpr int half_bits = 4 * sizeof(Key);
+  constexpr Key low_mask = (Key{1} << half_bits) - 1;
+  std::vector<Key> candidates(static_cast<std::size_t>(n));
+  std::vector<Key> kept(static_cast<std::size_t>(k) + 1);  // + 1: the compaction's spare write
+  for (int64_t o = 0; o < a.outer; ++o)
+    for (int64_t in = 0; in < a.inner; ++in) {
+      const T* row = src + o * n * a.inner + in;  // element i at row[i · inner]
+      Key* cand = candidates.data();
+      Key* keep = kept.data();
+      for (int64_t i = 0; i < n; ++i) cand[i] = topk_key<Key>(row[i * a.inner], i, largest);
+      int64_t m = n;       // candidates cand[0, m)
+      int64_t need = k;    // of which the best `need` belong to the answer
+      int64_t n_kept = 0;  // keep[0, n_kept): certainly in it
+      for (int shift = 8 * static_cast<int>(sizeof(Key)) - 8;
+           need < m && m > 16 && shift >= half_bits; shift -= 8) {
+        int64_t count[256] = {};
+        for (int64_t i = 0; i < m; ++i) ++count[static_cast<int>((cand[i] >> shift) & 0xFF)];
+        int bin = 255;  // the bin where the count from the top reaches `need`
+        int64_t above = 0;
+        while (above + count[bin] < need) above += count[bin--];
+        int64_t next_m = 0;
+        for (int64_t i = 0; i < m; ++i) {  // in place: next_m ≤ i
+          const Key key = cand[i];
+          const int b = static_cast<int>((key >> shift) & 0xFF);
+          keep[n_kept] = key;
+          n_kept += b > bin;
+          cand[next_m] = key;
+          next_m += b == bin;
+        }
+        m = next_m;
+        need -= above;
+      }
+      if (need < m) std::nth_element(cand, cand + need - 1, cand + m, std::greater<Key>());
+      std::copy(cand, cand + need, keep + n_kept);
+      std::sort(keep, keep + k, std::greater<Key>());
+      for (int64_t j = 0; j < k; ++j)  // the position back from the key's low half
+        pos[static_cast<std::size_t>((o * k + j) * a.inner + in)] =
+            static_cast<int64_t>(low_mask - (keep[j] & low_mask));
+    }
+}
+
+}  // namespace
+
 ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   AG_PROFILE_OP(Op::topk);
   (void)sorted;  // PyTorch leaves the order unspecified when not sorted: ag always sorts
@@ -236,24 +330,12 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool s
   pos.resize(picked);
   Tensor xc = contiguous(x.detach());
   dispatch(x.dtype(), [&]<typename T>() {
-    const T* src = xc.data<T>();
-    std::vector<int64_t> order(static_cast<std::size_t>(n));
-    for (int64_t o = 0; o < a.outer; ++o)
-      for (int64_t in = 0; in < a.inner; ++in) {
-        const auto value = [&](int64_t i) { return src[(o * n + i) * a.inner + in]; };
-        // i before j when x_i is better (larger, or smaller without `largest`; NaN is larger than
-        // every number, as in PyTorch), and among equal values the lower index first
-        const auto before = [&](int64_t i, int64_t j) {
-          const T vi = value(i), vj = value(j);
-          const bool ni = std::isnan(vi), nj = std::isnan(vj);
-          if (ni || nj) return ni != nj ? (largest ? ni : nj) : i < j;
-          if (vi != vj) return largest ? vi > vj : vi < vj;
-          return i < j;
-        };
-        std::iota(order.begin(), order.end(), int64_t{0});
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-        for (int64_t j = 0; j < k; ++j) pos[(o * k + j) * a.inner + in] = order[j];
-      }
+    // Each key needs the value's bits and the position's: a float's in 64 bits when n fits in 32,
+    // else 128.
+    if (sizeof(T) == 4 && n <= int64_t{0xFFFFFFFF})
+      pick_best<std::uint64_t>(xc.data<T>(), a, k, largest, pos);
+    else
+      pick_best<Uint128>(xc.data<T>(), a, k, largest, pos);
   });
   Shape out_shape = x.shape();
   if (!out_shape.empty()) out_shape[dim] = k;

@@ -127,35 +127,114 @@ template <class Term>
 // (RMSNorm: μ = 0, and nothing to save), a null pb no bias.
 namespace detail {
 
-// Rows [begin, end) of x (N contiguous elements each): y = x̂ · w + b, and μ (unless pmean is null)
-// and rstd of each row.
+// Four doubles as one vector (GCC's and clang's vector extension): row_sum's four partial sums,
+// each lane added as its scalar is. (The portable copy splits it into two SSE2 vectors.) The
+// always inlined helpers below return it by value, which GCC's -Wpsabi flags (when the templates
+// are instantiated, at the end of the file) as an ABI that changes with AVX: no call of them
+// crosses a library boundary, so the warning is off for this file.
+typedef double Double4 __attribute__((vector_size(4 * sizeof(double))));
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+// Elements p[0, 4) in double. (Written element by element, which the compiler turns into one
+// load and convert per instruction set; a float vector converted as a whole was split in two.)
 template <class T>
-[[gnu::always_inline]] inline void layer_norm_rows_impl(const T* __restrict px,
+[[gnu::always_inline]] inline Double4 load4(const T* p) {
+  return Double4{double(p[0]), double(p[1]), double(p[2]), double(p[3])};
+}
+
+// row_sum's result from its four partial sums.
+[[gnu::always_inline]] inline double combine(Double4 partial) {
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
+// Row r of x (N contiguous elements): y = x̂ · w + b, and μ (unless pmean is null) and rstd.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_row(const T* __restrict px, const T* __restrict pw,
+    const T* __restrict pb, T* __restrict py, double* __restrict pmean, double* __restrict prstd,
+    int64_t r, int64_t N, double eps) {
+  const T* x_row = px + r * N;
+  T* y_row = py + r * N;
+  // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
+  // and var() do — no cancellation as in Σx² − Nμ². RMSNorm's rows skip the first: μ = 0, and
+  // the second is then the mean square Σ x² / N.
+  const double mu =
+      pmean ? row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N) : 0.0;
+  const double variance = row_sum(N, [&](int64_t i) {
+    const double centered = double(x_row[i]) - mu;
+    return centered * centered;
+  }) / double(N);
+  const double s = 1.0 / std::sqrt(variance + eps);
+  if (pmean) pmean[r] = mu;
+  prstd[r] = s;
+  if (pb) {  // y = x̂ · w + b
+    for (int64_t i = 0; i < N; ++i)
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+  } else {  // y = x̂ · w
+    for (int64_t i = 0; i < N; ++i)
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]));
+  }
+}
+
+// Rows [r, r + G) of x as layer_norm_row, for N a multiple of 4.
+//
+// The sums are row_sum's, in its order, for G rows at once. One row's sum is a chain of N / 4
+// dependent vector adds, each waiting for the last to finish (4 cycles), which leaves the core
+// mostly idle; G rows' chains are independent, so it overlaps them. The bits are layer_norm_row's:
+// the same adds in the same order, and no tail (N % 4 elements, where the compilers fuse a
+// multiply-add or not depending on the code around it: such rows take layer_norm_row).
+template <int64_t G, class T>
+[[gnu::always_inline]] inline void layer_norm_row_group(const T* __restrict px,
     const T* __restrict pw, const T* __restrict pb, T* __restrict py, double* __restrict pmean,
-    double* __restrict prstd, int64_t begin, int64_t end, int64_t N, double eps) {
-  for (int64_t r = begin; r < end; ++r) {
-    const T* x_row = px + r * N;
-    T* y_row = py + r * N;
-    // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
-    // and var() do — no cancellation as in Σx² − Nμ². RMSNorm's rows skip the first: μ = 0, and
-    // the second is then the mean square Σ x² / N.
-    const double mu =
-        pmean ? row_sum(N, [&](int64_t i) { return double(x_row[i]); }) / double(N) : 0.0;
-    const double variance = row_sum(N, [&](int64_t i) {
-      const double centered = double(x_row[i]) - mu;
-      return centered * centered;
-    }) / double(N);
-    const double s = 1.0 / std::sqrt(variance + eps);
-    if (pmean) pmean[r] = mu;
-    prstd[r] = s;
+    double* __restrict prstd, int64_t r, int64_t N, double eps) {
+  const T* x = px + r * N;  // row g's element i at x[g · N + i]
+  // Two sweeps over the rows (they stay in cache): μ, then Σ (x − μ)², as layer_norm_row.
+  double mu[G] = {};
+  if (pmean) {
+    Double4 partial[G] = {};
+    for (int64_t i = 0; i < N; i += 4)
+      for (int64_t g = 0; g < G; ++g) partial[g] += load4(x + g * N + i);
+    for (int64_t g = 0; g < G; ++g) mu[g] = combine(partial[g]) / double(N);
+  }
+  double variance[G];
+  {
+    Double4 partial[G] = {};
+    for (int64_t i = 0; i < N; i += 4)
+      for (int64_t g = 0; g < G; ++g) {
+        const Double4 centered = load4(x + g * N + i) - mu[g];
+        partial[g] += centered * centered;
+      }
+    for (int64_t g = 0; g < G; ++g) variance[g] = combine(partial[g]) / double(N);
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const T* x_row = x + g * N;
+    T* y_row = py + (r + g) * N;
+    const double m = mu[g], s = 1.0 / std::sqrt(variance[g] + eps);
+    if (pmean) pmean[r + g] = m;
+    prstd[r + g] = s;
     if (pb) {  // y = x̂ · w + b
       for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+        y_row[i] = static_cast<T>((double(x_row[i]) - m) * s * double(pw[i]) + double(pb[i]));
     } else {  // y = x̂ · w
       for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]));
+        y_row[i] = static_cast<T>((double(x_row[i]) - m) * s * double(pw[i]));
     }
   }
+}
+
+// Rows per group of the row loops (G above).
+inline constexpr int64_t kRowGroup = 4;
+
+// Rows [begin, end): kRowGroup at a time where N is a multiple of 4, the others one by one.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_rows_impl(const T* px, const T* pw, const T* pb,
+    T* py, double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  int64_t r = begin;
+  if (N % 4 == 0)
+    for (; r + kRowGroup <= end; r += kRowGroup)
+      layer_norm_row_group<kRowGroup>(px, pw, pb, py, pmean, prstd, r, N, eps);
+  for (; r < end; ++r) layer_norm_row(px, pw, pb, py, pmean, prstd, r, N, eps);
 }
 AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
     double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
@@ -166,45 +245,96 @@ AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const 
   layer_norm_rows_impl(px, pw, pb, py, pmean, prstd, begin, end, N, eps);
 }
 
-// Rows [begin, end) of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from
-// the saved μ and rstd. Rows that are not centred (pmean null, RMSNorm) have μ = 0 and no
-// − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
+// Row r of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from the saved μ
+// and rstd; g's row r at pg + r · g_row_stride (0: one row for all). Rows that are not centred
+// (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
 template <class T>
-[[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* __restrict px,
-    const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
-    const double* __restrict prstd, T* __restrict pdx, int64_t begin, int64_t end, int64_t N) {
-  for (int64_t r = begin; r < end; ++r) {
-    const T* x_row = px + r * N;
-    const T* g_row = pg + r * N;
-    const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
-    auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
-    auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
-    const double mean_g_hat = pmean ? row_sum(N, g_hat) / double(N) : 0.0;
-    const double mean_g_hat_x_hat =
-        row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
-    T* dx_row = pdx + r * N;
-    for (int64_t i = 0; i < N; ++i)
-      dx_row[i] = static_cast<T>(s * (g_hat(i) - mean_g_hat - x_hat(i) * mean_g_hat_x_hat));
-  }
-}
-AG_TARGET_CLONES void layer_norm_dx_rows(const float* px, const float* pw, const float* pg,
-    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
-}
-AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, const double* pg,
-    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N);
+[[gnu::always_inline]] inline void layer_norm_dx_row(const T* __restrict px, const T* __restrict pw,
+    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
+    T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
+  const T* x_row = px + r * N;
+  const T* g_row = pg + r * g_row_stride;
+  const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
+  auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
+  auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
+  const double mean_g_hat = pmean ? row_sum(N, g_hat) / double(N) : 0.0;
+  const double mean_g_hat_x_hat =
+      row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
+  T* dx_row = pdx + r * N;
+  for (int64_t i = 0; i < N; ++i)
+    dx_row[i] = static_cast<T>(s * (g_hat(i) - mean_g_hat - x_hat(i) * mean_g_hat_x_hat));
 }
 
-// Every column of R rows (N elements each), summed over the rows in order: dw += g · x̂ (when dw
-// is not null), db += g (when db is not null).
+// Rows [r, r + G) of dx as layer_norm_dx_row, for N a multiple of 4: the sums G rows at once, in
+// row_sum's order (as layer_norm_row_group's).
+template <int64_t G, class T>
+[[gnu::always_inline]] inline void layer_norm_dx_row_group(const T* __restrict px,
+    const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
+    const double* __restrict prstd, T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
+  const T* x = px + r * N;                // row g's element i at x[g · N + i]
+  const T* grad = pg + r * g_row_stride;  // and at grad[g · g_row_stride + i]
+  double mu[G], s[G];
+  for (int64_t g = 0; g < G; ++g) mu[g] = pmean ? pmean[r + g] : 0.0, s[g] = prstd[r + g];
+  double mean_g_hat[G] = {}, mean_g_hat_x_hat[G];
+  {
+    Double4 partial_g_hat[G] = {}, partial_g_hat_x_hat[G] = {};
+    for (int64_t i = 0; i < N; i += 4) {
+      const Double4 w = load4(pw + i);
+      for (int64_t g = 0; g < G; ++g) {
+        const Double4 g_hat = load4(grad + g * g_row_stride + i) * w;
+        const Double4 x_hat = (load4(x + g * N + i) - mu[g]) * s[g];
+        if (pmean) partial_g_hat[g] += g_hat;
+        partial_g_hat_x_hat[g] += g_hat * x_hat;
+      }
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      if (pmean) mean_g_hat[g] = combine(partial_g_hat[g]) / double(N);
+      mean_g_hat_x_hat[g] = combine(partial_g_hat_x_hat[g]) / double(N);
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const T* x_row = x + g * N;
+    const T* g_row = grad + g * g_row_stride;
+    T* dx_row = pdx + (r + g) * N;
+    for (int64_t i = 0; i < N; ++i) {
+      const double g_hat = double(g_row[i]) * double(pw[i]);
+      const double x_hat = (double(x_row[i]) - mu[g]) * s[g];
+      dx_row[i] = static_cast<T>(s[g] * (g_hat - mean_g_hat[g] - x_hat * mean_g_hat_x_hat[g]));
+    }
+  }
+}
+
+// Rows [begin, end): kRowGroup at a time where N is a multiple of 4, the others one by one.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* px, const T* pw, const T* pg,
+    const double* pmean, const double* prstd, T* pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
+  int64_t r = begin;
+  if (N % 4 == 0)
+    for (; r + kRowGroup <= end; r += kRowGroup)
+      layer_norm_dx_row_group<kRowGroup>(px, pw, pg, pmean, prstd, pdx, r, N, g_row_stride);
+  for (; r < end; ++r) layer_norm_dx_row(px, pw, pg, pmean, prstd, pdx, r, N, g_row_stride);
+}
+AG_TARGET_CLONES void layer_norm_dx_rows(const float* px, const float* pw, const float* pg,
+    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
+}
+AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, const double* pg,
+    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
+}
+
+// Every column of R rows (N elements each; g's row r at pg + r · g_row_stride), summed over the
+// rows in order: dw += g · x̂ (when dw is not null), db += g (when db is not null).
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_dw_db_columns_impl(const T* __restrict px,
     const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
-    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N) {
+    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N, int64_t g_row_stride) {
   for (int64_t r = 0; r < R; ++r) {
     const T* x_row = px + r * N;
-    const T* g_row = pg + r * N;
+    const T* g_row = pg + r * g_row_stride;
     const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
     if (pdw)
       for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
@@ -213,12 +343,14 @@ template <class T>
   }
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const float* px, const float* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
 }
 AG_TARGET_CLONES void layer_norm_dw_db_columns(const double* px, const double* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N);
+    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
+    int64_t g_row_stride) {
+  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
 }
 
 }  // namespace detail
@@ -264,6 +396,29 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
 // Rows per block of layer norm's backward, whose column sums (dw, db) are added block by block.
 constexpr int64_t kSumBlockRows = 64;
 
+// The upstream gradient as R rows of N contiguous elements, row r at g.data() + r · row_stride:
+// g itself when contiguous; when every row is the same row (g expanded over the leading dims, as a
+// sum's gradient is: layer_norm's node keeps it unwritten, autograd.cpp's
+// reads_any_gradient_layout), a contiguous copy of that one row, read R times (row stride 0); else
+// a contiguous copy of g. The values read are the same either way, so are the bits.
+struct GradientRows {
+  Tensor g;
+  int64_t row_stride;
+};
+GradientRows gradient_rows(const Tensor& grad_output, const NormalizedRows& rows) {
+  if (grad_output.is_contiguous()) return {grad_output, rows.N};
+  const std::size_t lead = grad_output.shape().size() - rows.normalized_shape.size();
+  const Shape& strides = grad_output.strides();
+  if (std::all_of(strides.begin(), strides.begin() + static_cast<std::ptrdiff_t>(lead),
+          [](int64_t stride) { return stride == 0; })) {
+    const Tensor first_row = detail::make_view(grad_output, rows.normalized_shape,
+        Shape(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end()),
+        grad_output.offset());  // (*normalized_shape)
+    return {contiguous(first_row), 0};
+  }
+  return {contiguous(grad_output), rows.N};
+}
+
 // The gradients of layer norm (or RMSNorm, for rows that are not centred) with respect to x, w and
 // b (each only if asked for), from the upstream gradient g: see the formulas at the top of the
 // file.
@@ -271,7 +426,7 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     bool want_dw, bool want_db) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
-  const Tensor g = contiguous(grad_output);                           // (..., *normalized_shape)
+  const auto [g, g_row_stride] = gradient_rows(grad_output, rows);    // (R, N) rows of g
   Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();       // (..., *normalized_shape)
   std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
   std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
@@ -297,11 +452,13 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     parallel_for(blocks, 8 * kSumBlockRows * N, [&](int64_t first_block, int64_t end_block) {
       for (int64_t block = first_block; block < end_block; ++block) {
         const int64_t r0 = block * kSumBlockRows, rows_here = std::min(kSumBlockRows, R - r0);
-        if (pdx) detail::layer_norm_dx_rows(px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N);
+        if (pdx)
+          detail::layer_norm_dx_rows(
+              px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N, g_row_stride);
         if (pdw || pdb)
-          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * N, pmean ? pmean + r0 : nullptr,
-              prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
-              pdb ? block_db.data() + block * N : nullptr, rows_here, N);
+          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * g_row_stride,
+              pmean ? pmean + r0 : nullptr, prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
+              pdb ? block_db.data() + block * N : nullptr, rows_here, N, g_row_stride);
       }
     });
     // dw[i] = Σ_blocks block_dw[block, i], db likewise, block after block

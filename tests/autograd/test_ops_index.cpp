@@ -3,6 +3,7 @@
 // multinomial's distribution, which no PyTorch value can check (ag has its own random stream).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -148,6 +149,52 @@ TEST_CASE("topk's gradient goes to the picked positions; k may be 0 or the size"
   CHECK(topk(x, 0, 1).values.shape() == Shape{2, 0});
   CHECK(doubles(topk(x, 2, 1).values) == std::vector<double>{3, 1, 3, 2});
   CHECK(doubles(topk(scalar_tensor(4.0), 1).values) == std::vector<double>{4});  // 0-dim
+}
+
+TEST_CASE("topk on long rows picks as a full sort does: ties, signed zeros, NaN, infinities",
+    "[ops_index]") {
+  // Rows long enough for topk's radix select to narrow them byte by byte (ops_index.cpp), against
+  // a stable sort of each row by topk's order: NaN largest (all NaN equal), −0 equal to +0, ties
+  // by index. The values: normal numbers, many repeats, both zeros, ±∞, NaN, subnormals; a row of
+  // one repeated value, which no byte narrows; the rows along dim 1 of (2, n, 3), 3 apart.
+  const int64_t n = 300;
+  Generator generator(5);
+  std::vector<double> values = randn({2, n, 3}, generator, float64).to_vector<double>();
+  const std::vector<double> specials = {
+      0.0, -0.0, 1.0, -1.0, 2.5, INFINITY, -INFINITY, NAN, 1e-310, -1e-310, 1.0000001};
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (i % 3 != 2 && i % 5 < 3)
+      values[i] = specials[(i * 7) % specials.size()];
+    else if (i % 3 == 2 && i >= 3 * n)
+      values[i] = 0.75;  // row (1, ·, 2): one value throughout
+  for (DType dtype : {float32, float64}) {
+    const Tensor x = tensor(values, {2, n, 3}, float64).to(dtype);
+    const std::vector<double> xs = x.to_vector<double>();
+    for (bool largest : {true, false})
+      for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{150}, n}) {
+        INFO(dtype_name(dtype) << ", largest " << largest << ", k " << k);
+        std::vector<int64_t> expected(static_cast<std::size_t>(2 * k * 3));  // (2, k, 3)
+        for (int64_t o = 0; o < 2; ++o)
+          for (int64_t in = 0; in < 3; ++in) {
+            const auto value = [&](int64_t i) {
+              return xs[static_cast<std::size_t>((o * n + i) * 3 + in)];
+            };
+            std::vector<int64_t> order(static_cast<std::size_t>(n));
+            for (int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+            std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+              const double vi = value(i), vj = value(j);
+              if (std::isnan(vi) || std::isnan(vj))
+                return std::isnan(vi) != std::isnan(vj) &&
+                       (largest ? std::isnan(vi) : std::isnan(vj));
+              return largest ? vi > vj : vi < vj;
+            });
+            for (int64_t j = 0; j < k; ++j)
+              expected[static_cast<std::size_t>((o * k + j) * 3 + in)] =
+                  order[static_cast<std::size_t>(j)];
+          }
+        CHECK(ints(topk(x, k, 1, largest).indices) == expected);
+      }
+  }
 }
 
 TEST_CASE("topk refuses k out of range and non-floating x", "[ops_index]") {

@@ -1,11 +1,14 @@
 // rms_norm (ops_norm.cpp, beside layer_norm): its values by hand, PyTorch's default eps (the
-// dtype's machine epsilon), its link to layer_norm, and its errors. (Gradients against finite
+// dtype's machine epsilon), its link to layer_norm, and its errors; and the gradient layouts
+// layer_norm's backward reads. (Gradients against finite
 // differences: test_gradcheck_ops.cpp; against PyTorch: test_ops_torch.cpp; 1 and 2 threads:
 // test_parallel.cpp.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -72,6 +75,100 @@ TEST_CASE("rms_norm records one op, saving its input and weight", "[rms_norm]") 
   sum(rms_norm(x, {4}) * randn({3, 4}, generator, float64)).backward();
   CHECK(x.grad().defined());
   CHECK_FALSE(w.grad().defined());
+}
+
+TEST_CASE(
+    "layer_norm's backward reads its gradient in any layout, with the same bits", "[layer_norm]") {
+  // layer_norm's node keeps the gradient it is handed as it is (autograd.cpp's
+  // reads_any_gradient_layout): a sum's, one 1 expanded everywhere (all strides 0); one row
+  // expanded over (B, T); a gradient expanded over B only, and a transposed one (both copied).
+  // x, weight and bias's gradients must be those of the same gradient written out, bit for bit.
+  for (DType dtype : {float32, float64}) {
+    INFO(dtype_name(dtype));
+    Generator generator(21);
+    const int64_t B = 3, T = 5, N = 8;
+    const Tensor x = randn({B, T, N}, generator, dtype).requires_grad_();
+    const Tensor w = randn({N}, generator, dtype).requires_grad_();
+    const Tensor b = randn({N}, generator, dtype).requires_grad_();
+    const Tensor row = randn({N}, generator, dtype);
+    const Tensor per_t = randn({1, T, N}, generator, dtype);
+    const Tensor g_t = randn({B, N, T}, generator, dtype);
+    struct Case {
+      const char* name;
+      Tensor g;           // the gradient y receives (undefined: y.sum().backward())
+      bool kept_strided;  // the node sees it with a 0 stride
+    };
+    const std::vector<Case> cases = {{"sum", Tensor(), true},
+        {"one row", expand(row, {B, T, N}), true}, {"over B", expand(per_t, {B, T, N}), true},
+        {"transposed", g_t.transpose(1, 2), false}};
+    for (const Case& c : cases) {
+      INFO(c.name);
+      std::vector<std::vector<double>> grads[2];  // [as handed, written out] → x, w, b
+      for (int written_out = 0; written_out < 2; ++written_out) {
+        x.zero_grad(), w.zero_grad(), b.zero_grad();
+        const Tensor y = layer_norm(x, {N}, w, b);
+        Tensor seen;
+        {
+          BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
+            if (std::string(node.name()) == "layer_norm") seen = g;
+          });
+          const Tensor g =
+              c.g.defined() ? c.g : expand(ones({1}, dtype).reshape({1, 1, 1}), {B, T, N});
+          if (written_out)
+            y.backward(contiguous(g));
+          else if (c.g.defined())
+            y.backward(c.g);
+          else
+            y.sum().backward();
+        }
+        REQUIRE(seen.defined());
+        if (!written_out) {
+          const Shape& strides = seen.strides();
+          CHECK((std::find(strides.begin(), strides.end(), 0) != strides.end()) == c.kept_strided);
+        }
+        grads[written_out] = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
+            b.grad().to_vector<double>()};
+      }
+      CHECK(grads[0] == grads[1]);
+    }
+  }
+}
+
+TEST_CASE(
+    "layer_norm and rms_norm give a row the same bits alone or among other rows", "[layer_norm]") {
+  // ops_norm.cpp sums four rows at once where N is a multiple of 4 and takes the rest one by one:
+  // each row of a (35, N) input (eight groups of four, then three alone) must match the row
+  // normalised by itself, forward and backward (dx), to the last bit; N = 64 and N = 10 (no
+  // groups).
+  for (DType dtype : {float32, float64})
+    for (int64_t N : {int64_t{64}, int64_t{10}}) {
+      INFO(dtype_name(dtype) << ", N " << N);
+      Generator generator(31);
+      const int64_t R = 35;
+      const Tensor x = (randn({R, N}, generator, dtype) * 2.0 + 0.5).detach().requires_grad_();
+      const Tensor w = randn({N}, generator, dtype), b = randn({N}, generator, dtype);
+      const Tensor g = randn({R, N}, generator, dtype);
+      for (const bool rms : {false, true}) {
+        INFO((rms ? "rms_norm" : "layer_norm"));
+        const auto norm = [&](const Tensor& in) {
+          return rms ? rms_norm(in, {N}, w) : layer_norm(in, {N}, w, b);
+        };
+        x.zero_grad();
+        const Tensor y = norm(x);
+        y.backward(g);
+        const std::vector<double> y_all = y.to_vector<double>(),
+                                  dx_all = x.grad().to_vector<double>();
+        for (int64_t r = 0; r < R; ++r) {
+          const Tensor row = narrow(x.detach(), 0, r, 1).clone().requires_grad_();
+          const Tensor y_row = norm(row);
+          y_row.backward(contiguous(narrow(g, 0, r, 1)));
+          const auto at = y_all.begin() + r * N;
+          CHECK(y_row.to_vector<double>() == std::vector<double>(at, at + N));
+          const auto dx_at = dx_all.begin() + r * N;
+          CHECK(row.grad().to_vector<double>() == std::vector<double>(dx_at, dx_at + N));
+        }
+      }
+    }
 }
 
 TEST_CASE("rms_norm errors", "[rms_norm][errors]") {

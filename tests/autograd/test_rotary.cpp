@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,52 @@ TEST_CASE("rotary_embedding: the backward is the rotation by −θ, laid out lik
     CHECK(dx.to_vector<double>() == expected.to_vector<double>());
     CHECK(projection.grad().to_vector<double>() ==
           expected.permute({0, 2, 1, 3}).reshape({B, T, H * d}).to_vector<double>());
+  }
+}
+
+TEST_CASE("rotary_embedding: the backward reads its gradient in any layout", "[rotary]") {
+  // rotary_embedding's node keeps the gradient it is handed as it is (autograd.cpp's
+  // reads_any_gradient_layout): a sum's, one 1 expanded over every element (all strides 0); one
+  // expanded along the batch only; one whose features are strided (a transposed g). Each must give
+  // what the rotation by −θ of the same gradient written out gives, to the last bit.
+  for (RotaryPairs pairs : {RotaryPairs::interleaved, RotaryPairs::halves}) {
+    INFO((pairs == RotaryPairs::interleaved ? "interleaved" : "halves"));
+    Generator generator(12);
+    const int64_t B = 2, T = 5, H = 3, d = 8;
+    const Tensor projection = randn({B, T, H * d}, generator, float64).requires_grad_();
+    const Angles a = random_angles(T, 3, 13);  // r = 6 of d = 8
+    const Tensor w = randn({H, T, d}, generator, float64);
+    const Tensor g_t = randn({B, H, d, T}, generator, float64);
+    struct Case {
+      const char* name;
+      std::function<void(const Tensor& y)> backward;
+      Tensor g;  // the gradient y receives, written out
+    };
+    const std::vector<Case> cases = {
+        {"sum", [](const Tensor& y) { y.sum().backward(); }, ones({B, H, T, d}, float64)},
+        {"batch-expanded", [&](const Tensor& y) { (y.sum(0) * w).sum().backward(); },
+            contiguous(expand(w, {B, H, T, d}))},
+        {"transposed", [&](const Tensor& y) { y.backward(g_t.transpose(-1, -2)); },
+            contiguous(g_t.transpose(-1, -2))},
+    };
+    for (const Case& c : cases) {
+      INFO(c.name);
+      const Tensor heads = projection.reshape({B, T, H, d}).permute({0, 2, 1, 3});  // (B, H, T, d)
+      const Tensor y = rotary_embedding(heads, a.cos, a.sin, pairs);
+      Tensor seen, dx;  // the gradient the op is handed, and the one it hands on
+      {
+        BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads& grads) {
+          if (std::string(node.name()) == "rotary_embedding") seen = g, dx = grads[0];
+        });
+        c.backward(y);
+      }
+      REQUIRE(dx.defined());
+      if (std::string(c.name) == "sum") CHECK(seen.strides() == Shape{0, 0, 0, 0});  // kept
+      if (std::string(c.name) == "transposed") CHECK(seen.strides().back() != 1);
+      CHECK(dx.strides() == heads.strides());
+      CHECK(dx.to_vector<double>() ==
+            rotary_embedding(c.g, a.cos, neg(a.sin), pairs).to_vector<double>());
+    }
   }
 }
 
