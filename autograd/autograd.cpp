@@ -383,6 +383,9 @@ namespace {
 // backward formulas are ops, or maps over rows with strides), so they too keep it: a sum's
 // gradient, one value expanded over the summed shape (stride 0), reaches exp or relu's backward
 // without being written out as a full tensor of ones first.
+//
+// gather's backward scatter-adds its gradient read through the gradient's strides (ops_index.cpp,
+// scatter_add_along), so it too keeps any layout.
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -418,6 +421,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::masked_fill:
     case Op::sum:
     case Op::mean:
+    case Op::gather:
       return true;
     default:
       return false;
