@@ -385,7 +385,10 @@ namespace {
 // without being written out as a full tensor of ones first.
 //
 // gather's backward scatter-adds its gradient read through the gradient's strides (ops_index.cpp,
-// scatter_add_along), so it too keeps any layout.
+// scatter_add_along), so it too keeps any layout. contiguous's backward is the identity: it does
+// not read its gradient but hands it on, to be kept or copied by the rule of whoever receives it
+// (a sum's expanded gradient reaches x of x.transpose(1, 2).contiguous() through permute as one
+// expanded value, written out once into x.grad instead of twice).
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -422,6 +425,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::sum:
     case Op::mean:
     case Op::gather:
+    case Op::contiguous:
       return true;
     default:
       return false;
