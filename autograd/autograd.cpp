@@ -388,7 +388,8 @@ namespace {
 // scatter_add_along), so it too keeps any layout. contiguous's backward is the identity: it does
 // not read its gradient but hands it on, to be kept or copied by the rule of whoever receives it
 // (a sum's expanded gradient reaches x of x.transpose(1, 2).contiguous() through permute as one
-// expanded value, written out once into x.grad instead of twice).
+// expanded value, written out once into x.grad instead of twice). concat's backward only narrows
+// its gradient, a view of any layout.
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -426,6 +427,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::mean:
     case Op::gather:
     case Op::contiguous:
+    case Op::concat:
       return true;
     default:
       return false;
