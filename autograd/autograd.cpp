@@ -389,7 +389,8 @@ namespace {
 // not read its gradient but hands it on, to be kept or copied by the rule of whoever receives it
 // (a sum's expanded gradient reaches x of x.transpose(1, 2).contiguous() through permute as one
 // expanded value, written out once into x.grad instead of twice). concat's backward only narrows
-// its gradient, a view of any layout.
+// its gradient, a view of any layout; repeat_interleave's adds it up read through its strides
+// (ops_shape.cpp, scatter_add_rows).
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -428,6 +429,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::gather:
     case Op::contiguous:
     case Op::concat:
+    case Op::repeat_interleave:
       return true;
     default:
       return false;
