@@ -408,27 +408,16 @@ Tensor gather_rows(const Tensor& x, int64_t dim, int64_t count, RowOf row_of, co
   return out;
 }
 
-// The gradient of gather_rows: the input's shape, with row j of g added into row row_of(j) (a
-// scatter-add: a row picked several times receives the sum of its gradients, added in the order
-// of j) and zeros in the rows nothing picked. A row's first gradient is added to 0 as it is
-// written (0 + g: the bits of adding into a zero-filled tensor, where −0 becomes +0), so grad is
-// not filled with zeros first. g is read through its strides when they show it as
-// (outer, count, inner) — a sum's expanded gradient is not written out first — and copied
-// otherwise.
+// The gradient of gather_rows: zeros of the input's shape, with row j of g added into row
+// row_of(j) (a scatter-add: a row picked several times receives the sum of its gradients, added
+// in the order of j). g is read through its strides when they show it as (outer, count, inner) —
+// a sum's expanded gradient is not written out first — and copied otherwise.
 template <class RowOf>
 Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim, RowOf row_of) {
   const Around a = around(input_shape, dim);
   const int64_t count = g.shape()[dim];
-  Tensor grad = empty(input_shape, g.dtype());
-  if (grad.numel() == 0) return grad;
-  // Which rows are picked, and which j picks its row first: the same in every outer block.
-  std::vector<char> picked(static_cast<std::size_t>(a.size), 0);
-  std::vector<char> first(static_cast<std::size_t>(count), 0);
-  for (int64_t j = 0; j < count; ++j) {
-    char& row_picked = picked[static_cast<std::size_t>(row_of(j))];
-    first[static_cast<std::size_t>(j)] = !row_picked;
-    row_picked = 1;
-  }
+  Tensor grad = zeros(input_shape, g.dtype());
+  if (g.numel() == 0) return grad;
   const std::optional<Shape> strides = view_strides(g, {a.outer, count, a.inner});
   const Tensor gv = strides ? g : contiguous(g);
   const Shape gs =
@@ -436,28 +425,22 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim, 
   dispatch(g.dtype(), [&]<typename T>() {
     const T* src = gv.data<T>();
     T* dst = grad.data<T>();
-    // Each outer block writes its own rows of grad: blocks go to threads.
-    parallel_for(a.outer, (count + a.size) * a.inner, [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) {
-        T* block = dst + o * a.size * a.inner;
-        for (int64_t r = 0; r < a.size; ++r)
-          if (!picked[static_cast<std::size_t>(r)]) std::fill_n(block + r * a.inner, a.inner, T(0));
+    // Each outer block adds into its own rows of grad: blocks go to threads.
+    parallel_for(a.outer, count * a.inner, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o)
         for (int64_t j = 0; j < count; ++j) {
           const T* from = src + o * gs[0] + j * gs[1];
-          T* to = block + row_of(j) * a.inner;
+          T* to = dst + (o * a.size + row_of(j)) * a.inner;
           const int64_t step = gs[2];
-          if (first[static_cast<std::size_t>(j)]) {
-            if (step == 1)
-              for (int64_t k = 0; k < a.inner; ++k) to[k] = T(0) + from[k];
-            else
-              for (int64_t k = 0; k < a.inner; ++k) to[k] = T(0) + from[k * step];
-          } else if (step == 1) {
+          if (step == 1) {
             for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
+          } else if (step == 0) {  // an expanded gradient: one value along the row
+            const T value = *from;
+            for (int64_t k = 0; k < a.inner; ++k) to[k] += value;
           } else {
             for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k * step];
           }
         }
-      }
     });
   });
   return grad;

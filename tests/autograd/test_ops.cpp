@@ -281,8 +281,8 @@ TEST_CASE(
     const Tensor second = index_select(w, dim, arange(1, rows, 2, int64));
     CHECK(values(z.grad()) == values(add(first, second)));
   }
-  // index_select: a row picked twice gets both gradients, rows nothing picks get +0, and a row's
-  // first gradient is added to 0 (−0 becomes +0, as adding into zeros does).
+  // index_select: a row picked twice gets both gradients, rows nothing picks get +0, and a −0
+  // gradient added into zeros gives +0 (as PyTorch's zeros + index_add_).
   Tensor table = zeros({4, 3}, float64).requires_grad_();
   index_select(table, 0, tensor({2, 0, 2}))
       .backward(tensor({1, 2, 3, -0.0, -0.0, -0.0, 10, 20, 30}, {3, 3}, float64));
