@@ -12,6 +12,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
 
@@ -408,6 +409,21 @@ Tensor gather_rows(const Tensor& x, int64_t dim, int64_t count, RowOf row_of, co
   return out;
 }
 
+// to[k] += from[k] and to[k] += value for k < n: scatter_add_rows's rows, one copy per
+// instruction set (AVX-512 adds 16 floats at once where the portable build's SSE2 adds 4).
+AG_TARGET_CLONES void add_row(float* to, const float* from, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) to[k] += from[k];
+}
+AG_TARGET_CLONES void add_row(double* to, const double* from, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) to[k] += from[k];
+}
+AG_TARGET_CLONES void add_value(float* to, float value, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) to[k] += value;
+}
+AG_TARGET_CLONES void add_value(double* to, double value, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) to[k] += value;
+}
+
 // The gradient of gather_rows: zeros of the input's shape, with row j of g added into row
 // row_of(j) (a scatter-add: a row picked several times receives the sum of its gradients, added
 // in the order of j). g is read through its strides when they show it as (outer, count, inner) —
@@ -432,14 +448,12 @@ Tensor scatter_add_rows(const Tensor& g, const Shape& input_shape, int64_t dim, 
           const T* from = src + o * gs[0] + j * gs[1];
           T* to = dst + (o * a.size + row_of(j)) * a.inner;
           const int64_t step = gs[2];
-          if (step == 1) {
-            for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k];
-          } else if (step == 0) {  // an expanded gradient: one value along the row
-            const T value = *from;
-            for (int64_t k = 0; k < a.inner; ++k) to[k] += value;
-          } else {
+          if (step == 1)
+            add_row(to, from, a.inner);
+          else if (step == 0)  // an expanded gradient: one value along the row
+            add_value(to, *from, a.inner);
+          else
             for (int64_t k = 0; k < a.inner; ++k) to[k] += from[k * step];
-          }
         }
     });
   });
