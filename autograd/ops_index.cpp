@@ -121,11 +121,16 @@ Tensor pick_along(const Tensor& x, const Shape& x_shape, int64_t dim, const Shap
 // order of j). g is read through its strides (a sum's gradient, expanded, is not copied first).
 Tensor scatter_add_along(
     const Tensor& g, const Shape& input_shape, int64_t dim, std::span<const int64_t> pos) {
-  Tensor grad = zeros(input_shape, g.dtype());
-  if (g.numel() == 0) return grad;
   const Shape& index_shape = g.shape();
-  const Shape x_strides = contiguous_strides(input_shape);
   const int64_t last = static_cast<int64_t>(index_shape.size()) - 1;
+  // Along the last dim, with g as large as the input in every other dim, each row of grad receives
+  // the gradients of exactly one row of g: it is zeroed just before them, in L1, rather than all
+  // of grad in a pass of its own.
+  bool rows_cover = dim == last && g.numel() > 0;
+  for (int64_t d = 0; d < last; ++d) rows_cover = rows_cover && index_shape[d] == input_shape[d];
+  Tensor grad = rows_cover ? empty(input_shape, g.dtype()) : zeros(input_shape, g.dtype());
+  if (g.numel() == 0) return grad;
+  const Shape x_strides = contiguous_strides(input_shape);
   const int64_t n = index_shape[last], along = x_strides[dim], g_step = g.strides()[last];
   // Rows that differ in a dim before `dim` add into disjoint parts of grad, rows that differ only
   // from `dim` on may add into the same elements: blocks of the latter go to threads whole, each
@@ -142,10 +147,12 @@ Tensor scatter_add_along(
           end * rows_per_block, [&](int64_t r, int64_t x_base, int64_t g_base) {
             const int64_t* p = pos.data() + r * n;
             const T* g_row = src + g_base;
-            if (dim == last)
+            if (dim == last) {
+              if (rows_cover) std::fill_n(dst + x_base, input_shape[last], T(0));
               for (int64_t k = 0; k < n; ++k) dst[x_base + p[k]] += g_row[k * g_step];
-            else
+            } else {
               for (int64_t k = 0; k < n; ++k) dst[x_base + k + p[k] * along] += g_row[k * g_step];
+            }
           });
     });
   });

@@ -57,47 +57,50 @@ TEST_CASE("gather's gradient adds up at positions read twice", "[ops_index]") {
 
 TEST_CASE("gather's backward reads a strided gradient, with the same bits on 1 and 2 threads",
     "[ops_index]") {
-  // x (6, 40, 150) and an index smaller than x outside dim, large enough for the rows (dim 2) or
-  // the blocks of rows (dim 1) to be split across 2 threads. The reference adds w[j] into x's
-  // element at(j) in the order of j, as the backward must (float64: the same bits).
+  // x (6, 40, 150) and an index large enough for the rows (dim 2) or the blocks of rows (dim 1) to
+  // be split across 2 threads. The reference adds w[j] into x's element at(j) in the order of j,
+  // as the backward must (float64: the same bits).
   Generator gen(11);
   const Shape x_shape{6, 40, 150};
-  for (const int64_t dim : {0, 1, 2}) {
-    Shape index_shape{5, 36, 140};
-    index_shape[static_cast<std::size_t>(dim)] = 50;  // more positions than x has along dim
-    const Tensor index = randint(0, x_shape[static_cast<std::size_t>(dim)], index_shape, gen);
-    const Tensor w = randn(index_shape, gen, float64);
-    const std::vector<int64_t> pos = ints(index);
-    const std::vector<double> w_values = doubles(w);
-    std::vector<double> expected(static_cast<std::size_t>(numel(x_shape)), 0.0);
-    std::vector<double> counts(expected.size(), 0.0);
-    std::size_t j = 0;
-    for (int64_t i0 = 0; i0 < index_shape[0]; ++i0)
-      for (int64_t i1 = 0; i1 < index_shape[1]; ++i1)
-        for (int64_t i2 = 0; i2 < index_shape[2]; ++i2, ++j) {
-          int64_t at[3] = {i0, i1, i2};
-          at[dim] = pos[j];
-          const auto flat =
-              static_cast<std::size_t>((at[0] * x_shape[1] + at[1]) * x_shape[2] + at[2]);
-          expected[flat] += w_values[j];
-          counts[flat] += 1;
-        }
-    std::vector<double> first_run;
-    for (const int threads : {1, 2}) {
-      Threads t(threads);
-      // A permuted gradient: mul's gradient (2, 0, 1)-permuted back through permute.
-      Tensor x = zeros(x_shape, float64).requires_grad_();
-      const Shape order{2, 0, 1};
-      mul(permute(gather(x, dim, index), order), permute(w, order)).sum().backward();
-      CHECK(doubles(x.grad()) == expected);
-      if (threads == 1) first_run = doubles(x.grad());
-      CHECK(doubles(x.grad()) == first_run);
-      // A sum's gradient, one expanded value (stride 0): x[at] counts the positions reading it.
-      Tensor y = zeros(x_shape, float64).requires_grad_();
-      gather(y, dim, index).sum().backward();
-      CHECK(doubles(y.grad()) == counts);
+  // An index as large as x outside dim (along the last dim, each row of x.grad then receives one
+  // row of gradients) or smaller.
+  for (const bool smaller : {false, true})
+    for (const int64_t dim : {0, 1, 2}) {
+      Shape index_shape = smaller ? Shape{5, 36, 140} : x_shape;
+      index_shape[static_cast<std::size_t>(dim)] = 50;  // more positions than x has along dim
+      const Tensor index = randint(0, x_shape[static_cast<std::size_t>(dim)], index_shape, gen);
+      const Tensor w = randn(index_shape, gen, float64);
+      const std::vector<int64_t> pos = ints(index);
+      const std::vector<double> w_values = doubles(w);
+      std::vector<double> expected(static_cast<std::size_t>(numel(x_shape)), 0.0);
+      std::vector<double> counts(expected.size(), 0.0);
+      std::size_t j = 0;
+      for (int64_t i0 = 0; i0 < index_shape[0]; ++i0)
+        for (int64_t i1 = 0; i1 < index_shape[1]; ++i1)
+          for (int64_t i2 = 0; i2 < index_shape[2]; ++i2, ++j) {
+            int64_t at[3] = {i0, i1, i2};
+            at[dim] = pos[j];
+            const auto flat =
+                static_cast<std::size_t>((at[0] * x_shape[1] + at[1]) * x_shape[2] + at[2]);
+            expected[flat] += w_values[j];
+            counts[flat] += 1;
+          }
+      std::vector<double> first_run;
+      for (const int threads : {1, 2}) {
+        Threads t(threads);
+        // A permuted gradient: mul's gradient (2, 0, 1)-permuted back through permute.
+        Tensor x = zeros(x_shape, float64).requires_grad_();
+        const Shape order{2, 0, 1};
+        mul(permute(gather(x, dim, index), order), permute(w, order)).sum().backward();
+        CHECK(doubles(x.grad()) == expected);
+        if (threads == 1) first_run = doubles(x.grad());
+        CHECK(doubles(x.grad()) == first_run);
+        // A sum's gradient, one expanded value (stride 0): x[at] counts the positions reading it.
+        Tensor y = zeros(x_shape, float64).requires_grad_();
+        gather(y, dim, index).sum().backward();
+        CHECK(doubles(y.grad()) == counts);
+      }
     }
-  }
 }
 
 TEST_CASE("gather checks every position, and its backward refuses a changed index", "[ops_index]") {
