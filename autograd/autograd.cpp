@@ -389,8 +389,8 @@ namespace {
 // not read its gradient but hands it on, to be kept or copied by the rule of whoever receives it
 // (a sum's expanded gradient reaches x of x.transpose(1, 2).contiguous() through permute as one
 // expanded value, written out once into x.grad instead of twice). concat's backward only narrows
-// its gradient, a view of any layout; repeat_interleave's adds it up read through its strides
-// (ops_shape.cpp, scatter_add_rows).
+// its gradient, a view of any layout; repeat_interleave's and index_select's add it up read
+// through its strides (ops_shape.cpp, scatter_add_rows).
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -430,6 +430,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::contiguous:
     case Op::concat:
     case Op::repeat_interleave:
+    case Op::index_select:
       return true;
     default:
       return false;

@@ -289,6 +289,9 @@ TEST_CASE(
   const std::vector<double> grad = values(table.grad());
   CHECK(grad == std::vector<double>{0, 0, 0, 0, 0, 0, 11, 22, 33, 0, 0, 0});
   for (double g : grad) CHECK_FALSE(std::signbit(g));
+  table.zero_grad();
+  index_select(table, 0, tensor({2, 0, 2})).sum().backward();  // an expanded gradient
+  CHECK(values(table.grad()) == std::vector<double>{1, 1, 1, 0, 0, 0, 2, 2, 2, 0, 0, 0});
 }
 
 TEST_CASE("ops read strided inputs correctly", "[ops]") {
