@@ -383,6 +383,14 @@ namespace {
 // backward formulas are ops, or maps over rows with strides), so they too keep it: a sum's
 // gradient, one value expanded over the summed shape (stride 0), reaches exp or relu's backward
 // without being written out as a full tensor of ones first.
+//
+// gather's backward scatter-adds its gradient read through the gradient's strides (ops_index.cpp,
+// scatter_add_along), so it too keeps any layout. contiguous's backward is the identity: it does
+// not read its gradient but hands it on, to be kept or copied by the rule of whoever receives it
+// (a sum's expanded gradient reaches x of x.transpose(1, 2).contiguous() through permute as one
+// expanded value, written out once into x.grad instead of twice). concat's backward only narrows
+// its gradient, a view of any layout; repeat_interleave's and index_select's add it up read
+// through its strides (ops_shape.cpp, scatter_add_rows).
 bool reads_any_gradient_layout(Op op) {
   switch (op) {
     case Op::permute:
@@ -425,6 +433,11 @@ bool reads_any_gradient_layout(Op op) {
     // expanded over the leading dims (a sum's) from a copy of that row, and copies any other
     // non-contiguous gradient itself.
     case Op::layer_norm:
+    case Op::gather:
+    case Op::contiguous:
+    case Op::concat:
+    case Op::repeat_interleave:
+    case Op::index_select:
       return true;
     default:
       return false;

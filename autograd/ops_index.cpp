@@ -5,12 +5,14 @@
 // checks it against the table). gather and topk share their two loops: picking x's elements at
 // integer positions along one dim, and the backward's scatter-add of g back into those positions.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
 
@@ -28,24 +31,48 @@ using detail::Around;
 
 namespace {
 
-// For every element j (row-major) of an index of shape `index_shape`, calls visit(j, at) with `at`
-// the offset in a contiguous tensor of strides `strides` of the element it names along `dim`:
-//   at = Σ_{d ≠ dim} i_d · strides[d] + pos[j] · strides[dim]   for j = (i_0, i_1, ...)
-// (gather's out[i][j][k] = x[pos[i][j][k]][j][k] for dim 0). The positions are already checked.
-template <class Visit>
-void for_each_position(const Shape& index_shape, const Shape& strides, int64_t dim,
-    const std::vector<int64_t>& pos, Visit visit) {
-  const int64_t ndim = static_cast<int64_t>(index_shape.size());
-  Shape i(index_shape.size(), 0);  // the multi-index of element j
-  int64_t base = 0;                // Σ_{d ≠ dim} i_d · strides[d]
-  for (std::size_t j = 0; j < pos.size(); ++j) {
-    visit(j, base + pos[j] * strides[dim]);
-    for (int64_t d = ndim - 1; d >= 0; --d) {  // the next multi-index, last dim fastest
+// Whether every v[j], j < n, is in [0, size): one unsigned comparison each (a negative value is a
+// huge unsigned one), no branch, so that it runs as vector instructions.
+AG_TARGET_CLONES bool all_in_range(const int64_t* v, int64_t n, int64_t size) {
+  bool outside = false;
+  for (int64_t j = 0; j < n; ++j)
+    outside |= static_cast<uint64_t>(v[j]) >= static_cast<uint64_t>(size);
+  return !outside;
+}
+
+// The rows of an index of shape `index_shape` (m dims) along its last dim, n = index_shape[m − 1]
+// elements each, for rows r in [begin, end) in row-major order: calls row(r, x_base, other_base)
+// with
+//   x_base     = Σ_{d < m−1, d ≠ dim} i_d · x_strides[d]   the row's offset in x, dim left out
+//   other_base = Σ_{d < m−1} i_d · other_strides[d]         its offset in another tensor of the
+//                                                            index's shape (the gradient)
+// for the row's multi-index (i_0, ..., i_{m−2}). Element k of the row, j = r·n + k, then names
+// x[x_base + k · x_strides[m−1] + pos[j] · x_strides[dim]] (the k term is absent when dim is the
+// last dim). A row is walked by the caller's own loop, so its inner loop is a plain one over k.
+template <class Row>
+void for_each_index_row(const Shape& index_shape, const Shape& x_strides, int64_t dim,
+    const Shape& other_strides, int64_t begin, int64_t end, Row row) {
+  const std::size_t outer_dims = index_shape.size() - 1;
+  // The multi-index of row `begin` over the outer dims, and its two offsets.
+  Shape i(outer_dims, 0);
+  int64_t x_base = 0, other_base = 0, rest = begin;
+  for (std::size_t d = outer_dims; d-- > 0;) {
+    i[d] = rest % index_shape[d];
+    rest /= index_shape[d];
+    if (static_cast<int64_t>(d) != dim) x_base += i[d] * x_strides[d];
+    other_base += i[d] * other_strides[d];
+  }
+  for (int64_t r = begin; r < end; ++r) {
+    row(r, x_base, other_base);
+    for (std::size_t d = outer_dims; d-- > 0;) {  // the next row, like an odometer
+      const int64_t x_stride = static_cast<int64_t>(d) != dim ? x_strides[d] : 0;
       if (++i[d] < index_shape[d]) {
-        if (d != dim) base += strides[d];
+        x_base += x_stride;
+        other_base += other_strides[d];
         break;
       }
-      if (d != dim) base -= (index_shape[d] - 1) * strides[d];
+      x_base -= (index_shape[d] - 1) * x_stride;
+      other_base -= (index_shape[d] - 1) * other_strides[d];
       i[d] = 0;
     }
   }
@@ -53,35 +80,83 @@ void for_each_position(const Shape& index_shape, const Shape& strides, int64_t d
 
 // x's elements at positions `pos` (row-major over index_shape) along `dim`, x seen with shape
 // x_shape (its own, or [1] for a 0-dim x): a new tensor of index_shape and x's dtype (any dtype:
-// values are only moved). Errors name `op`.
+// values are only moved). Errors name `op`. The positions are checked as they are read, row by
+// row (a separate pass would read them all from memory once more): if one is outside
+// [0, x_shape[dim]), its row is not read and the result is an undefined tensor, for the caller to
+// name the bad position.
 Tensor pick_along(const Tensor& x, const Shape& x_shape, int64_t dim, const Shape& index_shape,
-    const std::vector<int64_t>& pos, const char* op) {
+    std::span<const int64_t> pos, const char* op) {
   Tensor out = detail::empty(index_shape, x.dtype(), op);
   if (out.numel() == 0) return out;
   Tensor xc = contiguous(x.detach());
-  const Shape strides = contiguous_strides(x_shape);
+  const Shape x_strides = contiguous_strides(x_shape),
+              out_strides = contiguous_strides(index_shape);
+  const int64_t last = static_cast<int64_t>(index_shape.size()) - 1;
+  const int64_t n = index_shape[last], rows = out.numel() / n, along = x_strides[dim];
+  std::atomic<bool> outside{false};
   dispatch_all(x.dtype(), [&]<typename T>() {
     const T* src = xc.data<T>();
     T* dst = out.data<T>();
-    for_each_position(
-        index_shape, strides, dim, pos, [&](std::size_t j, int64_t at) { dst[j] = src[at]; });
+    // out[j] = x[x_base + k + pos[j] · along] (x_base + pos[j] when dim is the last dim); each row
+    // writes its own n elements of out, so rows can go to threads.
+    parallel_for(rows, n, [&](int64_t begin, int64_t end) {
+      for_each_index_row(index_shape, x_strides, dim, out_strides, begin, end,
+          [&](int64_t r, int64_t x_base, int64_t out_base) {
+            const int64_t* p = pos.data() + r * n;
+            if (!all_in_range(p, n, x_shape[dim])) {
+              outside.store(true, std::memory_order_relaxed);
+              return;
+            }
+            T* o = dst + out_base;
+            if (dim == last)
+              for (int64_t k = 0; k < n; ++k) o[k] = src[x_base + p[k]];
+            else
+              for (int64_t k = 0; k < n; ++k) o[k] = src[x_base + k + p[k] * along];
+          });
+    });
   });
-  return out;
+  return outside.load() ? Tensor() : out;
 }
 
 // The backward of pick_along: zeros of x's shape with g[j] added at the position element j was
-// picked from (a scatter-add: an element picked twice receives both gradients).
+// picked from (a scatter-add: an element picked twice receives both gradients, added in the
+// order of j). g is read through its strides (a sum's gradient, expanded, is not copied first).
 Tensor scatter_add_along(
-    const Tensor& g, const Shape& input_shape, int64_t dim, const std::vector<int64_t>& pos) {
-  Tensor grad = zeros(input_shape, g.dtype());
+    const Tensor& g, const Shape& input_shape, int64_t dim, std::span<const int64_t> pos) {
+  const Shape& index_shape = g.shape();
+  const int64_t last = static_cast<int64_t>(index_shape.size()) - 1;
+  // Along the last dim, with g as large as the input in every other dim, each row of grad receives
+  // the gradients of exactly one row of g: it is zeroed just before them, in L1, rather than all
+  // of grad in a pass of its own.
+  bool rows_cover = dim == last && g.numel() > 0;
+  for (int64_t d = 0; d < last; ++d) rows_cover = rows_cover && index_shape[d] == input_shape[d];
+  Tensor grad = rows_cover ? empty(input_shape, g.dtype()) : zeros(input_shape, g.dtype());
   if (g.numel() == 0) return grad;
-  Tensor gc = contiguous(g);
-  const Shape strides = contiguous_strides(input_shape);
+  const Shape x_strides = contiguous_strides(input_shape);
+  const int64_t n = index_shape[last], along = x_strides[dim], g_step = g.strides()[last];
+  // Rows that differ in a dim before `dim` add into disjoint parts of grad, rows that differ only
+  // from `dim` on may add into the same elements: blocks of the latter go to threads whole, each
+  // walked in row-major order, so every element's additions come in the order of j on any number
+  // of threads.
+  int64_t rows_per_block = 1;
+  for (int64_t d = dim; d < last; ++d) rows_per_block *= index_shape[d];
+  const int64_t blocks = g.numel() / n / rows_per_block;
   dispatch(g.dtype(), [&]<typename T>() {
-    const T* src = gc.data<T>();
+    const T* src = g.data<T>();
     T* dst = grad.data<T>();
-    for_each_position(
-        g.shape(), strides, dim, pos, [&](std::size_t j, int64_t at) { dst[at] += src[j]; });
+    parallel_for(blocks, rows_per_block * n, [&](int64_t begin, int64_t end) {
+      for_each_index_row(index_shape, x_strides, dim, g.strides(), begin * rows_per_block,
+          end * rows_per_block, [&](int64_t r, int64_t x_base, int64_t g_base) {
+            const int64_t* p = pos.data() + r * n;
+            const T* g_row = src + g_base;
+            if (dim == last) {
+              if (rows_cover) std::fill_n(dst + x_base, input_shape[last], T(0));
+              for (int64_t k = 0; k < n; ++k) dst[x_base + p[k]] += g_row[k * g_step];
+            } else {
+              for (int64_t k = 0; k < n; ++k) dst[x_base + k + p[k] * along] += g_row[k * g_step];
+            }
+          });
+    });
   });
   return grad;
 }
@@ -108,23 +183,43 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
           index_shape[d], " > ", x_shape[d], "; only dim ", dim, " may differ)");
   // Each index value must name an element along dim: an integer in [0, size). Negative values do
   // not count from the end, as in PyTorch.
-  std::vector<int64_t> pos;
-  const std::vector<double> values = index_values(index, "gather");
-  detail::reserve_scratch(pos, values.size(), "gather", index.shape());
-  for (double v : values) {
-    if (!(v >= 0 && v < static_cast<double>(x_shape[dim])) || v != std::floor(v))
-      fail<ShapeError>("gather: index value ", v, " is not an integer in [0, ", x_shape[dim] - 1,
-          "] for dim ", dim, " of the input of shape ", shape_str(x.shape()), " (index shape ",
-          shape_str(index.shape()), ")");
-    pos.push_back(static_cast<int64_t>(v));
+  const int64_t size = x_shape[dim];
+  const auto refuse = [&](const auto& v) {
+    fail<ShapeError>("gather: index value ", v, " is not an integer in [0, ", size - 1,
+        "] for dim ", dim, " of the input of shape ", shape_str(x.shape()), " (index shape ",
+        shape_str(index.shape()), ")");
+  };
+  // positions (index's shape, int64, contiguous): the index itself when it is one already, which
+  // the backward then reads as a saved tensor (an in-place change of the index before backward
+  // is an error, as in PyTorch) rather than a copy.
+  Tensor positions;
+  if (index.dtype() == int64) {
+    positions = contiguous(index.detach());
+  } else {
+    // float indices with integer values
+    const std::vector<double> values = index_values(index, "gather");
+    positions = detail::empty(index.shape(), int64, "gather");
+    int64_t* pos = positions.data<int64_t>();
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      const double v = values[j];
+      if (!(v >= 0 && v < static_cast<double>(size)) || v != std::floor(v)) refuse(v);
+      pos[j] = static_cast<int64_t>(v);
+    }
   }
-  Tensor out = pick_along(x, x_shape, dim, index_shape, pos, "gather").reshape(index.shape());
+  const std::span<const int64_t> pos(
+      positions.data<int64_t>(), static_cast<std::size_t>(positions.numel()));
+  Tensor out = pick_along(x, x_shape, dim, index_shape, pos, "gather");
+  if (!out.defined())  // an int64 position outside [0, size): name the first
+    for (int64_t v : pos)
+      if (v < 0 || v >= size) refuse(v);
+  out = out.reshape(index.shape());
   // docs/ops.md, gather: g scatter-added into zeros of the input's shape at the gathered
   //   positions
-  return detail::record(Op::gather, out, {x},
-      [pos = std::move(pos), dim, x_shape, shape = x.shape()](
-          const Tensor& g, const NeedsGrad&) -> Grads {
+  return detail::record(Op::gather, out, {x}, {positions},
+      [positions, dim, x_shape, shape = x.shape()](const Tensor& g, const NeedsGrad&) -> Grads {
         // out[j] = x[at(j)], so x[at] receives the sum of g[j] over every j that read it
+        const std::span<const int64_t> pos(
+            positions.data<int64_t>(), static_cast<std::size_t>(positions.numel()));
         return {
             scatter_add_along(g.reshape(at_least_1d(g.shape())), x_shape, dim, pos).reshape(shape)};
       });

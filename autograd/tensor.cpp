@@ -159,6 +159,64 @@ bool has_distinct_elements(const Tensor& t) {
 AG_TARGET_CLONES void fill_row(float* out, int64_t n, float value) { std::fill_n(out, n, value); }
 AG_TARGET_CLONES void fill_row(double* out, int64_t n, double value) { std::fill_n(out, n, value); }
 
+namespace {
+// A copy whose innermost dim (after merging the dims contiguous for both) is contiguous in dst but
+// strided in src, while src is contiguous along another dim a: a transpose, as
+// x.transpose(1, 2).contiguous() makes. Row by row, each read of src would take one element of a
+// 64-byte line and move on to the next line; square tiles of kTile × kTile elements read and write
+// whole lines instead, and stay in L1 while they are copied. Returns false, having copied nothing,
+// for any other layout. dst's elements are distinct (no stride 0), so tiles can go to threads.
+template <class T>
+bool copy_transposed(T* out, const T* in, Shape shape, std::array<Shape, 2> strides) {
+  coalesce(shape, strides);
+  const std::size_t m = shape.size(), last = m - 1;
+  if (m < 2 || strides[0][last] != 1 || strides[1][last] == 1 || strides[1][last] == 0)
+    return false;
+  std::size_t a = m;  // the dim along which src is contiguous
+  for (std::size_t d = 0; d < last; ++d)
+    if (strides[1][d] == 1) a = d;
+  if (a == m) return false;
+  // Each matrix is dst[i · dst_row + j] = src[i + j · src_col] for i < rows (dim a), j < cols
+  // (the last dim); the other dims index the matrices.
+  const int64_t rows = shape[a], cols = shape[last];
+  const int64_t dst_row = strides[0][a], src_col = strides[1][last];
+  Shape batch_shape, batch_dst, batch_src;
+  int64_t matrices = 1;
+  for (std::size_t d = 0; d < last; ++d)
+    if (d != a) {
+      batch_shape.push_back(shape[d]);
+      batch_dst.push_back(strides[0][d]);
+      batch_src.push_back(strides[1][d]);
+      matrices *= shape[d];
+    }
+  constexpr int64_t kTile = 16;
+  const int64_t row_blocks = (rows + kTile - 1) / kTile;
+  // One work item: kTile rows (dim a) of one matrix, all its columns, tile by tile.
+  parallel_for(matrices * row_blocks, kTile * cols, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t i_begin = (item % row_blocks) * kTile;
+      const int64_t i_end = std::min(rows, i_begin + kTile);
+      int64_t rest = item / row_blocks, dst_at = 0, src_at = 0;  // the matrix's offsets
+      for (std::size_t b = batch_shape.size(); b-- > 0;) {
+        const int64_t index = rest % batch_shape[b];
+        rest /= batch_shape[b];
+        dst_at += index * batch_dst[b];
+        src_at += index * batch_src[b];
+      }
+      for (int64_t j_begin = 0; j_begin < cols; j_begin += kTile) {
+        const int64_t j_end = std::min(cols, j_begin + kTile);
+        for (int64_t i = i_begin; i < i_end; ++i) {
+          T* o = out + dst_at + i * dst_row;
+          const T* s = in + src_at + i;
+          for (int64_t j = j_begin; j < j_end; ++j) o[j] = s[j * src_col];
+        }
+      }
+    }
+  });
+  return true;
+}
+}  // namespace
+
 void copy_into(const Tensor& dst, const Tensor& src) {
   check_same_dtype(dst, src, "copy");
   if (src.dim() > dst.dim() || broadcast_shapes(src.shape(), dst.shape(), "copy") != dst.shape())
@@ -182,9 +240,10 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     // A destination with a stride-0 dim (an expanded view) has elements written more than once:
     // one thread then, so that no two write the same one.
     const std::array<Shape, 2> strides{dst.strides(), broadcast_strides(src, dst.shape())};
-    if (has_distinct_elements(dst))
+    if (has_distinct_elements(dst)) {
+      if (copy_transposed(out, in, dst.shape(), strides)) return;
       parallel_for_each_row<2>(dst.shape(), strides, copy_row);
-    else
+    } else
       for_each_row<2>(dst.shape(), strides, copy_row);
   });
 }

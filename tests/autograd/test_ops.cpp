@@ -302,6 +302,52 @@ TEST_CASE("concat, split and index_select values", "[ops]") {
   CHECK(values(repeat_interleave(tensor({3, 2}), 3, 0)) == std::vector<double>{3, 3, 3, 2, 2, 2});
 }
 
+TEST_CASE(
+    "concat, repeat_interleave, index_select and contiguous take a strided gradient", "[ops]") {
+  // A sum's gradient is one value expanded (stride 0), which these ops' nodes keep as it is.
+  Generator gen(5);
+  Tensor x = randn({3, 4, 5}, gen, float64).requires_grad_();
+  contiguous(transpose(x, 1, 2)).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>(60, 1.0));
+  CHECK(x.grad().is_contiguous());
+  Tensor a = randn({3, 4, 5}, gen, float64).requires_grad_(),
+         b = randn({3, 4, 2}, gen, float64).requires_grad_();
+  concat({a, b}, -1).sum().backward();
+  CHECK(values(a.grad()) == std::vector<double>(60, 1.0));
+  CHECK(values(b.grad()) == std::vector<double>(24, 1.0));
+  CHECK((a.grad().is_contiguous() && b.grad().is_contiguous()));
+  x.zero_grad();
+  repeat_interleave(x, 3, 1).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>(60, 3.0));
+  // repeat_interleave's backward through a permuted gradient: viewed as (outer, count, inner)
+  // with its strides when they allow (dim 2: inner is one dim), copied when they do not (dim 1:
+  // inner (5, 2) from dims whose strides do not merge). x.grad[..., t, ...] = w[2t] + w[2t + 1].
+  Tensor z = randn({3, 4, 5, 2}, gen, float64).requires_grad_();
+  const Shape order{3, 0, 1, 2};
+  for (const int64_t dim : {1, 2}) {
+    Shape repeated{3, 4, 5, 2};
+    repeated[static_cast<std::size_t>(dim)] *= 2;
+    const Tensor w = randn(repeated, gen, float64);
+    z.zero_grad();
+    mul(permute(repeat_interleave(z, 2, dim), order), permute(w, order)).sum().backward();
+    const double rows = static_cast<double>(repeated[static_cast<std::size_t>(dim)]);
+    const Tensor first = index_select(w, dim, arange(0, rows, 2, int64));
+    const Tensor second = index_select(w, dim, arange(1, rows, 2, int64));
+    CHECK(values(z.grad()) == values(add(first, second)));
+  }
+  // index_select: a row picked twice gets both gradients, rows nothing picks get +0, and a −0
+  // gradient added into zeros gives +0 (as PyTorch's zeros + index_add_).
+  Tensor table = zeros({4, 3}, float64).requires_grad_();
+  index_select(table, 0, tensor({2, 0, 2}))
+      .backward(tensor({1, 2, 3, -0.0, -0.0, -0.0, 10, 20, 30}, {3, 3}, float64));
+  const std::vector<double> grad = values(table.grad());
+  CHECK(grad == std::vector<double>{0, 0, 0, 0, 0, 0, 11, 22, 33, 0, 0, 0});
+  for (double g : grad) CHECK_FALSE(std::signbit(g));
+  table.zero_grad();
+  index_select(table, 0, tensor({2, 0, 2})).sum().backward();  // an expanded gradient
+  CHECK(values(table.grad()) == std::vector<double>{1, 1, 1, 0, 0, 0, 2, 2, 2, 0, 0, 0});
+}
+
 TEST_CASE("ops read strided inputs correctly", "[ops]") {
   Tensor x = arange(12, float64).reshape({3, 4});
   Tensor t = x.transpose(0, 1);  // (4,3), not contiguous

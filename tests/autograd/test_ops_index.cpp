@@ -12,6 +12,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "what_contains.h"
 
 using namespace ag;
@@ -19,6 +20,11 @@ using namespace ag;
 namespace {
 std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
 std::vector<double> doubles(const Tensor& t) { return t.to_vector<double>(); }
+struct Threads {  // sets ag's thread count for a scope
+  explicit Threads(int n) : previous(get_num_threads()) { set_num_threads(n); }
+  ~Threads() { set_num_threads(previous); }
+  int previous;
+};
 }  // namespace
 
 // ---- gather -------------------------------------------------------------------------------------
@@ -48,6 +54,72 @@ TEST_CASE("gather's gradient adds up at positions read twice", "[ops_index]") {
   Tensor out = gather(x, 0, tensor(std::vector<int64_t>{2, 2, 0}));  // [x2, x2, x0]
   out.backward(tensor({1, 10, 100}, {3}, float64));
   CHECK(doubles(x.grad()) == std::vector<double>{100, 0, 11});
+}
+
+TEST_CASE("gather's backward reads a strided gradient, with the same bits on 1 and 2 threads",
+    "[ops_index]") {
+  // x (6, 40, 150) and an index large enough for the rows (dim 2) or the blocks of rows (dim 1) to
+  // be split across 2 threads. The reference adds w[j] into x's element at(j) in the order of j,
+  // as the backward must (float64: the same bits).
+  Generator gen(11);
+  const Shape x_shape{6, 40, 150};
+  // An index as large as x outside dim (along the last dim, each row of x.grad then receives one
+  // row of gradients) or smaller.
+  for (const bool smaller : {false, true})
+    for (const int64_t dim : {0, 1, 2}) {
+      Shape index_shape = smaller ? Shape{5, 36, 140} : x_shape;
+      index_shape[static_cast<std::size_t>(dim)] = 50;  // more positions than x has along dim
+      const Tensor index = randint(0, x_shape[static_cast<std::size_t>(dim)], index_shape, gen);
+      const Tensor w = randn(index_shape, gen, float64);
+      const std::vector<int64_t> pos = ints(index);
+      const std::vector<double> w_values = doubles(w);
+      std::vector<double> expected(static_cast<std::size_t>(numel(x_shape)), 0.0);
+      std::vector<double> counts(expected.size(), 0.0);
+      std::size_t j = 0;
+      for (int64_t i0 = 0; i0 < index_shape[0]; ++i0)
+        for (int64_t i1 = 0; i1 < index_shape[1]; ++i1)
+          for (int64_t i2 = 0; i2 < index_shape[2]; ++i2, ++j) {
+            int64_t at[3] = {i0, i1, i2};
+            at[dim] = pos[j];
+            const auto flat =
+                static_cast<std::size_t>((at[0] * x_shape[1] + at[1]) * x_shape[2] + at[2]);
+            expected[flat] += w_values[j];
+            counts[flat] += 1;
+          }
+      std::vector<double> first_run;
+      for (const int threads : {1, 2}) {
+        Threads t(threads);
+        // A permuted gradient: mul's gradient (2, 0, 1)-permuted back through permute.
+        Tensor x = zeros(x_shape, float64).requires_grad_();
+        const Shape order{2, 0, 1};
+        mul(permute(gather(x, dim, index), order), permute(w, order)).sum().backward();
+        CHECK(doubles(x.grad()) == expected);
+        if (threads == 1) first_run = doubles(x.grad());
+        CHECK(doubles(x.grad()) == first_run);
+        // A sum's gradient, one expanded value (stride 0): x[at] counts the positions reading it.
+        Tensor y = zeros(x_shape, float64).requires_grad_();
+        gather(y, dim, index).sum().backward();
+        CHECK(doubles(y.grad()) == counts);
+      }
+    }
+}
+
+TEST_CASE("gather checks every position, and its backward refuses a changed index", "[ops_index]") {
+  Tensor x = zeros({3, 20}).requires_grad_();
+  std::vector<int64_t> values(60, 19);
+  values[47] = 20;  // the one bad position, in the last row
+  CHECK_THROWS_MATCHES(gather(x, 1, tensor(values, {3, 20})), ShapeError,
+      WhatContains({"gather", "index value 20", "[0, 19]", "dim 1", "[3,20]"}));
+  values[47] = -3;
+  CHECK_THROWS_MATCHES(gather(x, 1, tensor(values, {3, 20})), ShapeError,
+      WhatContains({"gather", "index value -3", "[0, 19]"}));
+  // The backward reads the index itself (int64, contiguous), as PyTorch's does: changing it in
+  // place before backward is an error, not a gradient at the wrong positions.
+  Tensor index = zeros({3, 20}, int64);
+  Tensor y = gather(x, 1, index);
+  index.fill_(1);
+  CHECK_THROWS_MATCHES(y.sum().backward(), AutogradError,
+      WhatContains({"gather saved a tensor of shape [3,20] at version 0"}));
 }
 
 TEST_CASE("gather refuses bad indices, naming the op, shapes and values", "[ops_index]") {

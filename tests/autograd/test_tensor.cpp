@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "autograd/autograd.h"
 #include "autograd/detail/philox.h"
@@ -110,6 +111,32 @@ TEST_CASE("contiguous copies only when needed", "[tensor][views]") {
   CHECK(c.to_vector<double>() == std::vector<double>{0, 3, 1, 4, 2, 5});
   // A size-1 dim's stride does not matter for contiguity.
   CHECK(x.unsqueeze(1).is_contiguous());
+}
+
+TEST_CASE(
+    "contiguous copies a transposed tensor tile by tile, any size and dtype", "[tensor][views]") {
+  // copy_into copies a layout whose innermost dim is strided in the source but contiguous along
+  // another dim in 16 × 16 tiles: sizes that are not multiples of 16, one matrix or several, a
+  // sliced source and every dtype give the values to_vector reads element by element.
+  const std::vector<std::function<Tensor(const Tensor&)>> views = {
+      [](const Tensor& x) { return x.transpose(1, 2); },
+      [](const Tensor& x) { return x.transpose(0, 2); },
+      [](const Tensor& x) {
+        return x.permute({2, 0, 1});
+      },
+      [](const Tensor& x) { return x.select(0, 1).transpose(0, 1); },
+      [](const Tensor& x) { return x.slice(2, 3, 30).transpose(1, 2); }};
+  std::vector<double> values(3 * 17 * 35);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i % 7);
+  const Tensor x = tensor(values, {3, 17, 35}, float64);  // 0, 1, ..., 6, 0, 1, ...
+  for (const auto& view : views)
+    for (const DType dtype : {float32, float64, int64, bool_}) {
+      const Tensor strided = view(x.to(dtype));
+      REQUIRE_FALSE(strided.is_contiguous());
+      const Tensor copy = contiguous(strided);
+      CHECK(copy.is_contiguous());
+      CHECK(copy.to_vector<double>() == strided.to_vector<double>());
+    }
 }
 
 TEST_CASE("reshape is a view when the strides allow, a copy otherwise; view refuses to copy",
