@@ -541,7 +541,8 @@ Tensor sqrt(const Tensor& x) {
   return detail::record(Op::sqrt, out, {x}, /*saved=*/{out},
       [y = out.detach()](const Tensor& g, const NeedsGrad&) -> Grads {
         // d(√x)/dx = 1 / (2√x) = 1 / (2y)
-        return {map_binary(g, y, "sqrt_backward", [](auto gv, auto yv) { return gv / (yv + yv); })};
+        return {map_backward_vectorised(
+            g, "sqrt_backward", [](const auto& f) { return f.sqrt_backward; }, y)};
       });
 }
 

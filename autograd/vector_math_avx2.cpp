@@ -8,8 +8,8 @@
 
 namespace ag::detail::vec {
 
-AG_SLEEF_ISA(Avx2Float, float, __m256, 8, f8, avx2);
-AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2);
+AG_SLEEF_ISA(Avx2Float, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
+AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
 
 const Functions<float>& avx2_functions(float) { return Kernels<Avx2Float>::functions(); }
 const Functions<double>& avx2_functions(double) { return Kernels<Avx2Double>::functions(); }

@@ -9,8 +9,8 @@
 
 namespace ag::detail::vec {
 
-AG_SLEEF_ISA(Avx512Float, float, __m512, 16, f16, avx512f);
-AG_SLEEF_ISA(Avx512Double, double, __m512d, 8, d8, avx512f);
+AG_SLEEF_ISA(Avx512Float, float, __m512, 16, f16, avx512f, _mm512_sqrt_ps);
+AG_SLEEF_ISA(Avx512Double, double, __m512d, 8, d8, avx512f, _mm512_sqrt_pd);
 
 const Functions<float>& avx512_functions(float) { return Kernels<Avx512Float>::functions(); }
 const Functions<double>& avx512_functions(double) { return Kernels<Avx512Double>::functions(); }

@@ -7,8 +7,8 @@
 
 namespace ag::detail::vec {
 
-AG_SLEEF_ISA(Sse2Float, float, __m128, 4, f4, sse2);
-AG_SLEEF_ISA(Sse2Double, double, __m128d, 2, d2, sse2);
+AG_SLEEF_ISA(Sse2Float, float, __m128, 4, f4, sse2, _mm_sqrt_ps);
+AG_SLEEF_ISA(Sse2Double, double, __m128d, 2, d2, sse2, _mm_sqrt_pd);
 
 const Functions<float>& sse2_functions(float) { return Kernels<Sse2Float>::functions(); }
 const Functions<double>& sse2_functions(double) { return Kernels<Sse2Double>::functions(); }

@@ -3,7 +3,8 @@
 // cos, √ and 1/√, and the products their backward passes make, for float32 and float64.
 //
 // The vector functions are SLEEF's (Debian's libsleef-dev, the library PyTorch's CPU kernels use),
-// the 1.0-ulp ones (1.5 for erfc, 0.5 for √), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once;
+// the 1.0-ulp ones (1.5 for erfc), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once —
+// and √ the instruction set's own (correctly rounded);
 // the formulas around them are written once, in vector_math_kernels.h, and compiled once per
 // instruction set (vector_math_avx512.cpp, vector_math_avx2.cpp, vector_math_sse2.cpp). The copy
 // for this CPU is picked the first time a function is called: the widest the CPU has, or the one
@@ -57,6 +58,7 @@ struct Functions {
   BackwardFn<T> sin_backward;   // s = x:            g · cos x
   BackwardFn<T> cos_backward;   // s = x:            −g · sin x
   BackwardFn<T> relu_backward;  // s = x:            g · [x > 0]
+  BackwardFn<T> sqrt_backward;  // s = y = √x:       g / (y + y)
 };
 
 // The copy every op uses (picked once; see above).
