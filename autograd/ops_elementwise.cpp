@@ -725,7 +725,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   // A NaN in either input wins, as in PyTorch. (| rather than ||: no branch, a select that
   // vectorises.)
   Tensor out =
-      map_binary(a, b, "maximum", [](auto x, auto y) { return (x != x) | (x > y) ? x : y; });
+      map_binary(a, b, "maximum", [](auto x, auto y) { return ((x != x) | (x > y)) ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, maximum: ga = sum_to(g · [a > b] + g/2 · [a = b]), gb the rest
   return detail::record(Op::maximum, out, {a, b}, /*saved=*/{a, b},
@@ -739,7 +739,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   detail::check_floating(a, "minimum");
   detail::check_floating(b, "minimum");
   Tensor out =
-      map_binary(a, b, "minimum", [](auto x, auto y) { return (x != x) | (x < y) ? x : y; });
+      map_binary(a, b, "minimum", [](auto x, auto y) { return ((x != x) | (x < y)) ? x : y; });
   if (!detail::any_requires_grad({a, b})) return out;
   // docs/ops.md, minimum: ga = sum_to(g · [a < b] + g/2 · [a = b]), gb the rest
   return detail::record(Op::minimum, out, {a, b}, /*saved=*/{a, b},
@@ -770,7 +770,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
       Op::clamp, out, {x}, /*saved=*/{x}, [x, lo, hi](const Tensor& g, const NeedsGrad&) -> Grads {
         return {dispatch(x.dtype(), [&]<typename T>() {
           return map_binary(g, x, "clamp_backward",
-              [l = T(lo), h = T(hi)](T gv, T xv) { return (xv >= l) & (xv <= h) ? gv : T(0); });
+              [l = T(lo), h = T(hi)](T gv, T xv) { return ((xv >= l) & (xv <= h)) ? gv : T(0); });
         })};
       });
 }

@@ -426,7 +426,10 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     bool want_dw, bool want_db) {
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
-  const auto [g, g_row_stride] = gradient_rows(grad_output, rows);    // (R, N) rows of g
+  // (Not a structured binding: clang 14 cannot capture one in the lambdas below.)
+  const GradientRows g_rows = gradient_rows(grad_output, rows);
+  const Tensor& g = g_rows.g;  // (R, N) rows of g
+  const int64_t g_row_stride = g_rows.row_stride;
   Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();       // (..., *normalized_shape)
   std::vector<double> dw(want_dw ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g · x̂
   std::vector<double> db(want_db ? static_cast<std::size_t>(N) : 0);  // (N) Σ_rows g
