@@ -129,11 +129,11 @@ namespace detail {
 
 // Four doubles as one vector (GCC's and clang's vector extension): row_sum's four partial sums,
 // each lane added as its scalar is. (The portable copy splits it into two SSE2 vectors.) The
-// always inlined helpers below return it by value, which GCC's -Wpsabi flags (when the templates
-// are instantiated, at the end of the file) as an ABI that changes with AVX: no call of them
-// crosses a library boundary, so the warning is off for this file.
+// always inlined helpers below return it by value, which GCC's and clang's -Wpsabi flag (when the
+// templates are instantiated, at the end of the file) as an ABI that changes with AVX: no call of
+// them crosses a library boundary, so the warning is off for this file.
 typedef double Double4 __attribute__((vector_size(4 * sizeof(double))));
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
