@@ -35,6 +35,14 @@ std::string decode(const CharDataset& dataset, const std::vector<int64_t>& ids) 
   return encode_utf8(text);
 }
 
+void check_windows(const CharDataset& dataset, int64_t block_size) {
+  for (const auto& [split, ids] :
+      {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}})
+    if (static_cast<int64_t>(ids->size()) <= block_size)
+      fail<ShapeError>("the text is too short: its ", split, " split has ", ids->size(),
+          " characters, and a window of block_size ", block_size, " needs ", block_size + 1);
+}
+
 WindowBatch get_batch(
     const std::vector<int64_t>& data, int64_t rows, int64_t block_size, BatchStream& stream) {
   if (rows < 1 || block_size < 1)

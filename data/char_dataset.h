@@ -56,6 +56,11 @@ struct WindowBatch {
   Tensor x, y;  // (rows, block_size) int64
 };
 
+// Throws ShapeError naming the split when the train or the validation split has no window of
+// block_size characters with its next one (get_batch's need), so that a program can refuse a short
+// text before it builds a model.
+void check_windows(const CharDataset& dataset, int64_t block_size);
+
 // get_batch: rows windows at offsets from `stream`. Throws ShapeError when data has no window of
 // block_size + 1 characters, ValueError for rows or block_size below 1.
 WindowBatch get_batch(

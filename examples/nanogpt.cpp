@@ -2,8 +2,7 @@
 // recipe, the same log lines, trained on a text's characters. It reads top to bottom as train.py
 // does: the data (nanoGPT's data/shakespeare_char/prepare.py and get_batch: data/char_dataset.h),
 // the model (model.py's CausalSelfAttention, MLP, Block and GPT: models/gpt.h), then the training
-// loop. What
-// ag::training adds — checkpoints with an exact --resume, data parallelism under mpirun, Ctrl-C
+// loop. What ag::training adds — checkpoints with an exact --resume, data parallelism under mpirun, Ctrl-C
 // that saves — is a few calls around the loop (examples/train_classifier.cpp shows them alone).
 // docs/nanogpt.md maps each Python line to its C++ line.
 //
@@ -127,13 +126,39 @@ std::string config_problem(const Config& c) {
 // SplitMix64 stream (data::BatchStream) that bench/nanogpt_torch.py draws too. The model, model.py,
 // is models/gpt.h.
 
-// prepare.py on --text (or Debian's fortunes), and the text's CRC-32: a resumed run must read the
-// same text.
-data::CharDataset prepare(const std::string& path, uint32_t& crc) {
-  const data::TextCorpus corpus =
-      path.empty() ? data::read_fortunes() : data::read_text_files({path});
-  crc = crc32(corpus.text);
-  return data::char_dataset(data::decode_utf8(corpus.text, path));
+// prepare.py on --text (or Debian's fortunes), refused when a split has no window of block_size
+// characters; and the text's CRC-32: a resumed run must read the same text.
+data::CharDataset prepare(const Config& c, uint32_t& crc) {
+  try {
+    const data::TextCorpus corpus =
+        c.text.empty() ? data::read_fortunes() : data::read_text_files({c.text});
+    crc = crc32(corpus.text);
+    data::CharDataset dataset = data::char_dataset(data::decode_utf8(corpus.text, c.text));
+    data::check_windows(dataset, c.block_size);
+    return dataset;
+  } catch (const std::exception& e) {
+    throw training::UsageError(e.what());
+  }
+}
+
+// prepare.py's report of the dataset, and train.py's of an iteration's tokens and the ranks.
+void print_data(const data::CharDataset& dataset, const Config& c, const training::RunOptions& o) {
+  std::printf("length of dataset in characters: %s\n", nn::with_commas(dataset.characters).c_str());
+  std::printf("vocab size: %zu\n", dataset.itos.size());
+  std::printf("train has %s tokens\nval has %s tokens\n",
+      nn::with_commas(static_cast<int64_t>(dataset.train.size())).c_str(),
+      nn::with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
+  std::printf(
+      "tokens per iteration will be: %s\n", nn::with_commas(o.batch_size * c.block_size).c_str());
+  training::RunOptions shown = o;  // (its chunks are our micro-batches: said below, in our words)
+  shown.chunk_rows = 0;
+  training::print_data_parallel(shown, "windows");
+  if (c.gradient_accumulation_steps > 1)
+    std::printf(
+        "gradient accumulation: %lld micro-batches of %lld windows an iteration, each with "
+        "its own forward and backward, their gradients added in order\n",
+        static_cast<long long>(c.gradient_accumulation_steps),
+        static_cast<long long>(c.batch_size));
 }
 
 // ==== the training: train.py =====================================================================
@@ -177,13 +202,59 @@ void set_run_options(const Config& c, training::RunOptions& o) {
   // One step's global batch: gradient_accumulation_steps micro-batches of batch_size windows.
   o.batch_size = c.batch_size * c.gradient_accumulation_steps;
   o.lr = c.learning_rate;
-  o.clip = c.grad_clip > 0 ? c.grad_clip : 1.0;  // (Step's clip is set below: none for 0)
+  o.clip = c.grad_clip > 0 ? c.grad_clip : 1.0;  // (Step's clip is set in train: none for 0)
   o.seed = c.seed;
   o.eval_every = c.eval_interval;
   o.schedule = "constant";  // (the schedule is nanoGPT's get_lr, optim::nanogpt_schedule)
   // Gradient accumulation: each micro-batch its own forward and backward, the gradients added in
   // their order (nanoGPT's loop over micro_step with loss / gradient_accumulation_steps).
   o.chunk_rows = c.gradient_accumulation_steps > 1 ? c.batch_size : 0;
+}
+
+// configure_optimizers' two groups: any parameter that is 2-D is weight decayed, otherwise not —
+// all weight tensors in matmuls and embeddings decay, the biases and LayerNorms do not.
+std::vector<optim::ParamGroup> configure_optimizers(const gpt::GPT& model, const Config& c) {
+  std::vector<optim::ParamGroup> groups =
+      optim::weight_decay_groups(model.parameters(), c.weight_decay);
+  for (const auto& [group, what] :
+      {std::pair{&groups[0], "decayed"}, std::pair{&groups[1], "non-decayed"}}) {
+    int64_t numel = 0;
+    for (const Tensor& p : group->params) numel += p.numel();
+    std::printf("num %s parameter tensors: %zu, with %s parameters\n", what, group->params.size(),
+        nn::with_commas(numel).c_str());
+  }
+  return groups;
+}
+
+// estimate_loss: the mean loss of eval_iters random batches of each split, in eval mode (no
+// dropout) and without a graph. Every rank draws the batches (the stream stays the same on every
+// rank); rank 0 alone computes them.
+std::map<std::string, double> estimate_loss(gpt::GPT& model, const data::CharDataset& dataset,
+    const Config& c, data::BatchStream& batches) {
+  std::map<std::string, double> out;
+  NoGradGuard no_grad;
+  model.eval();
+  for (const auto& [split, ids] :
+      {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}}) {
+    double losses = 0;
+    for (int64_t k = 0; k < c.eval_iters; ++k) {
+      const data::WindowBatch batch = data::get_batch(*ids, c.batch_size, c.block_size, batches);
+      if (dist::rank() == 0) losses += model.forward(batch.x, batch.y).loss.item();
+    }
+    out[split] = losses / static_cast<double>(c.eval_iters);
+  }
+  model.train();
+  return out;
+}
+
+// sample.py: a continuation of "\n", temperature and top-k.
+void sample(gpt::GPT& model, const data::CharDataset& dataset, const Config& c) {
+  Generator generator(c.seed);
+  const auto newline = dataset.stoi.find(U'\n');
+  const std::vector<int64_t> start = {newline == dataset.stoi.end() ? 0 : newline->second};
+  const std::vector<int64_t> ids =
+      model.generate(start, c.sample, c.temperature, c.top_k, generator);
+  std::printf("---------------\n%s\n---------------\n", data::decode(dataset, ids).c_str());
 }
 
 int train(Config& c, training::RunOptions& o) {
@@ -193,45 +264,17 @@ int train(Config& c, training::RunOptions& o) {
   const std::optional<Checkpoint> resumed = training::open_run(o, kProgram, settings);
   set_run_options(c, o);
   const uint32_t saved_crc = text_crc;
-  data::CharDataset dataset;
-  try {
-    dataset = prepare(c.text, text_crc);
-  } catch (const std::exception& e) {
-    throw training::UsageError(e.what());
-  }
+  const data::CharDataset dataset = prepare(c, text_crc);
   if (resumed && saved_crc != text_crc)
     throw CheckpointError("checkpoint " + o.resume + ": the text it was trained on (" +
                           (c.text.empty() ? std::string("the fortunes") : c.text) +
                           ") has changed since");
-  for (const auto& [split, ids] :
-      {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}})
-    if (static_cast<int64_t>(ids->size()) <= c.block_size)
-      throw training::UsageError(std::string("the text is too short: its ") + split +
-                                 " split has " + std::to_string(ids->size()) +
-                                 " characters, and --block-size " + std::to_string(c.block_size) +
-                                 " needs more");
-  const int64_t vocab_size = static_cast<int64_t>(dataset.itos.size());
-  std::printf("length of dataset in characters: %s\n", nn::with_commas(dataset.characters).c_str());
-  std::printf("vocab size: %lld\n", static_cast<long long>(vocab_size));
-  std::printf("train has %s tokens\nval has %s tokens\n",
-      nn::with_commas(static_cast<int64_t>(dataset.train.size())).c_str(),
-      nn::with_commas(static_cast<int64_t>(dataset.val.size())).c_str());
-  std::printf(
-      "tokens per iteration will be: %s\n", nn::with_commas(o.batch_size * c.block_size).c_str());
-  training::RunOptions shown = o;  // (its chunks are our micro-batches: said below, in our words)
-  shown.chunk_rows = 0;
-  training::print_data_parallel(shown, "windows");
-  if (c.gradient_accumulation_steps > 1)
-    std::printf(
-        "gradient accumulation: %lld micro-batches of %lld windows an iteration, each with "
-        "its own forward and backward, their gradients added in order\n",
-        static_cast<long long>(c.gradient_accumulation_steps),
-        static_cast<long long>(c.batch_size));
+  print_data(dataset, c, o);
 
   // ---- the model -------------------------------------------------------------------------------
   manual_seed(c.seed);  // the initial weights (and dropout's stream)
   gpt::GPT model({.block_size = c.block_size,
-      .vocab_size = vocab_size,
+      .vocab_size = static_cast<int64_t>(dataset.itos.size()),
       .n_layer = c.n_layer,
       .n_head = c.n_head,
       .n_embd = c.n_embd,
@@ -242,20 +285,9 @@ int train(Config& c, training::RunOptions& o) {
       static_cast<double>(model.get_num_params()) / 1e6,
       nn::with_commas(model.get_num_params()).c_str());
 
-  // ---- the optimizer: configure_optimizers -----------------------------------------------------
-  // Any parameter that is 2-D is weight decayed, otherwise not: all weight tensors in matmuls and
-  // embeddings decay, the biases and LayerNorms do not.
-  std::vector<optim::ParamGroup> groups =
-      optim::weight_decay_groups(model.parameters(), c.weight_decay);
-  for (const auto& [group, what] :
-      {std::pair{&groups[0], "decayed"}, std::pair{&groups[1], "non-decayed"}}) {
-    int64_t numel = 0;
-    for (const Tensor& p : group->params) numel += p.numel();
-    std::printf("num %s parameter tensors: %zu, with %s parameters\n", what, group->params.size(),
-        nn::with_commas(numel).c_str());
-  }
-  optim::AdamW optimizer(groups, c.learning_rate, {c.beta1, c.beta2}, /*eps=*/1e-8);
-  // get_lr: linear warm-up for warmup_iters, cosine decay to min_lr at lr_decay_iters, then min_lr
+  // ---- the optimizer, and get_lr: linear warm-up, cosine decay to min_lr, then min_lr ----------
+  optim::AdamW optimizer(
+      configure_optimizers(model, c), c.learning_rate, {c.beta1, c.beta2}, /*eps=*/1e-8);
   optim::Scheduler scheduler(optimizer,
       optim::nanogpt_schedule(c.warmup_iters, c.lr_decay_iters, c.min_lr / c.learning_rate));
 
@@ -271,31 +303,9 @@ int train(Config& c, training::RunOptions& o) {
   training::StepOptions step_options = training::StepOptions::of(o, kProgram);
   if (c.grad_clip == 0) step_options.clip = std::numeric_limits<double>::infinity();  // no clip
   training::Step step(model, optimizer, scheduler, o.batch_size, step_options);
-  training::LogFile loss_log;  // --loss-log: "step,loss" rows, the loss as a hexadecimal float
-  if (dist::rank() == 0 && !o.loss_log.empty())
-    loss_log = training::LogFile(o.loss_log, "--loss-log", "step,loss", run.first_step());
-
-  // estimate_loss: the mean loss of eval_iters random batches of each split, in eval mode (no
-  // dropout) and without a graph. Every rank draws the batches (the stream stays the same on every
-  // rank); rank 0 alone computes them.
-  auto estimate_loss = [&]() {
-    std::map<std::string, double> out;
-    NoGradGuard no_grad;
-    model.eval();
-    for (const auto& [split, ids] :
-        {std::pair{"train", &dataset.train}, std::pair{"val", &dataset.val}}) {
-      double losses = 0;
-      for (int64_t k = 0; k < c.eval_iters; ++k) {
-        const data::WindowBatch batch = data::get_batch(*ids, c.batch_size, c.block_size, batches);
-        if (dist::rank() == 0) losses += model.forward(batch.x, batch.y).loss.item();
-      }
-      out[split] = losses / static_cast<double>(c.eval_iters);
-    }
-    model.train();
-    return out;
-  };
+  training::LossLog loss_log(o, run.first_step());  // --loss-log
   auto evaluate = [&](int64_t iter_num) {
-    const std::map<std::string, double> losses = estimate_loss();
+    const std::map<std::string, double> losses = estimate_loss(model, dataset, c, batches);
     std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(iter_num),
         losses.at("train"), losses.at("val"));
     best_val_loss = std::min(best_val_loss, losses.at("val"));
@@ -325,11 +335,7 @@ int train(Config& c, training::RunOptions& o) {
     profiler.step_ends(t);
     if (result.diverged) return 1;
     const double dt_ms = times.end();
-    if (loss_log.is_open()) {
-      char row[64];
-      std::snprintf(row, sizeof row, "%lld,%a", static_cast<long long>(t), result.loss);
-      loss_log.row(row);
-    }
+    loss_log.row(t, result.loss);
     if ((t - 1) % c.log_interval == 0)
       std::printf(
           "iter %lld: loss %.4f, time %.2fms\n", static_cast<long long>(t - 1), result.loss, dt_ms);
@@ -342,16 +348,7 @@ int train(Config& c, training::RunOptions& o) {
   std::printf("best val loss %.4f\n", best_val_loss);
   // Not nanoGPT's: the median time of an iteration, the first 10 of this invocation left out.
   std::printf("%s", times.summary(10).c_str());
-
-  // ---- sample.py: a continuation of "\n" ------------------------------------------------------
-  if (c.sample > 0 && dist::rank() == 0) {
-    Generator generator(c.seed);
-    const auto newline = dataset.stoi.find(U'\n');
-    const std::vector<int64_t> start = {newline == dataset.stoi.end() ? 0 : newline->second};
-    const std::vector<int64_t> ids =
-        model.generate(start, c.sample, c.temperature, c.top_k, generator);
-    std::printf("---------------\n%s\n---------------\n", data::decode(dataset, ids).c_str());
-  }
+  if (c.sample > 0 && dist::rank() == 0) sample(model, dataset, c);
   return 0;
 }
 

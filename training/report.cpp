@@ -85,19 +85,27 @@ std::string format_duration(double seconds) {
   return buffer;
 }
 
-Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step)
-    : o_(o), first_step_(first_step), last_step_(last_step), terminal_(isatty(STDOUT_FILENO) == 1) {
-  // --loss-log: "step,loss" rows, the loss as a hexadecimal float (exact).
+LossLog::LossLog(const RunOptions& o, int64_t first_step) {
   if (dist::rank() == 0 && !o.loss_log.empty())
-    loss_log_ = LogFile(o.loss_log, "--loss-log", "step,loss", first_step);
+    file_ = LogFile(o.loss_log, "--loss-log", "step,loss", first_step);
 }
 
+void LossLog::row(int64_t step, double loss) {
+  if (!file_.is_open()) return;
+  std::ostringstream row;
+  row << step << ',' << std::hexfloat << loss;
+  file_.row(row.str());
+}
+
+Report::Report(const RunOptions& o, int64_t first_step, int64_t last_step)
+    : o_(o),
+      first_step_(first_step),
+      last_step_(last_step),
+      terminal_(isatty(STDOUT_FILENO) == 1),
+      loss_log_(o, first_step) {}
+
 void Report::step(int64_t step, double loss, double tokens) {
-  if (loss_log_.is_open()) {
-    std::ostringstream row;
-    row << step << ',' << std::hexfloat << loss;
-    loss_log_.row(row.str());
-  }
+  loss_log_.row(step, loss);
   tokens_ += dist::world_size() > 1 ? dist::all_reduce_sum(tokens) : tokens;
   loss_since_report_ += loss;
   ++steps_since_report_;

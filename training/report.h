@@ -37,6 +37,18 @@ class LogFile {
   std::string path_, what_;
 };
 
+// --loss-log: a row "step,loss" per step, the loss as a hexadecimal float (exact, so that two
+// runs' logs compare bit for bit), written by rank 0 alone; nothing when --loss-log is not given.
+//   LossLog loss_log(o, run.first_step());   …   loss_log.row(step, loss);
+class LossLog {
+ public:
+  LossLog(const RunOptions& o, int64_t first_step);
+  void row(int64_t step, double loss);
+
+ private:
+  LogFile file_;
+};
+
 class Report {
  public:
   // `first_step` and `last_step`: this invocation's (Run): a resumed run continues --loss-log.
@@ -62,7 +74,7 @@ class Report {
   bool terminal_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double last_live_line_ = -1;  // seconds() when the live line was last written
-  LogFile loss_log_;
+  LossLog loss_log_;
   double tokens_ = 0, loss_since_report_ = 0, loss_since_evaluation_ = 0;
   int64_t steps_since_report_ = 0, steps_since_evaluation_ = 0;
   std::deque<double> recent_losses_;

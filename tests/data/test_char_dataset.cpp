@@ -41,3 +41,14 @@ TEST_CASE("get_batch: windows and their next characters, offsets from the seeded
   CHECK_THROWS_AS(data::get_batch(std::vector<int64_t>(8, 0), 1, 8, stream), ShapeError);
   CHECK_THROWS_AS(data::get_batch(ids, 0, 8, stream), ValueError);
 }
+
+TEST_CASE("check_windows: a split without a window of block_size + 1 characters is named",
+    "[char_dataset]") {
+  const data::CharDataset d = data::char_dataset(std::u32string(40, U'a'));  // 36 train, 4 val
+  CHECK_NOTHROW(data::check_windows(d, 3));  // every split has a window of 3 and its next one
+  CHECK_THROWS_WITH(data::check_windows(d, 4),
+      "the text is too short: its val split has 4 characters, and a window of block_size 4 needs "
+      "5");
+  CHECK_THROWS_WITH(data::check_windows(d, 36), Catch::Contains("its train split has 36"));
+  CHECK_THROWS_AS(data::check_windows(d, 36), ShapeError);
+}
