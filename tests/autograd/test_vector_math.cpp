@@ -256,6 +256,64 @@ TEST_CASE(
   }
 }
 
+namespace {
+// exp and σ of one copy at the edges of T's range: the infinities, NaN, the largest finite results,
+// the overflow to inf, the subnormal results and the underflow to 0 — libm's value (rounded to T)
+// exactly at the special points, within exp's 1 ulp on the subnormal sweep.
+template <class T>
+void check_exp_edges(vec::Capability capability) {
+  const vec::Functions<T>& f = vec::functions_for(capability, T());
+  const bool is_float = sizeof(T) == 4;
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  // The largest x with a finite e^x, the first that overflows, the last with a subnormal result,
+  // the first that rounds to 0. (In float64, 709.7827 rather than the last double below
+  // ln(DBL_MAX) = 709.78271289338: SLEEF's exp overflows from 709.78271114955 on, 2.5e-9
+  // relatively earlier than libm's.)
+  const T largest = is_float ? T(88.7228317) : T(709.7827);
+  const T overflows = is_float ? T(88.7228394) : T(709.7828);
+  const T tiniest = is_float ? T(-103.278931) : T(-744.440071921381);
+  const T underflows = is_float ? T(-104.0) : T(-745.2);
+  const std::vector<T> x = {-inf, inf, nan, T(0), T(-0.0), largest, overflows, tiniest, underflows,
+      T(-1000), T(1000), T(-1e30), T(1e30)};
+  std::vector<T> e(x.size()), s(x.size());
+  f.exp(x.data(), e.data(), static_cast<int64_t>(x.size()));
+  f.sigmoid(x.data(), s.data(), static_cast<int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO(vec::capability_name(capability)
+         << (is_float ? " float32" : " float64") << " x = " << static_cast<double>(x[i]));
+    const T expected = static_cast<T>(std::exp(static_cast<Real>(x[i])));
+    if (std::isnan(x[i])) {
+      CHECK(std::isnan(e[i]));
+      CHECK(std::isnan(s[i]));
+      continue;
+    }
+    if (std::isinf(expected) || expected == 0)
+      CHECK(e[i] == expected);  // overflow to inf, underflow to 0
+    else
+      CHECK(
+          std::fabs(static_cast<Real>(e[i]) - static_cast<Real>(expected)) <= ulp_of<T>(expected));
+    if (std::isinf(x[i])) CHECK(s[i] == (x[i] > 0 ? T(1) : T(0)));
+  }
+  // e^x with subnormal results: from the smallest normal result down to 0.
+  const Real normal_edge = std::log(static_cast<Real>(std::numeric_limits<T>::min()));
+  const Real error = unary_error<T>(
+      f.exp, linear_sweep<T>(normal_edge, tiniest, 20001), [](Real v) { return std::exp(v); });
+  INFO(vec::capability_name(capability)
+       << (is_float ? " float32" : " float64") << " exp's subnormal results");
+  CHECK(error <= 1);
+}
+}  // namespace
+
+TEST_CASE("every copy's exp and sigmoid at the edges: inf, NaN, overflow, subnormals, underflow",
+    "[vector_math]") {
+  for (vec::Capability capability : {vec::Capability::avx512, vec::Capability::avx2,
+           vec::Capability::sse2, vec::Capability::scalar}) {
+    if (!vec::supported(capability)) continue;
+    check_exp_edges<float>(capability);
+    check_exp_edges<double>(capability);
+  }
+}
+
 TEST_CASE("a vectorised function's result for an element does not depend on where the array starts",
     "[vector_math]") {
   // The kernels take whole vectors and pass the last partial one through a padded copy: an element
