@@ -431,8 +431,10 @@ bool reads_any_gradient_layout(Op op) {
     case Op::rotary_embedding:
     // layer_norm's backward (ops_norm.cpp's gradient_rows) reads a gradient that is one row
     // expanded over the leading dims (a sum's) from a copy of that row, and copies any other
-    // non-contiguous gradient itself.
+    // non-contiguous gradient itself; rms_norm's and dropout_add_layer_norm's are layer_norm's.
     case Op::layer_norm:
+    case Op::rms_norm:
+    case Op::dropout_add_layer_norm:
     case Op::gather:
     case Op::contiguous:
     case Op::concat:

@@ -78,60 +78,69 @@ TEST_CASE("rms_norm records one op, saving its input and weight", "[rms_norm]") 
 }
 
 TEST_CASE(
-    "layer_norm's backward reads its gradient in any layout, with the same bits", "[layer_norm]") {
-  // layer_norm's node keeps the gradient it is handed as it is (autograd.cpp's
+    "layer_norm's, rms_norm's and dropout_add_layer_norm's backwards read their gradient in "
+    "any layout, with the same bits",
+    "[layer_norm]") {
+  // Their nodes keep the gradient they are handed as it is (autograd.cpp's
   // reads_any_gradient_layout): a sum's, one 1 expanded everywhere (all strides 0); one row
   // expanded over (B, T); a gradient expanded over B only, and a transposed one (both copied).
   // x, weight and bias's gradients must be those of the same gradient written out, bit for bit.
-  for (DType dtype : {float32, float64}) {
-    INFO(dtype_name(dtype));
-    Generator generator(21);
-    const int64_t B = 3, T = 5, N = 8;
-    const Tensor x = randn({B, T, N}, generator, dtype).requires_grad_();
-    const Tensor w = randn({N}, generator, dtype).requires_grad_();
-    const Tensor b = randn({N}, generator, dtype).requires_grad_();
-    const Tensor row = randn({N}, generator, dtype);
-    const Tensor per_t = randn({1, T, N}, generator, dtype);
-    const Tensor g_t = randn({B, N, T}, generator, dtype);
-    struct Case {
-      const char* name;
-      Tensor g;           // the gradient y receives (undefined: y.sum().backward())
-      bool kept_strided;  // the node sees it with a 0 stride
-    };
-    const std::vector<Case> cases = {{"sum", Tensor(), true},
-        {"one row", expand(row, {B, T, N}), true}, {"over B", expand(per_t, {B, T, N}), true},
-        {"transposed", g_t.transpose(1, 2), false}};
-    for (const Case& c : cases) {
-      INFO(c.name);
-      std::vector<std::vector<double>> grads[2];  // [as handed, written out] → x, w, b
-      for (int written_out = 0; written_out < 2; ++written_out) {
-        x.zero_grad(), w.zero_grad(), b.zero_grad();
-        const Tensor y = layer_norm(x, {N}, w, b);
-        Tensor seen;
-        {
-          BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
-            if (std::string(node.name()) == "layer_norm") seen = g;
-          });
-          const Tensor g =
-              c.g.defined() ? c.g : expand(ones({1}, dtype).reshape({1, 1, 1}), {B, T, N});
-          if (written_out)
-            y.backward(contiguous(g));
-          else if (c.g.defined())
-            y.backward(c.g);
-          else
-            y.sum().backward();
+  for (const std::string op : {"layer_norm", "rms_norm", "dropout_add_layer_norm"})
+    for (DType dtype : {float32, float64}) {
+      INFO(op << ' ' << dtype_name(dtype));
+      Generator generator(21);
+      const int64_t B = 3, T = 5, N = 8;
+      const Tensor x = randn({B, T, N}, generator, dtype).requires_grad_();
+      const Tensor w = randn({N}, generator, dtype).requires_grad_();
+      const Tensor b = randn({N}, generator, dtype).requires_grad_();
+      const Tensor row = randn({N}, generator, dtype);
+      const Tensor per_t = randn({1, T, N}, generator, dtype);
+      const Tensor g_t = randn({B, N, T}, generator, dtype);
+      struct Case {
+        const char* name;
+        Tensor g;           // the gradient y receives (undefined: y.sum().backward())
+        bool kept_strided;  // the node sees it with a 0 stride
+      };
+      const std::vector<Case> cases = {{"sum", Tensor(), true},
+          {"one row", expand(row, {B, T, N}), true}, {"over B", expand(per_t, {B, T, N}), true},
+          {"transposed", g_t.transpose(1, 2), false}};
+      for (const Case& c : cases) {
+        INFO(c.name);
+        std::vector<std::vector<double>> grads[2];  // [as handed, written out] → x, w, b
+        for (int written_out = 0; written_out < 2; ++written_out) {
+          x.zero_grad(), w.zero_grad(), b.zero_grad();
+          Generator dropout(5);  // the same mask in both passes
+          const Tensor y = op == "layer_norm" ? layer_norm(x, {N}, w, b)
+                           : op == "rms_norm"
+                               ? rms_norm(x, {N}, w)
+                               : dropout_add_layer_norm(x, per_t.expand({B, T, N}) * x, {N}, w, b,
+                                     1e-5, 0.5, /*training=*/true, dropout);
+          Tensor seen;
+          {
+            BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
+              if (node.name() == op) seen = g;
+            });
+            const Tensor g =
+                c.g.defined() ? c.g : expand(ones({1}, dtype).reshape({1, 1, 1}), {B, T, N});
+            if (written_out)
+              y.backward(contiguous(g));
+            else if (c.g.defined())
+              y.backward(c.g);
+            else
+              y.sum().backward();
+          }
+          REQUIRE(seen.defined());
+          if (!written_out) {
+            const Shape& strides = seen.strides();
+            CHECK(
+                (std::find(strides.begin(), strides.end(), 0) != strides.end()) == c.kept_strided);
+          }
+          grads[written_out] = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
+              op == "rms_norm" ? std::vector<double>() : b.grad().to_vector<double>()};
         }
-        REQUIRE(seen.defined());
-        if (!written_out) {
-          const Shape& strides = seen.strides();
-          CHECK((std::find(strides.begin(), strides.end(), 0) != strides.end()) == c.kept_strided);
-        }
-        grads[written_out] = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
-            b.grad().to_vector<double>()};
+        CHECK(grads[0] == grads[1]);
       }
-      CHECK(grads[0] == grads[1]);
     }
-  }
 }
 
 TEST_CASE(
