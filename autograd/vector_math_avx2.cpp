@@ -8,7 +8,13 @@
 
 namespace ag::detail::vec {
 
-AG_SLEEF_ISA(Avx2Float, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
+AG_SLEEF_ISA(Avx2FloatSleef, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
+
+// SLEEF's functions, and x·x − h in one rounding, the exact error of h = x·x
+// (Kernels::square_error).
+struct Avx2Float : Avx2FloatSleef {
+  static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
+};
 AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
 
 const Functions<float>& avx2_functions(float) { return Kernels<Avx2Float>::functions(); }

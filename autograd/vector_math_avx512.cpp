@@ -12,8 +12,11 @@ namespace ag::detail::vec {
 AG_SLEEF_ISA(Avx512FloatSleef, float, __m512, 16, f16, avx512f, _mm512_sqrt_ps);
 
 // SLEEF's functions, but float32's exp on AVX-512's own scaling instruction (1.5 times SLEEF's
-// speed, within the same 1-ulp bound: tests/autograd/test_vector_math.cpp).
+// speed, within the same 1-ulp bound: tests/autograd/test_vector_math.cpp); and x·x − h in one
+// rounding, the exact error of h = x·x (Kernels::square_error).
 struct Avx512Float : Avx512FloatSleef {
+  static __m512 square_error(__m512 x, __m512 h) { return _mm512_fmsub_ps(x, x, h); }
+
   // e^x = 2^n · e^r, n = round(x / ln 2), r = x − n·ln 2 ∈ [−ln 2 / 2, ln 2 / 2]:
   //   - r to float's precision: ln 2 in two parts (Cody & Waite), the first of 15 bits, so that
   //     n·ln2_hi is exact for every |n| ≤ 150 here;

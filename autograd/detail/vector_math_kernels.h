@@ -4,11 +4,13 @@
 //
 // V is a GCC vector type (__m512, __m256d, …, or the scalar T itself for the portable copy), so the
 // formulas are ordinary arithmetic: v * v, T(1) + v and T(1) / v act on every lane. An Isa names
-// T, V, kWidth and the functions on V: exp, log, tanh (and tanh_u35), erfc, sin, cos and sqrt.
+// T, V, kWidth and the functions on V: exp, log, tanh (and tanh_u35), erfc, sin, cos and sqrt;
+// and, where the instruction set has a fused multiply-subtract, square_error(x, h) = x·x − h.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "autograd/detail/vector_math.h"
 
@@ -93,10 +95,12 @@ struct Kernels {
     }
   }
 
-  // x² = h + l exactly, where h = x·x is the rounded product and l its rounding error: Dekker's
-  // exact product (Veltkamp's split of x into two halves whose products are exact). A compiler may
-  // fuse these multiply-adds; each is exact either way, so the result is the same.
+  // x² = h + l exactly, where h = x·x is the rounded product and l its rounding error: one fused
+  // multiply-subtract x·x − h where the Isa has it (Isa::square_error), else Dekker's exact product
+  // (Veltkamp's split of x into two halves whose products are exact; a compiler may fuse these
+  // multiply-adds, each exact either way). Both give l exactly: the same bits.
   static V square_error(V x, V h) {
+    if constexpr (requires { Isa::square_error(x, h); }) return Isa::square_error(x, h);
     constexpr T kSplit = sizeof(T) == 4 ? T(4097) : T(134217729);  // 2^⌈p/2⌉ + 1
     const V c = kSplit * x;
     const V hi = c - (c - x);
@@ -111,10 +115,11 @@ struct Kernels {
     if constexpr (sizeof(T) == 8) {
       return Isa::exp(T(-0.5) * x * x);
     } else {
-      const V zero{};
+      const V zero{}, inf = zero + std::numeric_limits<T>::infinity();
       const V h = x * x;
-      V l = square_error(x, h);
-      l = l == l ? l : zero;  // (±inf: h = inf, l = NaN; e^(−inf) = 0 needs no correction)
+      // Where x² overflows (|x| ≥ 1.9e19), e^(−inf) = 0 needs no correction, and l (−inf, or NaN
+      // for x = ±inf) would turn it into NaN.
+      const V l = h < inf ? square_error(x, h) : zero;
       return Isa::exp(T(-0.5) * h) * (T(1) - T(0.5) * l);
     }
   }
@@ -240,12 +245,16 @@ struct Kernels {
       return gv * (cdf + xv * (kInvSqrt2Pi * gauss(xv)));
     });
   }
-  // (x σ(2u))′ = σ(2u) + x · σ(2u)(1 − σ(2u)) · 2u′
+  // (x σ(2u))′ = σ(2u) + x · σ(2u)(1 − σ(2u)) · 2u′. Where x³ overflows (|x| ≥ 7e12 in float32),
+  // u′ is inf and σ(1 − σ) is 0: the second term's limit is 0 (σ(1 − σ) falls as e^(−2|u|)), not
+  // the NaN of 0 · inf (PyTorch's tanh-GELU gives NaN there).
   static void gelu_tanh_backward(const T* g, const T* x, T* out, int64_t n) {
     map(g, x, out, n, [](V gv, V xv) {
+      const V zero{};
       V s, one_minus_s;
       sigmoid_and_complement(T(2) * gelu_u(xv), s, one_minus_s);
-      return gv * (s + T(2) * xv * s * one_minus_s * gelu_du(xv));
+      const V slope = T(2) * xv * s * one_minus_s * gelu_du(xv);
+      return gv * (s + (slope == slope ? slope : zero));  // (x = NaN: s is NaN)
     });
   }
   // (x σ(x))′ = σ + x σ (1 − σ) = σ (1 + x (1 − σ))

@@ -314,6 +314,56 @@ TEST_CASE("every copy's exp and sigmoid at the edges: inf, NaN, overflow, subnor
   }
 }
 
+namespace {
+// GELU's, tanh-GELU's and SiLU's derivatives where x² or x³ overflows: 1 for x > 0, 0 for x < 0
+// (each the limit of the formula), not the NaN of 0 · inf; the forward x and 0.
+template <class T>
+void check_activation_extremes(vec::Capability capability) {
+  const vec::Functions<T>& f = vec::functions_for(capability, T());
+  const std::vector<T> x =
+      sizeof(T) == 4
+          ? std::vector<T>{T(1e13), T(-1e13), T(1e20), T(-1e20), T(3e38), T(-3e38)}
+          : std::vector<T>{T(1e103), T(-1e103), T(1e160), T(-1e160), T(1e300), T(-1e300)};
+  const auto n = static_cast<int64_t>(x.size());
+  const std::vector<T> g(x.size(), T(1));
+  std::vector<T> y(x.size()), dx(x.size());
+  const std::vector<std::pair<const char*, std::function<void()>>> functions = {
+      {"gelu",
+          [&] {
+            f.gelu(x.data(), y.data(), n);
+            f.gelu_backward(g.data(), x.data(), y.data(), dx.data(), n);
+          }},
+      {"gelu_tanh",
+          [&] {
+            f.gelu_tanh(x.data(), y.data(), n);
+            f.gelu_tanh_backward(g.data(), x.data(), dx.data(), n);
+          }},
+      {"silu", [&] {
+         f.silu(x.data(), y.data(), n);
+         f.silu_backward(g.data(), x.data(), dx.data(), n);
+       }}};
+  for (const auto& [name, run] : functions) {
+    run();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO(vec::capability_name(capability) << (sizeof(T) == 4 ? " float32 " : " float64 ") << name
+                                            << " at x = " << static_cast<double>(x[i]));
+      CHECK(y[i] == (x[i] > 0 ? x[i] : T(0)));
+      CHECK(dx[i] == (x[i] > 0 ? T(1) : T(0)));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("every copy's gelu, tanh-GELU and silu at huge |x|: x and 0, derivatives 1 and 0",
+    "[vector_math]") {
+  for (vec::Capability capability : {vec::Capability::avx512, vec::Capability::avx2,
+           vec::Capability::sse2, vec::Capability::scalar}) {
+    if (!vec::supported(capability)) continue;
+    check_activation_extremes<float>(capability);
+    check_activation_extremes<double>(capability);
+  }
+}
+
 TEST_CASE("a vectorised function's result for an element does not depend on where the array starts",
     "[vector_math]") {
   // The kernels take whole vectors and pass the last partial one through a padded copy: an element
