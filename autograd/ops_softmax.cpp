@@ -7,8 +7,8 @@
 // place, row_softmax below: m, then e = exp(x − m) once per element, written straight to the
 // output, then Σ e (in double) and a multiply by 1 / Σ e. The max and the sum run in lanes
 // (detail/row_reductions.h), so that neither is a chain of dependent operations.
-// float32 rows use the vectorised exp of fast_exp.h (within 2 ulps of the exact result); float64
-// rows keep std::exp, so the float64 gradchecks see full precision.
+// float32 rows use the vectorised exp of vector_math.h (detail::exp_shifted_row: within 1 ulp of
+// the exact result); float64 rows keep std::exp, so the float64 gradchecks see full precision.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +17,6 @@
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
-#include "autograd/detail/fast_exp.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/detail/row_reductions.h"
 #include "autograd/detail/vector_math.h"

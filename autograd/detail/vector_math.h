@@ -25,6 +25,7 @@
 // (tanh-GELU's 1 + tanh u = 2σ(2u) exactly, and σ keeps its precision where 1 + tanh u cancels.)
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -82,3 +83,21 @@ const Functions<float>& scalar_functions(float);
 const Functions<double>& scalar_functions(double);
 
 }  // namespace ag::detail::vec
+
+namespace ag::detail {
+
+// out[i] = e^(in[i] − shift) for i in [0, n), by the active copy's exp (1 ulp; subnormal results
+// kept, not flushed): softmax's, cross-entropy's and the attention kernels' exp of a row less its
+// maximum. in and out may be the same array.
+void exp_shifted(const float* in, float shift, float* out, int64_t n);
+
+// The same for a row of either dtype: the vectorised exp for float32, std::exp for float64 (so
+// that the float64 gradchecks see libm's precision).
+inline void exp_shifted_row(const float* in, float shift, float* out, int64_t n) {
+  exp_shifted(in, shift, out, n);
+}
+inline void exp_shifted_row(const double* in, double shift, double* out, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) out[k] = std::exp(in[k] - shift);
+}
+
+}  // namespace ag::detail

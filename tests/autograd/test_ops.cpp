@@ -162,11 +162,12 @@ TEST_CASE("softmax rows sum to one along any dim", "[ops]") {
   }
 }
 
-TEST_CASE("float32 softmax, log_softmax and length_masked_softmax (fast exp) agree with float64",
+TEST_CASE(
+    "float32 softmax, log_softmax and length_masked_softmax (vectorised exp) agree with float64",
     "[ops][softmax]") {
-  // The float32 rows use the fast exp of fast_exp.h, the float64 rows std::exp. The inputs are
-  // multiples of 1/8 in about [-40, 40], so x − max is exact in float32 as well; the float32
-  // weights are then within a few float ulps of the float64 ones: 2 for the exp, then the
+  // The float32 rows use the vectorised exp (detail::exp_shifted_row), the float64 rows std::exp.
+  // The inputs are multiples of 1/8 in about [-40, 40], so x − max is exact in float32 as well;
+  // the float32 weights are then within a few float ulps of the float64 ones: 1 for the exp, the
   // roundings of 1/Σ and of e · (1/Σ).
   Generator g(11);
   std::vector<double> eighths;

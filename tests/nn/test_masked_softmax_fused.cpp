@@ -60,7 +60,7 @@ TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float64
 
 TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float32",
     "[nn][masked_softmax][fused]") {
-  // Both paths run the same row kernel with the same fast exp, so the weights agree to the ulp;
+  // Both paths run the same row kernel with the same vectorised exp, so the weights agree to the ulp;
   // the gradients differ in float32 rounding only (the fused Σ g·y multiplies in double, the
   // composed mul in float32): a few ulps of gradients of order 1.
   for (const Case& c : cases()) {
