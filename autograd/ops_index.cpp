@@ -470,8 +470,8 @@ Tensor multinomial(
     double largest = 0;
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(row[i]) || row[i] < 0)
-        fail<ValueError>("multinomial: weight ", row[i], " at ",
-            probs.dim() == 2 ? "[" + std::to_string(r) + ", " : std::string("["), i, "] of shape ",
+        fail<ValueError>("multinomial: weight ", row[i], " at [",
+            probs.dim() == 2 ? std::to_string(r) + ", " : std::string(), i, "] of shape ",
             shape_str(probs.shape()), " is not finite and non-negative");
       largest = std::max(largest, row[i]);
     }

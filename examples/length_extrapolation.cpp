@@ -246,7 +246,9 @@ int main(int argc, char** argv) {
         const int64_t context =
             schemes[s] == nn::PositionScheme::learned ? std::min(longest, o.block_size) : longest;
         const Tensor picture = attention_picture(*model, text, context);  // (L, H, C', C')
-        viz::ShowHeatmapsOptions panels{.xlabel = "keys", .ylabel = "queries"};
+        viz::ShowHeatmapsOptions panels;
+        panels.xlabel = "keys";
+        panels.ylabel = "queries";
         for (int64_t h = 0; h < picture.size(1); ++h)
           panels.titles.push_back("head " + std::to_string(h) + ": log10 weight");
         for (int64_t l = 0; l < picture.size(0); ++l)
@@ -278,10 +280,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> header{"context"};
     std::vector<std::vector<double>> columns{{}};
     for (const int64_t C : o.contexts) columns[0].push_back(static_cast<double>(C));
-    viz::LinePanel panel{.title = "validation loss against context (trained at block " +
-                                  std::to_string(o.block_size) + ")",
-        .xlabel = "context (tokens)",
-        .ylabel = "loss (nats per character)"};
+    viz::LinePanel panel;
+    panel.title =
+        "validation loss against context (trained at block " + std::to_string(o.block_size) + ")";
+    panel.xlabel = "context (tokens)";
+    panel.ylabel = "loss (nats per character)";
     for (std::size_t s = 0; s < schemes.size(); ++s) {
       const std::string name = nn::position_scheme_name(schemes[s]);
       header.push_back(name);
@@ -289,16 +292,18 @@ int main(int argc, char** argv) {
       panel.curves.push_back({name, name});
     }
     viz::write_csv(o.out_dir + "/extrapolation.csv", header, columns);
-    viz::plot_csv(o.out_dir + "/extrapolation.csv", o.out_dir + "/extrapolation.png",
-        {.panels = {panel}, .points = true});
+    viz::LineFigure figure;
+    figure.panels = {panel};
+    figure.points = true;
+    viz::plot_csv(o.out_dir + "/extrapolation.csv", o.out_dir + "/extrapolation.png", figure);
     // the loss at each position of the longest context, in buckets of 16 positions
     const int64_t bucket = std::min<int64_t>(16, longest);
     std::vector<std::vector<double>> position_columns{{}};
     std::vector<std::string> position_header{"position"};
-    viz::LinePanel position_panel{
-        .title = "validation loss at each position, context " + std::to_string(longest),
-        .xlabel = "position (the block ends at " + std::to_string(o.block_size) + ")",
-        .ylabel = "loss (nats per character)"};
+    viz::LinePanel position_panel;
+    position_panel.title = "validation loss at each position, context " + std::to_string(longest);
+    position_panel.xlabel = "position (the block ends at " + std::to_string(o.block_size) + ")";
+    position_panel.ylabel = "loss (nats per character)";
     for (int64_t t = 0; t + bucket <= longest; t += bucket)
       position_columns[0].push_back(static_cast<double>(t) + static_cast<double>(bucket - 1) / 2);
     for (std::size_t s = 0; s < schemes.size(); ++s) {
@@ -313,8 +318,10 @@ int main(int argc, char** argv) {
       position_panel.curves.push_back({name, name});
     }
     viz::write_csv(o.out_dir + "/loss_by_position.csv", position_header, position_columns);
-    viz::plot_csv(o.out_dir + "/loss_by_position.csv", o.out_dir + "/loss_by_position.png",
-        {.panels = {position_panel}});
+    viz::LineFigure position_figure;
+    position_figure.panels = {position_panel};
+    viz::plot_csv(
+        o.out_dir + "/loss_by_position.csv", o.out_dir + "/loss_by_position.png", position_figure);
     std::printf(
         "\nwrote %s/extrapolation.{csv,png}, loss_by_position.{csv,png} and "
         "attention_*.png\n",
