@@ -9,7 +9,14 @@
 
 namespace ag::detail::vec {
 
-AG_SLEEF_ISA(Avx512FloatSleef, float, __m512, 16, f16, avx512f, _mm512_sqrt_ps);
+// GCC 12's unmasked AVX-512 intrinsics (sqrt, scalef, min, max, roundscale) pass
+// _mm512_undefined_ps() to their builtins as the unused source, which it then reports as
+// uninitialized once inlined (GCC bug 105593). ag calls the masked forms with every lane selected:
+// the same instructions, with a source of their own.
+inline __m512 sqrt16(__m512 v) { return _mm512_mask_sqrt_ps(v, 0xFFFF, v); }
+inline __m512d sqrt8(__m512d v) { return _mm512_mask_sqrt_pd(v, 0xFF, v); }
+
+AG_SLEEF_ISA(Avx512FloatSleef, float, __m512, 16, f16, avx512f, sqrt16);
 
 // SLEEF's functions, but float32's exp on AVX-512's own scaling instruction (1.5 times SLEEF's
 // speed, within the same 1-ulp bound: tests/autograd/test_vector_math.cpp); and x·x − h in one
@@ -27,8 +34,9 @@ struct Avx512Float : Avx512FloatSleef {
   // x·log2(e) stays finite; a NaN passes the clamp (max and min return their second operand, x,
   // when it is a NaN).
   static __m512 exp(__m512 x) {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-    const __m512 n = _mm512_roundscale_ps(x * 1.44269504088896341f,  // x / ln 2
+    x = _mm512_mask_max_ps(x, 0xFFFF, _mm512_set1_ps(-104.0f),
+        _mm512_mask_min_ps(x, 0xFFFF, _mm512_set1_ps(89.0f), x));
+    const __m512 n = _mm512_mask_roundscale_ps(x, 0xFFFF, x * 1.44269504088896341f,  // x / ln 2
         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // − n·ln2_hi
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);  // − n·ln2_lo
@@ -39,10 +47,10 @@ struct Avx512Float : Avx512FloatSleef {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166666671633720397949219f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     const __m512 e_r = _mm512_fmadd_ps(p, r * r, r) + 1.0f;  // e^r
-    return _mm512_scalef_ps(e_r, n);                         // 2^n · e^r
+    return _mm512_mask_scalef_ps(e_r, 0xFFFF, e_r, n);       // 2^n · e^r
   }
 };
-AG_SLEEF_ISA(Avx512Double, double, __m512d, 8, d8, avx512f, _mm512_sqrt_pd);
+AG_SLEEF_ISA(Avx512Double, double, __m512d, 8, d8, avx512f, sqrt8);
 
 const Functions<float>& avx512_functions(float) { return Kernels<Avx512Float>::functions(); }
 const Functions<double>& avx512_functions(double) { return Kernels<Avx512Double>::functions(); }
