@@ -176,9 +176,10 @@ repeats = max((r.get("repeat", 1) for r in rows), default=1)
 order = ["tiny", "small", "medium", "mha", "char-small"]
 keys = sorted(ag, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1]))
 # The goals (docs/benchmarks.md, "Goals"): the speed issue's (second round) ratios of ag / torch,
-# (config, threads) -> goal, and the text issue's char-small goal.
-ratio_goals = {("tiny", 1): [0.2], ("tiny", 2): [0.2], ("small", 1): [0.7],
-               ("char-small", 1): [0.5, 0.6]}
+# (config, threads) -> goal, the text issue's char-small goal, and issue 32's (tiny 0.12, small and
+# char-small 0.35; medium's step at 90 % of the best sgemm, below).
+ratio_goals = {("tiny", 1): [0.12, 0.2], ("tiny", 2): [0.2], ("small", 1): [0.35, 0.7],
+               ("char-small", 1): [0.35, 0.5, 0.6]}
 rss_goal_configs = {"tiny", "small", "medium", "mha", "char-small"}  # peak RSS <= 0.5x torch's
 
 print("ms/step: median of the timed steps; torch at 2 threads: the faster of OpenMP defaults (omp=def)")
@@ -186,7 +187,7 @@ print("and OMP_WAIT_POLICY=PASSIVE (omp=pas); ratio = ag / torch (lower is bette
 if repeats > 1:
     print(f"{repeats} repeats: each figure is the median run's (RSS: the largest); every run is listed below")
 print()
-head = (f"{'config':<10} {'thr':>3} {'ag ms':>9} {'torch ms':>9} {'omp':>4} {'ratio':>6} {'goal':>5} "
+head = (f"{'config':<10} {'thr':>3} {'ag ms':>9} {'torch ms':>9} {'omp':>4} {'ratio':>6} {'goal':>6} "
         f"{'ag tok/s':>9} {'torch tok/s':>11} {'ag MB':>7} {'torch MB':>8} {'RSS x':>6} "
         f"{'ag GF/s':>8} {'ag MFU':>7} {'torch MFU':>9}")
 print(head)
@@ -203,7 +204,7 @@ for key in keys:
     rss = a["peak_rss_mb"] / t["peak_rss_mb"]
     goal = min(ratio_goals[key]) if key in ratio_goals else None
     print(f"{config:<10} {threads:>3} {a['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} {omp:>4} {ratio:>6.3f} "
-          f"{'<=' + format(goal, 'g') if goal else '-':>5} {a['tokens_per_s']:>9.0f} {t['tokens_per_s']:>11.0f} "
+          f"{'<=' + format(goal, 'g') if goal else '-':>6} {a['tokens_per_s']:>9.0f} {t['tokens_per_s']:>11.0f} "
           f"{a['peak_rss_mb']:>7.1f} {t['peak_rss_mb']:>8.1f} {rss:>6.3f} {a['gflops']:>8.2f} "
           f"{100 * a['mfu']:>6.1f}% {100 * t['mfu']:>8.1f}%")
     for g in ratio_goals.get(key, []):
@@ -264,8 +265,9 @@ if ("medium", 1) in ag and ("medium", 2) in ag:
     goals.append(("ag medium 2-thread speedup >= 1.9x", speedup >= 1.9, f"{speedup:.2f}x"))
 if ("medium", 1) in ag:
     mfu = ag[("medium", 1)]["mfu"]  # of the best sgemm the run measured (OpenBLAS or oneDNN)
-    goals.append(("ag medium, 1 thread, at >= 80% of the best sgemm", mfu >= 0.8,
-                  f"{100 * mfu:.1f}%"))
+    for share in (0.9, 0.8):
+        goals.append((f"ag medium, 1 thread, at >= {100 * share:.0f}% of the best sgemm", mfu >= share,
+                      f"{100 * mfu:.1f}%"))
 
 print()
 print("goals:")
