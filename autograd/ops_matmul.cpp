@@ -49,6 +49,13 @@ BlasMatrix blas_matrix(const Tensor& t) {
   return {copy, CblasNoTrans, static_cast<int>(std::max<int64_t>(cols, 1))};
 }
 
+// Whether a matrix is the transposed view of a row-major one, as Wᵀ = transpose(W, 0, 1) is:
+// columns adjacent, each as long as the stride between them.
+bool stored_transposed(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.strides()[0] == 1 &&
+         m.strides()[1] == m.size(0);
+}
+
 // parallel_for's cost unit is about one element of an elementwise loop; a gemm's multiply-add is
 // some 16 times cheaper (vectorised, in cache), so a product splits only when it is large enough
 // to pay for waking a thread.
@@ -263,7 +270,16 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& user_a, const Sh
           ga = sum_to(matmul(g, transpose(b, -1, -2)), a.shape());
         }
         if (needs[1]) {
-          if (b.dim() == 2 && a.dim() > 2) {
+          if (b.dim() == 2 && a.dim() >= 2 && stored_transposed(b)) {
+            // B = Wᵀ, a transposed view (x · Wᵀ, as linear): dB = (dC'ᵀ · A')ᵀ, the gradient in
+            // B's own layout, so that dW = dC'ᵀ · A' comes out contiguous — and by the very gemm
+            // call linear's backward makes for dW, so that the two give the same bits on every
+            // BLAS kernel (A'ᵀ · dC' and (dC'ᵀ · A')ᵀ sum in the same order on some, not on all).
+            const int64_t rows = a.numel() / k;
+            gb = transpose(matmul(transpose(reshape(g, Shape{rows, g.size(-1)}), 0, 1),
+                               reshape(a, Shape{rows, k})),
+                0, 1);
+          } else if (b.dim() == 2 && a.dim() > 2) {
             // B was shared by every batch: dB = Σ_batch Aᵀ·dC = A'ᵀ · dC' with the batch folded
             // into the rows, A' (B·M, K) and dC' (B·M, N) — one gemm instead of B gemms and a sum.
             const int64_t rows = a.numel() / k;

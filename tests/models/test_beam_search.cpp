@@ -234,8 +234,16 @@ TEST_CASE("a beam of 4 scores at least as well as greedy decoding on a tiny mode
     o.beam_size = 4;
     const auto beam = beam_decode(*model, s.ids, s.valid_lens, o);
     for (std::size_t i = 0; i < beam.size(); ++i) {
-      CHECK(beam[i].score >= greedy[i].score);
-      better += beam[i].score > greedy[i].score;
+      INFO("seed " << seed << ", source row " << i);
+      if (beam[i].tokens == greedy[i].tokens) {
+        // The same sequence, scored in a batch of 4 rows instead of 1: its products may round
+        // differently (they do on OpenBLAS's AVX2 kernels), so the scores agree to float32's
+        // precision, not to the bit.
+        CHECK(beam[i].score == Approx(greedy[i].score).epsilon(1e-6));
+      } else {
+        CHECK(beam[i].score > greedy[i].score);
+        ++better;
+      }
     }
   }
   CHECK(better > 0);  // the beam does find better sequences, not only greedy's
