@@ -7,11 +7,11 @@
 # OPENBLAS_CORETYPE names others. Some machines set it in their environment (these build machines
 # set OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs): then OpenBLAS runs its AVX2 kernels, whose bits
 # differ from the AVX-512 kernels' it picks by itself. ag's bit-pinned tests (the version-1
-# checkpoint, the fused ops against the composed ones, d2l's heads against OpenBLAS) were made with
-# the AVX-512 kernels, and the benchmarks should give PyTorch, which runs on the same OpenBLAS,
-# its fastest kernels. So ctest (tests/openblas_coretype.cmake) and bench/compare_train.sh set
-# OPENBLAS_CORETYPE to what this prints — on AMD's Zen 4 and Zen 5, the core OpenBLAS 0.3.21 picks
-# by itself.
+# checkpoint, d2l's heads against OpenBLAS) were made with the AVX-512 kernels (the fused ops
+# against the composed ones make the same BLAS calls, and pass on every kernel), and the benchmarks
+# should give PyTorch, which runs on the same OpenBLAS, its fastest kernels. So ctest
+# (tests/openblas_coretype.cmake) and bench/compare_train.sh set OPENBLAS_CORETYPE to what this
+# prints — on AMD's Zen 4 and Zen 5, the core OpenBLAS 0.3.21 picks by itself.
 #
 # The rule: avx512_bf16 (with the AVX-512 base) -> Cooperlake; AVX-512 F, CD, BW, DQ and VL ->
 # SkylakeX (the two share their float32 and float64 kernels); otherwise nothing.
