@@ -10,10 +10,40 @@ namespace ag::detail::vec {
 
 AG_SLEEF_ISA(Avx2FloatSleef, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
 
-// SLEEF's functions, and x·x − h in one rounding, the exact error of h = x·x
-// (Kernels::square_error).
+// SLEEF's functions, but float32's exp inlined (ag's own: SLEEF's is a call into libsleef per 8
+// floats); and x·x − h in one rounding, the exact error of h = x·x (Kernels::square_error).
 struct Avx2Float : Avx2FloatSleef {
   static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
+
+  // e^x = 2^n · e^r, n = round(x / ln 2), r = x − n·ln 2 ∈ [−ln 2 / 2, ln 2 / 2], as on AVX-512
+  // (vector_math_avx512.cpp: Cody & Waite's two-part ln 2, SLEEF's minimax polynomial for expf),
+  // but AVX2 has no scaling instruction: 2^n is two powers of two built in the exponent bits,
+  // 2^⌊n/2⌋ and 2^(n − ⌊n/2⌋), each a normal float for every n in [−150, 128] here. The first
+  // product is exact, the second rounds once: into the subnormals below float's range, to inf
+  // above it.
+  static __m256 exp(__m256 x) {
+    // x in [−104, 89], where e^x goes from 0 to inf in float32; a NaN passes (min and max return
+    // their second operand, x, when it is a NaN).
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+    const __m256 n = _mm256_round_ps(x * 1.44269504088896341f,  // x / ln 2
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // − n·ln2_hi
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);  // − n·ln2_lo
+    __m256 p = _mm256_set1_ps(0.000198527617612853646278381f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.00139304355252534151077271f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.00833336077630519866943359f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.0416664853692054748535156f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.166666671633720397949219f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    const __m256 e_r = _mm256_fmadd_ps(p, r * r, r) + 1.0f;  // e^r
+    const __m256i n_int = _mm256_cvtps_epi32(n);             // exact: |n| ≤ 150
+    const __m256i half = _mm256_srai_epi32(n_int, 1);        // ⌊n/2⌋
+    auto power_of_two = [](__m256i k) {                      // 2^k: biased exponent k + 127
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+    };
+    return (e_r * power_of_two(half)) * power_of_two(_mm256_sub_epi32(n_int, half));
+  }
 };
 AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
 
