@@ -19,6 +19,7 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/detail/row_reductions.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
 #include "autograd/profiler.h"
@@ -51,15 +52,16 @@ using detail::exp_shifted_row;
 
 // The largest of in[0, n), or 0 if all are −inf (so that x − m is −inf rather than NaN).
 template <class T>
-T row_max(const T* in, int64_t n) {
+[[gnu::always_inline]] inline T row_max(const T* in, int64_t n) {
   const T m = detail::row_max_lanes(in, n);
   return std::isinf(m) && m < 0 ? T(0) : m;
 }
 
 // y = e / Σ e with e = exp(x − max x), over in[0, n) into out[0, n) (in may be out: the max is
-// taken first, and each e_k is computed from in[k] alone).
+// taken first, and each e_k is computed from in[k] alone). Always inlined, here and above, into
+// the copies per instruction set below.
 template <class T>
-void row_softmax(const T* in, T* out, int64_t n) {
+[[gnu::always_inline]] inline void row_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
   exp_shifted_row(in, m, out, n);  // out = e = exp(x − m), one exp per element
   const double total = detail::row_sum_lanes(out, n);  // Σ e
@@ -69,12 +71,22 @@ void row_softmax(const T* in, T* out, int64_t n) {
 
 // y = x − m − log Σ exp(x − m), over in[0, n) into out[0, n) (distinct arrays).
 template <class T>
-void row_log_softmax(const T* in, T* out, int64_t n) {
+[[gnu::always_inline]] inline void row_log_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
   exp_shifted_row(in, m, out, n);  // out = exp(x − m), only to be summed
   const double total = detail::row_sum_lanes(out, n);
   const double log_total = std::log(total);
   for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(double(in[k] - m) - log_total);
+}
+
+// The rows above compiled once per instruction set (detail/target_clones.h): the max, the sums
+// and the scaling on 8 or 16 elements at a time. None of their steps is a multiply-add the
+// compiler could fuse, so every copy gives the same bits. (softmax_row: detail/kernels.h.)
+AG_TARGET_CLONES void log_softmax_row(const float* in, float* out, int64_t n) {
+  row_log_softmax(in, out, n);
+}
+AG_TARGET_CLONES void log_softmax_row(const double* in, double* out, int64_t n) {
+  row_log_softmax(in, out, n);
 }
 
 // y = x − m − log Σ exp(x − m) (log = true) or y = exp(x − m) / Σ exp(x − m) along dim.
@@ -88,7 +100,7 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
   const int64_t length = x.shape()[dim];
   dispatch(x.dtype(), [&]<typename T>() {
     auto row = [log](const T* in, T* o, int64_t n) {
-      log ? row_log_softmax(in, o, n) : row_softmax(in, o, n);
+      log ? log_softmax_row(in, o, n) : detail::softmax_row(in, o, n);
     };
     if (dim == x.dim() - 1 && x.is_contiguous()) {
       // Rows of the last dim, one after another: ag's threads split them (each row is computed
@@ -150,27 +162,50 @@ std::vector<int64_t> valid_lengths_per_query(const Tensor& valid_lens, int64_t B
   return lengths;
 }
 
-void detail::softmax_row(const float* in, float* out, int64_t n) { row_softmax(in, out, n); }
-void detail::softmax_row(const double* in, double* out, int64_t n) { row_softmax(in, out, n); }
+AG_TARGET_CLONES void detail::softmax_row(const float* in, float* out, int64_t n) {
+  row_softmax(in, out, n);
+}
+AG_TARGET_CLONES void detail::softmax_row(const double* in, double* out, int64_t n) {
+  row_softmax(in, out, n);
+}
 
 namespace {
 
 // row_softmax in place on each row (the attention kernels' rows of scores).
 template <class T>
-void softmax_rows_impl(T* const* rows, const int64_t* lengths, int64_t count) {
+[[gnu::always_inline]] inline void softmax_rows_impl(
+    T* const* rows, const int64_t* lengths, int64_t count) {
   for (int64_t i = 0; i < count; ++i) row_softmax(rows[i], rows[i], lengths[i]);
 }
 
 }  // namespace
 
-void detail::softmax_rows(float* const* rows, const int64_t* lengths, int64_t count) {
+AG_TARGET_CLONES void detail::softmax_rows(
+    float* const* rows, const int64_t* lengths, int64_t count) {
   softmax_rows_impl(rows, lengths, count);
 }
-void detail::softmax_rows(double* const* rows, const int64_t* lengths, int64_t count) {
+AG_TARGET_CLONES void detail::softmax_rows(
+    double* const* rows, const int64_t* lengths, int64_t count) {
   softmax_rows_impl(rows, lengths, count);
 }
 
 namespace {
+// softmax's backward on one row, dx = y · (g − Σ g · y), once per instruction set (a product of
+// a difference: nothing to fuse, the same bits in every copy).
+template <class T>
+[[gnu::always_inline]] inline void softmax_backward_row_impl(
+    const T* g, const T* y, T* dx, int64_t n) {
+  const T g_dot_y = static_cast<T>(detail::row_dot_lanes(g, y, n));  // Σ g · y
+  for (int64_t k = 0; k < n; ++k) dx[k] = y[k] * (g[k] - g_dot_y);
+}
+AG_TARGET_CLONES void softmax_backward_row(const float* g, const float* y, float* dx, int64_t n) {
+  softmax_backward_row_impl(g, y, dx, n);
+}
+AG_TARGET_CLONES void softmax_backward_row(
+    const double* g, const double* y, double* dx, int64_t n) {
+  softmax_backward_row_impl(g, y, dx, n);
+}
+
 // The backward of softmax (log = false) or log_softmax (log = true) over the last dim of a
 // contiguous y, a row at a time in one pass (the composed ops would take four):
 //   softmax:      dx = y · (g − Σ g · y)
@@ -192,8 +227,7 @@ Tensor softmax_backward_rows(const Tensor& g_given, const Tensor& y, bool log) {
           exp(y_row, dx_row, n);                                            // softmax = exp(y)
           for (int64_t k = 0; k < n; ++k) dx_row[k] = g_row[k] - dx_row[k] * g_sum;
         } else {
-          const T g_dot_y = static_cast<T>(detail::row_dot_lanes(g_row, y_row, n));  // Σ g · y
-          for (int64_t k = 0; k < n; ++k) dx_row[k] = y_row[k] * (g_row[k] - g_dot_y);
+          softmax_backward_row(g_row, y_row, dx_row, n);  // y · (g − Σ g · y)
         }
       }
     });

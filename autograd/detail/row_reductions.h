@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace ag::detail {
@@ -26,16 +27,24 @@ A combine_lanes(A (&lanes)[Lanes], Combine combine) {
 }
 
 // max of in[0, n) (−inf for n = 0). A NaN is skipped, as by std::max: callers that must
-// propagate it do so through the values themselves (exp(NaN − m) is NaN).
+// propagate it do so through the values themselves (exp(NaN − m) is NaN). The lanes are one GCC
+// vector (`v > lanes ? v : lanes` is one max instruction on kLanes elements: the compiler does not
+// vectorise the array form of this loop itself); always inlined, as row_sum_lanes below.
 template <class T>
-T row_max_lanes(const T* in, int64_t n) {
-  T lanes[kLanes];
-  std::fill_n(lanes, kLanes, -std::numeric_limits<T>::infinity());
+[[gnu::always_inline]] inline T row_max_lanes(const T* in, int64_t n) {
+  typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
+  Lanes lanes;
+  for (int64_t j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<T>::infinity();
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], in[i + j]);
-  for (int64_t j = 0; i + j < n; ++j) lanes[j] = std::max(lanes[j], in[i + j]);
-  return combine_lanes(lanes, [](T a, T b) { return std::max(a, b); });
+  for (; i + kLanes <= n; i += kLanes) {
+    Lanes v;
+    std::memcpy(&v, in + i, sizeof v);
+    lanes = v > lanes ? v : lanes;  // std::max(lanes, v), lane by lane
+  }
+  T tail[kLanes];
+  std::memcpy(tail, &lanes, sizeof lanes);
+  for (int64_t j = 0; i + j < n; ++j) tail[j] = std::max(tail[j], in[i + j]);
+  return combine_lanes(tail, [](T a, T b) { return std::max(a, b); });
 }
 
 // Σ in[0, n), in double. (Always inlined, so that a caller compiled once per instruction set —
@@ -50,9 +59,10 @@ template <int64_t Lanes = kLanes, class T>
   return combine_lanes(lanes, [](double a, double b) { return a + b; });
 }
 
-// Σ a[k] · b[k] over [0, n), in double.
+// Σ a[k] · b[k] over [0, n), in double (each product exact, so a fused multiply-add rounds as
+// the two operations: every copy gives the same bits). Always inlined, as row_sum_lanes.
 template <class T>
-double row_dot_lanes(const T* a, const T* b, int64_t n) {
+[[gnu::always_inline]] inline double row_dot_lanes(const T* a, const T* b, int64_t n) {
   double lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
