@@ -12,12 +12,41 @@
 #include "autograd/autograd.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/detail/row_reductions.h"
+#include "autograd/detail/target_clones.h"
 #include "autograd/detail/vector_math.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/profiler.h"
 
 namespace ag {
+
+namespace {
+
+// One row of logits x[0, V) with target t: softmax(x) into p[0, V), and the loss, the log-sum-exp
+// with the max m taken out:
+//   loss = m + log Σ_v exp(x_v − m) − x_t,   softmax_v = exp(x_v − m) / Σ exp(x − m),
+// one vectorised exp per element (detail/vector_math.h), the max and the sum in lanes
+// (detail/row_reductions.h). Compiled once per instruction set: no multiply-add to fuse, so every
+// copy gives the same bits.
+template <class T>
+[[gnu::always_inline]] inline T cross_entropy_row_impl(
+    const T* x, T* p, int64_t V, int64_t target) {
+  const T m = detail::row_max_lanes(x, V);
+  for (int64_t v = 0; v < V; ++v) p[v] = x[v] - m;
+  detail::vec::functions(T()).exp(p, p, V);          // e = exp(x − m)
+  const double total = detail::row_sum_lanes(p, V);  // Σ e
+  const T inverse = static_cast<T>(1.0 / total);
+  for (int64_t v = 0; v < V; ++v) p[v] *= inverse;  // softmax = e / Σ e
+  return static_cast<T>(double(m) + std::log(total) - double(x[target]));
+}
+AG_TARGET_CLONES float cross_entropy_row(const float* x, float* p, int64_t V, int64_t target) {
+  return cross_entropy_row_impl(x, p, V, target);
+}
+AG_TARGET_CLONES double cross_entropy_row(const double* x, double* p, int64_t V, int64_t target) {
+  return cross_entropy_row_impl(x, p, V, target);
+}
+
+}  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
   AG_PROFILE_OP(Op::cross_entropy);
@@ -45,23 +74,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     const T* px = x.data<T>();
     T* loss = losses.data<T>();
     T* prob = probabilities.data<T>();
-    // Row by row, rows split between the threads (each row is one thread's whole work, so the
-    // result does not depend on the thread count): the log-sum-exp with the max m taken out,
-    //   loss = m + log Σ_v exp(x_v − m) − x_t,   softmax_v = exp(x_v − m) / Σ exp(x − m),
-    // one vectorised exp per element (detail/vector_math.h), the max and the sum in lanes.
-    const auto exp = detail::vec::functions(T()).exp;
+    // Row by row (cross_entropy_row), rows split between the threads: each row is one thread's
+    // whole work, so the result does not depend on the thread count.
     parallel_for(N, 8 * V, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
-        const T* row = px + n * V;
-        T* p = prob + n * V;
-        const T m = detail::row_max_lanes(row, V);
-        for (int64_t v = 0; v < V; ++v) p[v] = row[v] - m;
-        exp(p, p, V);                                      // e = exp(x − m)
-        const double total = detail::row_sum_lanes(p, V);  // Σ e
-        loss[n] = static_cast<T>(double(m) + std::log(total) - double(row[target_ids[n]]));
-        const T inverse = static_cast<T>(1.0 / total);
-        for (int64_t v = 0; v < V; ++v) p[v] *= inverse;  // softmax = e / Σ e
-      }
+      for (int64_t n = begin; n < end; ++n)
+        loss[n] = cross_entropy_row(px + n * V, prob + n * V, V, target_ids[n]);
     });
   });
   // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t))
