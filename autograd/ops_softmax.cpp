@@ -290,7 +290,7 @@ Tensor length_masked_softmax(const Tensor& X, const Tensor& valid_lens) {
           std::fill(y_row, y_row + K, static_cast<T>(1.0 / static_cast<double>(K)));
           continue;
         }
-        row_softmax(x_row, y_row, valid);           // y_k = e_k / Σ_{j<L} e_j for k < L
+        detail::softmax_row(x_row, y_row, valid);   // y_k = e_k / Σ_{j<L} e_j for k < L
         std::fill(y_row + valid, y_row + K, T(0));  // d2l: exp(−1e6 − m) underflows to exactly 0
       }
     });
