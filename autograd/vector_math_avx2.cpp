@@ -15,26 +15,19 @@ AG_SLEEF_ISA(Avx2FloatSleef, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
 struct Avx2Float : Avx2FloatSleef {
   static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
 
-  // e^x = 2^n · e^r, n = round(x / ln 2), r = x − n·ln 2 ∈ [−ln 2 / 2, ln 2 / 2], as on AVX-512
-  // (vector_math_avx512.cpp: Cody & Waite's two-part ln 2, SLEEF's minimax polynomial for expf),
+  // e^x = 2^n · e^r (the reduction and polynomial of vector_math_kernels.h's kExpf constants),
   // but AVX2 has no scaling instruction: 2^n is two powers of two built in the exponent bits,
   // 2^⌊n/2⌋ and 2^(n − ⌊n/2⌋), each a normal float for every n in [−150, 128] here. The first
   // product is exact, the second rounds once: into the subnormals below float's range, to inf
-  // above it.
+  // above it. A NaN passes the clamp (min and max return their second operand, x, when it is a
+  // NaN).
   static __m256 exp(__m256 x) {
-    // x in [−104, 89], where e^x goes from 0 to inf in float32; a NaN passes (min and max return
-    // their second operand, x, when it is a NaN).
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-    const __m256 n = _mm256_round_ps(x * 1.44269504088896341f,  // x / ln 2
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // − n·ln2_hi
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);  // − n·ln2_lo
-    __m256 p = _mm256_set1_ps(0.000198527617612853646278381f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.00139304355252534151077271f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.00833336077630519866943359f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.0416664853692054748535156f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.166666671633720397949219f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    x = _mm256_max_ps(_mm256_set1_ps(kExpfLowest), _mm256_min_ps(_mm256_set1_ps(kExpfHighest), x));
+    const __m256 n = _mm256_round_ps(x * kExpfLog2e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpfLn2Hi), x);  // x − n·ln2_hi
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpfLn2Lo), r);         // − n·ln2_lo
+    __m256 p = _mm256_set1_ps(kExpfPoly[0]);
+    for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpfPoly[i]));
     const __m256 e_r = _mm256_fmadd_ps(p, r * r, r) + 1.0f;  // e^r
     const __m256i n_int = _mm256_cvtps_epi32(n);             // exact: |n| ≤ 150
     const __m256i half = _mm256_srai_epi32(n_int, 1);        // ⌊n/2⌋

@@ -35,6 +35,18 @@ namespace ag::detail::vec {
     static V sqrt(V v) { return hardware_sqrt(v); }                      \
   }
 
+// float32 e^x as the AVX-512 and AVX2 copies compute it (vector_math_avx512.cpp,
+// vector_math_avx2.cpp): e^x = 2^n · e^r, n = round(x / ln 2), r = x − n·ln 2 with ln 2 in two
+// parts (Cody & Waite; the first of 15 bits, so that n·ln2_hi is exact for every |n| ≤ 150), and
+// e^r ≈ 1 + r + r²·P(r), P of degree 5 — SLEEF's minimax coefficients for expf, highest first.
+// x is first clamped to [kExpfLowest, kExpfHighest], where e^x goes from 0 to inf in float32.
+inline constexpr float kExpfLowest = -104.0f, kExpfHighest = 89.0f;
+inline constexpr float kExpfLog2e = 1.44269504088896341f;  // 1 / ln 2
+inline constexpr float kExpfLn2Hi = 0.693145751953125f, kExpfLn2Lo = 1.428606765330187045e-06f;
+inline constexpr float kExpfPoly[6] = {0.000198527617612853646278381f,
+    0.00139304355252534151077271f, 0.00833336077630519866943359f, 0.0416664853692054748535156f,
+    0.166666671633720397949219f, 0.5f};
+
 template <class Isa>
 struct Kernels {
   using T = typename Isa::T;
