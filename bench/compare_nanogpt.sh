@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare_nanogpt.sh — ag-nanogpt (examples/nanogpt.cpp) against bench/nanogpt_torch.py, nanoGPT's
+# compare_nanogpt.sh — ag-nanogpt (examples/nanogpt/) against bench/nanogpt_torch.py, nanoGPT's
 # GPT and recipe in C++ on ag and in PyTorch: the validation loss at the end and the time per
 # iteration, per seed, as a markdown table.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nanogpt_torch.py: PyTorch's side of ag-nanogpt (examples/nanogpt.cpp): nanoGPT's GPT and its
+"""nanogpt_torch.py: PyTorch's side of ag-nanogpt (examples/nanogpt/): nanoGPT's GPT and its
 training recipe, the same architecture, initialisation, data, batches, schedule, evaluation and log
 lines, so that bench/compare_nanogpt.sh can put the two side by side.
 
@@ -128,7 +128,7 @@ def read_fortunes(folder):
 
 
 class BatchStream:
-    """SplitMix64 (Steele, Lea & Flood 2014), the stream of examples/nanogpt.cpp's BatchStream."""
+    """SplitMix64 (Steele, Lea & Flood 2014), the stream of ag's data::BatchStream."""
     MASK = (1 << 64) - 1
 
     def __init__(self, seed):

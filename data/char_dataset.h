@@ -2,7 +2,7 @@
 // data/shakespeare_char/prepare.py and train.py's get_batch): every character is a token, the
 // vocabulary is the sorted set of the text's characters, the first 90 % train and the rest
 // validate, and a batch is B windows of block_size characters at random offsets with their
-// next-character targets. examples/nanogpt.cpp trains on it.
+// next-character targets. examples/nanogpt/ trains on it.
 #pragma once
 
 #include <cstdint>

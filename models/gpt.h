@@ -3,7 +3,7 @@
 // a final LayerNorm, the head tied to the token embedding, nanoGPT's initialisation (N(0, 0.02),
 // the residual projections N(0, 0.02/√(2·n_layer)), zero biases). The module and parameter names
 // are model.py's ("transformer.h.0.attn.c_attn.weight"), so a state dict or safetensors file of
-// either loads into the other. examples/nanogpt.cpp trains it with train.py's recipe;
+// either loads into the other. examples/nanogpt/ trains it with train.py's recipe;
 // docs/nanogpt.md maps each Python line to its C++ line.
 //
 //   ag::gpt::GPT model({.block_size = 64, .vocab_size = 65, .n_layer = 4, .n_head = 4,

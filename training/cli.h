@@ -68,7 +68,7 @@ void add_run_options(CLI::App& app, RunOptions& o, const RunHelp& help = {});
 // --threads --checkpoint --checkpoint-every --checkpoint-format --keep --resume --stop-after
 // --loss-log --profile --profile-trace --oversubscribe --skip-nonfinite-steps --max-memory: how
 // this invocation runs, saves and reports, into `o`. For a program that names the options defining its run itself
-// (examples/nanogpt.cpp takes nanoGPT's --max-iters, --learning-rate, --grad-clip, …) and fills
+// (examples/nanogpt/ takes nanoGPT's --max-iters, --learning-rate, --grad-clip, …) and fills
 // in the rest of RunOptions from them.
 void add_invocation_options(CLI::App& app, RunOptions& o);
 

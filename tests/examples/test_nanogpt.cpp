@@ -1,4 +1,4 @@
-// ag-nanogpt (examples/nanogpt.cpp) against nanoGPT's model.py and train.py: the state dict's names
+// ag-nanogpt (examples/nanogpt/) against nanoGPT's model.py and train.py: the state dict's names
 // and shapes are nanoGPT's (bench/nanogpt_torch.py's state_dict() printed them for these
 // configurations), the parameter count it prints is model.py's get_num_params(), and AdamW's
 // weight decay reaches the >= 2-D parameters only (configure_optimizers). Each case runs the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ag-nanogpt (examples/nanogpt.cpp), nanoGPT on ag::training, as a user runs it: a short run prints
+# ag-nanogpt (examples/nanogpt/), nanoGPT on ag::training, as a user runs it: a short run prints
 # nanoGPT's log lines with finite losses and a validation loss that falls, then a sample; a run
 # stopped and resumed is bit-identical to one that was not (the loss log and the final checkpoint,
 # byte for byte); and — given MPIRUN — 2 ranks train, resume on 2 ranks bit for bit, and with
