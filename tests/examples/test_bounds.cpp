@@ -215,7 +215,7 @@ TEST_CASE("ag-train counts its data in the memory it needs, before it reads it i
 namespace {
 // Runs a program (no shell: argv[0] is its path) with its output discarded; returns the peak of
 // its resident memory in bytes (wait4's ru_maxrss), or 0 when it did not exit with code 0.
-uint64_t peak_resident_bytes(const std::vector<std::string>& argv) {
+[[maybe_unused]] uint64_t peak_resident_bytes(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -1097,7 +1097,7 @@ TEST_CASE(
   const auto payload_of = [&](uint64_t tensors) {
     std::string p = "\x01" + u64(4) + "test" + u64(tensors);
     for (uint64_t i = 0; i < tensors; ++i) {
-      char name[16];
+      char name[24];  // "t" and up to 20 digits
       std::snprintf(name, sizeof name, "t%06llu", static_cast<unsigned long long>(i));
       p += u64(7) + name + std::string(1, '\0') + u64(1) + u64(1) + std::string(4, '\0');
     }
