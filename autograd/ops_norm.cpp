@@ -396,29 +396,6 @@ Tensor normalize_rows(NormalizedRows& rows, const Tensor& b, double eps) {
 // Rows per block of layer norm's backward, whose column sums (dw, db) are added block by block.
 constexpr int64_t kSumBlockRows = 64;
 
-// The upstream gradient as R rows of N contiguous elements, row r at g.data() + r · row_stride:
-// g itself when contiguous; when every row is the same row (g expanded over the leading dims, as a
-// sum's gradient is: layer_norm's node keeps it unwritten, autograd.cpp's
-// reads_any_gradient_layout), a contiguous copy of that one row, read R times (row stride 0); else
-// a contiguous copy of g. The values read are the same either way, so are the bits.
-struct GradientRows {
-  Tensor g;
-  int64_t row_stride;
-};
-GradientRows gradient_rows(const Tensor& grad_output, const NormalizedRows& rows) {
-  if (grad_output.is_contiguous()) return {grad_output, rows.N};
-  const std::size_t lead = grad_output.shape().size() - rows.normalized_shape.size();
-  const Shape& strides = grad_output.strides();
-  if (std::all_of(strides.begin(), strides.begin() + static_cast<std::ptrdiff_t>(lead),
-          [](int64_t stride) { return stride == 0; })) {
-    const Tensor first_row = detail::make_view(grad_output, rows.normalized_shape,
-        Shape(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end()),
-        grad_output.offset());  // (*normalized_shape)
-    return {contiguous(first_row), 0};
-  }
-  return {contiguous(grad_output), rows.N};
-}
-
 // The gradients of layer norm (or RMSNorm, for rows that are not centred) with respect to x, w and
 // b (each only if asked for), from the upstream gradient g: see the formulas at the top of the
 // file.
@@ -427,7 +404,8 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
   const Tensor& x = rows.x;
   const int64_t R = rows.R, N = rows.N;
   // (Not a structured binding: clang 14 cannot capture one in the lambdas below.)
-  const GradientRows g_rows = gradient_rows(grad_output, rows);
+  const detail::GradientRows g_rows =
+      detail::gradient_rows(grad_output, rows.normalized_shape.size());
   const Tensor& g = g_rows.g;  // (R, N) rows of g
   const int64_t g_row_stride = g_rows.row_stride;
   Tensor dx = want_dx ? empty(x.shape(), x.dtype()) : Tensor();       // (..., *normalized_shape)

@@ -211,7 +211,8 @@ AG_TARGET_CLONES void softmax_backward_row(
 //   softmax:      dx = y · (g − Σ g · y)
 //   log_softmax:  dx = g − exp(y) · Σ g
 Tensor softmax_backward_rows(const Tensor& g_given, const Tensor& y, bool log) {
-  const Tensor g = contiguous(g_given);  // (a sum's gradient arrives expanded)
+  // g's rows: a sum's gradient arrives expanded, one row read for every row (row_stride 0)
+  const detail::GradientRows g_rows = detail::gradient_rows(g_given, 1);
   Tensor dx = empty(y.shape(), y.dtype());
   const int64_t n = y.size(-1);
   const int64_t rows = n == 0 ? 0 : y.numel() / n;
@@ -219,7 +220,7 @@ Tensor softmax_backward_rows(const Tensor& g_given, const Tensor& y, bool log) {
     const auto exp = detail::vec::functions(T()).exp;
     parallel_for(rows, 3 * n, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const T* g_row = g.data<T>() + r * n;
+        const T* g_row = g_rows.g.data<T>() + r * g_rows.row_stride;
         const T* y_row = y.data<T>() + r * n;
         T* dx_row = dx.data<T>() + r * n;
         if (log) {

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <numbers>
+#include <numeric>
 #include <ostream>
 #include <stdexcept>
 
@@ -256,6 +258,22 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
   impl->offset = offset;
   impl->dtype = base.dtype();
   return Tensor(std::move(impl));
+}
+
+GradientRows gradient_rows(const Tensor& grad_output, std::size_t row_dims) {
+  const Shape& shape = grad_output.shape();
+  const Shape& strides = grad_output.strides();
+  const auto lead = static_cast<std::ptrdiff_t>(shape.size() - row_dims);
+  const Shape row_shape(shape.begin() + lead, shape.end());
+  const int64_t row_numel =
+      std::accumulate(row_shape.begin(), row_shape.end(), int64_t{1}, std::multiplies<int64_t>());
+  if (grad_output.is_contiguous()) return {grad_output, row_numel};
+  if (std::all_of(strides.begin(), strides.begin() + lead, [](int64_t s) { return s == 0; })) {
+    const Tensor first_row = make_view(grad_output, row_shape,
+        Shape(strides.begin() + lead, strides.end()), grad_output.offset());  // (*row_shape)
+    return {contiguous(first_row), 0};
+  }
+  return {contiguous(grad_output), row_numel};
 }
 
 }  // namespace detail

@@ -161,6 +161,18 @@ inline Around around(const Shape& shape, int64_t dim) {
 // A new view of `base`'s storage with the given geometry (no autograd).
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
+// The upstream gradient of an op that works on rows (its last `row_dims` dims) as contiguous rows,
+// row r at g.data() + r · row_stride: g itself when contiguous (row_stride: a row's elements);
+// when every row is the same row (g expanded over the leading dims, as a sum's gradient is: the
+// receiving node keeps it unwritten, autograd.cpp's reads_any_gradient_layout), a contiguous copy
+// of that one row, read for every row (row_stride 0); else a contiguous copy of g. The values read
+// are the same either way, so are the bits.
+struct GradientRows {
+  Tensor g;
+  int64_t row_stride;
+};
+GradientRows gradient_rows(const Tensor& grad_output, std::size_t row_dims);
+
 // The bytes a tensor of `shape` and `dtype` needs: checked_numel(shape, op) elements, or a
 // ShapeError naming `op` and the shape if that is more than PTRDIFF_MAX bytes (no buffer can be).
 std::size_t checked_nbytes(const Shape& shape, DType dtype, const char* op);

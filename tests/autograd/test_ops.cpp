@@ -163,6 +163,57 @@ TEST_CASE("softmax rows sum to one along any dim", "[ops]") {
 }
 
 TEST_CASE(
+    "softmax's and log_softmax's backwards read their gradient in any layout, with the same bits",
+    "[ops][softmax]") {
+  // Their nodes keep the gradient they are handed as it is (autograd.cpp's
+  // reads_any_gradient_layout): a sum's, one 1 expanded everywhere (all strides 0); one row
+  // expanded over (B, T); a gradient expanded over B only, and a transposed one (both copied).
+  // x's gradient must be that of the same gradient written out, bit for bit; and along a dim
+  // other than the last, where the composed ops take it.
+  for (const bool log : {false, true})
+    for (DType dtype : {float32, float64})
+      for (int64_t dim : {2, 1}) {
+        INFO((log ? "log_softmax " : "softmax ") << dtype_name(dtype) << ", dim " << dim);
+        Generator generator(23);
+        const int64_t B = 3, T = 5, N = 37;  // rows longer than any vector width
+        const Tensor x = randn({B, T, N}, generator, dtype).requires_grad_();
+        const Tensor row = randn({N}, generator, dtype);
+        const Tensor per_t = randn({1, T, N}, generator, dtype);
+        const Tensor g_t = randn({B, N, T}, generator, dtype);
+        const std::vector<std::pair<const char*, Tensor>> cases = {{"sum", Tensor()},
+            {"one row", expand(row, {B, T, N})}, {"over B", expand(per_t, {B, T, N})},
+            {"transposed", g_t.transpose(1, 2)}};
+        for (const auto& [name, given] : cases) {
+          INFO(name);
+          std::vector<double> grads[2];  // x's: [as handed, written out]
+          for (int written_out = 0; written_out < 2; ++written_out) {
+            x.zero_grad();
+            const Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
+            Tensor seen;
+            {
+              BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
+                if (node.name() == std::string(log ? "log_softmax" : "softmax")) seen = g;
+              });
+              const Tensor g =
+                  given.defined() ? given : expand(ones({1}, dtype).reshape({1, 1, 1}), {B, T, N});
+              if (written_out)
+                y.backward(contiguous(g));
+              else if (given.defined())
+                y.backward(given);
+              else
+                y.sum().backward();
+            }
+            REQUIRE(seen.defined());
+            // The node saw the gradient as it was made: written out only when asked to be.
+            CHECK(seen.is_contiguous() == (written_out == 1));
+            grads[written_out] = x.grad().to_vector<double>();
+          }
+          CHECK(grads[0] == grads[1]);
+        }
+      }
+}
+
+TEST_CASE(
     "float32 softmax, log_softmax and length_masked_softmax (vectorised exp) agree with float64",
     "[ops][softmax]") {
   // The float32 rows use the vectorised exp (detail::exp_shifted_row), the float64 rows std::exp.
