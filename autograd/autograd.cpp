@@ -429,9 +429,10 @@ bool reads_any_gradient_layout(Op op) {
     // rotary_embedding's backward (ops_rotary.cpp's rotate) walks its gradient's rows through the
     // gradient's strides, copying a row whose features are strided (a sum's stride 0) first.
     case Op::rotary_embedding:
-    // layer_norm's backward (detail::gradient_rows, autograd/detail/kernels.h) reads a gradient that is one row
-    // expanded over the leading dims (a sum's) from a copy of that row, and copies any other
-    // non-contiguous gradient itself; rms_norm's and dropout_add_layer_norm's are layer_norm's.
+    // layer_norm's backward (detail::gradient_rows, autograd/detail/kernels.h) reads a gradient
+    // that is one row expanded over the leading dims (a sum's) from a copy of that row, and copies
+    // any other non-contiguous gradient itself; rms_norm's and dropout_add_layer_norm's are
+    // layer_norm's.
     case Op::layer_norm:
     case Op::rms_norm:
     case Op::dropout_add_layer_norm:

@@ -100,11 +100,11 @@ std::string config_problem(const Config& c) {
 
 std::string run_problem(const Config& c, training::RunOptions& o) {
   if (std::string problem = config_problem(c); !problem.empty()) return problem;
+  // train.py: assert gradient_accumulation_steps % ddp_world_size == 0
   if (const int world = dist::world_size();
       c.gradient_accumulation_steps > 1 && c.gradient_accumulation_steps % world != 0)
-    return "--gradient-accumulation-steps " +  // train.py: assert gradient_accumulation_steps % world == 0
-           std::to_string(c.gradient_accumulation_steps) + " must be a multiple of the " +
-           std::to_string(world) + " ranks";
+    return "--gradient-accumulation-steps " + std::to_string(c.gradient_accumulation_steps) +
+           " must be a multiple of the " + std::to_string(world) + " ranks";
   return training::run_options_problem(o);
 }
 
