@@ -59,6 +59,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/allocator.h"
@@ -138,7 +139,8 @@ typedef double Double4 __attribute__((vector_size(4 * sizeof(double))));
 #endif
 
 // Elements p[0, 4) in double. (Written element by element, which the compiler turns into one
-// load and convert per instruction set; a float vector converted as a whole was split in two.)
+// load, and for float32 a convert, per instruction set; a float vector converted as a whole was
+// split in two.)
 template <class T>
 [[gnu::always_inline]] inline Double4 load4(const T* p) {
   return Double4{double(p[0]), double(p[1]), double(p[2]), double(p[3])};
@@ -149,11 +151,32 @@ template <class T>
   return (partial[0] + partial[1]) + (partial[2] + partial[3]);
 }
 
-// Row r of x (N contiguous elements): y = x̂ · w + b, and μ (unless pmean is null) and rstd.
+// p[0, n) in double, for the loops below that read elements more than once: float32 elements are
+// converted (exactly) into `scratch` once, float64 ones are read where they are. The arithmetic
+// is in double either way, so the values, and the bits, are those of converting at each read.
+// Converting at each read cost more than the arithmetic: the forward read each x three times and
+// w and b once per row, the backward x, w and g three times.
 template <class T>
-[[gnu::always_inline]] inline void layer_norm_row(const T* __restrict px, const T* __restrict pw,
-    const T* __restrict pb, T* __restrict py, double* __restrict pmean, double* __restrict prstd,
-    int64_t r, int64_t N, double eps) {
+[[gnu::always_inline]] inline const double* in_double(const T* p, int64_t n, double* scratch) {
+  if constexpr (std::is_same_v<T, double>) {
+    return p;
+  } else {
+    for (int64_t i = 0; i < n; ++i) scratch[i] = double(p[i]);
+    return scratch;
+  }
+}
+
+// Room for `count` doubles, left uninitialised (every element is written before it is read).
+inline std::unique_ptr<double[]> scratch_doubles(int64_t count) {
+  return std::unique_ptr<double[]>(new double[static_cast<std::size_t>(count)]);
+}
+
+// Row r of x (N contiguous elements): y = x̂ · w + b, and μ (unless pmean is null) and rstd.
+// (w and b in double: in_double's.)
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_row(const T* __restrict px,
+    const double* __restrict w, const double* __restrict b, T* __restrict py,
+    double* __restrict pmean, double* __restrict prstd, int64_t r, int64_t N, double eps) {
   const T* x_row = px + r * N;
   T* y_row = py + r * N;
   // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
@@ -168,16 +191,16 @@ template <class T>
   const double s = 1.0 / std::sqrt(variance + eps);
   if (pmean) pmean[r] = mu;
   prstd[r] = s;
-  if (pb) {  // y = x̂ · w + b
+  if (b) {  // y = x̂ · w + b
     for (int64_t i = 0; i < N; ++i)
-      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]) + double(pb[i]));
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * w[i] + b[i]);
   } else {  // y = x̂ · w
-    for (int64_t i = 0; i < N; ++i)
-      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(pw[i]));
+    for (int64_t i = 0; i < N; ++i) y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * w[i]);
   }
 }
 
-// Rows [r, r + G) of x as layer_norm_row, for N a multiple of 4.
+// Rows [r, r + G) of x as layer_norm_row, for N a multiple of 4, read from x_rows (in double:
+// in_double's, G · N elements, row g's element i at x_rows[g · N + i]).
 //
 // The sums are row_sum's, in its order, for G rows at once. One row's sum is a chain of N / 4
 // dependent vector adds, each waiting for the last to finish (4 cycles), which leaves the core
@@ -185,10 +208,10 @@ template <class T>
 // the same adds in the same order, and no tail (N % 4 elements, where the compilers fuse a
 // multiply-add or not depending on the code around it: such rows take layer_norm_row).
 template <int64_t G, class T>
-[[gnu::always_inline]] inline void layer_norm_row_group(const T* __restrict px,
-    const T* __restrict pw, const T* __restrict pb, T* __restrict py, double* __restrict pmean,
-    double* __restrict prstd, int64_t r, int64_t N, double eps) {
-  const T* x = px + r * N;  // row g's element i at x[g · N + i]
+[[gnu::always_inline]] inline void layer_norm_row_group(const double* __restrict x_rows,
+    const double* __restrict w, const double* __restrict b, T* __restrict py,
+    double* __restrict pmean, double* __restrict prstd, int64_t r, int64_t N, double eps) {
+  const double* x = x_rows;
   // Two sweeps over the rows (they stay in cache): μ, then Σ (x − μ)², as layer_norm_row.
   double mu[G] = {};
   if (pmean) {
@@ -208,17 +231,15 @@ template <int64_t G, class T>
     for (int64_t g = 0; g < G; ++g) variance[g] = combine(partial[g]) / double(N);
   }
   for (int64_t g = 0; g < G; ++g) {
-    const T* x_row = x + g * N;
+    const double* x_row = x + g * N;
     T* y_row = py + (r + g) * N;
     const double m = mu[g], s = 1.0 / std::sqrt(variance[g] + eps);
     if (pmean) pmean[r + g] = m;
     prstd[r + g] = s;
-    if (pb) {  // y = x̂ · w + b
-      for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((double(x_row[i]) - m) * s * double(pw[i]) + double(pb[i]));
+    if (b) {  // y = x̂ · w + b
+      for (int64_t i = 0; i < N; ++i) y_row[i] = static_cast<T>((x_row[i] - m) * s * w[i] + b[i]);
     } else {  // y = x̂ · w
-      for (int64_t i = 0; i < N; ++i)
-        y_row[i] = static_cast<T>((double(x_row[i]) - m) * s * double(pw[i]));
+      for (int64_t i = 0; i < N; ++i) y_row[i] = static_cast<T>((x_row[i] - m) * s * w[i]);
     }
   }
 }
@@ -230,11 +251,17 @@ inline constexpr int64_t kRowGroup = 4;
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_rows_impl(const T* px, const T* pw, const T* pb,
     T* py, double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  // w and b in double, a group's x in double (float32's: in_double)
+  const auto scratch = scratch_doubles((2 + kRowGroup) * N);
+  const double* w = in_double(pw, N, scratch.get());
+  const double* b = pb ? in_double(pb, N, scratch.get() + N) : nullptr;
+  double* x_group = scratch.get() + 2 * N;
   int64_t r = begin;
   if (N % 4 == 0)
     for (; r + kRowGroup <= end; r += kRowGroup)
-      layer_norm_row_group<kRowGroup>(px, pw, pb, py, pmean, prstd, r, N, eps);
-  for (; r < end; ++r) layer_norm_row(px, pw, pb, py, pmean, prstd, r, N, eps);
+      layer_norm_row_group<kRowGroup>(
+          in_double(px + r * N, kRowGroup * N, x_group), w, b, py, pmean, prstd, r, N, eps);
+  for (; r < end; ++r) layer_norm_row(px, w, b, py, pmean, prstd, r, N, eps);
 }
 AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
     double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
@@ -246,17 +273,18 @@ AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const 
 }
 
 // Row r of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from the saved μ
-// and rstd; g's row r at pg + r · g_row_stride (0: one row for all). Rows that are not centred
-// (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term: dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
+// and rstd; g's row r at pg + r · g_row_stride (0: one row for all); w in double. Rows that are
+// not centred (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term: dx = rstd · (ĝ − x̂ ·
+// mean(ĝ · x̂)).
 template <class T>
-[[gnu::always_inline]] inline void layer_norm_dx_row(const T* __restrict px, const T* __restrict pw,
-    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
-    T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
+[[gnu::always_inline]] inline void layer_norm_dx_row(const T* __restrict px,
+    const double* __restrict w, const T* __restrict pg, const double* __restrict pmean,
+    const double* __restrict prstd, T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
   const T* x_row = px + r * N;
   const T* g_row = pg + r * g_row_stride;
   const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
   auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
-  auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(pw[i]); };
+  auto g_hat = [&](int64_t i) { return double(g_row[i]) * w[i]; };
   const double mean_g_hat = pmean ? row_sum(N, g_hat) / double(N) : 0.0;
   const double mean_g_hat_x_hat =
       row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
@@ -265,94 +293,124 @@ template <class T>
     dx_row[i] = static_cast<T>(s * (g_hat(i) - mean_g_hat - x_hat(i) * mean_g_hat_x_hat));
 }
 
-// Rows [r, r + G) of dx as layer_norm_dx_row, for N a multiple of 4: the sums G rows at once, in
-// row_sum's order (as layer_norm_row_group's).
-template <int64_t G, class T>
-[[gnu::always_inline]] inline void layer_norm_dx_row_group(const T* __restrict px,
-    const T* __restrict pw, const T* __restrict pg, const double* __restrict pmean,
-    const double* __restrict prstd, T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
-  const T* x = px + r * N;                // row g's element i at x[g · N + i]
-  const T* grad = pg + r * g_row_stride;  // and at grad[g · g_row_stride + i]
-  double mu[G], s[G];
-  for (int64_t g = 0; g < G; ++g) mu[g] = pmean ? pmean[r + g] : 0.0, s[g] = prstd[r + g];
+// Rows [r, r + G) of dx as layer_norm_dx_row, for N a multiple of 4, from the rows' x̂ and g in
+// double (row k's elements at x_hat + k · N and g_rows + k · g_stride; g_stride 0: one row of g
+// for all): the sums G rows at once, in row_sum's order (as layer_norm_row_group's). Centered:
+// layer norm's rows (the − mean(ĝ) term); RMSNorm's are not.
+template <bool Centered, int64_t G, class T>
+[[gnu::always_inline]] inline void layer_norm_dx_row_group(const double* __restrict x_hat,
+    const double* __restrict w, const double* __restrict g_rows, int64_t g_stride,
+    const double* __restrict prstd, T* __restrict pdx, int64_t r, int64_t N) {
   double mean_g_hat[G] = {}, mean_g_hat_x_hat[G];
   {
     Double4 partial_g_hat[G] = {}, partial_g_hat_x_hat[G] = {};
     for (int64_t i = 0; i < N; i += 4) {
-      const Double4 w = load4(pw + i);
-      for (int64_t g = 0; g < G; ++g) {
-        const Double4 g_hat = load4(grad + g * g_row_stride + i) * w;
-        const Double4 x_hat = (load4(x + g * N + i) - mu[g]) * s[g];
-        if (pmean) partial_g_hat[g] += g_hat;
-        partial_g_hat_x_hat[g] += g_hat * x_hat;
+      const Double4 w4 = load4(w + i);
+      for (int64_t k = 0; k < G; ++k) {
+        const Double4 g_hat = load4(g_rows + k * g_stride + i) * w4;
+        if constexpr (Centered) partial_g_hat[k] += g_hat;
+        partial_g_hat_x_hat[k] += g_hat * load4(x_hat + k * N + i);
       }
     }
-    for (int64_t g = 0; g < G; ++g) {
-      if (pmean) mean_g_hat[g] = combine(partial_g_hat[g]) / double(N);
-      mean_g_hat_x_hat[g] = combine(partial_g_hat_x_hat[g]) / double(N);
+    for (int64_t k = 0; k < G; ++k) {
+      if constexpr (Centered) mean_g_hat[k] = combine(partial_g_hat[k]) / double(N);
+      mean_g_hat_x_hat[k] = combine(partial_g_hat_x_hat[k]) / double(N);
     }
   }
-  for (int64_t g = 0; g < G; ++g) {
-    const T* x_row = x + g * N;
-    const T* g_row = grad + g * g_row_stride;
-    T* dx_row = pdx + (r + g) * N;
+  for (int64_t k = 0; k < G; ++k) {
+    const double* x_hat_row = x_hat + k * N;
+    const double* g_row = g_rows + k * g_stride;
+    const double s = prstd[r + k];
+    T* dx_row = pdx + (r + k) * N;
     for (int64_t i = 0; i < N; ++i) {
-      const double g_hat = double(g_row[i]) * double(pw[i]);
-      const double x_hat = (double(x_row[i]) - mu[g]) * s[g];
-      dx_row[i] = static_cast<T>(s[g] * (g_hat - mean_g_hat[g] - x_hat * mean_g_hat_x_hat[g]));
+      const double g_hat = g_row[i] * w[i];
+      dx_row[i] = static_cast<T>(s * (g_hat - mean_g_hat[k] - x_hat_row[i] * mean_g_hat_x_hat[k]));
     }
   }
 }
 
-// Rows [begin, end): kRowGroup at a time where N is a multiple of 4, the others one by one.
+// G rows' terms of the column sums, added in row order: dw += g · x̂ (when pdw is not null), db +=
+// g (when pdb is not null), for the rows at x_hat + k · N and g_rows + k · g_stride (g in T or
+// double: the same values). A column's G terms are added in registers, one after the other as a
+// row at a time would: the same sums, with one load and store of the column.
+template <int64_t G, class Grad>
+[[gnu::always_inline]] inline void add_column_terms(const double* __restrict x_hat,
+    const Grad* __restrict g_rows, int64_t g_stride, double* __restrict pdw, double* __restrict pdb,
+    int64_t N) {
+  if (pdw)
+    for (int64_t i = 0; i < N; ++i) {
+      double column = pdw[i];
+      for (int64_t k = 0; k < G; ++k) column += double(g_rows[k * g_stride + i]) * x_hat[k * N + i];
+      pdw[i] = column;
+    }
+  if (pdb)
+    for (int64_t i = 0; i < N; ++i) {
+      double column = pdb[i];
+      for (int64_t k = 0; k < G; ++k) column += double(g_rows[k * g_stride + i]);
+      pdb[i] = column;
+    }
+}
+
+// x̂ = (x − μ) · rstd of the `count` rows from row r (μ = 0 where pmean is null), in double, into
+// x_hat: computed once for the backward's three sweeps over a row (dx's two, the column sums'),
+// the very values each sweep computed for itself before.
 template <class T>
-[[gnu::always_inline]] inline void layer_norm_dx_rows_impl(const T* px, const T* pw, const T* pg,
-    const double* pmean, const double* prstd, T* pdx, int64_t begin, int64_t end, int64_t N,
-    int64_t g_row_stride) {
+[[gnu::always_inline]] inline void normalized_rows(const T* __restrict px,
+    const double* __restrict pmean, const double* __restrict prstd, double* __restrict x_hat,
+    int64_t r, int64_t count, int64_t N) {
+  for (int64_t k = 0; k < count; ++k) {
+    const T* x_row = px + (r + k) * N;
+    const double mu = pmean ? pmean[r + k] : 0.0, s = prstd[r + k];
+    for (int64_t i = 0; i < N; ++i) x_hat[k * N + i] = (double(x_row[i]) - mu) * s;
+  }
+}
+
+// Rows [begin, end) of the backward, kRowGroup at a time where N is a multiple of 4, the others
+// one by one: dx (when pdx is not null), and the rows' terms of the column sums added into pdw
+// and pdb (when not null) in row order, while the rows are still in cache.
+template <class T>
+[[gnu::always_inline]] inline void layer_norm_backward_rows_impl(const T* px, const T* pw,
+    const T* pg, const double* pmean, const double* prstd, T* pdx, double* pdw, double* pdb,
+    int64_t begin, int64_t end, int64_t N, int64_t g_row_stride) {
+  // w and g's one row (g_row_stride 0) in double, a group's x̂, a group's g in double
+  const auto scratch = scratch_doubles((2 + 2 * kRowGroup) * N);
+  const double* w = in_double(pw, N, scratch.get());
+  const double* g_shared = g_row_stride == 0 ? in_double(pg, N, scratch.get() + N) : nullptr;
+  double* x_hat = scratch.get() + 2 * N;
+  double* g_group = x_hat + kRowGroup * N;
   int64_t r = begin;
   if (N % 4 == 0)
-    for (; r + kRowGroup <= end; r += kRowGroup)
-      layer_norm_dx_row_group<kRowGroup>(px, pw, pg, pmean, prstd, pdx, r, N, g_row_stride);
-  for (; r < end; ++r) layer_norm_dx_row(px, pw, pg, pmean, prstd, pdx, r, N, g_row_stride);
-}
-AG_TARGET_CLONES void layer_norm_dx_rows(const float* px, const float* pw, const float* pg,
-    const double* pmean, const double* prstd, float* pdx, int64_t begin, int64_t end, int64_t N,
-    int64_t g_row_stride) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
-}
-AG_TARGET_CLONES void layer_norm_dx_rows(const double* px, const double* pw, const double* pg,
-    const double* pmean, const double* prstd, double* pdx, int64_t begin, int64_t end, int64_t N,
-    int64_t g_row_stride) {
-  layer_norm_dx_rows_impl(px, pw, pg, pmean, prstd, pdx, begin, end, N, g_row_stride);
-}
-
-// Every column of R rows (N elements each; g's row r at pg + r · g_row_stride), summed over the
-// rows in order: dw += g · x̂ (when dw is not null), db += g (when db is not null).
-template <class T>
-[[gnu::always_inline]] inline void layer_norm_dw_db_columns_impl(const T* __restrict px,
-    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
-    double* __restrict pdw, double* __restrict pdb, int64_t R, int64_t N, int64_t g_row_stride) {
-  for (int64_t r = 0; r < R; ++r) {
-    const T* x_row = px + r * N;
-    const T* g_row = pg + r * g_row_stride;
-    const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
-    if (pdw)
-      for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
-    if (pdb)
-      for (int64_t i = 0; i < N; ++i) pdb[i] += double(g_row[i]);
+    for (; r + kRowGroup <= end; r += kRowGroup) {
+      normalized_rows(px, pmean, prstd, x_hat, r, kRowGroup, N);
+      // g's rows are contiguous when they are not one shared row
+      const double* g = g_shared ? g_shared : in_double(pg + r * N, kRowGroup * N, g_group);
+      const int64_t g_stride = g_shared ? 0 : N;
+      if (pdx && pmean)
+        layer_norm_dx_row_group<true, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+      else if (pdx)
+        layer_norm_dx_row_group<false, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+      add_column_terms<kRowGroup>(x_hat, g, g_stride, pdw, pdb, N);
+    }
+  for (; r < end; ++r) {
+    if (pdx) layer_norm_dx_row(px, w, pg, pmean, prstd, pdx, r, N, g_row_stride);
+    if (pdw || pdb) {
+      normalized_rows(px, pmean, prstd, x_hat, r, 1, N);
+      add_column_terms<1>(x_hat, pg + r * g_row_stride, 0, pdw, pdb, N);
+    }
   }
 }
-AG_TARGET_CLONES void layer_norm_dw_db_columns(const float* px, const float* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
-    int64_t g_row_stride) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
+AG_TARGET_CLONES void layer_norm_backward_rows(const float* px, const float* pw, const float* pg,
+    const double* pmean, const double* prstd, float* pdx, double* pdw, double* pdb, int64_t begin,
+    int64_t end, int64_t N, int64_t g_row_stride) {
+  layer_norm_backward_rows_impl(
+      px, pw, pg, pmean, prstd, pdx, pdw, pdb, begin, end, N, g_row_stride);
 }
-AG_TARGET_CLONES void layer_norm_dw_db_columns(const double* px, const double* pg,
-    const double* pmean, const double* prstd, double* pdw, double* pdb, int64_t R, int64_t N,
-    int64_t g_row_stride) {
-  layer_norm_dw_db_columns_impl(px, pg, pmean, prstd, pdw, pdb, R, N, g_row_stride);
+AG_TARGET_CLONES void layer_norm_backward_rows(const double* px, const double* pw, const double* pg,
+    const double* pmean, const double* prstd, double* pdx, double* pdw, double* pdb, int64_t begin,
+    int64_t end, int64_t N, int64_t g_row_stride) {
+  layer_norm_backward_rows_impl(
+      px, pw, pg, pmean, prstd, pdx, pdw, pdb, begin, end, N, g_row_stride);
 }
-
 }  // namespace detail
 
 namespace {
@@ -420,26 +478,23 @@ Grads layer_norm_grads(const NormalizedRows& rows, const Tensor& grad_output, bo
     double* pdb = want_db ? db.data() : nullptr;
     const double* pmean = rows.centered ? rows.mean.data<double>() : nullptr;
     const double* prstd = rows.rstd.data<double>();
-    // One pass over blocks of kSumBlockRows rows, blocks split across threads. For each block:
-    // dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, row by row; then, while its rows
-    // are still in this core's cache, the block's own column sums Σ g · x̂ and Σ g (in order over
-    // its rows). Then dw and db add the blocks' sums in block order. The blocks do not depend on
-    // the thread count, so neither do the bits. (Columns split across threads instead had each
-    // thread read every row, half of them from the other core's cache: on 2 threads that pass
-    // took 3–10 times its 1-thread time in medium's step.)
+    // One pass over blocks of kSumBlockRows rows, blocks split across threads. For each block,
+    // a few rows at a time: dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w; then, while
+    // those rows are still in this core's cache, their terms of the block's own column sums
+    // Σ g · x̂ and Σ g (in order over the block's rows). Then dw and db add the blocks' sums in
+    // block order. The blocks do not depend on the thread count, so neither do the bits.
+    // (Columns split across threads instead had each thread read every row, half of them from
+    // the other core's cache: on 2 threads that pass took 3–10 times its 1-thread time in
+    // medium's step.)
     const int64_t blocks = (R + kSumBlockRows - 1) / kSumBlockRows;
     std::vector<double> block_dw(pdw ? static_cast<std::size_t>(blocks * N) : 0);  // (blocks, N)
     std::vector<double> block_db(pdb ? static_cast<std::size_t>(blocks * N) : 0);  // (blocks, N)
     parallel_for(blocks, 8 * kSumBlockRows * N, [&](int64_t first_block, int64_t end_block) {
       for (int64_t block = first_block; block < end_block; ++block) {
-        const int64_t r0 = block * kSumBlockRows, rows_here = std::min(kSumBlockRows, R - r0);
-        if (pdx)
-          detail::layer_norm_dx_rows(
-              px, pw, pg, pmean, prstd, pdx, r0, r0 + rows_here, N, g_row_stride);
-        if (pdw || pdb)
-          detail::layer_norm_dw_db_columns(px + r0 * N, pg + r0 * g_row_stride,
-              pmean ? pmean + r0 : nullptr, prstd + r0, pdw ? block_dw.data() + block * N : nullptr,
-              pdb ? block_db.data() + block * N : nullptr, rows_here, N, g_row_stride);
+        const int64_t r0 = block * kSumBlockRows, r1 = std::min(r0 + kSumBlockRows, R);
+        detail::layer_norm_backward_rows(px, pw, pg, pmean, prstd, pdx,
+            pdw ? block_dw.data() + block * N : nullptr,
+            pdb ? block_db.data() + block * N : nullptr, r0, r1, N, g_row_stride);
       }
     });
     // dw[i] = Σ_blocks block_dw[block, i], db likewise, block after block
