@@ -156,6 +156,104 @@ __attribute__((target("avx512f"))) void philox_fill_blocks_avx512(
     philox_store16(c[0], words + 4 * base, std::min<int64_t>(16, num_blocks - base));
   }
 }
+
+// The same loop on AVX2 (8 lanes a register, no masks): the AVX-512 loop's scheme, with blends
+// where it has masked shuffles and a signed compare on flipped sign bits where it has an unsigned
+// one. GCC's vectorisation of the portable loop ran at 2.1–2.3 ns a word on Zen 3.
+__attribute__((target("avx2"))) inline void mulhilo8(
+    __m256i m, __m256i c, __m256i& hi, __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(c, m);                        // lanes 0, 2, ...: 64 bits
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);  // lanes 1, 3, ...
+  // _MM_SHUFFLE(3, 3, 1, 1): lane 2i takes lane 2i + 1; (2, 2, 0, 0): lane 2i + 1 takes lane 2i.
+  hi = _mm256_blend_epi32(_mm256_shuffle_epi32(even, _MM_SHUFFLE(3, 3, 1, 1)), odd, 0xAA);
+  lo = _mm256_blend_epi32(even, _mm256_shuffle_epi32(odd, _MM_SHUFFLE(2, 2, 0, 0)), 0xAA);
+}
+
+// The counters start, start + 1, ..., start + 7 as Philox's four state words.
+__attribute__((target("avx2"), always_inline)) inline void philox_counters8(
+    uint64_t start, __m256i (&c)[4]) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i low = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(start)), lane);
+  // The high word is one more in the lanes whose low word wrapped past 2^32 (low < lane as
+  // unsigned numbers: as signed ones once both sign bits are flipped); the compare gives −1 there.
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i carried =
+      _mm256_cmpgt_epi32(_mm256_xor_si256(lane, sign), _mm256_xor_si256(low, sign));
+  c[0] = low;
+  c[1] = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(start >> 32)), carried);
+  c[2] = _mm256_setzero_si256();
+  c[3] = _mm256_setzero_si256();
+}
+
+// The ten rounds on G groups of 8 counters (as philox_rounds16).
+template <int G>
+__attribute__((target("avx2"), always_inline)) inline void philox_rounds8(
+    uint64_t seed, __m256i (&c)[G][4]) {
+  const __m256i mul0 = _mm256_set1_epi32(static_cast<int>(kMul0));
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int>(kMul1));
+  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key0 += kWeyl0;
+      key1 += kWeyl1;
+    }
+    const __m256i k0 = _mm256_set1_epi32(static_cast<int>(key0));
+    const __m256i k1 = _mm256_set1_epi32(static_cast<int>(key1));
+    for (int g = 0; g < G; ++g) {
+      __m256i hi0, lo0, hi1, lo1;
+      mulhilo8(mul0, c[g][0], hi0, lo0);
+      mulhilo8(mul1, c[g][2], hi1, lo1);
+      const __m256i next0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c[g][1]), k0);
+      const __m256i next2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c[g][3]), k1);
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+      c[g][0] = next0;
+      c[g][2] = next2;
+    }
+  }
+}
+
+// Stores the first `count` (≤ 8) of the 8 blocks in c with each block's four words together: a
+// 4 × 8 transpose. Within each 128-bit half the unpacks put blocks k and 4 + k in register k; the
+// half swaps then pair blocks 2r and 2r + 1 in register r.
+__attribute__((target("avx2"), always_inline)) inline void philox_store8(
+    const __m256i (&c)[4], uint32_t* words, int64_t count) {
+  const __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]), t1 = _mm256_unpackhi_epi32(c[0], c[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]), t3 = _mm256_unpackhi_epi32(c[2], c[3]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i blocks[4] = {_mm256_permute2x128_si256(u0, u1, 0x20),
+      _mm256_permute2x128_si256(u2, u3, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31),
+      _mm256_permute2x128_si256(u2, u3, 0x31)};
+  if (count == 8) {
+    for (int r = 0; r < 4; ++r)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + 8 * r), blocks[r]);
+    return;
+  }
+  alignas(32) uint32_t all[32];
+  for (int r = 0; r < 4; ++r)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(all + 8 * r), blocks[r]);
+  std::copy(all, all + 4 * count, words);
+}
+
+__attribute__((target("avx2"))) void philox_fill_blocks_avx2(
+    uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
+  int64_t base = 0;
+  for (; base + 16 <= num_blocks; base += 16) {  // two groups of 8 side by side
+    __m256i c[2][4];
+    philox_counters8(first + static_cast<uint64_t>(base), c[0]);
+    philox_counters8(first + static_cast<uint64_t>(base + 8), c[1]);
+    philox_rounds8<2>(seed, c);
+    philox_store8(c[0], words + 4 * base, 8);
+    philox_store8(c[1], words + 4 * (base + 8), 8);
+  }
+  for (; base < num_blocks; base += 8) {
+    __m256i c[1][4];
+    philox_counters8(first + static_cast<uint64_t>(base), c[0]);
+    philox_rounds8<1>(seed, c);
+    philox_store8(c[0], words + 4 * base, std::min<int64_t>(8, num_blocks - base));
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -206,11 +304,14 @@ AG_TARGET_CLONES void philox_fill_blocks_portable(
   }
 }
 
-// The AVX-512 loop where the CPU has it (checked once), the portable one elsewhere.
+// The AVX-512 loop where the CPU has it, else the AVX2 loop where it has that (checked once), the
+// portable one elsewhere.
 void philox_fill_blocks(uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks) {
 #ifdef AG_PHILOX_AVX512
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
   if (has_avx512) return philox_fill_blocks_avx512(seed, first, words, num_blocks);
+  if (has_avx2) return philox_fill_blocks_avx2(seed, first, words, num_blocks);
 #endif
   philox_fill_blocks_portable(seed, first, words, num_blocks);
 }

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/detail/philox.h"
@@ -251,35 +254,50 @@ TEST_CASE("fill_blocks gives block() words, 16 lanes at a time, across 2^32", "[
   CHECK(words.back() == 0xdeadbeef);  // nothing written past the blocks asked for
 }
 
-TEST_CASE(
-    "the AVX-512 Philox loop writes exactly the blocks asked for, at every count", "[generator]") {
-  // It makes 32 blocks a step (two groups of 16), then 16, then a partial group: every count from
-  // 1 to 70 covers each way a count can end, also across the counter's 2^32 boundary.
 #if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx512f")) return;
+namespace {
+// The vector Philox loops this CPU runs, by name: the AVX-512 one and the AVX2 one.
+using PhiloxLoop = void (*)(uint64_t seed, uint64_t first, uint32_t* words, int64_t num_blocks);
+std::vector<std::pair<std::string, PhiloxLoop>> vector_philox_loops() {
+  std::vector<std::pair<std::string, PhiloxLoop>> loops;
+  if (__builtin_cpu_supports("avx512f"))
+    loops.emplace_back("AVX-512", detail::philox_fill_blocks_avx512);
+  if (__builtin_cpu_supports("avx2")) loops.emplace_back("AVX2", detail::philox_fill_blocks_avx2);
+  return loops;
+}
+}  // namespace
+#endif
+
+TEST_CASE(
+    "the vector Philox loops write exactly the blocks asked for, at every count", "[generator]") {
+  // AVX-512's makes 32 blocks a step (two groups of 16), then 16, then a partial group; AVX2's
+  // 16 (two groups of 8), then 8, then a partial group: every count from 1 to 70 covers each way
+  // a count can end, also across the counter's 2^32 boundary.
+#if defined(__x86_64__)
   const uint64_t seed = 0x0badc0ffee123457ULL;
   const Generator g(seed);
-  for (const uint64_t first : {uint64_t{5}, (uint64_t{1} << 32) - 33}) {
-    for (int64_t blocks = 1; blocks <= 70; ++blocks) {
-      std::vector<uint32_t> words(static_cast<std::size_t>(4 * blocks + 16), 0xdeadbeef);
-      detail::philox_fill_blocks_avx512(seed, first, words.data(), blocks);
-      INFO("first " << first << ", blocks " << blocks);
-      for (int64_t i = 0; i < blocks; ++i) {
-        const auto expected = g.block(first + static_cast<uint64_t>(i));
-        for (int w = 0; w < 4; ++w)
-          REQUIRE(words[static_cast<std::size_t>(4 * i + w)] == expected[w]);
+  for (const auto& [name, fill] : vector_philox_loops())
+    for (const uint64_t first : {uint64_t{5}, (uint64_t{1} << 32) - 33}) {
+      for (int64_t blocks = 1; blocks <= 70; ++blocks) {
+        std::vector<uint32_t> words(static_cast<std::size_t>(4 * blocks + 16), 0xdeadbeef);
+        fill(seed, first, words.data(), blocks);
+        INFO(name << ": first " << first << ", blocks " << blocks);
+        for (int64_t i = 0; i < blocks; ++i) {
+          const auto expected = g.block(first + static_cast<uint64_t>(i));
+          for (int w = 0; w < 4; ++w)
+            REQUIRE(words[static_cast<std::size_t>(4 * i + w)] == expected[w]);
+        }
+        for (std::size_t i = static_cast<std::size_t>(4 * blocks); i < words.size(); ++i)
+          REQUIRE(words[i] == 0xdeadbeef);  // nothing past the blocks asked for
       }
-      for (std::size_t i = static_cast<std::size_t>(4 * blocks); i < words.size(); ++i)
-        REQUIRE(words[i] == 0xdeadbeef);  // nothing past the blocks asked for
     }
-  }
 #endif
 }
 
 TEST_CASE(
-    "the AVX-512 and the portable Philox loops give the same words as block()", "[generator]") {
-  // 1,000 blocks from just below 2^32 (the counter's high word changes inside a group of 16) and
-  // from a large counter: every full group, then a partial one of 8.
+    "the vector and the portable Philox loops give the same words as block()", "[generator]") {
+  // 1,000 blocks from just below 2^32 (the counter's high word changes inside a group of lanes)
+  // and from a large counter: every full group, then a partial one.
   const uint64_t seed = 0xfedcba9876543210ULL;
   const Generator g(seed);
   for (const uint64_t first : {(uint64_t{1} << 32) - 7, uint64_t{0x0123456789abcdefULL}}) {
@@ -294,11 +312,12 @@ TEST_CASE(
     CHECK(std::equal(expected.begin(), expected.end(), portable.begin()));
     CHECK(portable.back() == 0xdeadbeef);
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) {
-      std::vector<uint32_t> avx512(4 * kBlocks + 1, 0xdeadbeef);
-      detail::philox_fill_blocks_avx512(seed, first, avx512.data(), kBlocks);
-      CHECK(std::equal(expected.begin(), expected.end(), avx512.begin()));
-      CHECK(avx512.back() == 0xdeadbeef);  // nothing written past the blocks asked for
+    for (const auto& [name, fill] : vector_philox_loops()) {
+      INFO(name);
+      std::vector<uint32_t> words(4 * kBlocks + 1, 0xdeadbeef);
+      fill(seed, first, words.data(), kBlocks);
+      CHECK(std::equal(expected.begin(), expected.end(), words.begin()));
+      CHECK(words.back() == 0xdeadbeef);  // nothing written past the blocks asked for
     }
 #endif
   }
