@@ -27,15 +27,15 @@ void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, i
 // ag's own kernel for small float32 products (autograd/small_gemm.cpp): at most 64 rows, 64
 // columns and k ≤ 64 — attention's per-head products — where a library's fixed cost per call, or
 // its packing of Bᵀ, is a large part of the time. Up to 16 × 16 with k < 32 it rounds exactly as
-// OpenBLAS 0.3.21's AVX-512 kernels do; it is used with either backend.
+// OpenBLAS 0.3.21's AVX-512 kernels do (on AVX2 CPUs too); it is used with either backend.
 inline constexpr int64_t kSmallGemmMaxM = 64, kSmallGemmMaxN = 64, kSmallGemmMaxK = 64;
 inline bool fits_small_sgemm(int64_t m, int64_t n, int64_t k) {
   return m >= 1 && m <= kSmallGemmMaxM && n >= 1 && n <= kSmallGemmMaxN && k >= 1 &&
          k <= kSmallGemmMaxK;
 }
 // Whether that kernel makes this product: the sizes fit, not both operands are transposed, the CPU
-// has AVX-512, and AG_SMALL_GEMM is not off (read at the first call; another value than on or off
-// throws ValueError naming it).
+// has AVX-512 (or AVX2 and FMA), and AG_SMALL_GEMM is not off (read at the first call; another
+// value than on or off throws ValueError naming it).
 bool small_sgemm_makes(
     CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n, int64_t k);
 // C = op(A) · op(B), or C += op(A) · op(B) with accumulate, by that kernel; returns false (and
