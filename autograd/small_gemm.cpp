@@ -45,10 +45,10 @@
 //
 // The AVX2 copy (a CPU without AVX-512, such as AMD's Zen 3) runs the same scheme on 8-lane
 // registers, with the same bits as the AVX-512 copy. OpenBLAS's AVX2 kernels round differently
-// (the test above finds them off by a bit), so on such a CPU this kernel moved the last bits of
-// attention's products, to those an AVX-512 CPU has. There d2l's tiny heads, (64, 4, 10, 8) in
-// one call of ag::attention, forward + backward: 0.70–0.81 ms with OpenBLAS, 0.47–0.51 with the
-// kernel (Zen 3, 1 thread, two alternations of AG_SMALL_GEMM=off and on).
+// (test_small_gemm finds them a bit off in some products), so on such a CPU this kernel moved the
+// last bits of attention's products, to those an AVX-512 CPU has. There d2l's tiny heads,
+// (64, 4, 10, 8) in one call of ag::attention, forward + backward: 0.70–0.81 ms with OpenBLAS,
+// 0.47–0.51 with the kernel (Zen 3, 1 thread, two alternations of AG_SMALL_GEMM=off and on).
 #include "autograd/detail/blas.h"
 
 #include <algorithm>

@@ -83,7 +83,7 @@ std::vector<float> openblas(const Product& x) {
   return c;
 }
 
-// The kernel's C, or nothing if it declined (a CPU with neither AVX-512 nor AVX2).
+// The kernel's C, or nothing if it declined (a CPU with neither AVX-512 nor AVX2 and FMA).
 bool run_kernel(const Product& x, std::vector<float>& c) {
   c = x.c;
   return small_sgemm(x.trans_a(), x.trans_b(), x.m, x.n, x.k, x.a.data(), x.lda, x.b.data(), x.ldb,
@@ -112,7 +112,9 @@ bool openblas_is_one_fma_per_p() {
 
 TEST_CASE("the small float32 kernel is one fma per p in order, and OpenBLAS's bits", "[gemm]") {
   if (!kernel_runs_here()) {
-    WARN("this CPU has neither AVX-512 nor AVX2: ag's products of these sizes are OpenBLAS's own");
+    WARN(
+        "this CPU has neither AVX-512 nor AVX2 and FMA: ag's products of these sizes are the "
+        "library's");
     return;
   }
   std::mt19937 rng(7);
