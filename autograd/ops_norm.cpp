@@ -172,11 +172,11 @@ inline std::unique_ptr<double[]> scratch_doubles(int64_t count) {
 }
 
 // Row r of x (N contiguous elements): y = x̂ · w + b, and μ (unless pmean is null) and rstd.
-// (w and b in double: in_double's.)
-template <class T>
-[[gnu::always_inline]] inline void layer_norm_row(const T* __restrict px,
-    const double* __restrict w, const double* __restrict b, T* __restrict py,
-    double* __restrict pmean, double* __restrict prstd, int64_t r, int64_t N, double eps) {
+// (w and b in x's dtype, or in double: in_double's.)
+template <class T, class W>
+[[gnu::always_inline]] inline void layer_norm_row(const T* __restrict px, const W* __restrict w,
+    const W* __restrict b, T* __restrict py, double* __restrict pmean, double* __restrict prstd,
+    int64_t r, int64_t N, double eps) {
   const T* x_row = px + r * N;
   T* y_row = py + r * N;
   // Two sweeps over the row (it stays in cache): μ, then Σ (x − μ)², both in double as mean()
@@ -193,9 +193,10 @@ template <class T>
   prstd[r] = s;
   if (b) {  // y = x̂ · w + b
     for (int64_t i = 0; i < N; ++i)
-      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * w[i] + b[i]);
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(w[i]) + double(b[i]));
   } else {  // y = x̂ · w
-    for (int64_t i = 0; i < N; ++i) y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * w[i]);
+    for (int64_t i = 0; i < N; ++i)
+      y_row[i] = static_cast<T>((double(x_row[i]) - mu) * s * double(w[i]));
   }
 }
 
@@ -246,21 +247,32 @@ template <int64_t G, class T>
 
 // Rows per group of the row loops (G above).
 inline constexpr int64_t kRowGroup = 4;
+// The longest rows the group loops take. Their scratch holds a few rows in double (up to 10 N
+// doubles in the backward: 640 KB here), which must stay in the core's cache to pay, and must not
+// grow with a huge row (layer norm over a whole image is one row of millions): longer rows take
+// the one-row loops, which keep nothing (the same bits).
+inline constexpr int64_t kGroupMaxN = 8192;
 
-// Rows [begin, end): kRowGroup at a time where N is a multiple of 4, the others one by one.
+// Whether rows of N elements take the group loops.
+inline bool group_rows(int64_t N) { return N % 4 == 0 && N <= kGroupMaxN; }
+
+// Rows [begin, end): kRowGroup at a time where group_rows(N), the others one by one.
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_rows_impl(const T* px, const T* pw, const T* pb,
     T* py, double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
+  if (!group_rows(N)) {
+    for (int64_t r = begin; r < end; ++r) layer_norm_row(px, pw, pb, py, pmean, prstd, r, N, eps);
+    return;
+  }
   // w and b in double, a group's x in double (float32's: in_double)
   const auto scratch = scratch_doubles((2 + kRowGroup) * N);
   const double* w = in_double(pw, N, scratch.get());
   const double* b = pb ? in_double(pb, N, scratch.get() + N) : nullptr;
   double* x_group = scratch.get() + 2 * N;
   int64_t r = begin;
-  if (N % 4 == 0)
-    for (; r + kRowGroup <= end; r += kRowGroup)
-      layer_norm_row_group<kRowGroup>(
-          in_double(px + r * N, kRowGroup * N, x_group), w, b, py, pmean, prstd, r, N, eps);
+  for (; r + kRowGroup <= end; r += kRowGroup)
+    layer_norm_row_group<kRowGroup>(
+        in_double(px + r * N, kRowGroup * N, x_group), w, b, py, pmean, prstd, r, N, eps);
   for (; r < end; ++r) layer_norm_row(px, w, b, py, pmean, prstd, r, N, eps);
 }
 AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
@@ -273,18 +285,18 @@ AG_TARGET_CLONES void layer_norm_rows(const double* px, const double* pw, const 
 }
 
 // Row r of dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ · x̂)), ĝ = g · w, x̂ rebuilt from the saved μ
-// and rstd; g's row r at pg + r · g_row_stride (0: one row for all); w in double. Rows that are
-// not centred (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term: dx = rstd · (ĝ − x̂ ·
-// mean(ĝ · x̂)).
-template <class T>
-[[gnu::always_inline]] inline void layer_norm_dx_row(const T* __restrict px,
-    const double* __restrict w, const T* __restrict pg, const double* __restrict pmean,
-    const double* __restrict prstd, T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
+// and rstd; g's row r at pg + r · g_row_stride (0: one row for all); w in x's dtype or in double.
+// Rows that are not centred (pmean null, RMSNorm) have μ = 0 and no − mean(ĝ) term:
+// dx = rstd · (ĝ − x̂ · mean(ĝ · x̂)).
+template <class T, class W>
+[[gnu::always_inline]] inline void layer_norm_dx_row(const T* __restrict px, const W* __restrict w,
+    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
+    T* __restrict pdx, int64_t r, int64_t N, int64_t g_row_stride) {
   const T* x_row = px + r * N;
   const T* g_row = pg + r * g_row_stride;
   const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
   auto x_hat = [&](int64_t i) { return (double(x_row[i]) - mu) * s; };
-  auto g_hat = [&](int64_t i) { return double(g_row[i]) * w[i]; };
+  auto g_hat = [&](int64_t i) { return double(g_row[i]) * double(w[i]); };
   const double mean_g_hat = pmean ? row_sum(N, g_hat) / double(N) : 0.0;
   const double mean_g_hat_x_hat =
       row_sum(N, [&](int64_t i) { return g_hat(i) * x_hat(i); }) / double(N);
@@ -330,23 +342,23 @@ template <bool Centered, int64_t G, class T>
 }
 
 // G rows' terms of the column sums, added in row order: dw += g · x̂ (when pdw is not null), db +=
-// g (when pdb is not null), for the rows at x_hat + k · N and g_rows + k · g_stride (g in T or
-// double: the same values). A column's G terms are added in registers, one after the other as a
-// row at a time would: the same sums, with one load and store of the column.
-template <int64_t G, class Grad>
+// g (when pdb is not null), for the rows at x_hat + k · N and g_rows + k · g_stride (in double).
+// A column's G terms are added in registers, one after the other as a row at a time would: the
+// same sums, with one load and store of the column.
+template <int64_t G>
 [[gnu::always_inline]] inline void add_column_terms(const double* __restrict x_hat,
-    const Grad* __restrict g_rows, int64_t g_stride, double* __restrict pdw, double* __restrict pdb,
-    int64_t N) {
+    const double* __restrict g_rows, int64_t g_stride, double* __restrict pdw,
+    double* __restrict pdb, int64_t N) {
   if (pdw)
     for (int64_t i = 0; i < N; ++i) {
       double column = pdw[i];
-      for (int64_t k = 0; k < G; ++k) column += double(g_rows[k * g_stride + i]) * x_hat[k * N + i];
+      for (int64_t k = 0; k < G; ++k) column += g_rows[k * g_stride + i] * x_hat[k * N + i];
       pdw[i] = column;
     }
   if (pdb)
     for (int64_t i = 0; i < N; ++i) {
       double column = pdb[i];
-      for (int64_t k = 0; k < G; ++k) column += double(g_rows[k * g_stride + i]);
+      for (int64_t k = 0; k < G; ++k) column += g_rows[k * g_stride + i];
       pdb[i] = column;
     }
 }
@@ -365,13 +377,35 @@ template <class T>
   }
 }
 
-// Rows [begin, end) of the backward, kRowGroup at a time where N is a multiple of 4, the others
-// one by one: dx (when pdx is not null), and the rows' terms of the column sums added into pdw
-// and pdb (when not null) in row order, while the rows are still in cache.
+// Row r's terms of the column sums, from x itself (x̂ rebuilt at each use, the same values as
+// normalized_rows'): dw += g · x̂, db += g (each when not null), for rows taken one by one.
+template <class T>
+[[gnu::always_inline]] inline void add_row_column_terms(const T* __restrict px,
+    const T* __restrict pg, const double* __restrict pmean, const double* __restrict prstd,
+    double* __restrict pdw, double* __restrict pdb, int64_t r, int64_t N, int64_t g_row_stride) {
+  const T* x_row = px + r * N;
+  const T* g_row = pg + r * g_row_stride;
+  const double mu = pmean ? pmean[r] : 0.0, s = prstd[r];
+  if (pdw)
+    for (int64_t i = 0; i < N; ++i) pdw[i] += double(g_row[i]) * ((double(x_row[i]) - mu) * s);
+  if (pdb)
+    for (int64_t i = 0; i < N; ++i) pdb[i] += double(g_row[i]);
+}
+
+// Rows [begin, end) of the backward, kRowGroup at a time where group_rows(N), the others one by
+// one: dx (when pdx is not null), and the rows' terms of the column sums added into pdw and pdb
+// (when not null) in row order, while the rows are still in cache.
 template <class T>
 [[gnu::always_inline]] inline void layer_norm_backward_rows_impl(const T* px, const T* pw,
     const T* pg, const double* pmean, const double* prstd, T* pdx, double* pdw, double* pdb,
     int64_t begin, int64_t end, int64_t N, int64_t g_row_stride) {
+  if (!group_rows(N)) {
+    for (int64_t r = begin; r < end; ++r) {
+      if (pdx) layer_norm_dx_row(px, pw, pg, pmean, prstd, pdx, r, N, g_row_stride);
+      add_row_column_terms(px, pg, pmean, prstd, pdw, pdb, r, N, g_row_stride);
+    }
+    return;
+  }
   // w and g's one row (g_row_stride 0) in double, a group's x̂, a group's g in double
   const auto scratch = scratch_doubles((2 + 2 * kRowGroup) * N);
   const double* w = in_double(pw, N, scratch.get());
@@ -379,24 +413,20 @@ template <class T>
   double* x_hat = scratch.get() + 2 * N;
   double* g_group = x_hat + kRowGroup * N;
   int64_t r = begin;
-  if (N % 4 == 0)
-    for (; r + kRowGroup <= end; r += kRowGroup) {
-      normalized_rows(px, pmean, prstd, x_hat, r, kRowGroup, N);
-      // g's rows are contiguous when they are not one shared row
-      const double* g = g_shared ? g_shared : in_double(pg + r * N, kRowGroup * N, g_group);
-      const int64_t g_stride = g_shared ? 0 : N;
-      if (pdx && pmean)
-        layer_norm_dx_row_group<true, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
-      else if (pdx)
-        layer_norm_dx_row_group<false, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
-      add_column_terms<kRowGroup>(x_hat, g, g_stride, pdw, pdb, N);
-    }
+  for (; r + kRowGroup <= end; r += kRowGroup) {
+    normalized_rows(px, pmean, prstd, x_hat, r, kRowGroup, N);
+    // g's rows are contiguous when they are not one shared row
+    const double* g = g_shared ? g_shared : in_double(pg + r * N, kRowGroup * N, g_group);
+    const int64_t g_stride = g_shared ? 0 : N;
+    if (pdx && pmean)
+      layer_norm_dx_row_group<true, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+    else if (pdx)
+      layer_norm_dx_row_group<false, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+    add_column_terms<kRowGroup>(x_hat, g, g_stride, pdw, pdb, N);
+  }
   for (; r < end; ++r) {
     if (pdx) layer_norm_dx_row(px, w, pg, pmean, prstd, pdx, r, N, g_row_stride);
-    if (pdw || pdb) {
-      normalized_rows(px, pmean, prstd, x_hat, r, 1, N);
-      add_column_terms<1>(x_hat, pg + r * g_row_stride, 0, pdw, pdb, N);
-    }
+    add_row_column_terms(px, pg, pmean, prstd, pdw, pdb, r, N, g_row_stride);
   }
 }
 AG_TARGET_CLONES void layer_norm_backward_rows(const float* px, const float* pw, const float* pg,
