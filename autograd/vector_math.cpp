@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "autograd/detail/target_clones.h"
 #include "autograd/detail/vector_math_kernels.h"
 #include "autograd/error.h"
 
@@ -131,14 +130,8 @@ const Functions<double>& functions(double) {
 
 namespace ag::detail {
 
-// out = in − shift, a copy of the loop per instruction set.
-AG_TARGET_CLONES void subtract_shift(const float* in, float shift, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
-}
-
 void exp_shifted(const float* in, float shift, float* out, int64_t n) {
-  subtract_shift(in, shift, out, n);  // x − shift, exact where it matters (near the maximum)
-  vec::functions(0.0f).exp(out, out, n);
+  vec::functions(0.0f).exp_shifted(in, shift, out, n);
 }
 
 }  // namespace ag::detail

@@ -9,10 +9,37 @@
 namespace ag::detail::vec {
 
 AG_SLEEF_ISA(Avx2FloatSleef, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
+AG_SLEEF_ISA(Avx2DoubleSleef, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
+
+// The last partial vector of an array (Kernels::load_first, store_first): vmaskmov reads 0 into
+// the lanes past `count` and neither reads nor writes their memory. A lane is on where the sign bit
+// of its mask is set: lane j < count.
+struct Avx2Tails {
+  static __m256i float_lanes_below(int64_t count) {
+    return _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static __m256i double_lanes_below(int64_t count) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(count), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+  static __m256 load_first(const float* p, int64_t count) {
+    return _mm256_maskload_ps(p, float_lanes_below(count));
+  }
+  static void store_first(float* p, __m256 v, int64_t count) {
+    _mm256_maskstore_ps(p, float_lanes_below(count), v);
+  }
+  static __m256d load_first(const double* p, int64_t count) {
+    return _mm256_maskload_pd(p, double_lanes_below(count));
+  }
+  static void store_first(double* p, __m256d v, int64_t count) {
+    _mm256_maskstore_pd(p, double_lanes_below(count), v);
+  }
+};
 
 // SLEEF's functions, but float32's exp inlined (ag's own: SLEEF's is a call into libsleef per 8
-// floats); and x·x − h in one rounding, the exact error of h = x·x (Kernels::square_error).
-struct Avx2Float : Avx2FloatSleef {
+// floats); masked tails; and x·x − h in one rounding, the exact error of h = x·x
+// (Kernels::square_error).
+struct Avx2Float : Avx2FloatSleef, Avx2Tails {
   static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
 
   // e^x = 2^n · e^r (the reduction and polynomial of vector_math_kernels.h's kExpf constants),
@@ -38,7 +65,7 @@ struct Avx2Float : Avx2FloatSleef {
     return (e_r * power_of_two(half)) * power_of_two(_mm256_sub_epi32(n_int, half));
   }
 };
-AG_SLEEF_ISA(Avx2Double, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
+struct Avx2Double : Avx2DoubleSleef, Avx2Tails {};
 
 const Functions<float>& avx2_functions(float) { return Kernels<Avx2Float>::functions(); }
 const Functions<double>& avx2_functions(double) { return Kernels<Avx2Double>::functions(); }

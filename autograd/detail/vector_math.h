@@ -45,11 +45,16 @@ using BackwardFn = void (*)(const T* g, const T* s, T* out, int64_t n);
 // The same from both: the input x[i] and the output y[i] = f(x[i]).
 template <class T>
 using BackwardFromBothFn = void (*)(const T* g, const T* x, const T* y, T* out, int64_t n);
+// y[i] = f(x[i] − shift), x − shift rounded first, as its own subtraction would.
+template <class T>
+using ShiftedFn = void (*)(const T* x, T shift, T* y, int64_t n);
 
 // One copy of every function, for one element type.
 template <class T>
 struct Functions {
-  UnaryFn<T> exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
+  UnaryFn<T> exp;
+  ShiftedFn<T> exp_shifted;  // e^(x − shift): a softmax row less its maximum
+  UnaryFn<T> log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
   BackwardFn<T> exp_backward;           // s = y = eˣ:       g · y
   BackwardFn<T> tanh_backward;          // s = y = tanh x:   g · (1 − y²)
   BackwardFn<T> sigmoid_backward;       // s = y = σ(x):     g · y (1 − y)

@@ -66,18 +66,32 @@ struct Kernels {
   }
   static void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
 
-  // y = f(x), a vector at a time; the last partial vector goes through a zero-padded copy, so every
-  // element is computed by the same vector code wherever the array starts or ends.
+  // The first `count` < kWidth elements at p as a vector whose other lanes are 0, and the store of
+  // a vector's first `count` lanes: the Isa's masked load and store where it has them (AVX2,
+  // AVX-512), which touch no memory past p[count − 1]; else through a zero-padded copy.
+  static V load_first(const T* p, int64_t count) {
+    if constexpr (requires { Isa::load_first(p, count); }) return Isa::load_first(p, count);
+    T padded[kWidth] = {};
+    std::memcpy(padded, p, static_cast<std::size_t>(count) * sizeof(T));
+    return load(padded);
+  }
+  static void store_first(T* p, V v, int64_t count) {
+    if constexpr (requires { Isa::store_first(p, v, count); }) {
+      Isa::store_first(p, v, count);
+    } else {
+      T lanes[kWidth];
+      store(lanes, v);
+      std::memcpy(p, lanes, static_cast<std::size_t>(count) * sizeof(T));
+    }
+  }
+
+  // y = f(x), a vector at a time; the last partial vector is computed from lanes of 0 past the
+  // end, so every element is computed by the same vector code wherever the array starts or ends.
   template <class F>
   static void map(const T* x, T* y, int64_t n, F f) {
     int64_t i = 0;
     for (; i + kWidth <= n; i += kWidth) store(y + i, f(load(x + i)));
-    if (i < n) {
-      T in[kWidth] = {}, out[kWidth];
-      std::memcpy(in, x + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      store(out, f(load(in)));
-      std::memcpy(y + i, out, static_cast<std::size_t>(n - i) * sizeof(T));
-    }
+    if (i < n) store_first(y + i, f(load_first(x + i, n - i)), n - i);
   }
   // out = f(g, x, y), the same way.
   template <class F>
@@ -85,12 +99,9 @@ struct Kernels {
     int64_t i = 0;
     for (; i + kWidth <= n; i += kWidth) store(out + i, f(load(g + i), load(x + i), load(y + i)));
     if (i < n) {
-      T in_g[kWidth] = {}, in_x[kWidth] = {}, in_y[kWidth] = {}, result[kWidth];
-      std::memcpy(in_g, g + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      std::memcpy(in_x, x + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      std::memcpy(in_y, y + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      store(result, f(load(in_g), load(in_x), load(in_y)));
-      std::memcpy(out + i, result, static_cast<std::size_t>(n - i) * sizeof(T));
+      const int64_t tail = n - i;
+      store_first(out + i,
+          f(load_first(g + i, tail), load_first(x + i, tail), load_first(y + i, tail)), tail);
     }
   }
   // out = f(g, s), the same way.
@@ -99,11 +110,8 @@ struct Kernels {
     int64_t i = 0;
     for (; i + kWidth <= n; i += kWidth) store(out + i, f(load(g + i), load(s + i)));
     if (i < n) {
-      T in_g[kWidth] = {}, in_s[kWidth] = {}, result[kWidth];
-      std::memcpy(in_g, g + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      std::memcpy(in_s, s + i, static_cast<std::size_t>(n - i) * sizeof(T));
-      store(result, f(load(in_g), load(in_s)));
-      std::memcpy(out + i, result, static_cast<std::size_t>(n - i) * sizeof(T));
+      const int64_t tail = n - i;
+      store_first(out + i, f(load_first(g + i, tail), load_first(s + i, tail)), tail);
     }
   }
 
@@ -186,6 +194,11 @@ struct Kernels {
   // ---- forward ----
   static void exp(const T* x, T* y, int64_t n) {
     map(x, y, n, [](V v) { return Isa::exp(v); });
+  }
+  // e^(x − shift): softmax's rows less their maximum, one pass (x − shift rounds as a separate
+  // subtraction would)
+  static void exp_shifted(const T* x, T shift, T* y, int64_t n) {
+    map(x, y, n, [shift](V v) { return Isa::exp(v - shift); });
   }
   static void log(const T* x, T* y, int64_t n) {
     map(x, y, n, [](V v) { return Isa::log(v); });
@@ -293,8 +306,8 @@ struct Kernels {
   }
 
   static const Functions<T>& functions() {
-    static const Functions<T> table{exp, log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt,
-        rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward, gelu_backward,
+    static const Functions<T> table{exp, exp_shifted, log, tanh, sigmoid, gelu, gelu_tanh, silu,
+        sin, cos, sqrt, rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward, gelu_backward,
         gelu_tanh_backward, silu_backward, sin_backward, cos_backward, relu_backward,
         sqrt_backward};
     return table;

@@ -369,30 +369,44 @@ TEST_CASE("every copy's gelu, tanh-GELU and silu at huge |x|: x and 0, derivativ
   }
 }
 
-TEST_CASE("exp_shifted: the softmax rows' e^(x - shift), the active copy's exp, in place too",
+TEST_CASE("exp_shifted: the softmax rows' e^(x - shift), each copy's exp, in place too",
     "[vector_math]") {
   // Every length up to 40 (every tail of every vector width), with the edges among the values:
-  // the results must be the active copy's exp of x − shift, bit for bit, in a new array and in
-  // place; and the float64 row std::exp's.
+  // the results must be the copy's exp of x − shift, bit for bit, in a new array and in place;
+  // the element after the row must stay as it was (the last partial vector's masked store); and
+  // the float64 row std::exp's.
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> edges = {0.0f, -87.5f, -1e6f, -inf, 89.0f, inf,
       std::numeric_limits<float>::quiet_NaN(), 1.0f, -0.125f, 3.5f};
   // (memcmp of an empty vector's data(), a null pointer, is undefined: UBSan reports it.)
-  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() &&
-           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  auto same_bits = [](const float* a, const float* b, int64_t n) {
+    return n == 0 || std::memcmp(a, b, static_cast<std::size_t>(n) * sizeof(float)) == 0;
   };
-  for (int64_t n = 0; n <= 40; ++n) {
-    std::vector<float> x(static_cast<std::size_t>(n)), expected(x.size()), out(x.size(), -1.0f);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = edges[i % edges.size()] + 2.0f;
-    for (std::size_t i = 0; i < x.size(); ++i) expected[i] = x[i] - 2.0f;
-    vec::functions(0.0f).exp(expected.data(), expected.data(), n);
-    ag::detail::exp_shifted(x.data(), 2.0f, out.data(), n);
-    INFO("n " << n);
-    CHECK(same_bits(out, expected));
-    ag::detail::exp_shifted_row(x.data(), 2.0f, x.data(), n);  // in place
-    CHECK(same_bits(x, expected));
+  for (vec::Capability capability : supported_copies()) {
+    const vec::Functions<float>& f = vec::functions_for(capability, 0.0f);
+    for (int64_t n = 0; n <= 40; ++n) {
+      const std::size_t size = static_cast<std::size_t>(n);
+      std::vector<float> x(size + 1), expected(size), out(size + 1, -1.0f);
+      for (std::size_t i = 0; i < size; ++i) x[i] = edges[i % edges.size()] + 2.0f;
+      x[size] = 7.0f;  // past the row: neither read into a result nor written
+      for (std::size_t i = 0; i < size; ++i) expected[i] = x[i] - 2.0f;
+      f.exp(expected.data(), expected.data(), n);
+      f.exp_shifted(x.data(), 2.0f, out.data(), n);
+      INFO(vec::capability_name(capability) << ", n " << n);
+      CHECK(same_bits(out.data(), expected.data(), n));
+      CHECK(out[size] == -1.0f);
+      f.exp_shifted(x.data(), 2.0f, x.data(), n);  // in place
+      CHECK(same_bits(x.data(), expected.data(), n));
+      CHECK(x[size] == 7.0f);
+    }
   }
+  // The rows' entry points run the active copy.
+  std::vector<float> x = {1.0f, 2.0f, 3.0f}, expected(3), out(3);
+  vec::functions(0.0f).exp_shifted(x.data(), 2.0f, expected.data(), 3);
+  ag::detail::exp_shifted(x.data(), 2.0f, out.data(), 3);
+  CHECK(out == expected);
+  ag::detail::exp_shifted_row(x.data(), 2.0f, x.data(), 3);
+  CHECK(x == expected);
   std::vector<double> row = {1.0, 2.0, 3.0, -4.0, 0.5};
   ag::detail::exp_shifted_row(row.data(), 3.0, row.data(), 5);
   CHECK(row ==
@@ -403,10 +417,47 @@ TEST_CASE("exp_shifted: the softmax rows' e^(x - shift), the active copy's exp, 
   CHECK(std::fabs(static_cast<double>(one) - std::exp(-1.0)) <= 6e-8);
 }
 
+TEST_CASE(
+    "every copy's last partial vector reads and writes nothing past the array", "[vector_math]") {
+  // The tails go through the instruction set's masked load and store (AVX2, AVX-512) or a padded
+  // copy: for every length, the element after the array — a NaN — changes no result and is not
+  // overwritten, in the one-, two- and three-input loops, both dtypes.
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    for (vec::Capability capability : supported_copies()) {
+      const vec::Functions<T>& f = vec::functions_for(capability, zero);
+      for (int64_t n = 1; n <= 40; ++n) {
+        const std::size_t size = static_cast<std::size_t>(n);
+        std::vector<T> x(size + 1), g(size + 1);
+        for (std::size_t i = 0; i < size; ++i) {
+          x[i] = T(0.25) * static_cast<T>(i) - T(3);
+          g[i] = T(1) + static_cast<T>(i % 3);
+        }
+        x[size] = g[size] = std::numeric_limits<T>::quiet_NaN();
+        std::vector<T> y(size + 1, T(-7)), dx_one(size + 1, T(-7)), dx_two(size + 1, T(-7));
+        f.gelu(x.data(), y.data(), n);                                    // x -> y
+        f.silu_backward(g.data(), x.data(), dx_one.data(), n);            // (g, x) -> dx
+        f.gelu_backward(g.data(), x.data(), y.data(), dx_two.data(), n);  // (g, x, y) -> dx
+        INFO(vec::capability_name(capability) << ", n " << n);
+        for (std::size_t i = 0; i < size; ++i) {
+          CHECK(std::isfinite(y[i]));
+          CHECK(std::isfinite(dx_one[i]));
+          CHECK(std::isfinite(dx_two[i]));
+        }
+        CHECK(y[size] == T(-7));
+        CHECK(dx_one[size] == T(-7));
+        CHECK(dx_two[size] == T(-7));
+      }
+    }
+  };
+  check(0.0f);
+  check(0.0);
+}
+
 TEST_CASE("a vectorised function's result for an element does not depend on where the array starts",
     "[vector_math]") {
-  // The kernels take whole vectors and pass the last partial one through a padded copy: an element
-  // gets the same bits at any offset, so any split of a tensor across threads gives the same bits.
+  // The kernels take whole vectors and compute the last partial one with zeros in its other lanes:
+  // an element gets the same bits at any offset, so any split of a tensor across threads gives the same bits.
   const vec::Functions<float>& f = vec::functions(0.0f);
   std::vector<float> x(203), g(203), whole(203), whole_backward(203);
   for (std::size_t i = 0; i < x.size(); ++i) {
