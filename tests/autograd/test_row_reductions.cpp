@@ -117,8 +117,8 @@ TEMPLATE_TEST_CASE("the row reductions give their definition's bits for every le
           static_cast<T>(by_definition<ag::detail::kLanes, T>(n, -double(inf), Max<T>{row}))));
       CHECK(same(sum_of(row, n), by_definition<ag::detail::kLanes, T>(n, 0.0, Sum<T>{row})));
       CHECK(same(sum16_of(row, n), by_definition<16, T>(n, 0.0, Sum<T>{row})));
-      CHECK(same(dot_of(row, other, n),
-          by_definition<ag::detail::kLanes, T>(n, 0.0, Dot<T>{row, other})));
+      CHECK(same(
+          dot_of(row, other, n), by_definition<ag::detail::kLanes, T>(n, 0.0, Dot<T>{row, other})));
     }
   }
 }
