@@ -12,7 +12,6 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#include <utility>
 
 namespace ag::detail {
 
@@ -28,20 +27,29 @@ A combine_lanes(A (&lanes)[Lanes], Combine combine) {
   return lanes[0];
 }
 
-// The elements in[0, count), 0 < count < the vector's lanes, as the first lanes of a GCC vector,
-// and `pad` in the others. Each lane reads in[min(j, count − 1)], so nothing past the row is read,
-// and the vector is built in registers: a row's last partial vector makes no round trip through
-// memory (an array filled element by element and then read whole waits for the stores each time).
-// (These take and give vectors by reference: by value, GCC warns that the ABI of an AVX vector
-// changes where the instruction set lacks its registers, always inlined though they are.)
-template <class Vector, class T>
-[[gnu::always_inline]] inline void first_lanes(const T* in, int64_t count, T pad, Vector& out) {
-  constexpr int64_t kCount = sizeof(Vector) / sizeof(T);
-  using Index = decltype(Vector{} < Vector{});  // integer lanes of T's width
+// The GCC vector of N elements of type T. (Named through a template: GCC deduces a plain T for a
+// template argument of a vector typedef declared inside a template.)
+template <class T, int64_t N>
+struct VectorType {
+  typedef T type __attribute__((vector_size(N * sizeof(T))));
+};
+template <class T, int64_t N>
+using VectorOf = typename VectorType<T, N>::type;
+
+// The elements in[0, count), 0 < count < N, as the first lanes of a vector of N, and `pad` in the
+// others. Each lane reads in[min(j, count − 1)], so nothing past the row is read, and the vector
+// is built in registers: a row's last partial vector makes no round trip through memory (an array
+// filled element by element and then read whole waits on the stores each time). (Vectors are
+// given by reference here: by value, GCC warns that the ABI of an AVX vector changes where the
+// instruction set lacks its registers, always inlined though these are.)
+template <int64_t N, class T>
+[[gnu::always_inline]] inline void first_lanes(
+    const T* in, int64_t count, T pad, VectorOf<T, N>& out) {
+  using Index = decltype(VectorOf<T, N>{} < VectorOf<T, N>{});  // integer lanes of T's width
   using IndexLane = std::remove_cvref_t<decltype(Index{}[0])>;
-  Vector v, pads;
+  VectorOf<T, N> v, pads;
   Index index;
-  for (int64_t j = 0; j < kCount; ++j) {
+  for (int64_t j = 0; j < N; ++j) {
     v[j] = in[std::min(j, count - 1)];
     pads[j] = pad;
     index[j] = static_cast<IndexLane>(j);
@@ -49,38 +57,36 @@ template <class Vector, class T>
   out = index < static_cast<IndexLane>(count) ? v : pads;
 }
 
-// The GCC vector of N elements of type T. (Named through a template: GCC deduces a plain T for a
-// template argument of a vector typedef declared inside a template.)
-template <class T, int64_t N>
-struct VectorOf {
-  typedef T type __attribute__((vector_size(N * sizeof(T))));
-};
-
 // lanes[0] ⊕ … ⊕ lanes[N − 1] in combine_lanes's order, from a vector of N lanes kept in
-// registers: lanes [0, N/2) ⊕ lanes [N/2, N), then halving until lane 0 holds the result. ⊕ is +
-// or max (as std::max: a unless a < b).
+// registers: its lower half ⊕ its upper half, halving until one lane is left. ⊕ is + or max (as
+// std::max: a unless a < b).
 enum class LaneCombine { add, max };
-template <LaneCombine op, int64_t Half, class Vector, std::size_t... Lane>
-[[gnu::always_inline]] inline void combine_halves(Vector& v, std::index_sequence<Lane...> lanes) {
-  // w[j] = v[j + Half], so that lanes [0, Half) become v[j] ⊕ v[j + Half]
-  const Vector w = __builtin_shufflevector(v, v, ((Lane + Half) % sizeof...(Lane))...);
-  v = op == LaneCombine::add ? v + w : (v < w ? w : v);
-  if constexpr (Half > 1) combine_halves<op, Half / 2>(v, lanes);
+template <LaneCombine op, class T>
+[[gnu::always_inline]] inline T combined(T a, T b) {
+  return op == LaneCombine::add ? a + b : std::max(a, b);
 }
 template <LaneCombine op, class T, int64_t N>
-[[gnu::always_inline]] inline T combine_vector_lanes(const typename VectorOf<T, N>::type& lanes) {
-  typename VectorOf<T, N>::type v = lanes;
-  combine_halves<op, N / 2>(v, std::make_index_sequence<N>{});
-  return v[0];
+[[gnu::always_inline]] inline T combine_vector_lanes(const VectorOf<T, N>& lanes) {
+  if constexpr (N == 2) {
+    return combined<op>(lanes[0], lanes[1]);
+  } else {
+    VectorOf<T, N / 2> low, high;
+    std::memcpy(&low, &lanes, sizeof low);
+    std::memcpy(&high, reinterpret_cast<const char*>(&lanes) + sizeof low, sizeof high);
+    const VectorOf<T, N / 2> halves =
+        op == LaneCombine::add ? low + high : (low < high ? high : low);
+    return combine_vector_lanes<op, T, N / 2>(halves);
+  }
 }
 
 // max of in[0, n) (−inf for n = 0). A NaN is skipped, as by std::max: callers that must
 // propagate it do so through the values themselves (exp(NaN − m) is NaN). The lanes are one GCC
 // vector (`v > lanes ? v : lanes` is one max instruction on kLanes elements: the compiler does not
-// vectorise the array form of this loop itself); always inlined, as row_sum_lanes below.
+// vectorise the array form of this loop itself); always inlined, as row_sum_lanes below. The
+// last partial vector is padded with −inf, which changes no max.
 template <class T>
 [[gnu::always_inline]] inline T row_max_lanes(const T* in, int64_t n) {
-  using Lanes = typename VectorOf<T, kLanes>::type;
+  using Lanes = VectorOf<T, kLanes>;
   constexpr T kLowest = -std::numeric_limits<T>::infinity();
   Lanes lanes;
   for (int64_t j = 0; j < kLanes; ++j) lanes[j] = kLowest;
@@ -92,56 +98,65 @@ template <class T>
   }
   if (i < n) {
     Lanes v;
-    first_lanes(in + i, n - i, kLowest, v);  // −inf changes no max
+    first_lanes<kLanes>(in + i, n - i, kLowest, v);
     lanes = v > lanes ? v : lanes;
   }
   return combine_vector_lanes<LaneCombine::max, T, kLanes>(lanes);
 }
 
+// Σ f(k) over a row in double, in Lanes lanes (lane j: k = j, j + Lanes, …), where add_four(k,
+// count, four) adds f(k + q) to lane q of `four` for q < count ≤ 4 (+0 to the others). The lanes
+// are kept as Lanes / 4 vectors of four doubles, one AVX2 register each: GCC spills a vector of 8
+// or 16 doubles to the stack where the instruction set's registers are narrower. A lane starts
+// at +0 and so is never −0: the +0 added past the row changes no sum.
+template <int64_t Lanes, class AddFour>
+[[gnu::always_inline]] inline double sum_in_lanes(int64_t n, AddFour add_four) {
+  using Four = VectorOf<double, 4>;
+  constexpr int64_t kFours = Lanes / 4;
+  Four sums[kFours] = {};
+  int64_t i = 0;
+  for (; i + Lanes <= n; i += Lanes)
+    for (int64_t q = 0; q < kFours; ++q) add_four(i + 4 * q, 4, sums[q]);
+  for (int64_t q = 0; q < kFours && i + 4 * q < n; ++q)
+    add_four(i + 4 * q, std::min<int64_t>(4, n - i - 4 * q), sums[q]);
+  for (int64_t half = kFours / 2; half > 0; half /= 2)  // lanes j ⊕ j + 4·half, as combine_lanes
+    for (int64_t q = 0; q < half; ++q) sums[q] += sums[q + half];
+  return combine_vector_lanes<LaneCombine::add, double, 4>(sums[0]);
+}
+
+// in[0, count) as four lanes (+0 past count), each converted to double.
+template <class T>
+[[gnu::always_inline]] inline void four_in_double(
+    const T* in, int64_t count, VectorOf<double, 4>& out) {
+  VectorOf<T, 4> v;
+  if (count == 4)
+    std::memcpy(&v, in, sizeof v);
+  else
+    first_lanes<4>(in, count, T(0), v);
+  out = __builtin_convertvector(v, VectorOf<double, 4>);
+}
+
 // Σ in[0, n), in double. (Always inlined, so that a caller compiled once per instruction set —
-// detail/target_clones.h — gets the loop in each.) The last partial vector adds +0 in the lanes
-// past the row, which changes no sum: a lane starts at +0 and so is never −0.
+// detail/target_clones.h — gets the loop in each.)
 template <int64_t Lanes = kLanes, class T>
 [[gnu::always_inline]] inline double row_sum_lanes(const T* in, int64_t n) {
-  using In = typename VectorOf<T, Lanes>::type;
-  using Sums = typename VectorOf<double, Lanes>::type;
-  Sums lanes = {};
-  int64_t i = 0;
-  for (; i + Lanes <= n; i += Lanes) {
-    In v;
-    std::memcpy(&v, in + i, sizeof v);
-    lanes += __builtin_convertvector(v, Sums);
-  }
-  if (i < n) {
-    In v;
-    first_lanes(in + i, n - i, T(0), v);
-    lanes += __builtin_convertvector(v, Sums);
-  }
-  return combine_vector_lanes<LaneCombine::add, double, Lanes>(lanes);
+  return sum_in_lanes<Lanes>(n, [in](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
+    VectorOf<double, 4> x;
+    four_in_double(in + k, count, x);
+    sums += x;
+  });
 }
 
 // Σ a[k] · b[k] over [0, n), in double (each product exact, so a fused multiply-add rounds as
-// the two operations: every copy gives the same bits). Always inlined, as row_sum_lanes; its
-// last partial vector, as there, adds +0 · +0.
+// the two operations: every copy gives the same bits). Always inlined, as row_sum_lanes.
 template <class T>
 [[gnu::always_inline]] inline double row_dot_lanes(const T* a, const T* b, int64_t n) {
-  using In = typename VectorOf<T, kLanes>::type;
-  using Sums = typename VectorOf<double, kLanes>::type;
-  Sums lanes = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    In u, v;
-    std::memcpy(&u, a + i, sizeof u);
-    std::memcpy(&v, b + i, sizeof v);
-    lanes += __builtin_convertvector(u, Sums) * __builtin_convertvector(v, Sums);
-  }
-  if (i < n) {
-    In u, v;
-    first_lanes(a + i, n - i, T(0), u);
-    first_lanes(b + i, n - i, T(0), v);
-    lanes += __builtin_convertvector(u, Sums) * __builtin_convertvector(v, Sums);
-  }
-  return combine_vector_lanes<LaneCombine::add, double, kLanes>(lanes);
+  return sum_in_lanes<kLanes>(n, [a, b](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
+    VectorOf<double, 4> x, y;
+    four_in_double(a + k, count, x);
+    four_in_double(b + k, count, y);
+    sums += x * y;
+  });
 }
 
 }  // namespace ag::detail
