@@ -244,7 +244,8 @@ __attribute__((target("avx2"), always_inline)) inline __m256i first_lanes8(int64
 template <int R, int V>
 __attribute__((target("avx2,fma"), always_inline)) inline void small_gemm_rows_avx2(
     bool a_transposed, const float* a, int64_t lda, int64_t i, int64_t k, const float* b_rows,
-    int64_t b_row_stride, __m256i last_columns, float* c, int64_t ldc, bool accumulate) {
+    int64_t b_row_stride, __m256i last_columns, bool last_full, float* c, int64_t ldc,
+    bool accumulate) {
   __m256 sum[R][V];  // C[i + r, 8v .. 8v + 7] in sum[r][v]
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -272,9 +273,14 @@ __attribute__((target("avx2,fma"), always_inline)) inline void small_gemm_rows_a
       _mm256_storeu_ps(c_row + 8 * v,
           accumulate ? _mm256_add_ps(_mm256_loadu_ps(c_row + 8 * v), sum[r][v]) : sum[r][v]);
     float* last = c_row + 8 * (V - 1);
-    _mm256_maskstore_ps(last, last_columns,
-        accumulate ? _mm256_add_ps(_mm256_maskload_ps(last, last_columns), sum[r][V - 1])
-                   : sum[r][V - 1]);
+    if (last_full) {  // a plain store: AMD's vmaskmovps store is microcoded, several times slower
+      _mm256_storeu_ps(
+          last, accumulate ? _mm256_add_ps(_mm256_loadu_ps(last), sum[r][V - 1]) : sum[r][V - 1]);
+    } else {
+      _mm256_maskstore_ps(last, last_columns,
+          accumulate ? _mm256_add_ps(_mm256_maskload_ps(last, last_columns), sum[r][V - 1])
+                     : sum[r][V - 1]);
+    }
   }
 }
 
@@ -285,21 +291,22 @@ __attribute__((target("avx2,fma"))) void small_gemm_columns_avx2(bool a_transpos
     float* c, int64_t ldc, bool accumulate) {
   constexpr int R = V == 1 ? 8 : 12 / V > 0 ? 12 / V : 1;
   const __m256i last_columns = first_lanes8(n - 8 * (V - 1));  // 1 .. 8 columns
+  const bool last_full = n == 8 * V;
   int64_t i = 0;
   for (; i + R <= m; i += R)
-    small_gemm_rows_avx2<R, V>(
-        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+    small_gemm_rows_avx2<R, V>(a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns,
+        last_full, c, ldc, accumulate);
   if constexpr (R > 4)
     for (; i + 4 <= m; i += 4)
-      small_gemm_rows_avx2<4, V>(
-          a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+      small_gemm_rows_avx2<4, V>(a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns,
+          last_full, c, ldc, accumulate);
   if constexpr (R > 2)
     for (; i + 2 <= m; i += 2)
-      small_gemm_rows_avx2<2, V>(
-          a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+      small_gemm_rows_avx2<2, V>(a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns,
+          last_full, c, ldc, accumulate);
   for (; i < m; ++i)
-    small_gemm_rows_avx2<1, V>(
-        a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns, c, ldc, accumulate);
+    small_gemm_rows_avx2<1, V>(a_transposed, a, lda, i, k, b_rows, b_row_stride, last_columns,
+        last_full, c, ldc, accumulate);
 }
 
 // Bᵀ for the NT case, as transpose_into, 8 × 8 at a time: out[p, j] = B[j, p] (columns n ..
