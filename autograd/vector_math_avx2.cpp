@@ -12,8 +12,9 @@ AG_SLEEF_ISA(Avx2FloatSleef, float, __m256, 8, f8, avx2, _mm256_sqrt_ps);
 AG_SLEEF_ISA(Avx2DoubleSleef, double, __m256d, 4, d4, avx2, _mm256_sqrt_pd);
 
 // The last partial vector of an array (Kernels::load_first, store_first): vmaskmov reads 0 into
-// the lanes past `count` and neither reads nor writes their memory. A lane is on where the sign bit
-// of its mask is set: lane j < count.
+// the lanes past `count` and does not touch their memory (a lane is on where the sign bit of its
+// mask is set: lane j < count). The store writes 4, 2 and 1 lanes as count's bits say: AMD's
+// vmaskmov store is microcoded, several times slower than the loads it pairs with.
 struct Avx2Tails {
   static __m256i float_lanes_below(int64_t count) {
     return _mm256_cmpgt_epi32(
@@ -25,14 +26,31 @@ struct Avx2Tails {
   static __m256 load_first(const float* p, int64_t count) {
     return _mm256_maskload_ps(p, float_lanes_below(count));
   }
-  static void store_first(float* p, __m256 v, int64_t count) {
-    _mm256_maskstore_ps(p, float_lanes_below(count), v);
-  }
   static __m256d load_first(const double* p, int64_t count) {
     return _mm256_maskload_pd(p, double_lanes_below(count));
   }
-  static void store_first(double* p, __m256d v, int64_t count) {
-    _mm256_maskstore_pd(p, double_lanes_below(count), v);
+  static void store_first(float* p, __m256 v, int64_t count) {  // count < 8
+    __m128 part = _mm256_castps256_ps128(v);                    // lanes 0–3
+    if (count & 4) {
+      _mm_storeu_ps(p, part);
+      p += 4;
+      part = _mm256_extractf128_ps(v, 1);  // lanes 4–7
+    }
+    if (count & 2) {
+      _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+      p += 2;
+      part = _mm_movehl_ps(part, part);
+    }
+    if (count & 1) _mm_store_ss(p, part);
+  }
+  static void store_first(double* p, __m256d v, int64_t count) {  // count < 4
+    __m128d part = _mm256_castpd256_pd128(v);                     // lanes 0–1
+    if (count & 2) {
+      _mm_storeu_pd(p, part);
+      p += 2;
+      part = _mm256_extractf128_pd(v, 1);  // lanes 2–3
+    }
+    if (count & 1) _mm_store_sd(p, part);
   }
 };
 
