@@ -104,19 +104,23 @@ template <class T>
   return combine_vector_lanes<LaneCombine::max, T, kLanes>(lanes);
 }
 
-// Σ f(k) over a row in double, in Lanes lanes (lane j: k = j, j + Lanes, …), where add_four(k,
-// count, four) adds f(k + q) to lane q of `four` for q < count ≤ 4 (+0 to the others). The lanes
-// are kept as Lanes / 4 vectors of four doubles, one AVX2 register each: GCC spills a vector of 8
-// or 16 doubles to the stack where the instruction set's registers are narrower. A lane starts
-// at +0 and so is never −0: the +0 added past the row changes no sum.
-template <int64_t Lanes, class AddFour>
-[[gnu::always_inline]] inline double sum_in_lanes(int64_t n, AddFour add_four) {
-  using Four = VectorOf<double, 4>;
-  constexpr int64_t kFours = Lanes / 4;
-  Four sums[kFours] = {};
+// Σ f(k) over a row in double, in Lanes lanes (lane j: k = j, j + Lanes, …). The whole vectors
+// run as an array loop, `lanes[j] += f(i + j)`, which GCC vectorises well (its own conversions
+// of float to double); the last partial vector and the combining run on vectors of four doubles,
+// one AVX2 register each, where add_four(k, count, four) adds f(k + q) to lane q of `four` for
+// q < count ≤ 4 (+0 to the others). (A generic vector of 8 or 16 doubles GCC spills to the stack
+// where the instruction set's registers are narrower.) A lane starts at +0 and so is never −0:
+// the +0 added past the row changes no sum.
+template <int64_t Lanes, class AddOne, class AddFour>
+[[gnu::always_inline]] inline double sum_in_lanes(int64_t n, AddOne add_one, AddFour add_four) {
+  double lanes[Lanes] = {};
   int64_t i = 0;
   for (; i + Lanes <= n; i += Lanes)
-    for (int64_t q = 0; q < kFours; ++q) add_four(i + 4 * q, 4, sums[q]);
+    for (int64_t j = 0; j < Lanes; ++j) lanes[j] = add_one(lanes[j], i + j);
+  using Four = VectorOf<double, 4>;
+  constexpr int64_t kFours = Lanes / 4;
+  Four sums[kFours];
+  std::memcpy(sums, lanes, sizeof lanes);
   for (int64_t q = 0; q < kFours && i + 4 * q < n; ++q)
     add_four(i + 4 * q, std::min<int64_t>(4, n - i - 4 * q), sums[q]);
   for (int64_t half = kFours / 2; half > 0; half /= 2)  // lanes j ⊕ j + 4·half, as combine_lanes
@@ -124,7 +128,7 @@ template <int64_t Lanes, class AddFour>
   return combine_vector_lanes<LaneCombine::add, double, 4>(sums[0]);
 }
 
-// in[0, count) as four lanes (+0 past count), each converted to double.
+// in[0, count), count ≤ 4, as four lanes (+0 past count), each converted to double.
 template <class T>
 [[gnu::always_inline]] inline void four_in_double(
     const T* in, int64_t count, VectorOf<double, 4>& out) {
@@ -140,23 +144,27 @@ template <class T>
 // detail/target_clones.h — gets the loop in each.)
 template <int64_t Lanes = kLanes, class T>
 [[gnu::always_inline]] inline double row_sum_lanes(const T* in, int64_t n) {
-  return sum_in_lanes<Lanes>(n, [in](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
-    VectorOf<double, 4> x;
-    four_in_double(in + k, count, x);
-    sums += x;
-  });
+  return sum_in_lanes<Lanes>(
+      n, [in](double lane, int64_t k) { return lane + double(in[k]); },
+      [in](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
+        VectorOf<double, 4> x;
+        four_in_double(in + k, count, x);
+        sums += x;
+      });
 }
 
 // Σ a[k] · b[k] over [0, n), in double (each product exact, so a fused multiply-add rounds as
 // the two operations: every copy gives the same bits). Always inlined, as row_sum_lanes.
 template <class T>
 [[gnu::always_inline]] inline double row_dot_lanes(const T* a, const T* b, int64_t n) {
-  return sum_in_lanes<kLanes>(n, [a, b](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
-    VectorOf<double, 4> x, y;
-    four_in_double(a + k, count, x);
-    four_in_double(b + k, count, y);
-    sums += x * y;
-  });
+  return sum_in_lanes<kLanes>(
+      n, [a, b](double lane, int64_t k) { return lane + double(a[k]) * double(b[k]); },
+      [a, b](int64_t k, int64_t count, VectorOf<double, 4>& sums) {
+        VectorOf<double, 4> x, y;
+        four_in_double(a + k, count, x);
+        four_in_double(b + k, count, y);
+        sums += x * y;
+      });
 }
 
 }  // namespace ag::detail
