@@ -171,11 +171,27 @@ AG_TARGET_CLONES void detail::softmax_row(const double* in, double* out, int64_t
 
 namespace {
 
-// row_softmax in place on each row (the attention kernels' rows of scores).
+// row_softmax in place on each row (the attention kernels' rows of scores), four rows at a time
+// step by step — their maxima, then their exps, then their sums and scalings — so that the CPU
+// overlaps the four rows' chains of dependent steps (the max's combining, the division by the sum)
+// where a short row (d2l's 10 keys) would wait on each in turn. Each row rounds as row_softmax.
 template <class T>
 [[gnu::always_inline]] inline void softmax_rows_impl(
     T* const* rows, const int64_t* lengths, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) row_softmax(rows[i], rows[i], lengths[i]);
+  constexpr int64_t kGroup = 4;
+  int64_t i = 0;
+  for (; i + kGroup <= count; i += kGroup) {
+    T m[kGroup];
+    for (int64_t r = 0; r < kGroup; ++r) m[r] = row_max(rows[i + r], lengths[i + r]);
+    for (int64_t r = 0; r < kGroup; ++r)  // e = exp(x − m)
+      exp_shifted_row(rows[i + r], m[r], rows[i + r], lengths[i + r]);
+    T inverse[kGroup];
+    for (int64_t r = 0; r < kGroup; ++r)  // 1 / Σ e
+      inverse[r] = static_cast<T>(1.0 / detail::row_sum_lanes(rows[i + r], lengths[i + r]));
+    for (int64_t r = 0; r < kGroup; ++r)
+      for (int64_t k = 0; k < lengths[i + r]; ++k) rows[i + r][k] *= inverse[r];  // y = e / Σ e
+  }
+  for (; i < count; ++i) row_softmax(rows[i], rows[i], lengths[i]);
 }
 
 }  // namespace
