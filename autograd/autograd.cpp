@@ -441,6 +441,9 @@ bool reads_any_gradient_layout(Op op) {
     case Op::softmax:
     case Op::log_softmax:
     case Op::gather:
+    // slice's backward copies its gradient into a slice of zeros through the gradient's strides
+    // (copy_into: a sum's expanded gradient becomes a fill).
+    case Op::slice:
     case Op::contiguous:
     case Op::concat:
     case Op::repeat_interleave:

@@ -411,6 +411,54 @@ TEST_CASE("ops read strided inputs correctly", "[ops]") {
   CHECK(values(x.slice(1, 0, 4, 3) * 2.0) == std::vector<double>{0, 6, 8, 14, 16, 22});
 }
 
+TEST_CASE("slice's backward reads its gradient in any layout: zeros with it copied in", "[ops]") {
+  // Its node keeps the gradient it is handed (autograd.cpp's reads_any_gradient_layout): a sum's,
+  // one 1 expanded everywhere, and a transposed one. x's gradient must be the same as from the
+  // gradient written out, with zeros outside the slice, for a step and for the last dim.
+  for (const auto& [dim, start, end, step] :
+      {std::tuple{2, 0, 4, 1}, std::tuple{1, 1, 5, 2}, std::tuple{0, 1, 3, 1}}) {
+    INFO("dim " << dim << ", " << start << ":" << end << ":" << step);
+    Generator generator(5);
+    const Tensor x = randn({3, 5, 7}, generator, float64).requires_grad_();
+    const Shape sliced = x.slice(dim, start, end, step).shape();
+    const Tensor g_t = randn({sliced[0], sliced[2], sliced[1]}, generator, float64);
+    for (const bool transposed : {false, true}) {
+      INFO((transposed ? "a transposed gradient" : "a sum's gradient"));
+      std::vector<double> grads[2];  // x's: [as handed, written out]
+      for (int written_out = 0; written_out < 2; ++written_out) {
+        x.zero_grad();
+        const Tensor y = x.slice(dim, start, end, step);
+        Tensor seen;
+        {
+          BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
+            if (node.name() == std::string("slice")) seen = g;
+          });
+          const Tensor g =
+              transposed ? g_t.transpose(1, 2) : expand(ones({1, 1, 1}, float64), sliced);
+          if (written_out)
+            y.backward(contiguous(g));
+          else if (transposed)
+            y.backward(g);
+          else
+            y.sum().backward();
+        }
+        REQUIRE(seen.defined());
+        CHECK(seen.is_contiguous() == (written_out == 1));
+        grads[written_out] = x.grad().to_vector<double>();
+      }
+      CHECK(grads[0] == grads[1]);
+      if (!transposed) {  // 1 at each element of the slice, 0 elsewhere
+        double ones_seen = 0;
+        for (double v : grads[0]) {
+          CHECK((v == 0.0 || v == 1.0));
+          ones_seen += v;
+        }
+        CHECK(ones_seen == static_cast<double>(numel(sliced)));
+      }
+    }
+  }
+}
+
 TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list of dims",
     "[reduce][own]") {
   const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
