@@ -3,8 +3,10 @@
 // A loop `total += in[k]` is a chain of dependent additions: each waits for the last (4 cycles),
 // and the compiler may not reorder floating-point sums to vectorise it. These keep kLanes running
 // results instead — lane j takes elements j, j + kLanes, j + 2·kLanes, … — which the compiler
-// holds in vector registers, and combine them pairwise at the end. The order is fixed by the row's
-// length alone, so the result does not depend on the thread count or on where the row lives.
+// holds in vector registers, and combine them pairwise at the end: lane j ⊕ lane j + L/2 for the
+// L lanes, halving until lane 0 holds the result. The order is fixed by the row's length alone, so
+// the result does not depend on the thread count or on where the row lives
+// (tests/autograd/test_row_reductions.cpp holds each reduction to it).
 #pragma once
 
 #include <algorithm>
@@ -18,14 +20,6 @@ namespace ag::detail {
 // Eight lanes by default: short rows (attention's keys) pay little for the final combine. A long
 // sum (ops_reduce.cpp's full sums) takes 16, two AVX-512 registers of doubles.
 inline constexpr int64_t kLanes = 8;
-
-// lanes[j] = lanes[j] ⊕ lanes[j + half], halving until lanes[0] holds the result.
-template <int64_t Lanes, class A, class Combine>
-A combine_lanes(A (&lanes)[Lanes], Combine combine) {
-  for (int64_t half = Lanes / 2; half > 0; half /= 2)
-    for (int64_t j = 0; j < half; ++j) lanes[j] = combine(lanes[j], lanes[j + half]);
-  return lanes[0];
-}
 
 // The GCC vector of N elements of type T. (Named through a template: GCC deduces a plain T for a
 // template argument of a vector typedef declared inside a template.)
@@ -57,8 +51,8 @@ template <int64_t N, class T>
   out = index < static_cast<IndexLane>(count) ? v : pads;
 }
 
-// lanes[0] ⊕ … ⊕ lanes[N − 1] in combine_lanes's order, from a vector of N lanes kept in
-// registers: its lower half ⊕ its upper half, halving until one lane is left. ⊕ is + or max (as
+// lanes[0] ⊕ … ⊕ lanes[N − 1] in the order above, from a vector of N lanes kept in registers: its
+// lower half ⊕ its upper half, halving until one lane is left. ⊕ is + or max (as
 // std::max: a unless a < b).
 enum class LaneCombine { add, max };
 template <LaneCombine op, class T>
@@ -123,7 +117,7 @@ template <int64_t Lanes, class AddOne, class AddFour>
   std::memcpy(sums, lanes, sizeof lanes);
   for (int64_t q = 0; q < kFours && i + 4 * q < n; ++q)
     add_four(i + 4 * q, std::min<int64_t>(4, n - i - 4 * q), sums[q]);
-  for (int64_t half = kFours / 2; half > 0; half /= 2)  // lanes j ⊕ j + 4·half, as combine_lanes
+  for (int64_t half = kFours / 2; half > 0; half /= 2)  // lanes j ⊕ j + 4·half, as above
     for (int64_t q = 0; q < half; ++q) sums[q] += sums[q + half];
   return combine_vector_lanes<LaneCombine::add, double, 4>(sums[0]);
 }
