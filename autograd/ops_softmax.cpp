@@ -57,16 +57,28 @@ template <class T>
   return std::isinf(m) && m < 0 ? T(0) : m;
 }
 
-// y = e / Σ e with e = exp(x − max x), over in[0, n) into out[0, n) (in may be out: the max is
-// taken first, and each e_k is computed from in[k] alone). Always inlined, here and above, into
-// the copies per instruction set below.
+// y = e / Σ e with e = exp(x − max x), over in[r][0, n[r]) into out[r][0, n[r]) for G rows (in
+// may be out: the max is taken first, and each e_k is computed from in[k] alone). The G rows go
+// step by step — their maxima, then their exps, then their sums and scalings — so that the CPU
+// overlaps their chains of dependent steps (the max's combining, the division by the sum), where
+// a short row (d2l's 10 keys) would wait on each in turn; each row rounds as it would alone.
+// Always inlined, here and above, into the copies per instruction set below.
+template <int64_t G, class T>
+[[gnu::always_inline]] inline void softmax_of_rows(
+    const T* const* in, T* const* out, const int64_t* n) {
+  T m[G];
+  for (int64_t r = 0; r < G; ++r) m[r] = row_max(in[r], n[r]);
+  for (int64_t r = 0; r < G; ++r)  // out = e = exp(x − m), one exp per element
+    exp_shifted_row(in[r], m[r], out[r], n[r]);
+  T inverse[G];
+  for (int64_t r = 0; r < G; ++r)  // 1 / Σ e
+    inverse[r] = static_cast<T>(1.0 / detail::row_sum_lanes(out[r], n[r]));
+  for (int64_t r = 0; r < G; ++r)
+    for (int64_t k = 0; k < n[r]; ++k) out[r][k] *= inverse[r];  // y = e / Σ e
+}
 template <class T>
 [[gnu::always_inline]] inline void row_softmax(const T* in, T* out, int64_t n) {
-  const T m = row_max(in, n);
-  exp_shifted_row(in, m, out, n);  // out = e = exp(x − m), one exp per element
-  const double total = detail::row_sum_lanes(out, n);  // Σ e
-  const T inverse = static_cast<T>(1.0 / total);
-  for (int64_t k = 0; k < n; ++k) out[k] *= inverse;  // y = e / Σ e
+  softmax_of_rows<1>(&in, &out, &n);
 }
 
 // y = x − m − log Σ exp(x − m), over in[0, n) into out[0, n) (distinct arrays).
@@ -171,26 +183,13 @@ AG_TARGET_CLONES void detail::softmax_row(const double* in, double* out, int64_t
 
 namespace {
 
-// row_softmax in place on each row (the attention kernels' rows of scores), four rows at a time
-// step by step — their maxima, then their exps, then their sums and scalings — so that the CPU
-// overlaps the four rows' chains of dependent steps (the max's combining, the division by the sum)
-// where a short row (d2l's 10 keys) would wait on each in turn. Each row rounds as row_softmax.
+// row_softmax in place on each row (the attention kernels' rows of scores), four at a time.
 template <class T>
 [[gnu::always_inline]] inline void softmax_rows_impl(
     T* const* rows, const int64_t* lengths, int64_t count) {
   constexpr int64_t kGroup = 4;
   int64_t i = 0;
-  for (; i + kGroup <= count; i += kGroup) {
-    T m[kGroup];
-    for (int64_t r = 0; r < kGroup; ++r) m[r] = row_max(rows[i + r], lengths[i + r]);
-    for (int64_t r = 0; r < kGroup; ++r)  // e = exp(x − m)
-      exp_shifted_row(rows[i + r], m[r], rows[i + r], lengths[i + r]);
-    T inverse[kGroup];
-    for (int64_t r = 0; r < kGroup; ++r)  // 1 / Σ e
-      inverse[r] = static_cast<T>(1.0 / detail::row_sum_lanes(rows[i + r], lengths[i + r]));
-    for (int64_t r = 0; r < kGroup; ++r)
-      for (int64_t k = 0; k < lengths[i + r]; ++k) rows[i + r][k] *= inverse[r];  // y = e / Σ e
-  }
+  for (; i + kGroup <= count; i += kGroup) softmax_of_rows<kGroup>(rows + i, rows + i, lengths + i);
   for (; i < count; ++i) row_softmax(rows[i], rows[i], lengths[i]);
 }
 
