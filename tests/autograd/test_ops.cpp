@@ -2,8 +2,11 @@
 // values (PyTorch fixtures in test_ops_torch.cpp cover the values of every op).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
@@ -12,6 +15,40 @@ using namespace ag;
 
 namespace {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// x's gradient through y = forward(), handed `given` as it is (undefined: y.sum()'s, one 1
+// expanded over y), and handed the same gradient written out (contiguous): {as handed, written
+// out}. The node named `node` reads its gradient in any layout (autograd.cpp's
+// reads_any_gradient_layout), so it must see the gradient as it was handed: contiguous only when
+// written out.
+std::array<std::vector<double>, 2> gradients_as_handed_and_written_out(const Tensor& x,
+    const std::function<Tensor()>& forward, const std::string& node, const Tensor& given) {
+  std::array<std::vector<double>, 2> grads;
+  for (int written_out = 0; written_out < 2; ++written_out) {
+    x.zero_grad();
+    const Tensor y = forward();
+    Tensor seen;
+    {
+      BackwardObserverGuard observe([&](const Node& n, const Tensor& g, const Grads&) {
+        if (n.name() == node) seen = g;
+      });
+      const Tensor g =
+          given.defined()
+              ? given
+              : expand(ones(Shape(static_cast<std::size_t>(y.dim()), 1), y.dtype()), y.shape());
+      if (written_out)
+        y.backward(contiguous(g));
+      else if (given.defined())
+        y.backward(given);
+      else
+        y.sum().backward();
+    }
+    REQUIRE(seen.defined());
+    CHECK(seen.is_contiguous() == (written_out == 1));
+    grads[static_cast<std::size_t>(written_out)] = x.grad().to_vector<double>();
+  }
+  return grads;
+}
 }  // namespace
 
 TEST_CASE("broadcast_shapes and sum_to", "[ops][broadcast]") {
@@ -185,29 +222,9 @@ TEST_CASE(
             {"transposed", g_t.transpose(1, 2)}};
         for (const auto& [name, given] : cases) {
           INFO(name);
-          std::vector<double> grads[2];  // x's: [as handed, written out]
-          for (int written_out = 0; written_out < 2; ++written_out) {
-            x.zero_grad();
-            const Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
-            Tensor seen;
-            {
-              BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
-                if (node.name() == std::string(log ? "log_softmax" : "softmax")) seen = g;
-              });
-              const Tensor g =
-                  given.defined() ? given : expand(ones({1}, dtype).reshape({1, 1, 1}), {B, T, N});
-              if (written_out)
-                y.backward(contiguous(g));
-              else if (given.defined())
-                y.backward(given);
-              else
-                y.sum().backward();
-            }
-            REQUIRE(seen.defined());
-            // The node saw the gradient as it was made: written out only when asked to be.
-            CHECK(seen.is_contiguous() == (written_out == 1));
-            grads[written_out] = x.grad().to_vector<double>();
-          }
+          const auto grads = gradients_as_handed_and_written_out(
+              x, [&] { return log ? log_softmax(x, dim) : softmax(x, dim); },
+              log ? "log_softmax" : "softmax", given);
           CHECK(grads[0] == grads[1]);
         }
       }
@@ -424,28 +441,12 @@ TEST_CASE("slice's backward reads its gradient in any layout: zeros with it copi
     const Tensor g_t = randn({sliced[0], sliced[2], sliced[1]}, generator, float64);
     for (const bool transposed : {false, true}) {
       INFO((transposed ? "a transposed gradient" : "a sum's gradient"));
-      std::vector<double> grads[2];  // x's: [as handed, written out]
-      for (int written_out = 0; written_out < 2; ++written_out) {
-        x.zero_grad();
-        const Tensor y = x.slice(dim, start, end, step);
-        Tensor seen;
-        {
-          BackwardObserverGuard observe([&](const Node& node, const Tensor& g, const Grads&) {
-            if (node.name() == std::string("slice")) seen = g;
-          });
-          const Tensor g =
-              transposed ? g_t.transpose(1, 2) : expand(ones({1, 1, 1}, float64), sliced);
-          if (written_out)
-            y.backward(contiguous(g));
-          else if (transposed)
-            y.backward(g);
-          else
-            y.sum().backward();
-        }
-        REQUIRE(seen.defined());
-        CHECK(seen.is_contiguous() == (written_out == 1));
-        grads[written_out] = x.grad().to_vector<double>();
-      }
+      const auto grads = gradients_as_handed_and_written_out(
+          x,
+          [&x, slice = std::array<int64_t, 4>{dim, start, end, step}] {
+            return x.slice(slice[0], slice[1], slice[2], slice[3]);
+          },
+          "slice", transposed ? g_t.transpose(1, 2) : Tensor());
       CHECK(grads[0] == grads[1]);
       if (!transposed) {  // 1 at each element of the slice, 0 elsewhere
         double ones_seen = 0;
