@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "autograd/scoped_setting.h"
+
 namespace ag {
 
 // Threads ag runs on: its matrix products and its larger loops. Default: the machine's cores.
@@ -31,6 +33,10 @@ namespace ag {
 // the default pool, and throws RuntimeError itself if the system refuses one of its threads.
 void set_num_threads(int threads);
 int get_num_threads();
+
+// Sets the thread count for a scope and restores the previous one on exit (scoped_setting.h):
+//   { ag::NumThreadsGuard one(1); ... }  // runs on 1 thread; the count before it afterwards
+using NumThreadsGuard = ScopedSetting<int, &get_num_threads, &set_num_threads>;
 
 // The most threads set_num_threads accepts: 4 × std::thread::hardware_concurrency(), and at
 // least 16 (on a machine that does not tell its count, hardware_concurrency() is 0).

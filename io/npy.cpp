@@ -17,10 +17,10 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr std::string_view kMagic = "\x93NUMPY";
-constexpr std::size_t kMaxHeaderBytes = 1 << 20;  // NumPy itself refuses headers over 10 kB
+constexpr std::string_view kNpyMagic = "\x93NUMPY";
+constexpr std::size_t kMaxNpyHeaderBytes = 1 << 20;  // NumPy itself refuses headers over 10 kB
 
-[[noreturn]] void refuse(const std::string& source, const std::string& problem) {
+[[noreturn]] void refuse_npy(const std::string& source, const std::string& problem) {
   refuse_file<NpyError>(source, ".npy", problem);
 }
 
@@ -63,15 +63,15 @@ class DictReader : public HeaderText<NpyError> {  // a Python literal: blanks ar
   }
 };
 
-struct Header {
+struct NpyHeader {
   std::string descr;
   bool fortran_order = false;
   Shape shape;
 };
 
-Header read_header(std::string_view text, const std::string& source) {
+NpyHeader read_header(std::string_view text, const std::string& source) {
   DictReader reader(text, source);
-  Header header;
+  NpyHeader header;
   bool has_descr = false, has_order = false, has_shape = false;
   reader.expect("{");
   while (!reader.accept("}")) {
@@ -110,31 +110,32 @@ Header read_header(std::string_view text, const std::string& source) {
 }  // namespace
 
 Tensor parse_npy(std::string_view bytes, const std::string& source) {
-  if (bytes.substr(0, kMagic.size()) != kMagic) refuse(source, "it does not start with \\x93NUMPY");
-  if (bytes.size() < 10) refuse(source, "it ends inside the preamble");
+  if (bytes.substr(0, kNpyMagic.size()) != kNpyMagic)
+    refuse_npy(source, "it does not start with \\x93NUMPY");
+  if (bytes.size() < 10) refuse_npy(source, "it ends inside the preamble");
   const int major = static_cast<unsigned char>(bytes[6]),
             minor = static_cast<unsigned char>(bytes[7]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    refuse(source, "version " + std::to_string(major) + "." + std::to_string(minor) +
-                       " (known: 1.0, 2.0, 3.0)");
+    refuse_npy(source, "version " + std::to_string(major) + "." + std::to_string(minor) +
+                           " (known: 1.0, 2.0, 3.0)");
   std::size_t header_bytes, header_start;
   if (major == 1) {
     header_bytes = static_cast<unsigned char>(bytes[8]) |
                    (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     header_start = 10;
   } else {
-    if (bytes.size() < 12) refuse(source, "it ends inside the preamble");
+    if (bytes.size() < 12) refuse_npy(source, "it ends inside the preamble");
     uint32_t length;
     std::memcpy(&length, bytes.data() + 8, 4);
     header_bytes = length;
     header_start = 12;
   }
-  if (header_bytes > kMaxHeaderBytes)
-    refuse(source, "a header of " + std::to_string(header_bytes) + " bytes (over 1 MiB)");
+  if (header_bytes > kMaxNpyHeaderBytes)
+    refuse_npy(source, "a header of " + std::to_string(header_bytes) + " bytes (over 1 MiB)");
   if (header_bytes > bytes.size() - header_start)
-    refuse(source, "the header length " + std::to_string(header_bytes) + " runs past the file (" +
-                       std::to_string(bytes.size()) + " bytes)");
-  const Header header = read_header(bytes.substr(header_start, header_bytes), source);
+    refuse_npy(source, "the header length " + std::to_string(header_bytes) +
+                           " runs past the file (" + std::to_string(bytes.size()) + " bytes)");
+  const NpyHeader header = read_header(bytes.substr(header_start, header_bytes), source);
   const std::string_view data = bytes.substr(header_start + header_bytes);
 
   // The descrs ag reads, each as its dtype; '|b1' is NumPy's bool (one byte, 0 or 1; '|' means
@@ -145,7 +146,8 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   if (header.descr == "<i8") dtype = int64;
   if (header.descr == "|b1") dtype = bool_;
   if (!dtype)
-    refuse(source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
+    refuse_npy(
+        source, "dtype '" + header.descr + "' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
   const std::size_t element_bytes = dtype_size(*dtype);
   // The product of the dimensions, zeros left out, must fit int64 (else ag could not compute
   // the strides, even of an empty array).
@@ -153,15 +155,15 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
   for (const int64_t d : header.shape) {
     const uint64_t size = static_cast<uint64_t>(d);
     if (__builtin_mul_overflow(span, std::max<uint64_t>(size, 1), &span) || span > INT64_MAX)
-      refuse(source, "shape " + shape_str(header.shape) + " is too large (over 2^63 bytes)");
+      refuse_npy(source, "shape " + shape_str(header.shape) + " is too large (over 2^63 bytes)");
     count *= size;
   }
   uint64_t expected;
   if (__builtin_mul_overflow(count, element_bytes, &expected) || expected != data.size())
-    refuse(source, "shape " + shape_str(header.shape) + " of '" + header.descr + "' needs " +
-                       std::to_string(count) + " × " + std::to_string(element_bytes) +
-                       " bytes, the file holds " + std::to_string(data.size()) +
-                       " after its header");
+    refuse_npy(source, "shape " + shape_str(header.shape) + " of '" + header.descr + "' needs " +
+                           std::to_string(count) + " × " + std::to_string(element_bytes) +
+                           " bytes, the file holds " + std::to_string(data.size()) +
+                           " after its header");
 
   // Fortran order is C order of the reversed shape: read it so, then reverse the dimensions back.
   Shape stored = header.shape;
@@ -173,9 +175,9 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
     for (uint64_t i = 0; i < count; ++i) {
       const auto byte = static_cast<unsigned char>(data[i]);
       if (byte > 1)
-        refuse(source, "'|b1' element " + std::to_string(i) + " is the byte " +
-                           std::to_string(byte) + ", not 0 or 1 (file byte " +
-                           std::to_string(header_start + header_bytes + i) + ")");
+        refuse_npy(source, "'|b1' element " + std::to_string(i) + " is the byte " +
+                               std::to_string(byte) + ", not 0 or 1 (file byte " +
+                               std::to_string(header_start + header_bytes + i) + ")");
       to[i] = byte == 1;
     }
   } else if (count > 0) {  // '<f4', '<f8', '<i8': ag's own little-endian bytes
@@ -191,8 +193,8 @@ Tensor parse_npy(std::string_view bytes, const std::string& source) {
 Tensor read_npy(const std::string& path) {
   const InputFile file(path, "npy");
   // The magic number first: a file that is no .npy costs 6 bytes, not its size.
-  const std::string first_bytes = file.read(0, std::min<uint64_t>(file.size(), kMagic.size()));
-  if (first_bytes != kMagic) parse_npy(first_bytes, path);  // refuses it, as for the whole file
+  const std::string first_bytes = file.read(0, std::min<uint64_t>(file.size(), kNpyMagic.size()));
+  if (first_bytes != kNpyMagic) parse_npy(first_bytes, path);  // refuses it, as for the whole file
   return parse_npy(file.read(0, file.size()), path);
 }
 
@@ -217,7 +219,7 @@ std::string serialize_npy(const Tensor& tensor) {
   const std::size_t preamble = version2 ? 12 : 10;
   header.append((64 - (preamble + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
-  std::string file(kMagic);
+  std::string file(kNpyMagic);
   file += static_cast<char>(version2 ? 2 : 1);
   file += '\0';
   const uint32_t length = static_cast<uint32_t>(header.size());

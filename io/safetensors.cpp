@@ -19,9 +19,9 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;  // the format's own limit
 
-[[noreturn]] void refuse(const std::string& source, const std::string& problem) {
+[[noreturn]] void refuse_safetensors(const std::string& source, const std::string& problem) {
   refuse_file<SafetensorsError>(source, "safetensors", problem);
 }
 
@@ -279,9 +279,10 @@ Tensor load_entry(const Entry& entry, const char* data, const std::string& sourc
       for (std::size_t i = 0; i < n; ++i) {
         const auto byte = static_cast<unsigned char>(bytes[i]);
         if (byte > 1)
-          refuse(source, "tensor \"" + entry.name + "\" (BOOL) element " + std::to_string(i) +
-                             " is the byte " + std::to_string(byte) + ", not 0 or 1 (data byte " +
-                             std::to_string(entry.begin + i) + ")");
+          refuse_safetensors(source, "tensor \"" + entry.name + "\" (BOOL) element " +
+                                         std::to_string(i) + " is the byte " +
+                                         std::to_string(byte) + ", not 0 or 1 (data byte " +
+                                         std::to_string(entry.begin + i) + ")");
         to[i] = byte == 1;
       }
       break;
@@ -339,26 +340,29 @@ namespace {
 uint64_t header_length(
     std::string_view first_bytes, uint64_t file_size, const std::string& source) {
   if (file_size < 8)
-    refuse(source, std::to_string(file_size) + " bytes, too short for the 8-byte header length");
+    refuse_safetensors(
+        source, std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   uint64_t header_bytes;
   std::memcpy(&header_bytes, first_bytes.data(), 8);
-  if (header_bytes > kMaxHeaderBytes)
-    refuse(source, "the header length " + std::to_string(header_bytes) + " is over 100 MB");
+  if (header_bytes > kMaxSafetensorsHeaderBytes)
+    refuse_safetensors(
+        source, "the header length " + std::to_string(header_bytes) + " is over 100 MB");
   if (header_bytes > file_size - 8)
-    refuse(source, "the header length " + std::to_string(header_bytes) + " runs past the file (" +
-                       std::to_string(file_size) + " bytes)");
+    refuse_safetensors(source, "the header length " + std::to_string(header_bytes) +
+                                   " runs past the file (" + std::to_string(file_size) + " bytes)");
   return header_bytes;
 }
 
 // The header parsed and every entry checked against the data part's size (`data_bytes`, the
 // file after the header), before any of the data is read: the metadata, and the entries.
-struct Header {
+struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
   std::vector<Entry> entries;
 };
-Header parse_header(std::string_view header, uint64_t data_bytes, const std::string& source) {
+SafetensorsHeader parse_header(
+    std::string_view header, uint64_t data_bytes, const std::string& source) {
   // 1. The header, every entry checked; nothing allocated but the header's own strings.
-  Header file;
+  SafetensorsHeader file;
   std::vector<Entry>& entries = file.entries;
   HeaderReader reader(header, source);
   std::unordered_set<std::string> names;
@@ -387,14 +391,15 @@ Header parse_header(std::string_view header, uint64_t data_bytes, const std::str
     const std::string what = "tensor \"" + e.name + "\" (" + e.dtype->name + ", shape " +
                              shape_str(e.shape) + ", data_offsets [" + std::to_string(e.begin) +
                              ", " + std::to_string(e.end) + "])";
-    if (e.begin > e.end) refuse(source, what + ": begin is after end");
+    if (e.begin > e.end) refuse_safetensors(source, what + ": begin is after end");
     if (e.end > data_bytes)
-      refuse(source, what + ": runs past the file's " + std::to_string(data_bytes) + " data bytes");
+      refuse_safetensors(
+          source, what + ": runs past the file's " + std::to_string(data_bytes) + " data bytes");
     const std::optional<uint64_t> expected = byte_size(e.shape, e.dtype->bytes);
-    if (!expected) refuse(source, what + ": the shape is too large (over 2^63 bytes)");
+    if (!expected) refuse_safetensors(source, what + ": the shape is too large (over 2^63 bytes)");
     if (*expected != e.end - e.begin)
-      refuse(source, what + ": the shape needs " + std::to_string(*expected) +
-                         " bytes, the range holds " + std::to_string(e.end - e.begin));
+      refuse_safetensors(source, what + ": the shape needs " + std::to_string(*expected) +
+                                     " bytes, the range holds " + std::to_string(e.end - e.begin));
   }
   // 3. The ranges tile the data part: sorted by start, each begins where the previous ended.
   std::vector<const Entry*> by_start;
@@ -405,21 +410,24 @@ Header parse_header(std::string_view header, uint64_t data_bytes, const std::str
   uint64_t covered = 0;
   for (const Entry* e : by_start) {
     if (e->begin < covered)
-      refuse(source, "tensor \"" + e->name + "\" overlaps the bytes of another tensor");
+      refuse_safetensors(source, "tensor \"" + e->name + "\" overlaps the bytes of another tensor");
     if (e->begin > covered)
-      refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(e->begin) +
-                         ") belong to no tensor (a gap before \"" + e->name + "\")");
+      refuse_safetensors(source, "data bytes [" + std::to_string(covered) + ", " +
+                                     std::to_string(e->begin) +
+                                     ") belong to no tensor (a gap before \"" + e->name + "\")");
     covered = e->end;
   }
   if (covered != data_bytes)
-    refuse(source, "data bytes [" + std::to_string(covered) + ", " + std::to_string(data_bytes) +
-                       ") after the last tensor belong to no tensor");
+    refuse_safetensors(source, "data bytes [" + std::to_string(covered) + ", " +
+                                   std::to_string(data_bytes) +
+                                   ") after the last tensor belong to no tensor");
 
   return file;
 }
 
 // 4. Only now the tensors, each within the bytes the file holds.
-Safetensors load_tensors(Header header, std::string_view data, const std::string& source) {
+Safetensors load_tensors(
+    SafetensorsHeader header, std::string_view data, const std::string& source) {
   Safetensors file;
   file.metadata = std::move(header.metadata);
   for (const Entry& e : header.entries)
@@ -432,7 +440,7 @@ Safetensors load_tensors(Header header, std::string_view data, const std::string
 Safetensors parse_safetensors(std::string_view bytes, const std::string& source) {
   const uint64_t header_bytes = header_length(bytes.substr(0, 8), bytes.size(), source);
   const uint64_t data_bytes = bytes.size() - 8 - header_bytes;
-  Header header = parse_header(bytes.substr(8, header_bytes), data_bytes, source);
+  SafetensorsHeader header = parse_header(bytes.substr(8, header_bytes), data_bytes, source);
   return load_tensors(std::move(header), bytes.substr(8 + header_bytes), source);
 }
 
@@ -443,7 +451,7 @@ Safetensors read_safetensors(const std::string& path) {
   const uint64_t header_bytes =
       header_length(file.read(0, std::min<uint64_t>(file.size(), 8)), file.size(), path);
   const uint64_t data_bytes = file.size() - 8 - header_bytes;
-  Header header = parse_header(file.read(8, header_bytes), data_bytes, path);
+  SafetensorsHeader header = parse_header(file.read(8, header_bytes), data_bytes, path);
   return load_tensors(std::move(header), file.read(8 + header_bytes, data_bytes), path);
 }
 

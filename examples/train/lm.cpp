@@ -190,7 +190,7 @@ std::string kv_heads_description(const nn::LanguageModelConfig& c) {
          ")";
 }
 
-void print_run(const Options& o, const LMData& d, const nn::LanguageModelConfig& config,
+void print_lm_run(const Options& o, const LMData& d, const nn::LanguageModelConfig& config,
     const nn::LanguageModel& model) {
   std::printf(
       "ag-train: task lm, %s (%lld file%s, %lld characters), %s tokens: vocabulary %lld, "
@@ -216,7 +216,7 @@ void print_run(const Options& o, const LMData& d, const nn::LanguageModelConfig&
       static_cast<unsigned long long>(o.run.seed), o.run.threads, o.run.threads == 1 ? "" : "s");
 }
 
-void print_evaluation(int64_t step, double train_loss, const lm::Evaluation& e,
+void print_lm_evaluation(int64_t step, double train_loss, const lm::Evaluation& e,
     nn::LanguageModel& model, const LMOptions& lmo, const LMData& d, uint64_t seed) {
   std::printf(
       "eval @ step %lld: train loss %.4f  validation loss %.4f  perplexity %.2f  "
@@ -244,7 +244,7 @@ void print_evaluation(int64_t step, double train_loss, const lm::Evaluation& e,
 }
 
 // After the last step, on rank 0: the model file and the summary.
-int finish(const Options& o, const training::Run& run, const training::Report& report,
+int finish_lm(const Options& o, const training::Run& run, const training::Report& report,
     const nn::LanguageModel& model, const LMData& d, const lm::Evaluation& last) {
   if (dist::rank() > 0) return 0;
   if (!o.save_model.empty()) {
@@ -280,7 +280,7 @@ int train_lm(Options o) {
   run.start(resumed);
   training::Step step(
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
-  print_run(o, d, config, *model);
+  print_lm_run(o, d, config, *model);
   training::print_data_parallel(o.run, "windows");
   training::Report report(o.run, run.first_step(), run.last_step());
   training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
@@ -306,13 +306,13 @@ int train_lm(Options o) {
         static_cast<double>(step.rows(o.run.batch_size).size() * config.block_size));
     if (report.evaluation_due(t) && dist::rank() == 0) {
       last = lm::evaluate(*model, d.validation_ids, d.validation_characters, o.lm.eval_windows);
-      print_evaluation(t, report.take_train_loss(), last, *model, o.lm, d, o.run.seed);
+      print_lm_evaluation(t, report.take_train_loss(), last, *model, o.lm, d, o.run.seed);
     }
     const bool stop = run.stop_requested();  // Ctrl-C: every rank after the same step
     if (run.save_due(t, stop)) run.save(t);
     if (stop) return run.interrupted_after(t);
   }
-  return finish(o, run, report, *model, d, last);
+  return finish_lm(o, run, report, *model, d, last);
 }
 
 }  // namespace ag_train

@@ -58,7 +58,7 @@ double valid_tokens(const std::vector<data::Example>& examples, int64_t first, i
   return tokens;
 }
 
-void print_run(const Options& o, const data::Task& task, const nn::EncoderDecoder& model) {
+void print_toy_run(const Options& o, const data::Task& task, const nn::EncoderDecoder& model) {
   const seq2seq::ModelConfig& m = o.model;
   std::printf(
       "ag-train: task %s (vocabulary %lld, %lld -> %lld steps), model %lld parameters "
@@ -74,7 +74,7 @@ void print_run(const Options& o, const data::Task& task, const nn::EncoderDecode
       static_cast<unsigned long long>(o.run.seed), o.run.threads, o.run.threads == 1 ? "" : "s");
 }
 
-void print_evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
+void print_toy_evaluation(int64_t step, const seq2seq::Evaluation& e, const data::Task& task,
     const std::vector<data::Example>& held_out, int64_t show) {
   std::printf(
       "eval @ step %lld: held-out loss %.4f  token accuracy %.1f%%  exact-sequence accuracy "
@@ -185,7 +185,7 @@ void write_attention_png(const std::string& path, nn::EncoderDecoder& model, con
 }
 
 // After the last step, on rank 0: the model file, the curves, the attention, the summary.
-int finish(const Options& o, const training::Run& run, training::Report& report,
+int finish_toy(const Options& o, const training::Run& run, training::Report& report,
     training::LogFile& curves, nn::EncoderDecoder& model, const data::Task& task,
     const std::vector<data::Example>& held_out, const seq2seq::Evaluation& last) {
   const double seconds = report.seconds();
@@ -265,7 +265,7 @@ int train_toy(Options o) {
   run.start(resumed);
   training::Step step(
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
-  print_run(o, *task, *model);
+  print_toy_run(o, *task, *model);
   training::print_data_parallel(o.run, "examples");
   training::Report report(o.run, run.first_step(), run.last_step());
   training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
@@ -296,14 +296,14 @@ int train_toy(Options o) {
         t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
     if (report.evaluation_due(t) && dist::rank() == 0) {
       last = seq2seq::evaluate(*model, *task, held_out);
-      print_evaluation(t, last, *task, held_out, o.show);
+      print_toy_evaluation(t, last, *task, held_out, o.show);
       write_curves_row(curves, t, report.take_train_loss(), last);
     }
     const bool stop = run.stop_requested();  // Ctrl-C: every rank after the same step
     if (run.save_due(t, stop)) run.save(t);
     if (stop) return run.interrupted_after(t);
   }
-  return finish(o, run, report, curves, *model, *task, held_out, last);
+  return finish_toy(o, run, report, curves, *model, *task, held_out, last);
 }
 
 }  // namespace ag_train

@@ -140,7 +140,8 @@ TranslateData translate_data(Options& o, const std::optional<Checkpoint>& resume
   return d;
 }
 
-void print_run(const Options& o, const TranslateData& d, const nn::EncoderDecoder& model) {
+void print_translation_run(
+    const Options& o, const TranslateData& d, const nn::EncoderDecoder& model) {
   const seq2seq::ModelConfig& m = o.model;
   std::printf(
       "ag-train: task translate, %s: %lld training and %lld held-out pairs, vocabularies %lld "
@@ -165,7 +166,7 @@ std::string joined(const std::vector<std::string>& tokens) {
   return text;
 }
 
-void print_evaluation(int64_t step, const seq2seq::TranslationEvaluation& e,
+void print_translation_evaluation(int64_t step, const seq2seq::TranslationEvaluation& e,
     const seq2seq::TokenizedPairs& held_out, const Options& o) {
   std::printf("eval @ step %lld: held-out loss %.4f  BLEU-2 greedy %.3f",
       static_cast<long long>(step), e.loss, e.bleu_greedy);
@@ -181,7 +182,7 @@ void print_evaluation(int64_t step, const seq2seq::TranslationEvaluation& e,
 }
 
 // After the last step, on rank 0: the model file and the summary.
-int finish(const Options& o, const training::Run& run, const training::Report& report,
+int finish_translation(const Options& o, const training::Run& run, const training::Report& report,
     const nn::EncoderDecoder& model, const TranslateData& d,
     const seq2seq::TranslationEvaluation& last) {
   if (dist::rank() > 0) return 0;
@@ -226,7 +227,7 @@ int train_translate(Options o) {
   run.start(resumed);
   training::Step step(
       *model, optimizer, scheduler, o.run.batch_size, training::StepOptions::of(o.run));
-  print_run(o, d, *model);
+  print_translation_run(o, d, *model);
   training::print_data_parallel(o.run, "pairs");
   training::Report report(o.run, run.first_step(), run.last_step());
   training::StepProfiler profiler(o.run, run.first_step(), run.last_step());  // --profile
@@ -259,13 +260,13 @@ int train_translate(Options o) {
         t, result.loss, sum(batch.source_valid_lens).item() + sum(batch.label_valid_lens).item());
     if (report.evaluation_due(t) && dist::rank() == 0) {
       last = seq2seq::evaluate_translation(*model, d.split.held_out, d.vocabs, o.beam);
-      print_evaluation(t, last, d.split.held_out, o);
+      print_translation_evaluation(t, last, d.split.held_out, o);
     }
     const bool stop = run.stop_requested();  // Ctrl-C: every rank after the same step
     if (run.save_due(t, stop)) run.save(t);
     if (stop) return run.interrupted_after(t);
   }
-  return finish(o, run, report, *model, d, last);
+  return finish_translation(o, run, report, *model, d, last);
 }
 
 }  // namespace ag_train

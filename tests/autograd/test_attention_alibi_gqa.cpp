@@ -13,16 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "attention_kernels.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "relative_diff.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
 
 namespace {
-
-Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
 
 const char* kernel_name(AttentionKernel kernel) {
   return kernel == AttentionKernel::tiled ? "tiled" : "whole rows";
@@ -39,8 +39,8 @@ struct Setting {
 
 // d2l's attention composed from ag's primitives, with ALiBi and grouped-query attention spelled
 // out: q (B, H, Tq, d), k (B, Hkv, Tk, d), v (B, Hkv, Tk, dv) -> (B, H, Tq, dv).
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Setting& s,
-    Generator& generator, Tensor* weights_out) {
+Tensor composed_alibi_gqa_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+    const Setting& s, Generator& generator, Tensor* weights_out) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
   const int64_t G = H / k.size(1);  // query heads per key/value head
   // Llama's repeat_kv: query head h reads key/value head h / G
@@ -81,27 +81,27 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
           .enable_gqa = s.enable_gqa});
 }
 
-struct Run {
+struct AlibiGqaRun {
   Tensor out, weights, grad_q, grad_k, grad_v;
   GeneratorState generator_after;
 };
 
 // One forward and backward from (B, T, H, C) leaves of the given values through their head views,
 // on the kernel `kernel` or composed (kernel null).
-Run run(const AttentionKernel* kernel, const Tensor& q_values, const Tensor& k_values,
-    const Tensor& v_values, const Setting& s, const Tensor& upstream) {
+AlibiGqaRun run_alibi_gqa(const AttentionKernel* kernel, const Tensor& q_values,
+    const Tensor& k_values, const Tensor& v_values, const Setting& s, const Tensor& upstream) {
   Tensor q = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
   Tensor k = k_values.detach().clone().requires_grad_();  // (B, Tk, Hkv, d)
   Tensor v = v_values.detach().clone().requires_grad_();  // (B, Tk, Hkv, dv)
   Generator generator(17);
-  Run r;
+  AlibiGqaRun r;
   if (kernel) {
     AttentionKernelGuard chosen(*kernel);
     AttentionWeights weights;
     r.out = fused_attention(heads(q), heads(k), heads(v), s, generator, &weights);
     r.weights = weights.tensor();
   } else {
-    r.out = composed_attention(heads(q), heads(k), heads(v), s, generator, &r.weights);
+    r.out = composed_alibi_gqa_attention(heads(q), heads(k), heads(v), s, generator, &r.weights);
   }
   r.generator_after = generator.state();
   r.out.backward(upstream);
@@ -180,8 +180,8 @@ TEST_CASE(
               const Tensor k = randn({B, Tk, hc.Hkv, sc.d}, values, dtype);
               const Tensor v = randn({B, Tk, hc.Hkv, sc.dv}, values, dtype);
               const Tensor upstream = randn({B, hc.H, Tq, sc.dv}, values, dtype);
-              const Run fused = run(&kernel, q, k, v, s, upstream);
-              const Run composed = run(nullptr, q, k, v, s, upstream);
+              const AlibiGqaRun fused = run_alibi_gqa(&kernel, q, k, v, s, upstream);
+              const AlibiGqaRun composed = run_alibi_gqa(nullptr, q, k, v, s, upstream);
               // float64: both exact up to rounding; float32: sums in another order, a few ulps
               const double tolerance = dtype == float64 ? 1e-12 : 5e-6;
               CHECK(fused.out.shape() == Shape{B, hc.H, Tq, sc.dv});
@@ -242,15 +242,7 @@ TEST_CASE(
     }
 }
 
-namespace {
-struct Threads {
-  explicit Threads(int n) : previous(get_num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(previous); }
-  Threads(const Threads&) = delete;
-  Threads& operator=(const Threads&) = delete;
-  int previous;
-};
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("grouped-query attention: the key/value gradients do not depend on the thread count",
     "[attention][gqa]") {
@@ -263,14 +255,14 @@ TEST_CASE("grouped-query attention: the key/value gradients do not depend on the
   const Setting s{lens, false, alibi_slopes(H), true, 0.1};
   for (AttentionKernel kernel : {AttentionKernel::whole_rows, AttentionKernel::tiled}) {
     INFO(kernel_name(kernel));
-    Run one, two;
+    AlibiGqaRun one, two;
     {
-      Threads threads(1);
-      one = run(&kernel, q_values, k_values, v_values, s, upstream);
+      NumThreadsGuard threads(1);
+      one = run_alibi_gqa(&kernel, q_values, k_values, v_values, s, upstream);
     }
     {
-      Threads threads(2);
-      two = run(&kernel, q_values, k_values, v_values, s, upstream);
+      NumThreadsGuard threads(2);
+      two = run_alibi_gqa(&kernel, q_values, k_values, v_values, s, upstream);
     }
     CHECK(one.out.to_vector<float>() == two.out.to_vector<float>());
     CHECK(one.grad_q.to_vector<float>() == two.grad_q.to_vector<float>());

@@ -9,29 +9,20 @@
 #include <cmath>
 #include <string>
 
+#include "attention_kernels.h"
 #include "autograd/autograd.h"
 #include "autograd/detail/attention_kernels.h"
 #include "autograd/detail/blas.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
 
 namespace {
 
-// ag::attention on its whole-row kernel, the weights (B, H, Tq, Tk) into weights_out if given.
-Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-    const Tensor& valid_lens, double p, bool training, Generator& generator,
-    Tensor* weights_out = nullptr) {
-  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
-  AttentionWeights weights;
-  Tensor out = attention(q, k, v, valid_lens, p, training, generator, &weights);  // (B, H, Tq, dv)
-  if (weights_out) *weights_out = weights.tensor();
-  return out;
-}
-
 // d2l's composed attention on heads: q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv).
-Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor composed_d2l_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     const Tensor& valid_lens, double p, bool training, Generator& generator, Tensor* weights_out) {
   const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), Tk = k.size(2);
   Tensor scores =
@@ -51,36 +42,23 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return matmul(dropped, v);  // (B, H, Tq, dv)
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (!(d <= worst)) worst = d;  // NaN propagates as the worst
-  }
-  return worst;
-}
-
-Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
-
-struct Run {
+struct SdpaRun {
   Tensor out, weights, grad_q, grad_k, grad_v;
   GeneratorState generator_after;
 };
 
 // One forward and backward from leaves (B, T, H, C) of the given values, with upstream gradient
 // `upstream` (B, H, Tq, dv), fused or composed.
-Run run(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values,
+SdpaRun run_sdpa(bool fused, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values,
     const Tensor& lens, double p, bool training, const Tensor& upstream) {
   Tensor q_source = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
   Tensor k_source = k_values.detach().clone().requires_grad_();  // (B, Tk, H, d)
   Tensor v_source = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(7);
-  Run r;
+  SdpaRun r;
   r.out = fused ? whole_row_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
                       training, generator, &r.weights)
-                : composed_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
+                : composed_d2l_attention(heads(q_source), heads(k_source), heads(v_source), lens, p,
                       training, generator, &r.weights);
   r.generator_after = generator.state();
   r.out.backward(upstream);
@@ -119,8 +97,8 @@ TEST_CASE(
                        k = randn({B, Tk, H, d}, values, dtype);
           const Tensor v = randn({B, Tk, H, dv}, values, dtype),
                        upstream = randn({B, H, Tq, dv}, values, dtype);
-          const Run fused = run(true, q, k, v, c.lens, p, training, upstream);
-          const Run composed = run(false, q, k, v, c.lens, p, training, upstream);
+          const SdpaRun fused = run_sdpa(true, q, k, v, c.lens, p, training, upstream);
+          const SdpaRun composed = run_sdpa(false, q, k, v, c.lens, p, training, upstream);
           CHECK(fused.out.shape() == Shape{B, H, Tq, dv});
           CHECK(fused.weights.shape() == Shape{B, H, Tq, Tk});
           CHECK(max_abs_diff(fused.out, composed.out) <= tolerance);
@@ -182,11 +160,11 @@ TEST_CASE(
                      k = randn({B, Tq, H, d}, values, dtype);
         const Tensor v = randn({B, Tq, H, dv}, values, dtype),
                      upstream = randn({B, H, Tq, dv}, values, dtype);
-        const Run skipped = run(true, q, k, v, c.lens, p, true, upstream);
-        Run whole;
+        const SdpaRun skipped = run_sdpa(true, q, k, v, c.lens, p, true, upstream);
+        SdpaRun whole;
         {
           WholeProducts whole_products;
-          whole = run(true, q, k, v, c.lens, p, true, upstream);
+          whole = run_sdpa(true, q, k, v, c.lens, p, true, upstream);
         }
         const std::vector<std::pair<const Tensor*, const Tensor*>> pairs = {
             {&skipped.out, &whole.out}, {&skipped.weights, &whole.weights},
@@ -200,7 +178,7 @@ TEST_CASE(
         }
         // and both are d2l's attention (to float64's rounding)
         if (dtype == float64) {
-          const Run composed = run(false, q, k, v, c.lens, p, true, upstream);
+          const SdpaRun composed = run_sdpa(false, q, k, v, c.lens, p, true, upstream);
           CHECK(max_abs_diff(skipped.out, composed.out) <= 1e-12);
           CHECK(max_abs_diff(skipped.grad_q, composed.grad_q) <= 1e-12);
           CHECK(max_abs_diff(skipped.grad_k, composed.grad_k) <= 1e-12);
@@ -240,7 +218,7 @@ TEST_CASE(
   whole_row_attention(heads(q), heads(k), heads(v), tensor({3, 1}), 0.0, true, generator)
       .backward(upstream);
   Tensor v_reference = v.detach().clone().requires_grad_();
-  composed_attention(
+  composed_d2l_attention(
       heads(q), heads(k), heads(v_reference), tensor({3, 1}), 0.0, true, generator, nullptr)
       .backward(upstream);
   CHECK(max_abs_diff(v.grad(), v_reference.grad()) <= 1e-12);

@@ -4,13 +4,10 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 
 using namespace ag;
 using Catch::Matchers::Contains;
-
-namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-}  // namespace
 
 TEST_CASE("backward of a scalar fills the leaves' gradients", "[autograd]") {
   Tensor x = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();

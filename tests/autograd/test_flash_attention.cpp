@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_kernels.h"
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
@@ -22,34 +23,20 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
-
-// ag::attention on the tiled or on the whole-row kernel.
-Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-    double p, bool training, Generator& generator) {
-  AttentionKernelGuard tiled(AttentionKernel::tiled);
-  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
-}
-Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-    const Tensor& valid_lens, double p, bool training, Generator& generator) {
-  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
-  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
-}
-
-struct Run {
+struct KernelRun {
   Tensor out, grad_q, grad_k, grad_v;
   GeneratorState generator_after;
 };
 
 // One forward and backward from (B, T, H, C) leaves holding the given values, through their
 // (B, H, T, C) head views, tiled or whole-row.
-Run run(bool tiled, const Tensor& q_values, const Tensor& k_values, const Tensor& v_values,
-    const Tensor& lens, double p, const Tensor& upstream) {
+KernelRun run_tiled_or_whole_rows(bool tiled, const Tensor& q_values, const Tensor& k_values,
+    const Tensor& v_values, const Tensor& lens, double p, const Tensor& upstream) {
   Tensor q = q_values.detach().clone().requires_grad_();  // (B, Tq, H, d)
   Tensor k = k_values.detach().clone().requires_grad_();  // (B, Tk, H, d)
   Tensor v = v_values.detach().clone().requires_grad_();  // (B, Tk, H, dv)
   Generator generator(11);
-  Run r;
+  KernelRun r;
   r.out = tiled
               ? tiled_attention(heads(q), heads(k), heads(v), lens, p, /*training=*/true, generator)
               : whole_row_attention(
@@ -93,8 +80,8 @@ TEST_CASE(
                        k = randn({B, Tk, H, d}, values, dtype);
           const Tensor v = randn({B, Tk, H, dv}, values, dtype),
                        upstream = randn({B, H, Tq, dv}, values, dtype);
-          const Run tiled = run(true, q, k, v, c.lens, p, upstream);
-          const Run whole = run(false, q, k, v, c.lens, p, upstream);
+          const KernelRun tiled = run_tiled_or_whole_rows(true, q, k, v, c.lens, p, upstream);
+          const KernelRun whole = run_tiled_or_whole_rows(false, q, k, v, c.lens, p, upstream);
           // float64: both are exact up to rounding (~1e-16 per operation); float32: the exp (1 ulp)
           // and sums over 300 keys in another order, a few float ulps.
           const double tolerance = dtype == float64 ? 1e-12 : 5e-6;
@@ -123,8 +110,8 @@ TEST_CASE(
   const Tensor q = randn({B, T, H, d}, values, float64), k = randn({B, T, H, d}, values, float64);
   const Tensor v = randn({B, T, H, d}, values, float64),
                upstream = randn({B, H, T, d}, values, float64);
-  const Run tiled = run(true, q, k, v, lens, 0.1, upstream);
-  const Run whole = run(false, q, k, v, lens, 0.1, upstream);
+  const KernelRun tiled = run_tiled_or_whole_rows(true, q, k, v, lens, 0.1, upstream);
+  const KernelRun whole = run_tiled_or_whole_rows(false, q, k, v, lens, 0.1, upstream);
   CHECK(relative_diff(tiled.out, whole.out) <= 1e-12);
   CHECK(relative_diff(tiled.grad_q, whole.grad_q) <= 1e-12);
   CHECK(relative_diff(tiled.grad_k, whole.grad_k) <= 1e-12);

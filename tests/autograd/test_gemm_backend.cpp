@@ -39,12 +39,6 @@ double relative_error(const std::vector<float>& actual, const std::vector<double
   return diff / largest;
 }
 
-struct Threads {
-  int previous;
-  explicit Threads(int n) : previous(get_num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(previous); }
-};
-
 }  // namespace
 
 TEST_CASE("gemm backends: openblas is always built, names round-trip, the guard restores",
@@ -118,7 +112,7 @@ TEST_CASE(
     "gemm backends: a batched product on 2 threads gives the same bits run after run, and "
     "the backends agree to float32 rounding",
     "[gemm_backend]") {
-  Threads two(2);
+  NumThreadsGuard two(2);
   Generator g(5);
   Tensor a = randn({6, 128, 64}, g), b = randn({6, 64, 96}, g);  // 786,432 multiply-adds each
   std::vector<std::vector<float>> per_backend;
@@ -145,7 +139,7 @@ TEST_CASE("gemm backends: a tall Aᵀ · B is OpenBLAS's under either backend (o
   // on OpenBLAS, where oneDNN is slower: every backend gives OpenBLAS's bits for it.
   // k = 1000: long enough that oneDNN's blocking of the sum would give other bits than OpenBLAS's.
   // One thread, so that the product is one call of m rows (threads split a product's rows).
-  Threads one(1);
+  NumThreadsGuard one(1);
   const int64_t m = kOpenblasMinTransposedARows, n = kOpenblasMinTransposedAOutputs / m, k = 1000;
   CHECK_FALSE(onednn_makes(true, false, m, n, k));
   // Each bound on its own, and the other layouts of the same sizes, go to oneDNN.

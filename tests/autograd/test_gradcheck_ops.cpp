@@ -1,6 +1,7 @@
 // A float64 finite-difference gradient check of every differentiable op, including the
 // broadcast cases attention code relies on. test_gradcheck_coverage.cpp fails if an op of
 // autograd/op_list.h has no case here.
+#include "attention_kernels.h"
 #include "gradcheck_cases.h"
 
 using namespace ag;
@@ -585,22 +586,6 @@ AG_GRADCHECK_CASE(dropout, "dropout p=0.4 with a reseeded generator (the same ma
 // ---- fused attention ----------------------------------------------------------------------------
 // q, k, v are the head views MultiHeadAttention hands the op: leaves of shape (B, T, H, C),
 // permuted to (B, H, T, C) without a copy (each head's rows H·C apart).
-
-namespace {
-Tensor heads(const Tensor& x) { return x.permute({0, 2, 1, 3}); }  // (B, T, H, C) -> (B, H, T, C)
-
-// ag::attention on each of its kernels.
-Tensor whole_row_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-    const Tensor& valid_lens, double p, bool training, Generator& generator) {
-  AttentionKernelGuard whole_rows(AttentionKernel::whole_rows);
-  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
-}
-Tensor tiled_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens,
-    double p, bool training, Generator& generator) {
-  AttentionKernelGuard tiled(AttentionKernel::tiled);
-  return attention(q, k, v, valid_lens, p, training, generator);  // (B, H, Tq, dv)
-}
-}  // namespace
 
 AG_GRADCHECK_CASE(
     sdpa_permuted_views, "scaled_dot_product_attention, permuted head views, no valid_lens") {

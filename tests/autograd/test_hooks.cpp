@@ -7,13 +7,10 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 #include "what_contains.h"
 
 using namespace ag;
-
-namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
-}  // namespace
 
 TEST_CASE("a hook on a leaf replaces its gradient before it reaches .grad", "[autograd][hooks]") {
   Tensor x = tensor({1.0, 2.0, 3.0}, float64).requires_grad_();

@@ -10,11 +10,11 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 
 using namespace ag;
 
 namespace {
-std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
 // x's gradient through y = forward(), handed `given` as it is (undefined: y.sum()'s, one 1
 // expanded over y), and handed the same gradient written out (contiguous): {as handed, written

@@ -20,11 +20,6 @@ using namespace ag;
 namespace {
 std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
 std::vector<double> doubles(const Tensor& t) { return t.to_vector<double>(); }
-struct Threads {  // sets ag's thread count for a scope
-  explicit Threads(int n) : previous(get_num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(previous); }
-  int previous;
-};
 }  // namespace
 
 // ---- gather -------------------------------------------------------------------------------------
@@ -88,7 +83,7 @@ TEST_CASE("gather's backward reads a strided gradient, with the same bits on 1 a
           }
       std::vector<double> first_run;
       for (const int threads : {1, 2}) {
-        Threads t(threads);
+        NumThreadsGuard t(threads);
         // A permuted gradient: mul's gradient (2, 0, 1)-permuted back through permute.
         Tensor x = zeros(x_shape, float64).requires_grad_();
         const Shape order{2, 0, 1};

@@ -29,16 +29,10 @@ using Catch::Matchers::Contains;
 
 extern char** environ;
 
-namespace {
-struct Threads {  // sets ag's thread count for a scope
-  explicit Threads(int n) : previous(get_num_threads()) { set_num_threads(n); }
-  ~Threads() { set_num_threads(previous); }
-  int previous;
-};
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", "[parallel]") {
-  Threads two(2);
+  NumThreadsGuard two(2);
   for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
     std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
     std::atomic<int> chunks{0};
@@ -56,7 +50,7 @@ TEST_CASE("parallel_for covers every index exactly once, in contiguous chunks", 
 }
 
 TEST_CASE("parallel_for rethrows a chunk's exception and runs nested loops inline", "[parallel]") {
-  Threads two(2);
+  NumThreadsGuard two(2);
   CHECK_THROWS_WITH(parallel_for(int64_t{1} << 20, 1,
                         [](int64_t begin, int64_t) {
                           if (begin > 0) throw std::runtime_error("chunk failed");
@@ -86,11 +80,11 @@ TEST_CASE("elementwise ops, copies and batched matmul give the same bits on 1 an
   };
   std::vector<Tensor> one, two;
   {
-    Threads t(1);
+    NumThreadsGuard t(1);
     one = compute();
   }
   {
-    Threads t(2);
+    NumThreadsGuard t(2);
     two = compute();
   }
   for (std::size_t i = 0; i < one.size(); ++i)
@@ -116,7 +110,7 @@ TEST_CASE("squared_norm_partials: each block of 4096 is summed in order, on 1 an
       }
       INFO("n " << n << (dtype == float32 ? " float32" : " float64"));
       for (const int threads : {1, 2}) {
-        Threads t(threads);
+        NumThreadsGuard t(threads);
         CHECK(squared_norm_partials(x) == expected);
       }
     }
@@ -140,7 +134,7 @@ TEST_CASE(
                    upstream = mul(randn({rows, n}, gen).to(dtype), third);
       const Tensor w0 = randn({n}, gen).to(dtype), b0 = randn({n}, gen).to(dtype);
       auto gradients = [&](int threads) {
-        Threads t(threads);
+        NumThreadsGuard t(threads);
         Tensor xg = x.detach().requires_grad_(), w = w0.detach().requires_grad_(),
                b = b0.detach().requires_grad_();
         sum(mul(layer_norm(xg, {n}, w, b, 1e-5), upstream)).backward();  // ∂L/∂y = upstream
@@ -184,7 +178,7 @@ TEST_CASE(
       const Tensor theta = randn({rows, n / 2}, gen, float64) * 10.0;
       const Tensor c = ag::cos(theta).to(dtype), s = ag::sin(theta).to(dtype);
       auto run = [&](int threads) {
-        Threads t(threads);
+        NumThreadsGuard t(threads);
         Tensor xg = x.detach().requires_grad_(), w = w0.detach().requires_grad_();
         const Tensor y = rms_norm(xg, {n}, w);
         const Tensor turned = rotary_embedding(y.reshape({1, rows, n}), c, s, RotaryPairs::halves);
@@ -200,7 +194,7 @@ TEST_CASE(
 }
 
 TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
-  Threads keep(get_num_threads());
+  NumThreadsGuard keep(get_num_threads());
   set_num_threads(3);
   CHECK(get_num_threads() == 3);
   CHECK_THROWS_AS(set_num_threads(0), ValueError);
@@ -209,7 +203,7 @@ TEST_CASE("set_num_threads rejects 0 and sets get_num_threads", "[parallel]") {
 
 TEST_CASE(
     "set_num_threads accepts up to max_num_threads and names the bound above it", "[parallel]") {
-  Threads keep(get_num_threads());
+  NumThreadsGuard keep(get_num_threads());
   const int max = max_num_threads();
   CHECK(max >= 16);
   CHECK(max >= 4 * static_cast<int>(std::thread::hardware_concurrency()));

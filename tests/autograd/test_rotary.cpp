@@ -13,6 +13,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 #include "what_contains.h"
 
 using namespace ag;
@@ -28,14 +29,6 @@ Angles random_angles(int64_t T, int64_t half, uint64_t seed, DType dtype = float
   Generator generator(seed);
   Tensor theta = uniform({T, half}, -40.0, 40.0, generator, float64);
   return {theta, ag::cos(theta).to(dtype), ag::sin(theta).to(dtype)};
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
-  return worst;
 }
 
 // The features of a (..., d) tensor reordered so that the interleaved pairs (2j, 2j+1) of the

@@ -20,6 +20,7 @@
 
 #include "autograd/detail/blas.h"
 #include "autograd/error.h"
+#include "tensor_compare.h"
 
 using ag::detail::small_sgemm;
 
@@ -88,10 +89,6 @@ bool run_kernel(const Product& x, std::vector<float>& c) {
   c = x.c;
   return small_sgemm(x.trans_a(), x.trans_b(), x.m, x.n, x.k, x.a.data(), x.lda, x.b.data(), x.ldb,
       c.data(), x.ldc, x.accumulate);
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 bool kernel_runs_here() {

@@ -12,13 +12,9 @@
 
 #include "autograd/detail/attention_kernels.h"
 #include "autograd/detail/kernels.h"
+#include "tensor_compare.h"
 
 namespace {
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 // Scores for `rows` rows of `cols`, normal with scale `scale`, with a few extreme values.
 template <class T>

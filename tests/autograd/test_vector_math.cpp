@@ -19,6 +19,7 @@
 #include "autograd/detail/vector_math.h"
 #include "autograd/error.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 #include "what_contains.h"
 
 namespace vec = ag::detail::vec;
@@ -503,11 +504,6 @@ std::vector<std::pair<std::string, std::function<ag::Tensor(const ag::Tensor&)>>
       {"silu", [](const ag::Tensor& x) { return ag::silu(x); }},
       {"gelu", [](const ag::Tensor& x) { return ag::gelu(x); }},
       {"gelu_tanh", [](const ag::Tensor& x) { return ag::gelu(x, "tanh"); }}};
-}
-bool same_bits(const ag::Tensor& a, const ag::Tensor& b) {
-  const std::vector<double> x = a.contiguous().to_vector<double>(),
-                            y = b.contiguous().to_vector<double>();
-  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0;
 }
 }  // namespace
 

@@ -29,7 +29,7 @@ std::string read(const fs::path& path) {
 // Runs ag-attention-graph with `args`, its stdout (and stderr unless only_stdout) into `log`;
 // returns the exit code.
 // `environment` ("NAME=value ") goes before the command.
-int run(const std::string& args, const fs::path& log, bool only_stdout = false,
+int run_attention_graph(const std::string& args, const fs::path& log, bool only_stdout = false,
     const std::string& environment = "") {
   const std::string command = environment + "\"" + AG_ATTENTION_GRAPH_PATH + "\" " + args +
                               " > \"" + log.string() + (only_stdout ? "\" 2>/dev/null" : "\" 2>&1");
@@ -59,7 +59,8 @@ TEST_CASE("ag-attention-graph writes the composed graph by default and renders i
   TempDir dir;
   const fs::path dot = dir.path / "attention.dot", png = dir.path / "attention.png",
                  log = dir.path / "log";
-  REQUIRE(run("--dot \"" + dot.string() + "\" --png \"" + png.string() + "\"", log) == 0);
+  REQUIRE(run_attention_graph(
+              "--dot \"" + dot.string() + "\" --png \"" + png.string() + "\"", log) == 0);
   const std::string out = read(log);
   INFO(out);
   CHECK(out.find("path: composed") != std::string::npos);
@@ -101,7 +102,7 @@ TEST_CASE(
     "ag-attention-graph --fused --dot - prints the fused graph on stdout", "[examples][graph]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
-  REQUIRE(run("--fused --dot -", log, /*only_stdout=*/true) == 0);
+  REQUIRE(run_attention_graph("--fused --dot -", log, /*only_stdout=*/true) == 0);
   const std::string text = read(log);
   INFO(text);
   CHECK(text.rfind("digraph ag {", 0) == 0);  // only the DOT text on stdout
@@ -113,7 +114,7 @@ TEST_CASE(
     "ag-attention-graph --trace prints backward from W_o to W_q", "[examples][graph][trace]") {
   TempDir dir;
   const fs::path log = dir.path / "log";
-  REQUIRE(run("--trace --dot \"" + (dir.path / "a.dot").string() + "\"", log) == 0);
+  REQUIRE(run_attention_graph("--trace --dot \"" + (dir.path / "a.dot").string() + "\"", log) == 0);
   const std::string out = read(log);
   INFO(out);
   const std::size_t w_o = out.find("-> W_o.weight"), softmax = out.find("  softmax "),
@@ -133,11 +134,12 @@ TEST_CASE("ag-attention-graph refuses output paths it cannot write, before it ru
   TempDir dir;
   const fs::path log = dir.path / "log";
   // Checked first (io/output_path.h): a bad option, exit code 2, the option, path and reason.
-  CHECK(run("--dot /nonexistent-dir-ag/attention.dot", log) == 2);
+  CHECK(run_attention_graph("--dot /nonexistent-dir-ag/attention.dot", log) == 2);
   CHECK(read(log) ==
         "ag-attention-graph: --dot /nonexistent-dir-ag/attention.dot: the folder "
         "/nonexistent-dir-ag does not exist\n");
-  CHECK(run("--dot \"" + (dir.path / "a.dot").string() + "\" --png /proc/ag-attention.png", log) ==
+  CHECK(run_attention_graph(
+            "--dot \"" + (dir.path / "a.dot").string() + "\" --png /proc/ag-attention.png", log) ==
         2);
   CHECK(read(log).find("ag-attention-graph: --png /proc/ag-attention.png: cannot create files in "
                        "/proc: ") == 0);
@@ -155,7 +157,7 @@ TEST_CASE("ag-attention-graph reports a PNG that dot fails to write", "[examples
   fs::create_symlink(fs::exists("/bin/false") ? "/bin/false" : "/usr/bin/false", bin / "dot");
   const std::string dot = (dir.path / "a.dot").string();
   const std::string png = (dir.path / "attention.png").string();
-  CHECK(run("--dot \"" + dot + "\" --png \"" + png + "\"", log, false,
+  CHECK(run_attention_graph("--dot \"" + dot + "\" --png \"" + png + "\"", log, false,
             "PATH=\"" + bin.string() + ":$PATH\" ") == 1);
   const std::string expected = "ag-attention-graph: dot -Tpng failed to write '" + png + "'";
   CHECK(read(log).find(expected) != std::string::npos);

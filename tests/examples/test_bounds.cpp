@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "io/checkpoint.h"
+#include "programs.h"
 #include "tests/pictures_test_util.h"
 
 using ag::viz::testing::read_text;
@@ -27,8 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string train = AG_TRAIN_PATH;
-const std::string predict = AG_PREDICT_PATH;
 // A run of a few seconds: what the tests below train when they must.
 const std::string small_run =
     " --task reverse --steps 20 --eval-every 20 --eval-size 20 --num-hiddens 16 "

@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 
+#include "programs.h"
 #include "tests/pictures_test_util.h"
 
 using ag::viz::testing::read_text;
@@ -16,9 +17,6 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::Matches;
 
 namespace {
-
-const std::string train = AG_TRAIN_PATH;
-const std::string generate = AG_GENERATE_PATH;
 
 // A tiny model (1 block of width 16, block 16) of 30 steps on a text of a few sentences.
 const std::string tiny_options =

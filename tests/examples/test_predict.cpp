@@ -7,6 +7,7 @@
 #include <regex>
 #include <string>
 
+#include "programs.h"
 #include "tests/pictures_test_util.h"
 
 using ag::viz::testing::run;
@@ -15,8 +16,6 @@ using Catch::Matchers::EndsWith;
 using Catch::Matchers::Matches;
 
 namespace {
-
-const std::string predict = AG_PREDICT_PATH;
 
 // A reverse model of 40 steps, trained once for all the tests below and removed at exit: it need
 // not be good, only saved (lr 0.01 makes its predictions non-empty). Its task fixes the tokens

@@ -25,7 +25,7 @@ std::string read_file(const fs::path& path) {
   return text.str();
 }
 
-int run(const std::string& arguments) {
+int run_train(const std::string& arguments) {
   const std::string command = std::string(AG_TRAIN_PATH) + " " + arguments + " > /dev/null";
   return std::system(command.c_str());
 }
@@ -47,14 +47,14 @@ TEST_CASE("a run stopped and resumed in a new process equals the run straight th
           "--checkpoint-format " +
           format;
       const std::string a = (dir / "a").string(), b = (dir / "b").string();
-      REQUIRE(run(run_options + " --checkpoint " + a + ".agc --loss-log " + a + ".csv") == 0);
-      REQUIRE(run(run_options + " --checkpoint " + b + ".agc --loss-log " + b +
-                  ".csv --stop-after 100") == 0);
+      REQUIRE(run_train(run_options + " --checkpoint " + a + ".agc --loss-log " + a + ".csv") == 0);
+      REQUIRE(run_train(run_options + " --checkpoint " + b + ".agc --loss-log " + b +
+                        ".csv --stop-after 100") == 0);
       CHECK(load_checkpoint(b + ".agc").integer("step") == 100);
-      REQUIRE(run("--resume " + b + ".agc --checkpoint " + b + ".agc --loss-log " + b +
-                  ".csv --eval-every 200 --threads 1 "
-                  "--checkpoint-format " +
-                  format) == 0);
+      REQUIRE(run_train("--resume " + b + ".agc --checkpoint " + b + ".agc --loss-log " + b +
+                        ".csv --eval-every 200 --threads 1 "
+                        "--checkpoint-format " +
+                        format) == 0);
 
       // Loss curves: every step's loss, written exactly (hexadecimal floats).
       const std::string straight = read_file(a + ".csv"), resumed = read_file(b + ".csv");

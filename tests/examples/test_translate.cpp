@@ -10,6 +10,7 @@
 #include <regex>
 #include <string>
 
+#include "programs.h"
 #include "tests/pictures_test_util.h"
 #include "viz/image.h"
 
@@ -21,7 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string train = AG_TRAIN_PATH, predict = AG_PREDICT_PATH;
 // A tiny run: 400 generated pairs (10 held out), sentences cut to 5 words, 60 steps of a model 16
 // wide, some 0.2 s; it translates badly, but not all alike, and greedy and beam differ.
 std::string tiny(int64_t steps, const std::string& beam = "2") {

@@ -28,7 +28,7 @@ std::string doubles(std::initializer_list<double> values) {
   return out;
 }
 
-void check_refused(const std::string& file, const std::string& problem) {
+void check_npy_refused(const std::string& file, const std::string& problem) {
   INFO("expected: " << problem);
   CHECK_THROWS_AS(parse_npy(file, "x.npy"), NpyError);
   CHECK_THROWS_WITH(
@@ -92,46 +92,48 @@ TEST_CASE("npy: Fortran order is read into C order", "[io][npy]") {
 
 TEST_CASE("npy: damaged files are refused, naming the problem", "[io][npy]") {
   const std::string one = doubles({1});
-  check_refused("hello", "does not start with \\x93NUMPY");
-  check_refused(
+  check_npy_refused("hello", "does not start with \\x93NUMPY");
+  check_npy_refused(
       npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one).substr(0, 30),
       "runs past the file");
-  check_refused(npy_of("{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", one),
+  check_npy_refused(npy_of("{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", one),
       "dtype '>f8' is not one ag reads ('<f4', '<f8', '<i8', '|b1')");
-  check_refused(npy_of("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", one),
+  check_npy_refused(npy_of("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", one),
       "dtype '<i4' is not one ag reads");
-  check_refused(npy_of("{'descr': '<b1', 'fortran_order': False, 'shape': (1,), }", "\x01"),
+  check_npy_refused(npy_of("{'descr': '<b1', 'fortran_order': False, 'shape': (1,), }", "\x01"),
       "dtype '<b1' is not one ag reads");  // NumPy writes bool as '|b1' only
   // A bool byte is 0 or 1; 2 is damage, named by element and file offset (preamble and header:
   // 128 bytes).
-  check_refused(npy_of("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
-                    std::string("\x00\x01\x02", 3)),
+  check_npy_refused(npy_of("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }",
+                        std::string("\x00\x01\x02", 3)),
       "'|b1' element 2 is the byte 2, not 0 or 1 (file byte 130)");
-  check_refused(npy_of("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", "\x01"),
+  check_npy_refused(npy_of("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", "\x01"),
       "needs 2 × 1 bytes, the file holds 1");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", one),
+  check_npy_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", one),
       "needs 2 × 8 bytes, the file holds 8");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one + one),
+  check_npy_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one + one),
       "the file holds 16");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), 'x': 1, }", one),
+  check_npy_refused(
+      npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), 'x': 1, }", one),
       "an unknown key 'x'");
-  check_refused(
+  check_npy_refused(
       npy_of("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one),
       "the key 'descr' twice");
-  check_refused(npy_of("{'descr': '<f8', 'shape': (1,), }", one), "lacks 'fortran_order'");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': Maybe, 'shape': (1,), }", one),
+  check_npy_refused(npy_of("{'descr': '<f8', 'shape': (1,), }", one), "lacks 'fortran_order'");
+  check_npy_refused(npy_of("{'descr': '<f8', 'fortran_order': Maybe, 'shape': (1,), }", one),
       "expected True or False");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1), }", one),
+  check_npy_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1), }", one),
       "a one-element shape needs a comma");
-  check_refused(npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, "
-                       "4294967296), }",
-                    one),
+  check_npy_refused(
+      npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, "
+             "4294967296), }",
+          one),
       "too large (over 2^63 bytes)");
-  check_refused(
+  check_npy_refused(
       npy_of(
           "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", ""),
       "too large (over 2^63 bytes)");  // empty, yet its strides would overflow
   std::string version9 = npy_of("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", one);
   version9[6] = 9;
-  check_refused(version9, "version 9.0");
+  check_npy_refused(version9, "version 9.0");
 }

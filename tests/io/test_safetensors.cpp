@@ -28,7 +28,7 @@ std::string bytes_of_floats(std::initializer_list<float> values) {
   return out;
 }
 
-void check_refused(const std::string& file, const std::string& problem) {
+void check_safetensors_refused(const std::string& file, const std::string& problem) {
   INFO("expected: " << problem);
   CHECK_THROWS_AS(parse_safetensors(file, "m.safetensors"), SafetensorsError);
   CHECK_THROWS_WITH(parse_safetensors(file, "m.safetensors"),
@@ -116,75 +116,90 @@ TEST_CASE("safetensors: an empty header, a __metadata__ anywhere, blanks and esc
 TEST_CASE("safetensors: every malformed file is refused, naming the problem", "[io][safetensors]") {
   const std::string two = bytes_of_floats({1, 2});
   const std::string entry = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  check_refused("short", "too short for the 8-byte header length");
-  check_refused(file_of(entry, two).substr(0, 20), "runs past the file");
+  check_safetensors_refused("short", "too short for the 8-byte header length");
+  check_safetensors_refused(file_of(entry, two).substr(0, 20), "runs past the file");
   {
     std::string huge = file_of(entry, two);
     const uint64_t length = 200'000'000;
     std::memcpy(huge.data(), &length, 8);
-    check_refused(huge, "over 100 MB");
+    check_safetensors_refused(huge, "over 100 MB");
   }
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", two),
       "expected '}' to end the header");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},})", two),
       "expected '\"' to start a string");
-  check_refused(file_of(entry + "x", two), "something after the header's closing '}'");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", two),
+  check_safetensors_refused(file_of(entry + "x", two), "something after the header's closing '}'");
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", two),
       "not a whole number");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", two),
       "expected a non-negative integer");
-  check_refused(
+  check_safetensors_refused(
       file_of(R"({"w":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,8]}})", two),
       "an integer too large");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                        R"("w":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})",
-                    two),
+  check_safetensors_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("w":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})",
+                                two),
       "two tensors named \"w\"");
-  check_refused(
+  check_safetensors_refused(
       file_of(R"({"w":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two),
       "has two \"dtype\" fields");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2]}})", two), "lacks data_offsets");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2]}})", two), "lacks data_offsets");
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", two),
       "unknown field \"x\"");
-  check_refused(file_of(R"({"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", two),
       "unknown dtype \"Q7\"");
-  check_refused(file_of(R"({"w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", two),
       "dtype I32 is not one ag reads");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", two),
       "the shape needs 12 bytes, the range holds 8");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", two + two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", two + two),
       "data bytes [0, 8) belong to no tensor");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two + two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", two + two),
       "data bytes [8, 16) after the last tensor belong to no tensor");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                        R"("v":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                    two),
+  check_safetensors_refused(file_of(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                    R"("v":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                two),
       "overlaps the bytes of another tensor");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", two),
       "runs past the file's 8 data bytes");
-  check_refused(file_of(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", two),
+  check_safetensors_refused(
+      file_of(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", two),
       "begin is after end");
-  check_refused(
+  check_safetensors_refused(
       file_of(
           R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})",
           two),
       "too large (over 2^63 bytes)");
-  check_refused(
+  check_safetensors_refused(
       file_of(
           R"({"w":{"dtype":"F32","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})", ""),
       "too large (over 2^63 bytes)");  // empty, yet its strides would overflow
-  check_refused(file_of(R"({"__metadata__":{"k":1}})", ""), "expected '\"' to start a string");
-  check_refused(file_of(R"({"w\ud800":{}})", ""), "a high surrogate without its low half");
+  check_safetensors_refused(
+      file_of(R"({"__metadata__":{"k":1}})", ""), "expected '\"' to start a string");
+  check_safetensors_refused(
+      file_of(R"({"w\ud800":{}})", ""), "a high surrogate without its low half");
   // A BOOL byte is 0 or 1; a 2 (or 255) is damage, named by tensor, element and byte offset.
-  check_refused(file_of(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
-                    std::string("\x01\x00\x02", 3)),
+  check_safetensors_refused(file_of(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
+                                std::string("\x01\x00\x02", 3)),
       "tensor \"m\" (BOOL) element 2 is the byte 2, not 0 or 1 (data byte 2)");
-  check_refused(file_of(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]},)"
-                        R"("m":{"dtype":"BOOL","shape":[2,1],"data_offsets":[1,3]}})",
-                    std::string("\x01\x01\xff", 3)),
+  check_safetensors_refused(file_of(R"({"a":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]},)"
+                                    R"("m":{"dtype":"BOOL","shape":[2,1],"data_offsets":[1,3]}})",
+                                std::string("\x01\x01\xff", 3)),
       "tensor \"m\" (BOOL) element 1 is the byte 255, not 0 or 1 (data byte 2)");
   // A BOOL shape counts bytes, not 8-byte elements.
-  check_refused(
+  check_safetensors_refused(
       file_of(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,16]}})", std::string(16, '\0')),
       "the shape needs 2 bytes, the range holds 16");
 }
@@ -199,7 +214,8 @@ TEST_CASE("safetensors: a header of 200 000 tensors has its names checked in one
   for (int i = 0; i < count; ++i)
     header +=
         "\"t" + std::to_string(i) + "\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},";
-  check_refused(file_of(header + R"("t0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", ""),
+  check_safetensors_refused(
+      file_of(header + R"("t0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", ""),
       "two tensors named \"t0\"");
   header.back() = '}';
   const Safetensors file = parse_safetensors(file_of(header, ""));

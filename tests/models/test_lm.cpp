@@ -17,7 +17,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-nn::LanguageModelConfig tiny(int64_t vocab_size = 9) {
+nn::LanguageModelConfig tiny_lm(int64_t vocab_size = 9) {
   nn::LanguageModelConfig c;
   c.vocab_size = vocab_size;
   c.num_hiddens = 8;
@@ -89,14 +89,14 @@ TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models
   std::vector<nn::LanguageModelConfig> configs;
   for (int variant = 0; variant < 8; ++variant)
     for (const nn::PositionScheme positions : nn::kPositionSchemes) {
-      nn::LanguageModelConfig c = tiny();
+      nn::LanguageModelConfig c = tiny_lm();
       c.pre_norm = variant & 1;
       c.positions = positions;
       c.tie_weights = variant & 2;
       c.num_kv_heads = variant & 4 ? 1 : 0;  // multi-query: W_k and W_v of one head's width
       configs.push_back(c);
     }
-  nn::LanguageModelConfig llama = tiny();  // RMSNorm, SwiGLU, grouped-query, RoPE
+  nn::LanguageModelConfig llama = tiny_lm();  // RMSNorm, SwiGLU, grouped-query, RoPE
   llama.pre_norm = true;
   llama.norm = nn::Normalization::rms;
   llama.ffn = nn::FeedForward::swiglu;
@@ -117,18 +117,18 @@ TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models
   CHECK_NOTHROW(lm::check_config(c, true));
   c.num_heads = 3;
   CHECK_THROWS_WITH(lm::check_config(c, true), "--heads 3 does not divide --num-hiddens 128");
-  c = tiny();
+  c = tiny_lm();
   c.block_size = 0;
   CHECK_THROWS_WITH(lm::check_config(c, false), Contains("config.block_size 0 is outside"));
-  c = tiny();
+  c = tiny_lm();
   c.num_kv_heads = 3;
   CHECK_THROWS_WITH(lm::check_config(c, true),
       "--kv-heads 3 does not divide --heads 2 (0: as "
       "many as the heads)");
-  c = tiny();
+  c = tiny_lm();
   c.norm = nn::Normalization::rms;
   CHECK_THROWS_WITH(lm::check_config(c, true), Contains("--norm rms needs pre-norm blocks"));
-  c = tiny();
+  c = tiny_lm();
   c.positions = nn::PositionScheme::rope;
   c.num_heads = 8;  // head width 1: nothing to pair
   CHECK_THROWS_WITH(lm::check_config(c, true), Contains("the head width 1"));
@@ -139,7 +139,7 @@ TEST_CASE("lm parameter_count is the model's, for every kind of block", "[models
 
 TEST_CASE("lm_loss is the mean cross-entropy per token, and training lowers it", "[models][lm]") {
   manual_seed(1);
-  auto model = lm::make_language_model(tiny(5));
+  auto model = lm::make_language_model(tiny_lm(5));
   const Tensor inputs = tensor({0, 1, 2, 3, 1, 2, 3, 4}, {2, 4});
   const Tensor labels = tensor({1, 2, 3, 4, 2, 3, 4, 0}, {2, 4});
   const Tensor logits = model->forward(inputs);  // (2, 4, 5)
@@ -163,7 +163,7 @@ TEST_CASE("lm_loss is the mean cross-entropy per token, and training lowers it",
 TEST_CASE("lm evaluate: consecutive windows from the start, loss, perplexity, bits per character",
     "[models][lm]") {
   manual_seed(2);
-  auto model = lm::make_language_model(tiny());
+  auto model = lm::make_language_model(tiny_lm());
   const std::vector<int64_t> ids = some_ids(30, 9, 3);  // (30 − 1) / 8 = 3 whole windows
   const lm::Evaluation all = lm::evaluate(*model, ids, {}, 100, 2);
   CHECK(all.windows == 3);
@@ -228,7 +228,7 @@ TEST_CASE("lm generate: the key/value cache gives the tokens and logits of full 
   for (const DType dtype : {float32, float64}) {
     for (const lm::Sampling sampling : {lm::Sampling{0.0, 0}, lm::Sampling{1.0, 4}}) {
       manual_seed(6);
-      nn::LanguageModelConfig c = tiny();
+      nn::LanguageModelConfig c = tiny_lm();
       c.pre_norm = dtype == float64;  // both kinds of block
       auto model = lm::make_language_model(c);
       model->to(dtype);
@@ -257,7 +257,7 @@ TEST_CASE(
     for (const DType dtype : {float32, float64}) {
       INFO(nn::position_scheme_name(positions) << ", " << dtype_name(dtype));
       manual_seed(12);
-      nn::LanguageModelConfig c = tiny();
+      nn::LanguageModelConfig c = tiny_lm();
       c.positions = positions;
       c.pre_norm = dtype == float64;
       c.num_kv_heads = dtype == float64 ? 1 : 0;  // and grouped-query attention's smaller cache
@@ -282,7 +282,7 @@ TEST_CASE(
     if (!nn::relative_positions(positions)) continue;
     INFO(nn::position_scheme_name(positions));
     manual_seed(13);
-    nn::LanguageModelConfig c = tiny();
+    nn::LanguageModelConfig c = tiny_lm();
     c.positions = positions;
     c.num_layers = 1;  // a cached key then depends on its own token alone, not on its context
     auto model = lm::make_language_model(c);
@@ -304,7 +304,7 @@ TEST_CASE(
     "absolute schemes refuse one",
     "[models][lm][cache]") {
   manual_seed(14);
-  nn::LanguageModelConfig c = tiny();
+  nn::LanguageModelConfig c = tiny_lm();
   c.positions = nn::PositionScheme::rope;
   auto model = lm::make_language_model(c);
   model->eval();
@@ -325,7 +325,7 @@ TEST_CASE(
   CHECK_THROWS_WITH(cache.drop_oldest(9), Contains("9 positions of a cache of 8"));
   // Absolute positions: the cached keys were computed where the positions were, so a slid cache
   // is refused.
-  nn::LanguageModelConfig absolute = tiny();
+  nn::LanguageModelConfig absolute = tiny_lm();
   auto sinusoidal = lm::make_language_model(absolute);
   nn::KVCache slid = sinusoidal->make_cache();
   sinusoidal->forward(tensor({1, 2, 3}, {1, 3}), &slid);
@@ -337,7 +337,7 @@ TEST_CASE(
 TEST_CASE(
     "lm generate: after extend_context the window is the longer context", "[models][lm][cache]") {
   manual_seed(15);
-  nn::LanguageModelConfig c = tiny();
+  nn::LanguageModelConfig c = tiny_lm();
   c.positions = nn::PositionScheme::alibi;
   auto model = lm::make_language_model(c);
   model->to(float64);
@@ -354,7 +354,7 @@ TEST_CASE(
 
 TEST_CASE("lm generate: a long prompt is cropped, bad arguments are errors", "[models][lm]") {
   manual_seed(7);
-  auto model = lm::make_language_model(tiny());
+  auto model = lm::make_language_model(tiny_lm());
   Generator g1(1), g2(1);
   const std::vector<int64_t> long_prompt = some_ids(20, 9, 8);
   const std::vector<int64_t> last8(long_prompt.end() - 8, long_prompt.end());
@@ -376,7 +376,7 @@ TEST_CASE("lm model files: both formats give the same model, vocabulary and toke
     "[models][lm][files]") {
   TempFolder folder;
   const data::Vocab vocab(std::vector<std::string>{"a", "b", "a", "c", " ", "\n", "é", "a"});
-  nn::LanguageModelConfig c = tiny(vocab.size());
+  nn::LanguageModelConfig c = tiny_lm(vocab.size());
   c.positions = nn::PositionScheme::learned;
   manual_seed(8);
   auto model = lm::make_language_model(c);
@@ -427,7 +427,7 @@ TEST_CASE("lm model files: every setting of a modern model comes back, in both f
     "[models][lm][files]") {
   TempFolder folder;
   const data::Vocab vocab(std::vector<std::string>{"a", "b", "c", " ", "\n"});
-  nn::LanguageModelConfig c = tiny(vocab.size());
+  nn::LanguageModelConfig c = tiny_lm(vocab.size());
   c.pre_norm = true;
   c.positions = nn::PositionScheme::rope;
   c.rope_pairs = RotaryPairs::halves;

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A reverse-task model of width 16 (FFN 32, 2 heads).
-ModelConfig small_config(int64_t num_layers, double dropout) {
+ModelConfig small_file_config(int64_t num_layers, double dropout) {
   return {.vocab_size = 20,
       .num_hiddens = 16,
       .ffn_num_hiddens = 32,
@@ -40,7 +40,7 @@ ModelConfig small_config(int64_t num_layers, double dropout) {
 TEST_CASE("a model file's settings are checked before the model is built", "[models][files]") {
   TempFolder folder;
   const std::string path = (folder.path / "reverse.agm").string();
-  const ModelConfig config = small_config(/*num_layers=*/1, /*dropout=*/0.0);
+  const ModelConfig config = small_file_config(/*num_layers=*/1, /*dropout=*/0.0);
   manual_seed(0);
   save_model(path, *make_transformer(config), "reverse", config);
   CHECK(load_model(path).config.num_hiddens == 16);
@@ -91,7 +91,7 @@ TEST_CASE("a .safetensors model file: PyTorch's names, the configuration as meta
     "[models][files]") {
   TempFolder folder;
   const std::string path = (folder.path / "reverse.safetensors").string();
-  const ModelConfig config = small_config(/*num_layers=*/2, /*dropout=*/0.1);
+  const ModelConfig config = small_file_config(/*num_layers=*/2, /*dropout=*/0.1);
   manual_seed(0);
   auto model = make_transformer(config);
   model->eval();
@@ -141,7 +141,7 @@ TEST_CASE(
     "a model file whose weights are not finite is refused, naming the tensor", "[models][files]") {
   // A run that diverged can save NaN weights; loaded, they would decode garbage with exit 0.
   TempFolder folder;
-  const ModelConfig config = small_config(/*num_layers=*/1, /*dropout=*/0.0);
+  const ModelConfig config = small_file_config(/*num_layers=*/1, /*dropout=*/0.0);
   manual_seed(0);
   auto model = make_transformer(config);
   const std::string weight = "decoder.blks.0.ffn.dense1.weight";  // (32, 16)

@@ -23,7 +23,7 @@ TokenizedPairs generated(int64_t count) {
   return tokenize_pairs(data::parse_pairs(data::synthetic_pairs_text(count, 0), "<test>").pairs);
 }
 
-ModelConfig tiny_config(const TranslationVocabs& vocabs) {
+ModelConfig tiny_translation_config(const TranslationVocabs& vocabs) {
   ModelConfig config;
   config.vocab_size = vocabs.source.size();
   config.target_vocab_size = vocabs.target.size();
@@ -93,7 +93,7 @@ TEST_CASE("the evaluation: loss, BLEU of greedy and beam decoding, one predictio
   const TranslationSplit split = split_pairs(generated(120), 12);
   const TranslationVocabs vocabs = make_translation_vocabs(split.train, 1, 10);
   manual_seed(0);
-  auto model = make_transformer(tiny_config(vocabs));
+  auto model = make_transformer(tiny_translation_config(vocabs));
   model->train();
   const TranslationEvaluation e = evaluate_translation(*model, split.held_out, vocabs, 1, 2);
   CHECK(model->is_training());  // restored
@@ -141,7 +141,7 @@ TEST_CASE("the attention of a translation: a distribution over the source's vali
   const TranslationSplit split = split_pairs(generated(60), 6);
   const TranslationVocabs vocabs = make_translation_vocabs(split.train, 1, 10);
   manual_seed(1);
-  auto model = make_transformer(tiny_config(vocabs));
+  auto model = make_transformer(tiny_translation_config(vocabs));
   const SourceSentence source = prepare_source("The big dog sees a cat.", vocabs);
   const std::vector<Tensor> cross = translation_cross_attention(*model, source, {5, 6, 7}, 2);
   REQUIRE(cross.size() == 2);                 // per layer
@@ -155,7 +155,7 @@ TEST_CASE("a translation model file carries both vocabularies and num_steps", "[
   TempFolder folder;
   const TranslationSplit split = split_pairs(generated(60), 6);
   const TranslationVocabs vocabs = make_translation_vocabs(split.train, 1, 9);
-  const ModelConfig config = tiny_config(vocabs);
+  const ModelConfig config = tiny_translation_config(vocabs);
   REQUIRE(config.vocab_size != config.target_vocab_size);
   manual_seed(2);
   auto model = make_transformer(config);

@@ -8,19 +8,19 @@ using nn_test::max_abs_diff;
 
 namespace {
 
-struct Pass {
+struct AddNormPass {
   Tensor output, X_grad, Y_grad, weight_grad, bias_grad;
   GeneratorState generator_after;
   bool recorded_fused_op = false;  // the output's node is dropout_add_layer_norm
 };
 
-Pass forward_backward(nn::AddNorm& add_norm, bool fused, const Tensor& X, const Tensor& Y,
-    const Tensor& upstream, uint64_t seed) {
+AddNormPass add_norm_forward_backward(nn::AddNorm& add_norm, bool fused, const Tensor& X,
+    const Tensor& Y, const Tensor& upstream, uint64_t seed) {
   nn::FusedKernelsGuard guard(fused);
   add_norm.zero_grad();
   Tensor x = X.detach().clone().requires_grad_(), y = Y.detach().clone().requires_grad_();
   manual_seed(seed);
-  Pass pass;
+  AddNormPass pass;
   pass.output = add_norm(x, y);  // (B, T, D)
   pass.generator_after = default_generator().state();
   pass.recorded_fused_op = pass.output.grad_fn() != nullptr &&
@@ -33,7 +33,7 @@ Pass forward_backward(nn::AddNorm& add_norm, bool fused, const Tensor& X, const 
   return pass;
 }
 
-void check_same(const Pass& fused, const Pass& composed, double tolerance) {
+void check_same_add_norm(const AddNormPass& fused, const AddNormPass& composed, double tolerance) {
   CHECK(fused.recorded_fused_op);
   CHECK_FALSE(composed.recorded_fused_op);
   CHECK(fused.generator_after == composed.generator_after);  // the same Philox blocks were reserved
@@ -63,9 +63,9 @@ TEST_CASE("AddNorm: the fused path equals d2l's composed path, with dropout and 
     for (const bool training : {true, false}) {
       INFO((training ? "training, dropout 0.3" : "eval"));
       training ? add_norm.train() : add_norm.eval();
-      const Pass fused = forward_backward(add_norm, true, X, Y, upstream, 11);
-      const Pass composed = forward_backward(add_norm, false, X, Y, upstream, 11);
-      check_same(fused, composed, tolerance);
+      const AddNormPass fused = add_norm_forward_backward(add_norm, true, X, Y, upstream, 11);
+      const AddNormPass composed = add_norm_forward_backward(add_norm, false, X, Y, upstream, 11);
+      check_same_add_norm(fused, composed, tolerance);
       if (training) {  // dropout dropped something: Y's gradient has zeros X's has not
         int64_t dropped = 0;
         for (double g : fused.Y_grad.to_vector<double>()) dropped += g == 0.0;

@@ -18,7 +18,7 @@ struct Case {
   bool transposed;    // X is a non-contiguous view (the transpose of a (B, K, Q) tensor)
 };
 
-std::vector<Case> cases() {
+std::vector<Case> masked_softmax_cases() {
   return {
       {"(B,) lengths with 0 and K", {3, 4, 6}, tensor({6, 0, 2}), false},
       {"(B,Q) lengths with 0, 1 and K", {2, 3, 5}, tensor({1, 5, 3, 0, 2, 4}, {2, 3}), false},
@@ -50,7 +50,7 @@ Run run(const Case& c, DType dtype, bool fused, uint64_t seed) {
 
 TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float64",
     "[nn][masked_softmax][fused]") {
-  for (const Case& c : cases()) {
+  for (const Case& c : masked_softmax_cases()) {
     INFO(c.name);
     const Run fused = run(c, float64, true, 1), composed = run(c, float64, false, 1);
     CHECK(max_abs_diff(fused.weights, composed.weights) <= 1e-15);
@@ -63,7 +63,7 @@ TEST_CASE("masked_softmax: the fused op and d2l's composed code agree in float32
   // Both paths run the same row kernel with the same vectorised exp, so the weights agree to the ulp;
   // the gradients differ in float32 rounding only (the fused Σ g·y multiplies in double, the
   // composed mul in float32): a few ulps of gradients of order 1.
-  for (const Case& c : cases()) {
+  for (const Case& c : masked_softmax_cases()) {
     INFO(c.name);
     const Run fused = run(c, float32, true, 2), composed = run(c, float32, false, 2);
     CHECK(max_abs_diff(fused.weights, composed.weights) <= 1.2e-7);  // one ulp of 1
@@ -75,7 +75,7 @@ TEST_CASE(
     "masked_softmax: masked entries are exactly 0 on both paths, and rows of length 0 get no "
     "gradient",
     "[nn][masked_softmax][fused]") {
-  const Case c = cases()[1];  // (B, Q) lengths {1, 5, 3; 0, 2, 4}, K = 5
+  const Case c = masked_softmax_cases()[1];  // (B, Q) lengths {1, 5, 3; 0, 2, 4}, K = 5
   const std::vector<double> lengths = values(c.valid_lens);
   for (bool fused : {true, false}) {
     INFO((fused ? "fused" : "composed"));
