@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -94,5 +95,9 @@ inline bool is_numpy_array(py::handle value) {
 
 // A tensor, or None for an undefined one (grad before backward, Linear's bias=False).
 py::object tensor_or_none(const Tensor& t);
+
+// An optional tensor as Python passes it (None: an undefined Tensor, as ag's C++ API takes it):
+// valid_lens, attention masks, biases.
+inline Tensor optional_tensor(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
 
 }  // namespace ag::python

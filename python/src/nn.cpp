@@ -269,9 +269,6 @@ std::vector<std::string> load_state(Module& m, std::map<std::string, Tensor> sta
   return m.load_state_dict(state, strict);
 }
 
-// valid_lens as Python passes them: None for no masking.
-Tensor optional_tensor(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
-
 template <class M>
 using Class = py::class_<M, Module, std::shared_ptr<M>>;
 

@@ -427,8 +427,6 @@ Tensor cross_entropy_op(const Tensor& input, const Tensor& target, Reduction red
   return reduction == Reduction::none ? reshape(loss, expected) : loss;
 }
 
-Tensor optional_tensor(const std::optional<Tensor>& t) { return t.value_or(Tensor()); }
-
 // F.scaled_dot_product_attention over ag::attention. ag's kernels take (B, H, T, d); a 3-D
 // (N, T, d) input is one head per batch row, or with enable_gqa (PyTorch 2.5's keyword: k and v
 // may have fewer heads, dim −3) N heads of one batch row, as PyTorch reads dim −3 as the heads.
