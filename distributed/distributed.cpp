@@ -6,6 +6,7 @@
 #else
 #include "distributed/detail/world_of_one.h"
 #endif
+#include "distributed/detail/leak_check.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -104,7 +105,10 @@ Environment::~Environment() {
   if (local_comm != MPI_COMM_NULL) MPI_Comm_free(&local_comm);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized) {
+    detail::check_leaks_before_mpi_finalize();  // while OpenMPI's memory is still reachable
+    MPI_Finalize();
+  }
   mpi_initialised_here = false;
 }
 
