@@ -106,7 +106,7 @@ Environment::~Environment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) {
-    detail::check_leaks_before_mpi_finalize();  // while OpenMPI's memory is still reachable
+    leak_check::before_mpi_finalize();  // while OpenMPI's memory is still reachable
     MPI_Finalize();
   }
   mpi_initialised_here = false;

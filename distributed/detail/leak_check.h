@@ -23,14 +23,14 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-namespace ag::dist::detail {
+namespace ag::dist::leak_check {
 
 // LeakSanitizer's check now, when this is a sanitizer build with leak detection on; it ends the
 // process with LeakSanitizer's report and exit code if ag has leaked.
-inline void check_leaks_before_mpi_finalize() {
+inline void before_mpi_finalize() {
 #ifdef AG_LEAK_CHECK
   __lsan_do_leak_check();
 #endif
 }
 
-}  // namespace ag::dist::detail
+}  // namespace ag::dist::leak_check
