@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Within one unity-built target, no two source files define the same internal name.
 
-A unity build (CMake's UNITY_BUILD, cmake/ag_library.cmake) compiles a target's .cpp files as one
+A unity build (CMake's CMAKE_UNITY_BUILD, set in CMakeLists.txt) compiles a target's .cpp files as one
 translation unit, so each file's anonymous namespace and `static` functions meet the other files'.
 A type, variable or same-signature function defined twice is a compile error; a function of the
 same name and another signature is not: it joins an overload set, and a call in one file can
@@ -22,14 +22,13 @@ import sys
 
 
 def code_only(text):
-    """The text with comments, string and character literals blanked (lines kept)."""
+    """The text with comments, string and character literals and preprocessor lines blanked
+    (lines kept)."""
     token = re.compile(r'//[^\n]*|/\*.*?\*/|R"([^(]*)\(.*?\)\1"|"(\\.|[^"\\\n])*"|'
-                       r"'(\\.|[^'\\\n])*'", re.S)
+                       r"'(\\.|[^'\\\n])*'|^[ \t]*#(\\\n|[^\n])*", re.S | re.M)
     return token.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-DECLARED = re.compile(r"\b(?:struct|class|enum(?:\s+class)?|union)\s+(\w+)|\busing\s+(\w+)\s*=|"
-                      r"(\w+)\s*(?:\[[^\]]*\]\s*)?(?:\(|=|\{|;|$)")
 KEYWORDS = {"const", "constexpr", "inline", "static", "noexcept", "operator", "return", "if",
             "for", "while", "switch", "template", "typename", "namespace", "extern", "auto",
             "void", "int", "double", "float", "bool", "char", "long", "unsigned", "signed",
