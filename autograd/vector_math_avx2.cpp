@@ -4,6 +4,9 @@
 #include <immintrin.h>
 #include <sleef.h>
 
+#include <bit>
+#include <cstdint>
+
 #include "autograd/detail/vector_math_kernels.h"
 
 namespace ag::detail::vec {
@@ -60,23 +63,65 @@ struct Avx2Tails {
 struct Avx2Float : Avx2FloatSleef, Avx2Tails {
   static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
 
-  // e^x = 2^n · e^r (the reduction and polynomial of vector_math_kernels.h's kExpf constants),
-  // but AVX2 has no scaling instruction: 2^n is two powers of two built in the exponent bits,
-  // 2^⌊n/2⌋ and 2^(n − ⌊n/2⌋), each a normal float for every n in [−150, 128] here. The first
-  // product is exact, the second rounds once: into the subnormals below float's range, to inf
-  // above it. A NaN passes the clamp (min and max return their second operand, x, when it is a
-  // NaN).
+  // e^x = 2^n · e^r (the reduction and polynomial of vector_math_kernels.h's kExpf constants).
+  // n = round(x / ln 2) as x · (1/ln 2) + 1.5 · 2²³ in one fused rounding (to nearest, ties to
+  // even; the sum's ulp is 1 while |x / ln 2| < 2²²), which leaves n's two's complement in the
+  // sum's low mantissa bits.
+  //   Where every lane's n is in [−125, 127], 2^n · e^r (e^r in [√½, √2]) is a normal float: e^r
+  //   with n added to its exponent field — the sum shifted up by 23, one integer add, exact.
+  //   Else (x below about −87 or above 88.37, or NaN), exp_any_range's clamp and two-step scaling.
+  // The two give such a lane the same bits: the same n and e^r, and 2^n · e^r exact in both.
   static __m256 exp(__m256 x) {
-    x = _mm256_max_ps(_mm256_set1_ps(kExpfLowest), _mm256_min_ps(_mm256_set1_ps(kExpfHighest), x));
-    const __m256 n = _mm256_round_ps(x * kExpfLog2e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 shifted = n_in_low_bits(x);
+    if (!every_n_in_normal_range(shifted)) return exp_any_range(x);
+    const __m256 e_r = exp_of_reduced(x, shifted - kRoundingShift);
+    const __m256i n_in_exponent = _mm256_slli_epi32(_mm256_castps_si256(shifted), 23);
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(e_r), n_in_exponent));
+  }
+
+ private:
+  static constexpr float kRoundingShift = 12582912.0f;  // 1.5 · 2²³: its ulp is 1
+  static constexpr int32_t kRoundingShiftBits = std::bit_cast<int32_t>(kRoundingShift);
+
+  // x / ln 2 + 1.5 · 2²³, rounded once: 1.5 · 2²³ + n, n = round(x / ln 2)
+  static __m256 n_in_low_bits(__m256 x) {
+    return _mm256_fmadd_ps(x, _mm256_set1_ps(kExpfLog2e), _mm256_set1_ps(kRoundingShift));
+  }
+
+  // Whether every lane's n is in [−125, 127]: whether the sum's bits are in [kRoundingShiftBits −
+  // 125, kRoundingShiftBits + 127], one signed comparison once that window is moved (wrapping)
+  // to [INT32_MIN, INT32_MIN + 252]. Outside it: NaN, ±inf, any sum of another binade (|x / ln 2|
+  // ≥ 2²²), and the n whose 2^n · e^r could be subnormal, inf, or a bit pattern of neither.
+  static bool every_n_in_normal_range(__m256 shifted) {
+    constexpr int32_t kMoveWindow = static_cast<int32_t>(0x80000000u - (kRoundingShiftBits - 125));
+    const __m256i moved =
+        _mm256_add_epi32(_mm256_castps_si256(shifted), _mm256_set1_epi32(kMoveWindow));
+    const __m256i in_range = _mm256_cmpgt_epi32(_mm256_set1_epi32(INT32_MIN + 253), moved);
+    return _mm256_movemask_ps(_mm256_castsi256_ps(in_range)) == 0xFF;
+  }
+
+  // e^r, r = x − n·ln 2 with ln 2 in two parts: 1 + r + r²·P(r).
+  static __m256 exp_of_reduced(__m256 x, __m256 n) {
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpfLn2Hi), x);  // x − n·ln2_hi
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpfLn2Lo), r);         // − n·ln2_lo
     __m256 p = _mm256_set1_ps(kExpfPoly[0]);
     for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpfPoly[i]));
-    const __m256 e_r = _mm256_fmadd_ps(p, r * r, r) + 1.0f;  // e^r
-    const __m256i n_int = _mm256_cvtps_epi32(n);             // exact: |n| ≤ 150
-    const __m256i half = _mm256_srai_epi32(n_int, 1);        // ⌊n/2⌋
-    auto power_of_two = [](__m256i k) {                      // 2^k: biased exponent k + 127
+    return _mm256_fmadd_ps(p, r * r, r) + 1.0f;
+  }
+
+  // Every x: clamped to [kExpfLowest, kExpfHighest], and 2^n as two powers of two built in the
+  // exponent bits, 2^⌊n/2⌋ and 2^(n − ⌊n/2⌋), each a normal float for every n in [−150, 128]. The
+  // first product is exact, the second rounds once: into the subnormals below float's range, to
+  // inf above it. A NaN passes the clamp (min and max return their second operand, x, when it is
+  // a NaN).
+  static __m256 exp_any_range(__m256 x) {
+    x = _mm256_max_ps(_mm256_set1_ps(kExpfLowest), _mm256_min_ps(_mm256_set1_ps(kExpfHighest), x));
+    const __m256 shifted = n_in_low_bits(x);
+    const __m256 e_r = exp_of_reduced(x, shifted - kRoundingShift);
+    const __m256i n_int = _mm256_sub_epi32(  // n, from the sum's bits
+        _mm256_castps_si256(shifted), _mm256_castps_si256(_mm256_set1_ps(kRoundingShift)));
+    const __m256i half = _mm256_srai_epi32(n_int, 1);  // ⌊n/2⌋
+    auto power_of_two = [](__m256i k) {                // 2^k: biased exponent k + 127
       return _mm256_castsi256_ps(
           _mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
     };

@@ -494,6 +494,37 @@ TEST_CASE("a vectorised function's result for an element does not depend on wher
   }
 }
 
+TEST_CASE("an element's exp does not depend on the other elements of its vector", "[vector_math]") {
+  // The AVX2 copy's float32 exp scales by 2^n with one integer add where every lane's n =
+  // round(x / ln 2) is in [−125, 127], and takes the clamp and two-step scaling where a lane's is
+  // not: both must give an element the same bits. Every point of a dense sweep over exp's whole
+  // finite range is taken alone (its vector all points near it) and beside an out-of-range lane.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> spoilers = {
+      -1000.0f, 1000.0f, -inf, inf, std::numeric_limits<float>::quiet_NaN(), -87.5f, 88.5f};
+  std::vector<float> x = linear_sweep<float>(-104.0L, 89.0L, 193'000);
+  // Where n steps from −126 to −125 and from 127 to 128, x = (n ± ½) ln 2, and the floats beside.
+  for (Real half_integer : {-125.5L, 127.5L}) {
+    const float edge = static_cast<float>(half_integer * std::log(2.0L));
+    for (float v : {std::nextafter(edge, -inf), edge, std::nextafter(edge, inf)}) x.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (vec::Capability capability : supported_copies()) {
+    const vec::Functions<float>& f = vec::functions_for(capability, 0.0f);
+    std::vector<float> alone(x.size()), beside(x.size()), mixed = x;
+    f.exp(x.data(), alone.data(), n);
+    // Every 16th element (a lane of every vector, at AVX-512's width too) out of range.
+    for (std::size_t i = 0; i < mixed.size(); i += 16)
+      mixed[i] = spoilers[(i / 16) % spoilers.size()];
+    f.exp(mixed.data(), beside.data(), n);
+    int64_t differing = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (i % 16 != 0 && std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) ++differing;
+    INFO(vec::capability_name(capability));
+    CHECK(differing == 0);
+  }
+}
+
 namespace {
 // Each activation ag computes with the vectorised functions, as an op.
 std::vector<std::pair<std::string, std::function<ag::Tensor(const ag::Tensor&)>>> activations() {
