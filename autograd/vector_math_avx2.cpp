@@ -62,6 +62,8 @@ struct Avx2Tails {
 // (Kernels::square_error).
 struct Avx2Float : Avx2FloatSleef, Avx2Tails {
   static __m256 square_error(__m256 x, __m256 h) { return _mm256_fmsub_ps(x, x, h); }
+  static __m256 abs(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+  static __m256 min(__m256 x, __m256 y) { return _mm256_min_ps(x, y); }  // x < y ? x : y
 
   // e^x = 2^n · e^r (the reduction and polynomial of vector_math_kernels.h's kExpf constants).
   // n = round(x / ln 2) as x · (1/ln 2) + 1.5 · 2²³ in one fused rounding (to nearest, ties to

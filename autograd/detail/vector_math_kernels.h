@@ -115,6 +115,20 @@ struct Kernels {
     }
   }
 
+  // |x| by clearing the sign bit where the Isa has it (Isa::abs), else x < 0 ? −x : x (which
+  // keeps −0: no caller tells the two zeros apart).
+  static V abs(V x) {
+    if constexpr (requires { Isa::abs(x); }) return Isa::abs(x);
+    const V zero{};
+    return x < zero ? -x : x;
+  }
+  // x < y ? x : y on every lane (y where either is NaN): the Isa's min instruction, which is this
+  // very choice (Isa::min), else the selection.
+  static V min(V x, V y) {
+    if constexpr (requires { Isa::min(x, y); }) return Isa::min(x, y);
+    return x < y ? x : y;
+  }
+
   // x² = h + l exactly, where h = x·x is the rounded product and l its rounding error: one fused
   // multiply-subtract x·x − h where the Isa has it (Isa::square_error), else Dekker's exact product
   // (Veltkamp's split of x into two halves whose products are exact; a compiler may fuse these
@@ -140,10 +154,13 @@ struct Kernels {
       const V h = x * x;
       // Where x² overflows (|x| ≥ 1.9e19), e^(−inf) = 0 needs no correction, and l (−inf, or NaN
       // for x = ±inf) would turn it into NaN.
-      const V l = h < inf ? square_error(x, h) : zero;
-      const V w = r * Isa::exp(T(-0.5) * h);
-      return w - w * (T(0.5) * l);
+      return times_gauss_of_split(r, h, h < inf ? square_error(x, h) : zero);
     }
+  }
+  // r · e^(−(h + l)/2), where h + l = x² exactly (float32).
+  static V times_gauss_of_split(V r, V h, V l) {
+    const V w = r * Isa::exp(T(-0.5) * h);
+    return w - w * (T(0.5) * l);
   }
 
   // Φ(x) = ½ erfc(−x/√2), the normal distribution's CDF.
@@ -152,7 +169,7 @@ struct Kernels {
   //   P/Q follows g(a) = Φ(−a) e^(a²/2) (Mills' ratio over √(2π): ½ at 0, ~ 1/(a√(2π)) far out)
   //   to a relative 1.6e−8 on 0 ≤ a ≤ 14.6, where float32 GELU is not zero; degrees 4 and 5,
   //   fitted by scripts/fit_normal_tail.py. Every coefficient is positive, so the polynomials'
-  //   sums do not cancel; a is exact, and e^(−a²/2) is times_gauss's, which splits a² exactly:
+  //   sums do not cancel; a is exact, and e^(−a²/2) is times_gauss's, with a² split exactly:
   //   the tails keep their digits. One exp and one division (SLEEF's erfc costs ten exps).
   static V normal_cdf(V x) {
     if constexpr (sizeof(T) == 8) {
@@ -161,8 +178,7 @@ struct Kernels {
       const V zero{};
       // Beyond 14.6, e^(−a²/2) is 0; the clamp keeps P and Q finite there (a = inf or 1e10
       // would make them inf / inf = NaN).
-      const V a_abs = x < zero ? -x : x;
-      const V a = a_abs < T(16) ? a_abs : zero + T(16);
+      const V a = min(abs(x), zero + T(16));  // (16 for x = NaN)
       // P and Q by Estrin's scheme, (p0 + p1 a) + a² ((p2 + p3 a) + a² …): fewer roundings in a
       // row than Horner's (the copies without FMA need it in the tails), and shorter chains.
       const V a2 = a * a;
@@ -171,7 +187,9 @@ struct Kernels {
       const V q =
           (T(1) + T(1.67487884) * a) +
           a2 * ((T(1.20312512) + T(0.469866276) * a) + a2 * (T(0.101985544) + T(0.0103367977) * a));
-      const V tail = times_gauss(p / q, x);  // Φ(−|x|)
+      // Φ(−|x|) = e^(−a²/2) P/Q: a² does not overflow, and where a is clamped (|x| > 16, NaN)
+      // e^(−a²/2) is 0, as e^(−x²/2) is (x = NaN: 1 − 0, and x Φ(x) is NaN).
+      const V tail = times_gauss_of_split(p / q, a2, square_error(a, a2));
       return x < zero ? tail : T(1) - tail;  // Φ(x) = 1 − Φ(−x)
     }
   }
