@@ -476,7 +476,20 @@ void update_each_element(const Tensor& t, const char* op, double scalar, Update 
 }  // namespace
 
 const Tensor& Tensor::fill_(double value) const {
-  update_each_element(*this, "fill_", value, [](auto, auto v) { return v; });
+  check_inplace_allowed(*this, "fill_");
+  dispatch_all(dtype(), [&]<typename T>() {
+    const T v = exact_cast<T>(value, "fill_");
+    bump_version();
+    T* base = data<T>();
+    detail::for_each_row<1>(shape(), {strides()},
+        [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+          if (st[0] == 1) {
+            detail::fill_row(base + off[0], n, v);  // a contiguous row: vector stores
+          } else {
+            for (int64_t i = 0; i < n; ++i) base[off[0] + i * st[0]] = v;
+          }
+        });
+  });
   return *this;
 }
 
