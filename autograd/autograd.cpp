@@ -426,6 +426,9 @@ bool reads_any_gradient_layout(Op op) {
     case Op::masked_fill:
     case Op::sum:
     case Op::mean:
+    // expand's backward sums its gradient over the expanded dims (sum_to: group sums read through
+    // the strides), so a sum's gradient reaches it as one expanded value, not written out first.
+    case Op::expand:
     // rotary_embedding's backward (ops_rotary.cpp's rotate) walks its gradient's rows through the
     // gradient's strides, copying a row whose features are strided (a sum's stride 0) first.
     case Op::rotary_embedding:

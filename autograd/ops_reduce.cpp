@@ -86,6 +86,11 @@ AG_TARGET_CLONES void add_row_into_groups(double* groups, const float* in, int64
 AG_TARGET_CLONES void add_row_into_groups(double* groups, const double* in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) groups[i] += in[i];
 }
+// groups[i] += value for i in [0, n): a row of one value (stride 0, an expanded gradient's) into
+// as many groups, the same additions as the loop above.
+AG_TARGET_CLONES void add_value_into_groups(double* groups, double value, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) groups[i] += value;
+}
 
 // Whether x's elements fill [data, data + numel) exactly, in some order of its dims (a contiguous
 // tensor, or a permutation of one): its strides, sorted, are those of a contiguous tensor.
@@ -125,6 +130,8 @@ std::vector<double> group_sums(const Tensor& x, const ReductionPlan& r, const ch
             acc[off[1]] += s;
           } else if (st[1] == 1 && st[0] == 1) {  // a contiguous row into as many groups
             add_row_into_groups(acc.data() + off[1], in, n);
+          } else if (st[1] == 1 && st[0] == 0) {  // one value repeated, into as many groups
+            add_value_into_groups(acc.data() + off[1], double(in[0]), n);
           } else {
             for (int64_t i = 0; i < n; ++i) acc[off[1] + i * st[1]] += double(in[i * st[0]]);
           }

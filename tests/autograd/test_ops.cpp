@@ -460,6 +460,31 @@ TEST_CASE("slice's backward reads its gradient in any layout: zeros with it copi
   }
 }
 
+TEST_CASE("expand's backward reads its gradient in any layout, with the same bits", "[ops]") {
+  // Its node keeps the gradient it is handed (autograd.cpp's reads_any_gradient_layout): a sum's,
+  // one 1 expanded everywhere, one row expanded over the leading dims, and a transposed one. x's
+  // gradient, summed over the expanded dims, must be that of the same gradient written out, bit
+  // for bit, in both dtypes.
+  for (DType dtype : {float32, float64}) {
+    INFO(dtype_name(dtype));
+    Generator generator(31);
+    const Tensor x = randn({3, 1, 37}, generator, dtype).requires_grad_();
+    const Shape expanded = {2, 3, 5, 37};  // a new leading dim, and dim 1 of x repeated
+    const Tensor row = randn({37}, generator, dtype);
+    const Tensor g_t = randn({2, 3, 37, 5}, generator, dtype);
+    const std::vector<std::pair<const char*, Tensor>> cases = {
+        {"sum", Tensor()}, {"one row", expand(row, expanded)}, {"transposed", g_t.transpose(2, 3)}};
+    for (const auto& [name, given] : cases) {
+      INFO(name);
+      const auto grads = gradients_as_handed_and_written_out(
+          x, [&] { return expand(x, expanded); }, "expand", given);
+      CHECK(grads[0] == grads[1]);
+      if (!given.defined())  // each element of x repeated 2 · 5 times
+        CHECK(grads[0] == std::vector<double>(static_cast<std::size_t>(x.numel()), 10.0));
+    }
+  }
+}
+
 TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list of dims",
     "[reduce][own]") {
   const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
