@@ -272,15 +272,8 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   // docs/ops.md, slice: zeros with g written into the slice
   return detail::record(Op::slice, out, {x},
       [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
-        // Sliced-out elements get 0; the others their gradient. With step 1 the zeros go only
-        // before and after [start, end) along dim, not under the gradient copied in.
-        Tensor grad = detail::empty(shape, g.dtype(), "slice");
-        if (step == 1) {
-          slice(grad, dim, 0, start).zero_();
-          slice(grad, dim, end, shape[static_cast<std::size_t>(dim)]).zero_();
-        } else {
-          grad.zero_();
-        }
+        // Sliced-out elements get 0; the others their gradient
+        Tensor grad = zeros(shape, g.dtype());
         detail::copy_into(slice(grad, dim, start, end, step), g);
         return {grad};
       });
