@@ -17,7 +17,6 @@
 using namespace ag;
 
 namespace {
-
 // C = A · B in float64 from float32 values, A (m, k) and B (k, n) row-major.
 std::vector<double> reference_product(
     const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t k, int64_t n) {
