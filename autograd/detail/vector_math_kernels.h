@@ -5,7 +5,8 @@
 // V is a GCC vector type (__m512, __m256d, …, or the scalar T itself for the portable copy), so the
 // formulas are ordinary arithmetic: v * v, T(1) + v and T(1) / v act on every lane. An Isa names
 // T, V, kWidth and the functions on V: exp, log, tanh (and tanh_u35), erfc, sin, cos and sqrt;
-// and, where the instruction set has a fused multiply-subtract, square_error(x, h) = x·x − h.
+// and, where the instruction set has them, square_error(x, h) = x·x − h in one rounding, abs(x)
+// and min(x, y) in one instruction each (else Kernels computes them from the arithmetic).
 #pragma once
 
 #include <cstdint>
