@@ -55,6 +55,15 @@ GemmBackend backend_from_environment() {
 
 }  // namespace
 
+bool onednn_has_avx512_kernels() {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+#else
+  return false;
+#endif
+}
+
 std::string to_string(GemmBackend backend) {
   return backend == GemmBackend::onednn ? "onednn" : "openblas";
 }

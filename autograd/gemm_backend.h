@@ -37,21 +37,36 @@ enum class GemmBackend { openblas, onednn };
 // AVX-512 CPUs (autograd/small_gemm.cpp).
 inline constexpr int64_t kOnednnMinMultiplyAdds = int64_t(1) << 17;
 
-// Aᵀ · B with m ≥ 512 rows and m · n ≥ 2^17 outputs — a weight's gradient gᵀ · x with at least 512
-// outputs and 2^17 weights, e.g. the FFN's second weight, 1024 × 256 from 2048 rows — stays on
-// OpenBLAS too: there oneDNN 2.6 is 4–25 % slower than OpenBLAS 0.3.21. With fewer rows or
-// outputs (512 × 128, 256 × 1024, ...) oneDNN is about as fast or faster. The rule is per call:
-// threads split a product's rows. Measured on the Zen 5 machine: docs/benchmarks.md, "GEMM
-// backends", "Tall Aᵀ · B".
-inline constexpr int64_t kOpenblasMinTransposedARows = 512;
-inline constexpr int64_t kOpenblasMinTransposedAOutputs = int64_t(1) << 17;
+// Aᵀ · B — a weight's gradient gᵀ · x — with at least min_rows rows and min_outputs outputs (m ·
+// n) stays on OpenBLAS too, where oneDNN 2.6 is slower than OpenBLAS 0.3.21. On an AVX-512 CPU
+// from 512 rows and 2^17 outputs, e.g. the FFN's second weight, 1024 × 256 from 2048 rows (4–25 %
+// slower; with fewer rows or outputs oneDNN is about as fast or faster: Zen 5). Without AVX-512,
+// oneDNN's AVX2 kernels are slower from 2^16 outputs on whatever the rows (15–115 % on Zen 3's
+// d2l products: 128 × 512 and 256 × 256 from 1024 and 2048 rows). The rule is per call: threads
+// split a product's rows. docs/benchmarks.md, "GEMM backends", "Tall Aᵀ · B".
+struct TransposedARule {
+  int64_t min_rows, min_outputs;
+};
+inline constexpr TransposedARule kOpenblasTransposedAOnAvx512{512, int64_t(1) << 17};
+inline constexpr TransposedARule kOpenblasTransposedAWithoutAvx512{1, int64_t(1) << 16};
+
+// Whether oneDNN runs its AVX-512 kernels here (the CPU has AVX-512; checked once). Without them,
+// oneDNN's AVX2 kernels lose to OpenBLAS at tall Aᵀ · B (above), and win over ag's small kernel's
+// AVX2 copy at attention's larger heads, 64 × 64 × 32 (1.5–1.85× on Zen 3): with the oneDNN
+// backend the products oneDNN makes go to it before that kernel (autograd/detail/blas.h).
+bool onednn_has_avx512_kernels();
+// The tall Aᵀ · B rule for this CPU.
+inline TransposedARule openblas_transposed_a_rule() {
+  return onednn_has_avx512_kernels() ? kOpenblasTransposedAOnAvx512
+                                     : kOpenblasTransposedAWithoutAvx512;
+}
 
 // Whether oneDNN makes the float32 product op(A) · op(B) (m × k by k × n) when it is the backend.
 inline bool onednn_makes(bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k) {
   if (m * n * k < kOnednnMinMultiplyAdds) return false;
-  const bool tall_transposed_a = a_transposed && !b_transposed &&
-                                 m >= kOpenblasMinTransposedARows &&
-                                 m * n >= kOpenblasMinTransposedAOutputs;
+  const TransposedARule tall = openblas_transposed_a_rule();
+  const bool tall_transposed_a =
+      a_transposed && !b_transposed && m >= tall.min_rows && m * n >= tall.min_outputs;
   return !tall_transposed_a;
 }
 

@@ -335,9 +335,9 @@ int main(int argc, char** argv) {
   std::printf("\n");
   std::vector<double> totals(backends.size(), 0.0);
   double best_total = 0, total_flops = 0;
-  // ag's choice (autograd/detail/blas.h): its own kernel where it makes the shape, else oneDNN
-  // where ag::onednn_makes says so (from kOnednnMinMultiplyAdds on, but for tall Aᵀ · B), else
-  // OpenBLAS
+  // ag's choice (autograd/detail/blas.h): its own kernel where it makes the shape (on a CPU
+  // without AVX-512, where oneDNN does not), else oneDNN where ag::onednn_makes says so (from
+  // kOnednnMinMultiplyAdds on, but for tall Aᵀ · B), else OpenBLAS
   double ag_rule_total = 0;
   bool fallbacks = false;
   for (const Shape& s : shapes) {
@@ -366,8 +366,9 @@ int main(int argc, char** argv) {
       }
       if (i == 0) openblas_ms = ms;
       const bool to_onednn = ag::onednn_makes(s.trans_a, s.trans_b, s.m, s.n, s.k);
-      const bool ag_rule_picks = ag_kernel_makes(s)   ? b.name == "ag"
-                                 : b.name == "onednn" ? to_onednn
+      const bool onednn_first = to_onednn && !ag::onednn_has_avx512_kernels();
+      const bool ag_rule_picks = ag_kernel_makes(s) && !onednn_first ? b.name == "ag"
+                                 : b.name == "onednn"                ? to_onednn
                                                       : b.name == "openblas" && !to_onednn;
       if (ag_rule_picks) ag_rule_total += ms;
       totals[i] += ms;
@@ -385,12 +386,13 @@ int main(int argc, char** argv) {
       best_total, total_flops / (best_total * 1e6), 100 * best_total / totals[0]);
 #ifdef AG_BENCH_HAVE_ONEDNN
   std::printf(
-      "ag's rule (its own kernel up to 64 x 64 x 64, else oneDNN from %lld multiply-adds a "
+      "ag's rule (its own kernel up to 64 x 64 x 64%s, else oneDNN from %lld multiply-adds a "
       "product on but for A^T B with m >= %lld and m n >= %lld, OpenBLAS for the rest): "
       "%.2f ms per step (%.1f GFLOP/s), %.1f%% of OpenBLAS's\n",
+      ag::onednn_has_avx512_kernels() ? "" : " but for what oneDNN makes (no AVX-512)",
       static_cast<long long>(ag::kOnednnMinMultiplyAdds),
-      static_cast<long long>(ag::kOpenblasMinTransposedARows),
-      static_cast<long long>(ag::kOpenblasMinTransposedAOutputs), ag_rule_total,
+      static_cast<long long>(ag::openblas_transposed_a_rule().min_rows),
+      static_cast<long long>(ag::openblas_transposed_a_rule().min_outputs), ag_rule_total,
       total_flops / (ag_rule_total * 1e6), 100 * ag_rule_total / totals[0]);
 #endif
   std::printf(

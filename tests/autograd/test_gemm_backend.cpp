@@ -5,6 +5,7 @@
 // the whole suite once per built backend (AG_GEMM_BACKEND).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -134,15 +135,17 @@ TEST_CASE(
 
 TEST_CASE("gemm backends: a tall Aᵀ · B is OpenBLAS's under either backend (onednn_makes)",
     "[gemm_backend]") {
-  // Aᵀ · B with m ≥ kOpenblasMinTransposedARows and m · n ≥ kOpenblasMinTransposedAOutputs stays
-  // on OpenBLAS, where oneDNN is slower: every backend gives OpenBLAS's bits for it.
+  // Aᵀ · B with m ≥ min_rows and m · n ≥ min_outputs (this CPU's openblas_transposed_a_rule)
+  // stays on OpenBLAS, where oneDNN is slower: every backend gives OpenBLAS's bits for it.
   // k = 1000: long enough that oneDNN's blocking of the sum would give other bits than OpenBLAS's.
   // One thread, so that the product is one call of m rows (threads split a product's rows).
   NumThreadsGuard one(1);
-  const int64_t m = kOpenblasMinTransposedARows, n = kOpenblasMinTransposedAOutputs / m, k = 1000;
+  const TransposedARule rule = openblas_transposed_a_rule();
+  CHECK(rule.min_outputs == (onednn_has_avx512_kernels() ? int64_t(1) << 17 : int64_t(1) << 16));
+  const int64_t m = std::max<int64_t>(rule.min_rows, 256), n = rule.min_outputs / m, k = 1000;
   CHECK_FALSE(onednn_makes(true, false, m, n, k));
   // Each bound on its own, and the other layouts of the same sizes, go to oneDNN.
-  CHECK(onednn_makes(true, false, m - 1, 2 * n, k));
+  if (rule.min_rows > 1) CHECK(onednn_makes(true, false, rule.min_rows - 1, 2 * n, k));
   CHECK(onednn_makes(true, false, m, n - 1, k));
   CHECK(onednn_makes(false, false, m, n, k));
   CHECK(onednn_makes(false, true, m, n, k));
