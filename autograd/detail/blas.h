@@ -27,7 +27,8 @@ void onednn_sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, i
 // ag's own kernel for small float32 products (autograd/small_gemm.cpp): at most 64 rows, 64
 // columns and k ≤ 64 — attention's per-head products — where a library's fixed cost per call, or
 // its packing of Bᵀ, is a large part of the time. Up to 16 × 16 with k < 32 it rounds exactly as
-// OpenBLAS 0.3.21's AVX-512 kernels do (on AVX2 CPUs too); it is used with either backend.
+// OpenBLAS 0.3.21's AVX-512 kernels do (on AVX2 CPUs too). It is used with either backend, but on
+// a CPU without AVX-512 the oneDNN backend takes the products oneDNN makes first (gemm below).
 inline constexpr int64_t kSmallGemmMaxM = 64, kSmallGemmMaxN = 64, kSmallGemmMaxK = 64;
 inline bool fits_small_sgemm(int64_t m, int64_t n, int64_t k) {
   return m >= 1 && m <= kSmallGemmMaxM && n >= 1 && n <= kSmallGemmMaxN && k >= 1 &&
