@@ -70,6 +70,11 @@ inline bool onednn_makes(bool a_transposed, bool b_transposed, int64_t m, int64_
   return !tall_transposed_a;
 }
 
+// Whether, with the oneDNN backend on a CPU without AVX-512, oneDNN makes this float32 product
+// before ag's small kernel is tried: every product onednn_makes (autograd/detail/blas.h's gemm).
+bool onednn_before_small_kernel(
+    bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k);
+
 // "openblas" / "onednn".
 std::string to_string(GemmBackend backend);
 

@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
       }
       if (i == 0) openblas_ms = ms;
       const bool to_onednn = ag::onednn_makes(s.trans_a, s.trans_b, s.m, s.n, s.k);
-      const bool onednn_first = to_onednn && !ag::onednn_has_avx512_kernels();
+      const bool onednn_first = ag::onednn_before_small_kernel(s.trans_a, s.trans_b, s.m, s.n, s.k);
       const bool ag_rule_picks = ag_kernel_makes(s) && !onednn_first ? b.name == "ag"
                                  : b.name == "onednn"                ? to_onednn
                                                       : b.name == "openblas" && !to_onednn;

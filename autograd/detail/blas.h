@@ -61,19 +61,14 @@ void gemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, int64_t m, int64_t n
   }
   const T beta = accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>) {
-#ifdef AG_HAVE_ONEDNN
-    const bool to_onednn = onednn_makes(trans_a == CblasTrans, trans_b == CblasTrans, m, n, k) &&
-                           get_gemm_backend() == GemmBackend::onednn;
     // Without AVX-512, oneDNN makes the products it takes faster than ag's small kernel does.
-    const bool onednn_first = to_onednn && !onednn_has_avx512_kernels();
-#else
-    constexpr bool to_onednn = false, onednn_first = false;
-#endif
-    if (!onednn_first && fits_small_sgemm(m, n, k) &&
+    if (fits_small_sgemm(m, n, k) &&
+        !onednn_before_small_kernel(trans_a == CblasTrans, trans_b == CblasTrans, m, n, k) &&
         small_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate))
       return;
 #ifdef AG_HAVE_ONEDNN
-    if (to_onednn) {
+    if (onednn_makes(trans_a == CblasTrans, trans_b == CblasTrans, m, n, k) &&
+        get_gemm_backend() == GemmBackend::onednn) {
       onednn_sgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
       return;
     }

@@ -133,6 +133,22 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("gemm backends: without AVX-512, the oneDNN backend makes attention's larger heads",
+    "[gemm_backend]") {
+  // A 64 × 64 × 32 head (2^17 multiply-adds: onednn_makes) goes to oneDNN before ag's small
+  // kernel only with the oneDNN backend on a CPU without AVX-512 (there oneDNN's AVX2 kernels are
+  // the faster); d2l's smaller heads stay the kernel's everywhere.
+  for (GemmBackend backend : built_gemm_backends()) {
+    GemmBackendGuard guard(backend);
+    INFO(to_string(backend) << (onednn_has_avx512_kernels() ? ", AVX-512" : ", no AVX-512"));
+    const bool expected = backend == GemmBackend::onednn && !onednn_has_avx512_kernels();
+    CHECK(onednn_before_small_kernel(false, true, 64, 64, 32) == expected);   // q kᵀ
+    CHECK(onednn_before_small_kernel(false, false, 64, 32, 64) == expected);  // weights · v
+    CHECK_FALSE(onednn_before_small_kernel(false, true, 32, 32, 32));         // below 2^17
+    CHECK_FALSE(onednn_before_small_kernel(true, false, 256, 256, 64));  // tall Aᵀ · B: OpenBLAS
+  }
+}
+
 TEST_CASE("gemm backends: a tall Aᵀ · B is OpenBLAS's under either backend (onednn_makes)",
     "[gemm_backend]") {
   // Aᵀ · B with m ≥ min_rows and m · n ≥ min_outputs (this CPU's openblas_transposed_a_rule)
