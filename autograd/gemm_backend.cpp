@@ -64,12 +64,6 @@ bool onednn_has_avx512_kernels() {
 #endif
 }
 
-bool onednn_before_small_kernel(
-    bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k) {
-  return !onednn_has_avx512_kernels() && onednn_makes(a_transposed, b_transposed, m, n, k) &&
-         get_gemm_backend() == GemmBackend::onednn;
-}
-
 std::string to_string(GemmBackend backend) {
   return backend == GemmBackend::onednn ? "onednn" : "openblas";
 }

@@ -70,11 +70,6 @@ inline bool onednn_makes(bool a_transposed, bool b_transposed, int64_t m, int64_
   return !tall_transposed_a;
 }
 
-// Whether, with the oneDNN backend on a CPU without AVX-512, oneDNN makes this float32 product
-// before ag's small kernel is tried: every product onednn_makes (autograd/detail/blas.h's gemm).
-bool onednn_before_small_kernel(
-    bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k);
-
 // "openblas" / "onednn".
 std::string to_string(GemmBackend backend);
 
@@ -88,6 +83,16 @@ void set_gemm_backend(GemmBackend backend);
 // and throws ValueError naming the variable, its value and the built backends if it is neither or
 // names one this build lacks.
 GemmBackend get_gemm_backend();
+
+// Whether, with the oneDNN backend on a CPU without AVX-512, oneDNN makes this float32 product
+// before ag's small kernel is tried: every product onednn_makes (autograd/detail/blas.h's gemm).
+// Inline, its first test the size, since every one of attention's small products asks.
+inline bool onednn_before_small_kernel(
+    bool a_transposed, bool b_transposed, int64_t m, int64_t n, int64_t k) {
+  return m * n * k >= kOnednnMinMultiplyAdds && !onednn_has_avx512_kernels() &&
+         onednn_makes(a_transposed, b_transposed, m, n, k) &&
+         get_gemm_backend() == GemmBackend::onednn;
+}
 
 // Sets the backend for a scope and restores the previous one on exit:
 //   { ag::GemmBackendGuard openblas(ag::GemmBackend::openblas); Tensor c = ag::matmul(a, b); }
