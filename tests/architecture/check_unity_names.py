@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Within one unity-built target, no two source files define the same internal name.
 
-A unity build (CMake's CMAKE_UNITY_BUILD, set in CMakeLists.txt) compiles a target's .cpp files as one
-translation unit, so each file's anonymous namespace and `static` functions meet the other files'.
-A type, variable or same-signature function defined twice is a compile error; a function of the
-same name and another signature is not: it joins an overload set, and a call in one file can
+A unity build (CMake's CMAKE_UNITY_BUILD, set in CMakeLists.txt) compiles a target's .cpp files as
+one translation unit, so each file's anonymous namespace and `static` functions meet the other
+files'. A type, variable or same-signature function defined twice is a compile error; a function of
+the same name and another signature is not: it joins an overload set, and a call in one file can
 silently pick the other file's function; a using-declaration at namespace scope (`using
 ag::viz::testing::run;`) likewise reaches every later file. This check refuses any name defined at
 the top level of an anonymous namespace (or `static` at namespace scope), or brought in by a
