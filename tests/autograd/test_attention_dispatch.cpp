@@ -52,7 +52,7 @@ TEST_CASE("ag::attention: AttentionKernel forces either kernel, and the guard re
   CHECK(attention_kernel() == AttentionKernel::automatic);
 }
 
-TEST_CASE("ag::attention: the same weights from both kernels; the tiled one forms them on request",
+TEST_CASE("ag::attention: the same weights from both kernels — the tiled one forms them on request",
     "[attention_dispatch]") {
   const int64_t B = 2, H = 3, Tq = 5, Tk = 7;
   Generator values(2);

@@ -125,7 +125,7 @@ TEST_CASE("the leaf gradient of a broadcast input has the input's shape", "[auto
   CHECK(values(bias.grad()) == std::vector<double>{8.0, 8.0, 8.0});
 }
 
-TEST_CASE("backward frees the graph; a second backward is a clear error", "[autograd]") {
+TEST_CASE("backward frees the graph — a second backward is a clear error", "[autograd]") {
   Tensor x = tensor({1.0, 2.0}, float64).requires_grad_();
   Tensor loss = sum(exp(x));
   loss.backward();

@@ -136,7 +136,7 @@ TEST_CASE("a bool mask times a float tensor passes the gradient where it is true
   CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 1, 1});
 }
 
-TEST_CASE("comparisons give bool; sum of bool counts", "[dtype][bool]") {
+TEST_CASE("comparisons give bool — sum of bool counts", "[dtype][bool]") {
   Tensor pred = tensor(std::vector<int64_t>{1, 2, 3, 4});
   Tensor target = tensor(std::vector<int64_t>{1, 0, 3, 0});
   Tensor hit = eq(pred, target);
@@ -155,7 +155,8 @@ TEST_CASE("comparisons give bool; sum of bool counts", "[dtype][bool]") {
   CHECK(mean(hit.to(float32)).item() == 0.5);
 }
 
-TEST_CASE("where and masked_fill take bool masks; tril makes a bool causal mask", "[dtype][bool]") {
+TEST_CASE(
+    "where and masked_fill take bool masks — tril makes a bool causal mask", "[dtype][bool]") {
   Tensor causal = tril(ones({3, 3}, bool_));
   CHECK(causal.dtype() == bool_);
   CHECK(causal.to_vector<bool>() ==

@@ -179,7 +179,7 @@ TEST_CASE("to_dot shows values and gradients, small ones in full and large ones 
   CHECK_THAT(to_dot(y), !Contains("value"));
 }
 
-TEST_CASE("to_dot after backward marks the freed graph; a leaf root is drawn alone",
+TEST_CASE("to_dot after backward marks the freed graph — a leaf root is drawn alone",
     "[autograd][graph]") {
   Tensor x = ones({2}).requires_grad_();
   Tensor y = (x * 2.0).sum();

@@ -136,7 +136,7 @@ TEST_CASE("maximum, minimum and clamp keep NaN, as PyTorch's", "[ops]") {
   CHECK(values(y.grad()) == std::vector<double>{0.5, 0, 1});
 }
 
-TEST_CASE("max sends the gradient to the first maximum; argmax picks the first", "[ops]") {
+TEST_CASE("max sends the gradient to the first maximum — argmax picks the first", "[ops]") {
   Tensor x = tensor({1.0, 5.0, 5.0, 2.0}, float64).requires_grad_();
   Tensor m = max(x);
   CHECK(m.item() == 5.0);
@@ -485,7 +485,7 @@ TEST_CASE("expand's backward reads its gradient in any layout, with the same bit
   }
 }
 
-TEST_CASE("reductions take one int dim as PyTorch's; a braced list stays a list of dims",
+TEST_CASE("reductions take one int dim as PyTorch's — a braced list stays a list of dims",
     "[reduce][own]") {
   const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
   CHECK(x.sum(-1).to_vector<double>() == std::vector<double>{8, 7});

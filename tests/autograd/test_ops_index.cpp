@@ -206,7 +206,7 @@ TEST_CASE("topk orders ties by index and takes NaN as the largest", "[ops_index]
   CHECK(ints(topk(with_nan, 3, -1, /*largest=*/false).indices) == std::vector<int64_t>{1, 3, 0});
 }
 
-TEST_CASE("topk's gradient goes to the picked positions; k may be 0 or the size", "[ops_index]") {
+TEST_CASE("topk's gradient goes to the picked positions — k may be 0 or the size", "[ops_index]") {
   Tensor x = tensor({1, 3, 3, 2}, {2, 2}, float64).requires_grad_();
   auto [values, indices] = topk(x, 1, 0);  // per column: x[1][0] = 3, x[0][1] = 3 (lower index)
   CHECK(ints(indices) == std::vector<int64_t>{1, 0});

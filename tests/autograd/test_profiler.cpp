@@ -61,7 +61,7 @@ void check_self_is_total_minus_children(const std::vector<profiler::FunctionEven
 
 }  // namespace
 
-TEST_CASE("profiler: nested scopes add up exactly; self excludes the children", "[profiler]") {
+TEST_CASE("profiler: nested scopes add up exactly — self excludes the children", "[profiler]") {
   profiler::profile prof;
   {
     profiler::record_function outer("outer");
@@ -274,7 +274,8 @@ TEST_CASE("profiler: the Chrome trace is JSON with one complete event per scope"
   CHECK_THROWS_AS(prof.export_chrome_trace("/nonexistent-dir/trace.json"), IoError);
 }
 
-TEST_CASE("profiler: off records nothing; one profile at a time, on its own thread", "[profiler]") {
+TEST_CASE(
+    "profiler: off records nothing — one profile at a time, on its own thread", "[profiler]") {
   CHECK_FALSE(profiler::detail::g_recording.load());
   Tensor x = randn({4, 4}).requires_grad_();
   sum(matmul(x, x)).backward();  // before: not recorded

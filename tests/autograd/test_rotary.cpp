@@ -43,7 +43,7 @@ Tensor interleaved_to_halves(const Tensor& x, int64_t r) {
 
 }  // namespace
 
-TEST_CASE("rotary_embedding: turning by θ, then by −θ, gives x back; each pair keeps its length",
+TEST_CASE("rotary_embedding: turning by θ, then by −θ, gives x back — each pair keeps its length",
     "[rotary]") {
   for (RotaryPairs pairs : {RotaryPairs::interleaved, RotaryPairs::halves}) {
     INFO((pairs == RotaryPairs::interleaved ? "interleaved" : "halves"));

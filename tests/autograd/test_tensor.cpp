@@ -142,7 +142,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("reshape is a view when the strides allow, a copy otherwise; view refuses to copy",
+TEST_CASE("reshape is a view when the strides allow, a copy otherwise — view refuses to copy",
     "[tensor][views]") {
   Tensor x = arange(12).reshape({3, 4});
   Tensor t = x.transpose(0, 1);                    // (4, 3), strides (1, 4)
@@ -336,7 +336,7 @@ TEST_CASE("bernoulli draws word by word as rand does: 1 where the uniform is < p
   }
 }
 
-TEST_CASE("the same seed gives the same numbers; state can be saved and restored", "[generator]") {
+TEST_CASE("the same seed gives the same numbers — state can be saved and restored", "[generator]") {
   Generator a(7), b(7), c(8);
   Tensor ra = randn({100}, a), rb = randn({100}, b), rc = randn({100}, c);
   CHECK(ra.to_vector<float>() == rb.to_vector<float>());

@@ -156,7 +156,7 @@ TEST_CASE("a held-out set takes at most half of its task's distinct sources", "[
 }
 
 TEST_CASE(
-    "batch_rows takes rows of every tensor of a batch; random_batch is full length", "[data]") {
+    "batch_rows takes rows of every tensor of a batch — random_batch is full length", "[data]") {
   Generator generator(3);
   const Batch batch = random_batch(5, 4, 3, 10, generator);
   CHECK(batch.size() == 5);

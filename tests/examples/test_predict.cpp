@@ -156,7 +156,7 @@ TEST_CASE("ag-train --save-model M.safetensors: ag-predict decodes with it as wi
   CHECK(from_safetensors.output == from_ag.output);
 }
 
-TEST_CASE("ag-predict --beam: width 1 is greedy decoding; the toy tasks draw no --attention-png",
+TEST_CASE("ag-predict --beam: width 1 is greedy decoding — the toy tasks draw no --attention-png",
     "[examples][predict]") {
   const std::string sources = " '3 9 4 7' '12 5' '19 18 17 3 4 5 6 7 8'";
   const auto greedy = run(predict + " " + reverse_model() + sources);

@@ -114,7 +114,7 @@ TEST_CASE("add starts its embeddings N(0, 1/D): d2l's draws times D^-1/2, all el
   CHECK(scaled == 2);  // the encoder's and the decoder's
 }
 
-TEST_CASE("a scaled run's checkpoint records --embedding-init; one without it resumes as normal",
+TEST_CASE("a scaled run's checkpoint records --embedding-init — one without it resumes as normal",
     "[examples][train]") {
   ag::testing::TempFolder folder;
   const std::string train = AG_TRAIN_PATH, path = folder.file("add.agc");

@@ -67,7 +67,7 @@ std::vector<Shown> shown(const std::string& output) {
 
 }  // namespace
 
-TEST_CASE("ag-train --task translate reports loss and BLEU; ag-predict translates as it did",
+TEST_CASE("ag-train --task translate reports loss and BLEU — ag-predict translates as it did",
     "[examples][translate]") {
   const TrainedTranslator& t = translator();
   INFO(t.output);

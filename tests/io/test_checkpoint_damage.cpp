@@ -871,7 +871,7 @@ TEST_CASE("checkpoint JSON payload: random documents parse plausibly or are reje
 //
 // Each is its own test case so that a sanitizer abort in one does not hide the others.
 
-TEST_CASE("strings with any bytes round-trip in binary; JSON refuses a NUL on both sides",
+TEST_CASE("strings with any bytes round-trip in binary — JSON refuses a NUL on both sides",
     "[checkpoint][damage][finding]") {
   Checkpoint c;
   c.kind = std::string("kind\0with NUL", 13);

@@ -43,7 +43,7 @@ TEST_CASE("bleu of the token lists: d2l's worked numbers", "[bleu]") {
   CHECK(bleu(label, label, 4) == 1.0);
 }
 
-TEST_CASE("bleu of an empty prediction is 0; k below 1 is refused", "[bleu]") {
+TEST_CASE("bleu of an empty prediction is 0 — k below 1 is refused", "[bleu]") {
   const std::vector<std::string> nothing, label{"il", "est", "calme", "."};
   CHECK(bleu(nothing, label, 2) == 0.0);  // d2l: ZeroDivisionError
   CHECK(bleu(nothing, nothing, 1) == 0.0);

@@ -275,7 +275,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "lm generate: relative positions slide the cache past block_size; with one block that "
+    "lm generate: relative positions slide the cache past block_size — with one block that "
     "is full recomputation of the cropped window",
     "[models][lm][cache]") {
   for (const nn::PositionScheme positions : nn::kPositionSchemes) {

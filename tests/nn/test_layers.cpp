@@ -51,7 +51,7 @@ TEST_CASE("LayerNorm normalises with the biased variance, then scales and shifts
   CHECK(max_abs_diff(ln2(x).reshape({4, 6}), flat) <= 1e-6);
 }
 
-TEST_CASE("LayerNorm without bias (nanoGPT's) scales only; without affine it only normalises",
+TEST_CASE("LayerNorm without bias (nanoGPT's) scales only — without affine it only normalises",
     "[nn][layers]") {
   // PyTorch 2.1's LayerNorm(..., bias=False): no bias parameter at all, y = x̂ · weight.
   nn::LayerNorm no_bias({4}, 1e-5, /*elementwise_affine=*/true, /*bias=*/false);
@@ -163,7 +163,7 @@ TEST_CASE("LayerNorm: the fused kernel and the composed path agree, forward and 
   }
 }
 
-TEST_CASE("RMSNorm divides by the root mean square, then scales; no weight without affine",
+TEST_CASE("RMSNorm divides by the root mean square, then scales — no weight without affine",
     "[nn][layers]") {
   nn::RMSNorm norm({4}, 1e-6);
   norm.to(float64);
@@ -255,7 +255,7 @@ TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn]
         values(y.select(0, n / 3).select(0, n % 3)) == values(embedding.weight.select(0, ids[n])));
 }
 
-TEST_CASE("Dropout: identity in eval mode and for p = 0; zeros or 1/(1−p)-scaled in training",
+TEST_CASE("Dropout: identity in eval mode and for p = 0 — zeros or 1/(1−p)-scaled in training",
     "[nn][layers]") {
   Tensor x = nn_test::randn32({20, 30}, 2) + 5.0;  // no zeros in x
   nn::Dropout dropout(0.25);

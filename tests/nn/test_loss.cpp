@@ -30,7 +30,7 @@ TEST_CASE("masked_softmax_ce: uniform logits give ln V whatever the lengths", "[
 }
 
 TEST_CASE(
-    "masked_softmax_ce: the mean per valid token; padding gets gradient exactly 0", "[nn][loss]") {
+    "masked_softmax_ce: the mean per valid token — padding gets gradient exactly 0", "[nn][loss]") {
   Generator g(5);
   Tensor logits = randn({2, 3, 4}, g, float64).requires_grad_();
   Tensor labels = tensor({1, 2, 3, 0, 1, 2}, {2, 3}, float64);

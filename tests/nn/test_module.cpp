@@ -90,7 +90,7 @@ TEST_CASE("a null submodule and a non-leaf parameter are refused", "[nn][module]
       m.non_leaf_parameter("p"), Contains("Registrar") && Contains("'p'") && Contains("leaf"));
 }
 
-TEST_CASE("register_parameter marks the tensor as requiring grad; a buffer is left alone",
+TEST_CASE("register_parameter marks the tensor as requiring grad — a buffer is left alone",
     "[nn][module]") {
   Registrar m;
   Tensor p = m.parameter("w");

@@ -117,7 +117,7 @@ TEST_CASE("the seed's rotation identity: P[i + δ] is P[i] turned by the seed's 
   }
 }
 
-TEST_CASE("RotaryEmbedding: cached tables, grown by doubling, views of them; to() recomputes",
+TEST_CASE("RotaryEmbedding: cached tables, grown by doubling, views of them — to() recomputes",
     "[nn][positions]") {
   nn::RotaryEmbedding rope(6);
   CHECK(rope.cos_cached.shape() == Shape{nn::RotaryEmbedding::kInitialPositions, 3});

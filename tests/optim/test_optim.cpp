@@ -18,7 +18,7 @@
 using namespace ag;
 using Catch::Matchers::Contains;
 
-TEST_CASE("parameters without a gradient are left alone; zero_grad drops gradients", "[optim]") {
+TEST_CASE("parameters without a gradient are left alone — zero_grad drops gradients", "[optim]") {
   Tensor a = tensor({1.0, 2.0}).requires_grad_(), b = tensor({3.0}).requires_grad_();
   optim::Adam adam({a, b}, 0.1);
   a.set_grad(tensor({1.0, -1.0}));
