@@ -23,7 +23,7 @@
   X(matmul) X(linear) X(linear_relu)                                                              \
   /* shape and indexing (ops_shape.cpp) */                                                        \
   X(reshape) X(permute) X(squeeze) X(unsqueeze) X(expand) X(slice) X(concat) X(index_select)     \
-  X(repeat_interleave) X(contiguous) X(clone)                                                     \
+  X(repeat_interleave) X(contiguous) X(clone) X(to)                                               \
   /* gathering, cumulative sums (ops_index.cpp) */                                                \
   X(gather) X(cumsum) X(topk)                                                                     \
   /* random (ops_random.cpp) */                                                                   \

@@ -23,6 +23,17 @@ using detail::Around;
 
 namespace {
 
+// x.to(target) of a tensor that requires grad, with grad mode on, is an op of the graph only
+// between float32 and float64; anything else would silently cut the gradient (PyTorch's result
+// stops requiring grad), so it is an error naming both dtypes.
+void check_to_differentiable(const Tensor& x, DType target) {
+  if (!x.requires_grad() || !GradMode::is_enabled()) return;
+  if (is_floating_point(target)) return;  // (x requires grad, so it is floating too)
+  fail<AutogradError>("to: converting a tensor of shape ", shape_str(x.shape()),
+      " that requires grad from ", dtype_name(x.dtype()), " to ", dtype_name(target),
+      " is not differentiable (only float32 <-> float64 is); detach() it or use NoGradGuard");
+}
+
 // Resolves one -1 in `shape` so that it holds `count` elements, or throws naming `op`.
 Shape infer_shape(const Shape& shape, const Tensor& x, const char* op) {
   Shape out = shape;
@@ -546,6 +557,33 @@ Tensor clone(const Tensor& x) {
   return detail::record(Op::clone, out, {x}, [](const Tensor& g, const NeedsGrad&) -> Grads {
     return {g};  // a copy: the identity
   });
+}
+
+// x.to(dtype): each element converted (converting_cast, autograd/convert.h). Between float32 and
+// float64 it is differentiable, as PyTorch's: y = x in the target's precision, so ∂L/∂x is ∂L/∂y
+// converted back to x's dtype (float64 → float32 rounds the gradient, as the forward rounded x).
+// A conversion to or from int64 or bool has no gradient: PyTorch's result then silently stops
+// requiring grad; ag refuses (check_to_differentiable, below).
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  AG_PROFILE_OP(Op::to);
+  check_to_differentiable(*this, target);
+  Tensor out = detail::empty(shape(), target, "to");
+  dispatch_all(dtype(), [&]<typename S>() {
+    dispatch_all(target, [&]<typename T>() {
+      const S* in = data<S>();
+      T* o = out.data<T>();
+      int64_t i = 0;
+      detail::for_each_row<1>(shape(), {strides()},
+          [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+            for (int64_t k = 0; k < n; ++k) o[i++] = converting_cast<T>(in[off[0] + k * st[0]]);
+          });
+    });
+  });
+  const DType source = dtype();
+  // docs/ops.md, to: g converted to x's dtype
+  return detail::record(Op::to, out, {*this},
+      [source](const Tensor& g, const NeedsGrad&) -> Grads { return {g.to(source)}; });
 }
 
 Tensor contiguous(const Tensor& x) {

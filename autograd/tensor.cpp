@@ -557,26 +557,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const { return ag::select(*this,
 Tensor Tensor::contiguous() const { return ag::contiguous(*this); }
 Tensor Tensor::clone() const { return ag::clone(*this); }
 
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return *this;
-  if (requires_grad() && GradMode::is_enabled())
-    fail<AutogradError>("to: converting a tensor of shape ", shape_str(shape()),
-        " that requires grad from ", dtype_name(dtype()), " to ", dtype_name(target),
-        " is not differentiable; detach() it or use NoGradGuard");
-  Tensor out = detail::empty(shape(), target, "to");
-  dispatch_all(dtype(), [&]<typename S>() {
-    dispatch_all(target, [&]<typename T>() {
-      const S* in = data<S>();
-      T* o = out.data<T>();
-      int64_t i = 0;
-      detail::for_each_row<1>(shape(), {strides()},
-          [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-            for (int64_t k = 0; k < n; ++k) o[i++] = converting_cast<T>(in[off[0] + k * st[0]]);
-          });
-    });
-  });
-  return out;
-}
+// Tensor::to is an op (differentiable between the floating dtypes): ops_shape.cpp, with clone.
 Tensor Tensor::sum() const { return ag::sum(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return ag::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return ag::mean(*this); }

@@ -240,8 +240,9 @@ class Tensor {
   // floating point to int64 truncates toward zero, anything to bool is `!= 0`, bool to a number
   // is 0 or 1, int64 to floating point rounds to the nearest. A NaN, an infinity or a value
   // beyond int64's range converted to int64 (where PyTorch gives an undefined number) is a
-  // ValueError naming the value. Not differentiable: converting a tensor that requires grad while
-  // grad mode is on is an error.
+  // ValueError naming the value. Differentiable between float32 and float64, as PyTorch's (the
+  // gradient is converted back); converting a tensor that requires grad to int64 or bool while
+  // grad mode is on is an error (PyTorch's result would silently stop requiring grad).
   Tensor to(DType dtype) const;
 
   Tensor sum() const;

@@ -334,6 +334,7 @@ const std::vector<Row>& rows() {
       {"contiguous", Op::contiguous, x_of,
           [](const Inputs& in, const Size&) { return contiguous(transpose(in[0], 1, 2)); }},
       {"clone", Op::clone, x_of, [](const Inputs& in, const Size&) { return clone(in[0]); }},
+      {"to", Op::to, x_of, [](const Inputs& in, const Size&) { return in[0].to(float64); }},
       // gathering, cumulative sums (ops_index.cpp)
       {"gather", Op::gather,
           [](const Size& s) {

@@ -294,6 +294,7 @@ ROWS = [
     Row("repeat_interleave", "repeat_interleave", x_of, lambda i, s: torch.repeat_interleave(i[0], 2, 1)),
     Row("contiguous", "contiguous", x_of, lambda i, s: i[0].transpose(1, 2).contiguous()),
     Row("clone", "clone", x_of, lambda i, s: i[0].clone()),
+    Row("to", "to", x_of, lambda i, s: i[0].to(torch.float64)),
     # gathering, cumulative sums
     Row("gather", "gather", lambda s: [normal((s.B, s.T, s.D), 1), indices((s.B, s.T, s.D), s.D, 4)],
         lambda i, s: torch.gather(i[0], -1, i[1])),

@@ -74,6 +74,35 @@ TEST_CASE("to(dtype) converts as PyTorch's, and refuses what PyTorch leaves unde
   CHECK(tensor({NAN}, {1}).to(bool_).item<bool>());  // NaN is nonzero, as in PyTorch
 }
 
+TEST_CASE("to(dtype) is differentiable between float32 and float64, and refuses to cut a gradient",
+    "[dtype][autograd]") {
+  // float64 -> float32 -> float64: the gradient comes back through both conversions, rounded to
+  // float32 on the way as the values were (PyTorch's ToCopyBackward).
+  Tensor x = tensor({0.1, -2.5, 1.0 / 3.0}, {3}, float64).requires_grad_();
+  Tensor y = x.to(float32);  // (3) float32
+  REQUIRE(y.requires_grad());
+  CHECK(std::string(y.grad_fn()->name()) == "to");
+  Tensor loss = (y * y).to(float64).sum();  // Σ y², in float32, then double
+  loss.backward();
+  REQUIRE(x.grad().dtype() == float64);
+  const std::vector<float> y_values = y.to_vector<float>();
+  const std::vector<double> expected{
+      double(2.0f * y_values[0]), double(2.0f * y_values[1]), double(2.0f * y_values[2])};
+  CHECK(x.grad().to_vector<double>() == expected);  // 2y in float32, exactly
+  // the same dtype is the tensor itself, no node
+  CHECK(x.to(float64).is_leaf());
+  // to int64 or bool would silently stop the gradient: refused, naming both dtypes
+  CHECK_THROWS_WITH(x.to(int64), Contains("to: converting a tensor of shape [3] that requires grad "
+                                          "from float64 to int64 is not differentiable"));
+  CHECK_THROWS_AS(y.to(bool_), AutogradError);
+  {
+    NoGradGuard no_grad;
+    CHECK(x.to(int64).to_vector<int64_t>() == std::vector<int64_t>{0, -2, 0});
+    CHECK_FALSE(x.to(float32).requires_grad());
+  }
+  CHECK(x.detach().to(bool_).to_vector<bool>() == std::vector<bool>{true, true, true});
+}
+
 TEST_CASE("integers carry no gradient", "[dtype][autograd]") {
   Tensor ids = arange(3, int64);
   CHECK_THROWS_WITH(ids.requires_grad_(),

@@ -547,6 +547,18 @@ AG_GRADCHECK_CASE(clone, "clone") {
   return gradcheck([](const Inputs& x) { return x[0].clone() * x[0]; }, {input({2, 3}, 1)});
 }
 
+AG_GRADCHECK_CASE(to, "to: float64 -> float32 -> float64, on values float32 holds exactly") {
+  // Finite differences through a float32 conversion would measure its rounding, not its gradient:
+  // x and the step (2^-10) are multiples of 2^-10 below 4 in magnitude, and so are x ± step, all
+  // exact in float32, as are the products by w (2^-20 multiples of at most 22 bits).
+  Tensor x = tensor({0.5, -1.25, 3.0 + 1.0 / 1024, -2.0 / 1024}, {4}, float64).requires_grad_();
+  Tensor w = tensor({1.5f, -0.75f, 2.0f, 0.25f}, {4});
+  GradcheckOptions options;
+  options.eps = 1.0 / 1024;
+  return gradcheck(
+      [w](const Inputs& in) { return (in[0].to(float32) * w).to(float64); }, {x}, options);
+}
+
 // ---- gathering, cumulative sums, topk (ops_index.cpp) -------------------------------------------
 
 AG_GRADCHECK_CASE(gather_dim1, "gather along dim 1 with repeated positions (int64 index)") {

@@ -379,6 +379,7 @@ const std::vector<Family>& families() {
               AG_CASE("repeat_interleave_dim1", ag::repeat_interleave(in["x"], 3, 1)),
               AG_CASE("contiguous_of_permuted", in["x"].permute({2, 0, 1}).contiguous()),
               AG_CASE("clone_of_permuted", in["x"].permute({2, 0, 1}).clone()),
+              AG_CASE("to_float32_and_back", (in["x"].to(ag::float32) * 3.1).to(in["x"].dtype())),
           }},
       {"gathering, cumulative sums, topk",
           {

@@ -104,6 +104,18 @@ def test_item_tolist_and_conversions():
     assert x.bool().tolist() == [True, True]
 
 
+def test_float_conversions_carry_the_gradient_as_pytorchs():
+    # x.double() computing in double and back: the gradient returns through both conversions
+    x = ag.tensor([0.5, -1.25], requires_grad=True)
+    loss = (x.double() * 3.0).float().sum()
+    loss.backward()
+    assert x.grad.dtype == ag.float32 and x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        x.long()  # PyTorch's result would silently stop requiring grad
+    with ag.no_grad():
+        assert x.long().tolist() == [0, -1]
+
+
 def test_printing_is_pytorchs_format():
     assert repr(ag.tensor([[0.1, 0.2]])) == "tensor([[0.1000, 0.2000]])"
     assert repr(ag.tensor([1, 2])) == "tensor([1, 2])"
