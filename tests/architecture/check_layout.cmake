@@ -18,7 +18,7 @@ set(allowed_data "autograd")
 set(allowed_viz "autograd;io")
 set(allowed_io "autograd;nn;optim;data")
 set(allowed_models "autograd;nn;optim;data;io")
-set(allowed_distributed "autograd;nn;optim;data;io")
+set(allowed_distributed "autograd;nn")
 set(allowed_training "autograd;nn;optim;data;viz;io;models;distributed")
 set(libraries autograd nn optim data io viz models distributed training)
 # python/ (the binding) is, like a program, a user of the libraries that no library includes.
