@@ -448,6 +448,8 @@ bool reads_any_gradient_layout(Op op) {
     // (copy_into: a sum's expanded gradient becomes a fill).
     case Op::slice:
     case Op::contiguous:
+    // to's backward converts its gradient through the gradient's strides (a sum's: a fill).
+    case Op::to:
     case Op::concat:
     case Op::repeat_interleave:
     case Op::index_select:

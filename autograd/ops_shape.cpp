@@ -3,6 +3,7 @@
 //
 // Each op's gradient is written once, in the docs/ops.md tag beside its backward (test_docs
 // checks it against the table).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -573,11 +574,23 @@ Tensor Tensor::to(DType target) const {
     dispatch_all(target, [&]<typename T>() {
       const S* in = data<S>();
       T* o = out.data<T>();
-      int64_t i = 0;
-      detail::for_each_row<1>(shape(), {strides()},
-          [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
-            for (int64_t k = 0; k < n; ++k) o[i++] = converting_cast<T>(in[off[0] + k * st[0]]);
-          });
+      auto convert_row = [&](const std::array<int64_t, 2>& off, int64_t n,
+                             const std::array<int64_t, 2>& st) {
+        if (st[0] == 1 && st[1] == 1) {  // contiguous rows: a loop the compiler vectorises
+          for (int64_t k = 0; k < n; ++k) o[off[0] + k] = converting_cast<T>(in[off[1] + k]);
+        } else if (st[0] == 1 && st[1] == 0) {  // one value expanded (a sum's gradient): a fill
+          std::fill(o + off[0], o + off[0] + n, converting_cast<T>(in[off[1]]));
+        } else {
+          for (int64_t k = 0; k < n; ++k)
+            o[off[0] + k * st[0]] = converting_cast<T>(in[off[1] + k * st[1]]);
+        }
+      };
+      // Rows split across threads, but in order on one where a value may be refused (a NaN to
+      // int64): the error then names the first such value.
+      if constexpr (std::is_same_v<T, int64_t> && std::is_floating_point_v<S>)
+        detail::for_each_row<2>(shape(), {out.strides(), strides()}, convert_row);
+      else
+        detail::parallel_for_each_row<2>(shape(), {out.strides(), strides()}, convert_row);
     });
   });
   const DType source = dtype();

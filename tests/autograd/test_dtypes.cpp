@@ -101,6 +101,14 @@ TEST_CASE("to(dtype) is differentiable between float32 and float64, and refuses 
     CHECK_FALSE(x.to(float32).requires_grad());
   }
   CHECK(x.detach().to(bool_).to_vector<bool>() == std::vector<bool>{true, true, true});
+
+  // A sum's gradient, one value expanded, is converted as it is (a fill): the bits of the same
+  // gradient written out first. Through a transposed view too.
+  Tensor w = (randn({5, 7}, float64) * 3.0).requires_grad_();  // (5, 7)
+  Tensor v = w.detach().requires_grad_();
+  sum(w.transpose(0, 1).to(float32)).backward();
+  sum(mul(v.transpose(0, 1).to(float32), ones({7, 5}))).backward();
+  CHECK(w.grad().to_vector<double>() == v.grad().to_vector<double>());
 }
 
 TEST_CASE("integers carry no gradient", "[dtype][autograd]") {
