@@ -526,6 +526,75 @@ TEST_CASE("an element's exp does not depend on the other elements of its vector"
 }
 
 namespace {
+// log of one copy at the edges: libm's value at ±0 (−inf), +inf (+inf), the negatives and NaN
+// (NaN), 1 (exactly 0), the extremes of the normal range; within 1 ulp over the subnormals.
+template <class T>
+void check_log_edges(vec::Capability capability) {
+  const vec::Functions<T>& f = vec::functions_for(capability, T());
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  const std::vector<T> x = {T(0), T(-0.0), inf, -inf, nan, T(-1), T(-1e-30), T(1),
+      std::numeric_limits<T>::min(), std::numeric_limits<T>::max(),
+      std::numeric_limits<T>::denorm_min()};
+  std::vector<T> y(x.size());
+  f.log(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO(vec::capability_name(capability)
+         << (sizeof(T) == 4 ? " float32" : " float64") << " x = " << static_cast<double>(x[i]));
+    const T expected = static_cast<T>(std::log(static_cast<Real>(x[i])));
+    if (std::isnan(expected))
+      CHECK(std::isnan(y[i]));
+    else if (std::isinf(expected) || expected == 0)
+      CHECK(y[i] == expected);
+    else
+      CHECK(
+          std::fabs(static_cast<Real>(y[i]) - static_cast<Real>(expected)) <= ulp_of<T>(expected));
+  }
+  const Real subnormal_error = unary_error<T>(f.log,
+      log_sweep<T>(static_cast<Real>(std::numeric_limits<T>::denorm_min()),
+          static_cast<Real>(std::numeric_limits<T>::min()), 20001),
+      [](Real v) { return std::log(v); });
+  INFO(vec::capability_name(capability)
+       << (sizeof(T) == 4 ? " float32" : " float64") << " log of the subnormals");
+  CHECK(subnormal_error <= 1);
+}
+}  // namespace
+
+TEST_CASE("every copy's log at the edges: zeros, infinities, negatives, NaN, subnormals",
+    "[vector_math]") {
+  for (vec::Capability capability : supported_copies()) {
+    check_log_edges<float>(capability);
+    check_log_edges<double>(capability);
+  }
+}
+
+TEST_CASE("an element's log does not depend on the other elements of its vector", "[vector_math]") {
+  // The AVX2 copy's float32 log takes a shorter path where every lane is a positive normal float,
+  // and scales subnormals and sorts out special values where a lane is not: both must give an
+  // element the same bits. Every point of a dense sweep over the normal floats is taken alone and
+  // beside a zero, a negative, an infinity, a NaN or a subnormal.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> spoilers = {
+      0.0f, -1.0f, inf, std::numeric_limits<float>::quiet_NaN(), 1e-40f, -0.0f, -inf};
+  std::vector<float> x = log_sweep<float>(static_cast<Real>(std::numeric_limits<float>::min()),
+      static_cast<Real>(std::numeric_limits<float>::max()), 193'000);
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (vec::Capability capability : supported_copies()) {
+    const vec::Functions<float>& f = vec::functions_for(capability, 0.0f);
+    std::vector<float> alone(x.size()), beside(x.size()), mixed = x;
+    f.log(x.data(), alone.data(), n);
+    // Every 16th element (a lane of every vector, at AVX-512's width too) a special value.
+    for (std::size_t i = 0; i < mixed.size(); i += 16)
+      mixed[i] = spoilers[(i / 16) % spoilers.size()];
+    f.log(mixed.data(), beside.data(), n);
+    int64_t differing = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (i % 16 != 0 && std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) ++differing;
+    INFO(vec::capability_name(capability));
+    CHECK(differing == 0);
+  }
+}
+
+namespace {
 // Each activation ag computes with the vectorised functions, as an op.
 std::vector<std::pair<std::string, std::function<ag::Tensor(const ag::Tensor&)>>> activations() {
   return {{"exp", [](const ag::Tensor& x) { return ag::exp(x); }},
