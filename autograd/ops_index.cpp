@@ -40,6 +40,36 @@ AG_TARGET_CLONES bool all_in_range(const int64_t* v, int64_t n, int64_t size) {
   return !outside;
 }
 
+// o[k] = row[p[k]] for k < n, checking each position as it is read (one pass over p, where a
+// check before the copy would be a second): whether every p[k] is in [0, size). A position outside
+// reads row[0] instead, so that no read leaves the row; the caller then discards o.
+template <class T>
+[[gnu::always_inline]] inline bool pick_row_checked_impl(const T* __restrict row,
+    const int64_t* __restrict p, T* __restrict o, int64_t n, int64_t size) {
+  bool outside = false;
+  for (int64_t k = 0; k < n; ++k) {
+    const uint64_t position = static_cast<uint64_t>(p[k]);  // a negative one is huge
+    const bool inside = position < static_cast<uint64_t>(size);
+    outside |= !inside;
+    o[k] = row[inside ? position : 0];
+  }
+  return !outside;
+}
+AG_TARGET_CLONES bool pick_row_checked(
+    const float* row, const int64_t* p, float* o, int64_t n, int64_t size) {
+  return pick_row_checked_impl(row, p, o, n, size);
+}
+AG_TARGET_CLONES bool pick_row_checked(
+    const double* row, const int64_t* p, double* o, int64_t n, int64_t size) {
+  return pick_row_checked_impl(row, p, o, n, size);
+}
+bool pick_row_checked(const int64_t* row, const int64_t* p, int64_t* o, int64_t n, int64_t size) {
+  return pick_row_checked_impl(row, p, o, n, size);
+}
+bool pick_row_checked(const bool* row, const int64_t* p, bool* o, int64_t n, int64_t size) {
+  return pick_row_checked_impl(row, p, o, n, size);
+}
+
 // The rows of an index of shape `index_shape` (m dims) along its last dim, n = index_shape[m − 1]
 // elements each, for rows r in [begin, end) in row-major order: calls row(r, x_base, other_base)
 // with
@@ -82,8 +112,9 @@ void for_each_index_row(const Shape& index_shape, const Shape& x_strides, int64_
 // x_shape (its own, or [1] for a 0-dim x): a new tensor of index_shape and x's dtype (any dtype:
 // values are only moved). Errors name `op`. The positions are checked as they are read, row by
 // row (a separate pass would read them all from memory once more): if one is outside
-// [0, x_shape[dim]), its row is not read and the result is an undefined tensor, for the caller to
-// name the bad position.
+// [0, x_shape[dim]), the result is an undefined tensor, for the caller to name the bad position.
+// Along the last dim the check and the copy are one loop (pick_row_checked), elsewhere a row is
+// checked before it is copied; no read leaves x either way.
 Tensor pick_along(const Tensor& x, const Shape& x_shape, int64_t dim, const Shape& index_shape,
     std::span<const int64_t> pos, const char* op) {
   Tensor out = detail::empty(index_shape, x.dtype(), op);
@@ -103,15 +134,17 @@ Tensor pick_along(const Tensor& x, const Shape& x_shape, int64_t dim, const Shap
       for_each_index_row(index_shape, x_strides, dim, out_strides, begin, end,
           [&](int64_t r, int64_t x_base, int64_t out_base) {
             const int64_t* p = pos.data() + r * n;
+            T* o = dst + out_base;
+            if (dim == last) {  // (an empty dim has no element to read: every position is bad)
+              if (x_shape[dim] == 0 || !pick_row_checked(src + x_base, p, o, n, x_shape[dim]))
+                outside.store(true, std::memory_order_relaxed);
+              return;
+            }
             if (!all_in_range(p, n, x_shape[dim])) {
               outside.store(true, std::memory_order_relaxed);
               return;
             }
-            T* o = dst + out_base;
-            if (dim == last)
-              for (int64_t k = 0; k < n; ++k) o[k] = src[x_base + p[k]];
-            else
-              for (int64_t k = 0; k < n; ++k) o[k] = src[x_base + k + p[k] * along];
+            for (int64_t k = 0; k < n; ++k) o[k] = src[x_base + k + p[k] * along];
           });
     });
   });

@@ -132,6 +132,11 @@ TEST_CASE("gather refuses bad indices, naming the op, shapes and values", "[ops_
   CHECK_THROWS_MATCHES(gather(x, 2, zeros({1, 1}, int64)), ShapeError, WhatContains({"gather"}));
   CHECK_THROWS_MATCHES(
       gather(x, 0, zeros({1, 1}, bool_)), DTypeError, WhatContains({"gather", "bool", "int64"}));
+  // An empty dim has no position to name: every index value is bad (and no element is read).
+  CHECK_THROWS_MATCHES(gather(zeros({2, 0}), 1, zeros({2, 3}, int64)), ShapeError,
+      WhatContains({"gather", "index value 0", "dim 1", "[2,0]"}));
+  CHECK_THROWS_MATCHES(gather(zeros({0, 2}), 0, zeros({3, 2}, int64)), ShapeError,
+      WhatContains({"gather", "index value 0", "dim 0", "[0,2]"}));
 }
 
 // ---- cumsum -------------------------------------------------------------------------------------
