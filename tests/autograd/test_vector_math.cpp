@@ -494,6 +494,30 @@ TEST_CASE("a vectorised function's result for an element does not depend on wher
   }
 }
 
+namespace {
+// For every copy: how many points of x get other bits from `function` (a member of Functions,
+// such as &Functions<float>::exp) when every 16th element (a lane of every vector, at AVX-512's
+// width too) is replaced by one of `spoilers` — the points' own results taken alone, then beside
+// the spoilers. A copy whose paths for whole vectors and for mixed ones differ gives some.
+void check_lanes_independent(vec::UnaryFn<float> vec::Functions<float>::*function,
+    const std::vector<float>& x, const std::vector<float>& spoilers) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (vec::Capability capability : supported_copies()) {
+    const vec::UnaryFn<float> f = vec::functions_for(capability, 0.0f).*function;
+    std::vector<float> alone(x.size()), beside(x.size()), mixed = x;
+    f(x.data(), alone.data(), n);
+    for (std::size_t i = 0; i < mixed.size(); i += 16)
+      mixed[i] = spoilers[(i / 16) % spoilers.size()];
+    f(mixed.data(), beside.data(), n);
+    int64_t differing = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (i % 16 != 0 && std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) ++differing;
+    INFO(vec::capability_name(capability));
+    CHECK(differing == 0);
+  }
+}
+}  // namespace
+
 TEST_CASE("an element's exp does not depend on the other elements of its vector", "[vector_math]") {
   // The AVX2 copy's float32 exp scales by 2^n with one integer add where every lane's n =
   // round(x / ln 2) is in [−125, 127], and takes the clamp and two-step scaling where a lane's is
@@ -508,21 +532,7 @@ TEST_CASE("an element's exp does not depend on the other elements of its vector"
     const float edge = static_cast<float>(half_integer * std::log(2.0L));
     for (float v : {std::nextafter(edge, -inf), edge, std::nextafter(edge, inf)}) x.push_back(v);
   }
-  const int64_t n = static_cast<int64_t>(x.size());
-  for (vec::Capability capability : supported_copies()) {
-    const vec::Functions<float>& f = vec::functions_for(capability, 0.0f);
-    std::vector<float> alone(x.size()), beside(x.size()), mixed = x;
-    f.exp(x.data(), alone.data(), n);
-    // Every 16th element (a lane of every vector, at AVX-512's width too) out of range.
-    for (std::size_t i = 0; i < mixed.size(); i += 16)
-      mixed[i] = spoilers[(i / 16) % spoilers.size()];
-    f.exp(mixed.data(), beside.data(), n);
-    int64_t differing = 0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (i % 16 != 0 && std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) ++differing;
-    INFO(vec::capability_name(capability));
-    CHECK(differing == 0);
-  }
+  check_lanes_independent(&vec::Functions<float>::exp, x, spoilers);
 }
 
 namespace {
@@ -577,21 +587,7 @@ TEST_CASE("an element's log does not depend on the other elements of its vector"
       0.0f, -1.0f, inf, std::numeric_limits<float>::quiet_NaN(), 1e-40f, -0.0f, -inf};
   std::vector<float> x = log_sweep<float>(static_cast<Real>(std::numeric_limits<float>::min()),
       static_cast<Real>(std::numeric_limits<float>::max()), 193'000);
-  const int64_t n = static_cast<int64_t>(x.size());
-  for (vec::Capability capability : supported_copies()) {
-    const vec::Functions<float>& f = vec::functions_for(capability, 0.0f);
-    std::vector<float> alone(x.size()), beside(x.size()), mixed = x;
-    f.log(x.data(), alone.data(), n);
-    // Every 16th element (a lane of every vector, at AVX-512's width too) a special value.
-    for (std::size_t i = 0; i < mixed.size(); i += 16)
-      mixed[i] = spoilers[(i / 16) % spoilers.size()];
-    f.log(mixed.data(), beside.data(), n);
-    int64_t differing = 0;
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (i % 16 != 0 && std::memcmp(&alone[i], &beside[i], sizeof(float)) != 0) ++differing;
-    INFO(vec::capability_name(capability));
-    CHECK(differing == 0);
-  }
+  check_lanes_independent(&vec::Functions<float>::log, x, spoilers);
 }
 
 namespace {
