@@ -564,7 +564,7 @@ Tensor clone(const Tensor& x) {
 // float64 it is differentiable, as PyTorch's: y = x in the target's precision, so ∂L/∂x is ∂L/∂y
 // converted back to x's dtype (float64 → float32 rounds the gradient, as the forward rounded x).
 // A conversion to or from int64 or bool has no gradient: PyTorch's result then silently stops
-// requiring grad; ag refuses (check_to_differentiable, below).
+// requiring grad; ag refuses (check_to_differentiable, above).
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   AG_PROFILE_OP(Op::to);
