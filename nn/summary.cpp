@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <sstream>
 
 #include "autograd/ops.h"
@@ -75,6 +76,11 @@ double norm_of(const std::vector<double>& partials) {
 std::string summary(const Module& module) {
   Table table({"module", "type", "own parameters", "own", "with children"},
       {false, false, false, true, true});
+  // A tied tensor (nanoGPT's lm_head.weight = wte.weight) is a parameter of each module that holds
+  // it, and each row counts it; the total counts it once, under the name it is listed by first.
+  std::map<const void*, std::string> first_name;
+  for (const auto& [name, p] : module.named_parameters()) first_name.emplace(p.identity(), name);
+  std::vector<std::string> ties;  // "lm_head.weight is wte.weight"
   // Depth first, parents before children, in registration order — the order of named_parameters.
   std::function<void(const std::string&, const Module&)> visit = [&](const std::string& name,
                                                                      const Module& m) {
@@ -86,6 +92,12 @@ std::string summary(const Module& module) {
       if (param_name.find('.') != std::string::npos) continue;
       own_list += (own_list.empty() ? "" : ", ") + param_name + " " + shape_str(p.shape());
       own += p.numel();
+      const std::string full_name = name.empty() ? param_name : name + "." + param_name;
+      const std::string& first = first_name.at(p.identity());
+      if (first != full_name) {
+        own_list += " (= " + first + ")";
+        ties.push_back(full_name + " is " + first);
+      }
     }
     table.add({name.empty() ? "(root)" : name, m.type_name(), own_list.empty() ? "-" : own_list,
         with_commas(own), with_commas(m.num_parameters())});
@@ -101,6 +113,7 @@ std::string summary(const Module& module) {
     persistent_elements += b.numel();
   std::string out = module.type_name() + " summary\n" + table.str();
   out += "total parameters: " + with_commas(module.num_parameters()) + "\n";
+  for (const std::string& tie : ties) out += "tied: " + tie + " (counted once in the total)\n";
   out += "buffer elements (not trained): " + with_commas(persistent_elements) + " persistent, " +
          with_commas(buffer_elements - persistent_elements) +
          " computed by the module (not persistent)\n";

@@ -17,7 +17,9 @@ std::string with_commas(int64_t n);
 // named_parameters): its dotted name ("(root)" for `module` itself), its type, its own parameters
 // with their shapes, its own parameter count and the count of its whole subtree; then the total
 // (equal to module.num_parameters()) and the number of buffer elements (saved but not trained,
-// such as the positional encoding table). Deterministic text:
+// such as the positional encoding table). A tied tensor (nanoGPT's lm_head.weight = wte.weight)
+// is each holder's own parameter, marked "(= wte.weight)" after the first, and counted once in
+// the total; a line after the total names each tie. Deterministic text:
 //
 //   module           type                 own parameters             own  with children
 //   (root)           MultiHeadAttention   -                            0         40,000

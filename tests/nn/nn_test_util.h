@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -175,6 +176,16 @@ inline std::vector<Tensor> with_parameters(
   for (const Tensor& p : module.parameters()) inputs.push_back(p);
   return inputs;
 }
+
+// nanoGPT's weight tying in miniature: a token table and an output layer sharing one matrix.
+struct TiedLM : ag::nn::Module {
+  std::shared_ptr<ag::nn::Embedding> wte =
+      register_module("wte", std::make_shared<ag::nn::Embedding>(5, 3));
+  std::shared_ptr<ag::nn::Linear> lm_head =
+      register_module("lm_head", std::make_shared<ag::nn::Linear>(3, 5, /*bias=*/false));
+  TiedLM() { lm_head->weight = wte->weight; }  // nanoGPT: self.transformer.wte.weight = ...
+  std::string type_name() const override { return "TiedLM"; }
+};
 
 }  // namespace nn_test
 

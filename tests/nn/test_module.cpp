@@ -433,17 +433,7 @@ TEST_CASE("python_float writes floats as Python's repr does", "[nn][module][repr
 
 // ---- parameter sharing (the own-model issue: tying done right) ---------------------------------
 
-namespace {
-// nanoGPT's weight tying in miniature: a token table and an output layer sharing one matrix.
-struct TiedLM : nn::Module {
-  std::shared_ptr<nn::Embedding> wte =
-      register_module("wte", std::make_shared<nn::Embedding>(5, 3));
-  std::shared_ptr<nn::Linear> lm_head =
-      register_module("lm_head", std::make_shared<nn::Linear>(3, 5, /*bias=*/false));
-  TiedLM() { lm_head->weight = wte->weight; }  // nanoGPT: self.transformer.wte.weight = ...
-  std::string type_name() const override { return "TiedLM"; }
-};
-}  // namespace
+using nn_test::TiedLM;  // nanoGPT's weight tying in miniature (nn_test_util.h)
 
 TEST_CASE("assigning one layer's parameter to another's member ties them: one parameter",
     "[nn][module][sharing]") {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -48,6 +49,25 @@ std::pair<int64_t, int64_t> counts_of(const std::string& line) {
 }
 
 }  // namespace
+
+TEST_CASE("summary marks a tied weight in each holder's row and counts it once in the total",
+    "[nn][summary][sharing]") {
+  nn_test::TiedLM m;  // lm_head.weight = wte.weight, (5, 3)
+  const std::string text = nn::summary(m);
+  INFO(text);
+  std::istringstream lines(text);
+  std::map<std::string, std::string> row;  // first word -> line
+  for (std::string line; std::getline(lines, line);) row[line.substr(0, line.find(' '))] = line;
+  CHECK(counts_of(row.at("(root)")) == std::pair<int64_t, int64_t>{0, 15});
+  CHECK(counts_of(row.at("wte")) == std::pair<int64_t, int64_t>{15, 15});
+  CHECK_THAT(row.at("wte"), !Contains("(="));
+  CHECK(counts_of(row.at("lm_head")) == std::pair<int64_t, int64_t>{15, 15});  // its own weight
+  CHECK_THAT(row.at("lm_head"), Contains("weight [5,3] (= wte.weight)"));
+  CHECK_THAT(text, Contains("total parameters: 15\n"
+                            "tied: lm_head.weight is wte.weight (counted once in the total)\n"));
+  // An untied model has no such line.
+  CHECK_THAT(nn::summary(small_encoder()), !Contains("tied:"));
+}
 
 TEST_CASE("summary lists every module with its own parameters and the total", "[nn][summary]") {
   ag::manual_seed(0);
