@@ -121,8 +121,9 @@ template <class Term>
 // four partial sums of row_sum and the element loops run four doubles at a time. Every sum's order
 // is the portable copy's, and so is every element's arithmetic in the AVX2 copy: the same bits.
 // The AVX-512 copy fuses the double multiply-adds ((x − μ)² into Σ, x̂ · w + b; target_clones.h),
-// which can move a double's last bit and, rarely, a float32 result's. (Not in an anonymous
-// namespace, which target clones do not support everywhere.)
+// which can move a double's last bit and, rarely, a float32 result's. In every copy, a row gets the
+// same bits whichever rows are around it (the group functions take the leftover rows too). (Not in
+// an anonymous namespace, which target clones do not support everywhere.)
 //
 // The loops serve layer norm and RMSNorm alike: a null pmean means rows that are not centred
 // (RMSNorm: μ = 0, and nothing to save), a null pb no bias.
@@ -205,9 +206,11 @@ template <class T, class W>
 //
 // The sums are row_sum's, in its order, for G rows at once. One row's sum is a chain of N / 4
 // dependent vector adds, each waiting for the last to finish (4 cycles), which leaves the core
-// mostly idle; G rows' chains are independent, so it overlaps them. The bits are layer_norm_row's:
-// the same adds in the same order, and no tail (N % 4 elements, where the compilers fuse a
-// multiply-add or not depending on the code around it: such rows take layer_norm_row).
+// mostly idle; G rows' chains are independent, so it overlaps them. The bits are layer_norm_row's
+// in the AVX2 and portable copies: the same adds in the same order, and no tail (N % 4 elements,
+// where the compilers fuse a multiply-add or not depending on the code around it: such rows take
+// layer_norm_row). The AVX-512 copy may fuse differently here and there, so the rows a group
+// leaves over take this function too, with G = 1.
 template <int64_t G, class T>
 [[gnu::always_inline]] inline void layer_norm_row_group(const double* __restrict x_rows,
     const double* __restrict w, const double* __restrict b, T* __restrict py,
@@ -273,7 +276,9 @@ template <class T>
   for (; r + kRowGroup <= end; r += kRowGroup)
     layer_norm_row_group<kRowGroup>(
         in_double(px + r * N, kRowGroup * N, x_group), w, b, py, pmean, prstd, r, N, eps);
-  for (; r < end; ++r) layer_norm_row(px, w, b, py, pmean, prstd, r, N, eps);
+  // the rows left over, one at a time by the same code (see layer_norm_backward_rows_impl)
+  for (; r < end; ++r)
+    layer_norm_row_group<1>(in_double(px + r * N, N, x_group), w, b, py, pmean, prstd, r, N, eps);
 }
 AG_TARGET_CLONES void layer_norm_rows(const float* px, const float* pw, const float* pb, float* py,
     double* pmean, double* prstd, int64_t begin, int64_t end, int64_t N, double eps) {
@@ -336,7 +341,11 @@ template <bool Centered, int64_t G, class T>
     T* dx_row = pdx + (r + k) * N;
     for (int64_t i = 0; i < N; ++i) {
       const double g_hat = g_row[i] * w[i];
-      dx_row[i] = static_cast<T>(s * (g_hat - mean_g_hat[k] - x_hat_row[i] * mean_g_hat_x_hat[k]));
+      if constexpr (Centered)
+        dx_row[i] =
+            static_cast<T>(s * (g_hat - mean_g_hat[k] - x_hat_row[i] * mean_g_hat_x_hat[k]));
+      else
+        dx_row[i] = static_cast<T>(s * (g_hat - x_hat_row[i] * mean_g_hat_x_hat[k]));
     }
   }
 }
@@ -412,22 +421,24 @@ template <class T>
   const double* g_shared = g_row_stride == 0 ? in_double(pg, N, scratch.get() + N) : nullptr;
   double* x_hat = scratch.get() + 2 * N;
   double* g_group = x_hat + kRowGroup * N;
-  int64_t r = begin;
-  for (; r + kRowGroup <= end; r += kRowGroup) {
-    normalized_rows(px, pmean, prstd, x_hat, r, kRowGroup, N);
+  // G rows from row r: a group, or the rows left over one at a time (G = 1) by the same code. (The
+  // AVX-512 copy fuses multiply-adds, and where it fuses which can differ between two functions
+  // of the same formulas — layer_norm_dx_row's and the group's gave RMSNorm's float64 dx other
+  // last bits — so that a row's bits would depend on whether it fell in a group.)
+  auto rows = [&]<int64_t G>(int64_t r) {
+    normalized_rows(px, pmean, prstd, x_hat, r, G, N);
     // g's rows are contiguous when they are not one shared row
-    const double* g = g_shared ? g_shared : in_double(pg + r * N, kRowGroup * N, g_group);
+    const double* g = g_shared ? g_shared : in_double(pg + r * N, G * N, g_group);
     const int64_t g_stride = g_shared ? 0 : N;
     if (pdx && pmean)
-      layer_norm_dx_row_group<true, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+      layer_norm_dx_row_group<true, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
     else if (pdx)
-      layer_norm_dx_row_group<false, kRowGroup>(x_hat, w, g, g_stride, prstd, pdx, r, N);
-    add_column_terms<kRowGroup>(x_hat, g, g_stride, pdw, pdb, N);
-  }
-  for (; r < end; ++r) {
-    if (pdx) layer_norm_dx_row(px, w, pg, pmean, prstd, pdx, r, N, g_row_stride);
-    add_row_column_terms(px, pg, pmean, prstd, pdw, pdb, r, N, g_row_stride);
-  }
+      layer_norm_dx_row_group<false, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+    add_column_terms<G>(x_hat, g, g_stride, pdw, pdb, N);
+  };
+  int64_t r = begin;
+  for (; r + kRowGroup <= end; r += kRowGroup) rows.template operator()<kRowGroup>(r);
+  for (; r < end; ++r) rows.template operator()<1>(r);
 }
 AG_TARGET_CLONES void layer_norm_backward_rows(const float* px, const float* pw, const float* pg,
     const double* pmean, const double* prstd, float* pdx, double* pdw, double* pdb, int64_t begin,

@@ -145,12 +145,14 @@ TEST_CASE(
 
 TEST_CASE(
     "layer_norm and rms_norm give a row the same bits alone or among other rows", "[layer_norm]") {
-  // ops_norm.cpp sums four rows at once where N is a multiple of 4 and takes the rest one by one:
-  // each row of a (35, N) input (eight groups of four, then three alone) must match the row
-  // normalised by itself, forward and backward (dx), to the last bit; N = 64 and N = 10 (no
-  // groups).
+  // ops_norm.cpp sums four rows at once where N is a multiple of 4 (up to 8192) and takes the rest
+  // one by one: each row of a (35, N) input (eight groups of four, then three alone) must match
+  // the row normalised by itself, forward and backward (dx), to the last bit; N = 4 to 500, and
+  // 10 and 8196 (no groups). On AVX-512, RMSNorm's float64 dx of the three rows left over once
+  // differed in the last bit.
   for (DType dtype : {float32, float64})
-    for (int64_t N : {int64_t{64}, int64_t{10}}) {
+    for (int64_t N :
+        {int64_t{4}, int64_t{12}, int64_t{64}, int64_t{500}, int64_t{10}, int64_t{8196}}) {
       INFO(dtype_name(dtype) << ", N " << N);
       Generator generator(31);
       const int64_t R = 35;
