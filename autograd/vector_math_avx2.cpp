@@ -58,12 +58,6 @@ struct Avx2Tails {
   }
 };
 
-// float32 log's polynomial: log(1 + f) = f − f²/2 + f³ · P(f) on f in [√½ − 1, √2 − 1], P of
-// degree 7, highest first, fitted by scripts/fit_log.py (relative error 6.4e−9 before float32's
-// roundings).
-inline constexpr float kLogfPoly[8] = {-0.0763449669f, 0.127615765f, -0.131601825f, 0.142017573f,
-    -0.166233569f, 0.200012267f, -0.250008196f, 0.333333313f};
-
 // SLEEF's functions, but float32's exp and log inlined (ag's own: SLEEF's are a call into libsleef
 // per 8 floats, and its 1-ulp log runs in double-float arithmetic); masked tails; and x·x − h in
 // one rounding, the exact error of h = x·x (Kernels::square_error).
@@ -115,7 +109,7 @@ struct Avx2Float : Avx2FloatSleef, Avx2Tails {
   static __m256 log_of_normal(__m256 x, __m256i extra_e) {
     const __m256i bits = _mm256_castps_si256(x);
     const __m256i e_bits =
-        _mm256_srai_epi32(_mm256_sub_epi32(bits, _mm256_set1_epi32(0x3f3504f3)), 23);
+        _mm256_srai_epi32(_mm256_sub_epi32(bits, _mm256_set1_epi32(kLogfSqrtHalfBits)), 23);
     const __m256 one_plus_f =
         _mm256_castsi256_ps(_mm256_sub_epi32(bits, _mm256_slli_epi32(e_bits, 23)));
     const __m256 e = _mm256_cvtepi32_ps(_mm256_add_epi32(e_bits, extra_e));
@@ -155,7 +149,7 @@ struct Avx2Float : Avx2FloatSleef, Avx2Tails {
         result, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), not_a_log);
   }
 
-  static constexpr float kRoundingShift = 12582912.0f;  // 1.5 · 2²³: its ulp is 1
+  static constexpr float kRoundingShift = kExpfRoundingShift;
   static constexpr int32_t kRoundingShiftBits = std::bit_cast<int32_t>(kRoundingShift);
 
   // x / ln 2 + 1.5 · 2²³, rounded once: 1.5 · 2²³ + n, n = round(x / ln 2)

@@ -13,7 +13,8 @@
 //
 // Each element's result depends only on that element and the copy picked: the same on any number of
 // threads and wherever the array starts. Copies for different instruction sets may differ in the
-// last bits (they fuse multiply-adds differently); each function's accuracy against libm in double
+// last bits (they fuse multiply-adds differently), except float32's exp and log, where the AVX-512
+// and AVX2 copies take the same steps; each function's accuracy against libm in double
 // precision is measured for every copy in tests/autograd/test_vector_math.cpp and listed in
 // docs/ops.md ("Accuracy of the elementwise math").
 //

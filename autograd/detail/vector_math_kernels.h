@@ -48,6 +48,17 @@ inline constexpr float kExpfPoly[6] = {0.000198527617612853646278381f,
     0.00139304355252534151077271f, 0.00833336077630519866943359f, 0.0416664853692054748535156f,
     0.166666671633720397949219f, 0.5f};
 
+// float32 log as the AVX-512 and AVX2 copies compute it: log x = e · ln 2 + log(1 + f), x = 2^e ·
+// (1 + f) with 1 + f in [√½, √2), and log(1 + f) = f − f²/2 + f³ · P(f), P of degree 7, highest
+// first, fitted by scripts/fit_log.py (relative error 6.4e−9 before float32's roundings).
+inline constexpr float kLogfPoly[8] = {-0.0763449669f, 0.127615765f, -0.131601825f, 0.142017573f,
+    -0.166233569f, 0.200012267f, -0.250008196f, 0.333333313f};
+// The bits of √½ (0x3f3504f3): x's bits less these hold e in their exponent field.
+inline constexpr int32_t kLogfSqrtHalfBits = 0x3f3504f3;
+// 1.5 · 2²³, whose ulp is 1: x / ln 2 + kExpfRoundingShift, rounded once, holds n = round(x / ln 2)
+// in its low mantissa bits (while |x / ln 2| < 2²²), and less kExpfRoundingShift is n itself.
+inline constexpr float kExpfRoundingShift = 12582912.0f;
+
 template <class Isa>
 struct Kernels {
   using T = typename Isa::T;

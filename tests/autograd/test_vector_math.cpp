@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/detail/vector_math.h"
@@ -588,6 +590,47 @@ TEST_CASE("an element's log does not depend on the other elements of its vector"
   std::vector<float> x = log_sweep<float>(static_cast<Real>(std::numeric_limits<float>::min()),
       static_cast<Real>(std::numeric_limits<float>::max()), 193'000);
   check_lanes_independent(&vec::Functions<float>::log, x, spoilers);
+}
+
+TEST_CASE("the AVX-512 and AVX2 copies give float32's exp and log the same bits", "[vector_math]") {
+  // Both copies take the same steps in the same order (vector_math_avx512.cpp), so that a model
+  // trains to the same bits on either kind of CPU as far as its exps and logs go. Every 251st float
+  // bit pattern (17 million, of every sign and binade, the special values among them), and where
+  // exp's n = round(x / ln 2) is closest to a tie: the floats nearest (n + ½) ln 2, n in
+  // [−151, 128], and the four on each side (a rounding of x / ln 2 before n's own moves n there).
+  if (!vec::supported(vec::Capability::avx512) || !vec::supported(vec::Capability::avx2)) {
+    WARN("this CPU does not run both the AVX-512 and the AVX2 copy: nothing to compare");
+    return;
+  }
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 251) {
+    const uint32_t pattern = static_cast<uint32_t>(bits);
+    float v;
+    std::memcpy(&v, &pattern, sizeof v);
+    x.push_back(v);
+  }
+  for (int n = -151; n <= 128; ++n) {
+    float v = static_cast<float>((n + 0.5L) * std::log(2.0L));
+    for (int step = 0; step < 4; ++step) v = std::nextafter(v, -INFINITY);
+    for (int step = 0; step < 9; ++step, v = std::nextafter(v, INFINITY)) x.push_back(v);
+  }
+  const int64_t count = static_cast<int64_t>(x.size());
+  for (auto [name, function] : {std::pair{"exp", &vec::Functions<float>::exp},
+           std::pair{"log", &vec::Functions<float>::log}}) {
+    std::vector<float> wide(x.size()), narrow(x.size());
+    (vec::functions_for(vec::Capability::avx512, 0.0f).*function)(x.data(), wide.data(), count);
+    (vec::functions_for(vec::Capability::avx2, 0.0f).*function)(x.data(), narrow.data(), count);
+    int64_t differing = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const bool both_nan = std::isnan(wide[i]) && std::isnan(narrow[i]);
+      if (!both_nan && std::memcmp(&wide[i], &narrow[i], sizeof(float)) != 0) {
+        if (differing++ < 5)
+          UNSCOPED_INFO(name << '(' << x[i] << "): AVX-512 " << wide[i] << ", AVX2 " << narrow[i]);
+      }
+    }
+    INFO(name << " over " << count << " floats");
+    CHECK(differing == 0);
+  }
 }
 
 namespace {
