@@ -401,6 +401,24 @@ template <class T>
     for (int64_t i = 0; i < N; ++i) pdb[i] += double(g_row[i]);
 }
 
+// Rows [r, r + G) of the backward, for N a multiple of 4: their x̂ into x_hat and their g in double
+// into g_group (unless g is one shared row, g_shared), then dx (when pdx is not null) and the rows'
+// terms of the column sums (into pdw and pdb, when not null). w in double.
+template <int64_t G, class T>
+[[gnu::always_inline]] inline void layer_norm_backward_row_group(const T* px, const T* pg,
+    const double* pmean, const double* prstd, T* pdx, double* pdw, double* pdb, const double* w,
+    const double* g_shared, double* x_hat, double* g_group, int64_t r, int64_t N) {
+  normalized_rows(px, pmean, prstd, x_hat, r, G, N);
+  // g's rows are contiguous when they are not one shared row
+  const double* g = g_shared ? g_shared : in_double(pg + r * N, G * N, g_group);
+  const int64_t g_stride = g_shared ? 0 : N;
+  if (pdx && pmean)
+    layer_norm_dx_row_group<true, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+  else if (pdx)
+    layer_norm_dx_row_group<false, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
+  add_column_terms<G>(x_hat, g, g_stride, pdw, pdb, N);
+}
+
 // Rows [begin, end) of the backward, kRowGroup at a time where group_rows(N), the others one by
 // one: dx (when pdx is not null), and the rows' terms of the column sums added into pdw and pdb
 // (when not null) in row order, while the rows are still in cache.
@@ -421,24 +439,18 @@ template <class T>
   const double* g_shared = g_row_stride == 0 ? in_double(pg, N, scratch.get() + N) : nullptr;
   double* x_hat = scratch.get() + 2 * N;
   double* g_group = x_hat + kRowGroup * N;
-  // G rows from row r: a group, or the rows left over one at a time (G = 1) by the same code. (The
-  // AVX-512 copy fuses multiply-adds, and where it fuses which can differ between two functions
-  // of the same formulas — layer_norm_dx_row's and the group's gave RMSNorm's float64 dx other
-  // last bits — so that a row's bits would depend on whether it fell in a group.)
-  auto rows = [&]<int64_t G>(int64_t r) {
-    normalized_rows(px, pmean, prstd, x_hat, r, G, N);
-    // g's rows are contiguous when they are not one shared row
-    const double* g = g_shared ? g_shared : in_double(pg + r * N, G * N, g_group);
-    const int64_t g_stride = g_shared ? 0 : N;
-    if (pdx && pmean)
-      layer_norm_dx_row_group<true, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
-    else if (pdx)
-      layer_norm_dx_row_group<false, G>(x_hat, w, g, g_stride, prstd, pdx, r, N);
-    add_column_terms<G>(x_hat, g, g_stride, pdw, pdb, N);
-  };
+  // The rows a group leaves over take the same code, one at a time (G = 1). (The AVX-512 copy
+  // fuses multiply-adds, and where it fuses can differ between two functions of the same formulas
+  // — layer_norm_dx_row's and the group's gave RMSNorm's float64 dx other last bits —, so that a
+  // row's bits would depend on whether it fell in a group.) Always inlined, as every helper here:
+  // a function left out of line is compiled for the portable target, not the clone's.
   int64_t r = begin;
-  for (; r + kRowGroup <= end; r += kRowGroup) rows.template operator()<kRowGroup>(r);
-  for (; r < end; ++r) rows.template operator()<1>(r);
+  for (; r + kRowGroup <= end; r += kRowGroup)
+    layer_norm_backward_row_group<kRowGroup>(
+        px, pg, pmean, prstd, pdx, pdw, pdb, w, g_shared, x_hat, g_group, r, N);
+  for (; r < end; ++r)
+    layer_norm_backward_row_group<1>(
+        px, pg, pmean, prstd, pdx, pdw, pdb, w, g_shared, x_hat, g_group, r, N);
 }
 AG_TARGET_CLONES void layer_norm_backward_rows(const float* px, const float* pw, const float* pg,
     const double* pmean, const double* prstd, float* pdx, double* pdw, double* pdb, int64_t begin,
