@@ -1,7 +1,9 @@
 // AG_TARGET_CLONES: compile a hot loop once per instruction set, the copy for this CPU picked when
 // the program loads (GCC ≥ 6, clang ≥ 14 on x86-64): AVX-512 and AVX2 process 16 and 8 floats at
 // once where the portable x86-64 build has SSE2's 4. Elsewhere it is empty (one portable copy).
-// Internal to ag's kernels.
+// Internal to ag's kernels. Only what is inlined into a kernel is compiled per instruction set: its
+// helpers are [[gnu::always_inline]], and tests/architecture/check_clone_calls.py fails on a copy
+// that calls one left out of line (compiled once, for the portable target).
 //
 // Rounding: GCC fuses a · b + c into one multiply-add (C++'s default -ffp-contract=fast) wherever
 // the instruction set has FMA, and its avx512f target has it where avx2 does not. So the AVX-512
