@@ -1,7 +1,7 @@
 // The row reductions of the kernels (autograd/detail/row_reductions.h) — max, sum and dot product
 // in lanes — give the bits of their definition for every row length: lane j takes elements j,
 // j + L, j + 2L, … in order from +0 (−inf for the max), and the lanes combine pairwise, j ⊕ j + L/2
-// halving down to lane 0. The kernels take the row's last partial vector in registers, padded with
+// halving down to lane 0 (L = 8; 32 for the max of a row of 64 elements or more). The kernels take the row's last partial vector in registers, padded with
 // +0 (−inf); this pins that the padding changes no result. Each reduction is compiled here once
 // per instruction set, as in the kernels, and the copy for this CPU runs.
 #include <catch2/catch.hpp>
@@ -96,7 +96,7 @@ TEMPLATE_TEST_CASE("the row reductions give their definition's bits for every le
   for (int trial = 0; trial < 6; ++trial) {
     // trial 0: normal values; 1: huge; 2: with specials; 3: signed zeros only; 4: all −inf;
     // 5: values whose sums round differently in every order
-    for (int64_t n = 0; n <= 70; ++n) {
+    for (int64_t n = 0; n <= 140; ++n) {
       // one element before the row and one after it, so that the row starts unaligned and a read
       // past its end would see a value that changes the result
       std::vector<T> x(static_cast<std::size_t>(n + 2)), y(x.size());
@@ -113,8 +113,11 @@ TEMPLATE_TEST_CASE("the row reductions give their definition's bits for every le
       const T* row = x.data() + 1;
       const T* other = y.data() + 1;
       INFO("trial " << trial << ", n " << n);
-      CHECK(same(max_of(row, n),
-          static_cast<T>(by_definition<ag::detail::kLanes, T>(n, -double(inf), Max<T>{row}))));
+      const double max_by_definition =
+          n < ag::detail::kLongRow
+              ? by_definition<ag::detail::kLanes, T>(n, -double(inf), Max<T>{row})
+              : by_definition<ag::detail::kLongRowLanes, T>(n, -double(inf), Max<T>{row});
+      CHECK(same(max_of(row, n), static_cast<T>(max_by_definition)));
       CHECK(same(sum_of(row, n), by_definition<ag::detail::kLanes, T>(n, 0.0, Sum<T>{row})));
       CHECK(same(sum16_of(row, n), by_definition<16, T>(n, 0.0, Sum<T>{row})));
       CHECK(same(
