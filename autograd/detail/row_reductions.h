@@ -2,11 +2,12 @@
 //
 // A loop `total += in[k]` is a chain of dependent additions: each waits for the last (4 cycles),
 // and the compiler may not reorder floating-point sums to vectorise it. These keep kLanes running
-// results instead (the max of a row of kLongRow elements or more: kLongRowLanes) — lane j takes elements j, j + kLanes, j + 2·kLanes, … — which the compiler
-// holds in vector registers, and combine them pairwise at the end: lane j ⊕ lane j + L/2 for the
-// L lanes, halving until lane 0 holds the result. The order is fixed by the row's length alone, so
-// the result does not depend on the thread count or on where the row lives
-// (tests/autograd/test_row_reductions.cpp holds each reduction to it).
+// results instead (the max of a row of kLongRow elements or more: kLongRowLanes) — lane j takes
+// elements j, j + kLanes, j + 2·kLanes, … — which the compiler holds in vector registers, and
+// combine them pairwise at the end: lane j ⊕ lane j + L/2 for the L lanes, halving until lane 0
+// holds the result. The order is fixed by the row's length alone, so the result does not depend on
+// the thread count or on where the row lives (tests/autograd/test_row_reductions.cpp holds each
+// reduction to it).
 #pragma once
 
 #include <algorithm>
@@ -117,6 +118,7 @@ template <class T>
 [[gnu::always_inline]] inline T row_max_lanes(const T* in, int64_t n) {
   return n < kLongRow ? row_max_in_vectors<1>(in, n) : row_max_in_vectors<4>(in, n);
 }
+
 // Σ f(k) over a row in double, in Lanes lanes (lane j: k = j, j + Lanes, …). The whole vectors
 // run as an array loop, `lanes[j] += f(i + j)`, which GCC vectorises well (its own conversions
 // of float to double); the last partial vector and the combining run on vectors of four doubles,

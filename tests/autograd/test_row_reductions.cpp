@@ -1,9 +1,10 @@
 // The row reductions of the kernels (autograd/detail/row_reductions.h) — max, sum and dot product
 // in lanes — give the bits of their definition for every row length: lane j takes elements j,
 // j + L, j + 2L, … in order from +0 (−inf for the max), and the lanes combine pairwise, j ⊕ j + L/2
-// halving down to lane 0 (L = 8; 32 for the max of a row of 64 elements or more). The kernels take the row's last partial vector in registers, padded with
-// +0 (−inf); this pins that the padding changes no result. Each reduction is compiled here once
-// per instruction set, as in the kernels, and the copy for this CPU runs.
+// halving down to lane 0 (L = 8; 32 for the max of a row of 64 elements or more). The kernels take
+// the row's last partial vector in registers, padded with +0 (−inf); this pins that the padding
+// changes no result. Each reduction is compiled here once per instruction set, as in the kernels,
+// and the copy for this CPU runs.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
