@@ -102,8 +102,8 @@ def main():
     else:
         with open(args.disassembly, encoding="utf-8") as f:
             lines = f.readlines()
-    copies = {FUNCTION.match(l).group(1) for l in lines
-              if FUNCTION.match(l) and CLONE.search(FUNCTION.match(l).group(1))}
+    functions = [header.group(1) for header in map(FUNCTION.match, lines) if header]
+    copies = {name for name in functions if CLONE.search(name)}
     problems = sorted({(copy, callee) for copy, callee in calls_of_clones(lines)
                        if offending(copy, callee)})
     for copy, callee in problems:
