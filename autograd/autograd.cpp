@@ -282,6 +282,7 @@ Node::~Node() {
   backward_ = nullptr;
   saved_.clear();
   pending_grad_ = Tensor();
+  pending_slices_.clear();
   if (!outermost) return;
   while (!nodes_to_delete.empty()) {
     std::shared_ptr<Node> node = std::move(nodes_to_delete.back());
@@ -352,6 +353,15 @@ Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs, Ba
 Tensor record(Op op, const Tensor& output, const std::vector<Tensor>& inputs,
     std::initializer_list<Tensor> saved, BackwardFn backward) {
   return record_node(op, {}, output, inputs, std::move(backward), saved);
+}
+
+void mark_slice_region(const Tensor& output, const Tensor& x, const SliceRegion& region) {
+  const std::shared_ptr<Node>& node = output.grad_fn();
+  const std::shared_ptr<Node>& x_node = x.grad_fn();
+  if (!node || node->op() != Op::slice || !x_node) return;  // x a leaf: backward's function
+  // The region is of x's shape, which is its node's output's.
+  if (x.shape() != x_node->output_shape() || x.dtype() != x_node->output_dtype()) return;
+  node->slice_region_ = region;
 }
 
 }  // namespace detail
@@ -459,8 +469,10 @@ bool reads_any_gradient_layout(Op op) {
   }
 }
 
-// Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient in ag
-// flows through here, so this is where a gradient of the wrong shape or dtype is caught.
+// Adds `grad` into `slot` (a node's pending gradient or a leaf's .grad). Every gradient a backward
+// function returns flows through here, so this is where a gradient of the wrong shape or dtype is
+// caught. (A slice's gradient, handed on by send_slice_gradient below, is its node's own, checked
+// here when the node received it.)
 // A receiver that reads any layout (above) keeps a strided gradient uncopied. A node's slot is
 // passed taken out of the node, so that it is the only reference when nothing else holds it.
 enum class Receiver { leaf, node, node_reading_any_layout };
@@ -495,6 +507,64 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor grad, const Shape& exp
     accumulated.add_(grad);
   else
     slot = add(accumulated, grad).impl_ptr();
+}
+
+// Whether the regions of `slices` cover a tensor of `shape` once each (split's pieces): each a
+// run of consecutive positions along one dim, the runs back to back from 0 to its end.
+bool slices_tile(
+    const std::vector<std::pair<Tensor, detail::SliceRegion>>& slices, const Shape& shape) {
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [start, end) along the dim
+  const int64_t dim = slices.front().second.dim;
+  for (const auto& [grad, region] : slices) {
+    if (region.dim != dim || (region.step != 1 && region.length > 1)) return false;
+    if (region.length > 0) runs.emplace_back(region.start, region.start + region.length);
+  }
+  std::sort(runs.begin(), runs.end());
+  int64_t covered = 0;
+  for (const auto& [start, end] : runs) {
+    if (start != covered) return false;
+    covered = end;
+  }
+  return covered == shape[static_cast<std::size_t>(dim)];
+}
+
+// The gradients slices of a node's output sent it (Node::pending_slices_), as one gradient of the
+// whole output in `pending` (undefined until now): each written into its region of a new tensor —
+// zeros first, unless the regions tile it — and added where regions overlap, in the order they
+// came.
+void write_pending_slices(Tensor& pending,
+    std::vector<std::pair<Tensor, detail::SliceRegion>>& slices, const Shape& shape, DType dtype) {
+  const bool tiled = slices_tile(slices, shape);
+  Tensor whole = tiled ? empty(shape, dtype) : zeros(shape, dtype);
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    const Tensor region = detail::slice_region_view(whole, slices[i].second);
+    if (tiled || i == 0)
+      detail::copy_into(region, slices[i].first);
+    else
+      region.add_(slices[i].first);
+  }
+  slices.clear();
+  pending = std::move(whole);
+}
+
+// Hands a slice's gradient `grad` to the node of the sliced tensor, with the slice's region: held
+// beside any other slices' until that node runs, or, where a gradient of the node's whole output
+// has come first, added into its region there (in place where that gradient is the node's own,
+// as accumulate below).
+void send_slice_gradient(Tensor& pending,
+    std::vector<std::pair<Tensor, detail::SliceRegion>>& slices, Tensor grad,
+    const detail::SliceRegion& region) {
+  if (!pending.defined()) {
+    slices.emplace_back(std::move(grad), region);
+    return;
+  }
+  Tensor whole = std::move(pending);
+  const bool owned = whole.impl_ptr().use_count() == 1 &&
+                     whole.impl_ptr()->storage.use_count() == 1 &&
+                     detail::has_distinct_elements(whole);
+  if (!owned) whole = clone(whole);
+  detail::slice_region_view(whole, region).add_(grad);
+  pending = std::move(whole);
 }
 
 // Runs the hooks registered on a tensor (Tensor::register_hook) on its gradient `grad`, each on
@@ -609,6 +679,12 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   try {
     for (std::size_t n = 0; n < nodes.size(); ++n) {
       const std::shared_ptr<Node>& node = nodes[n];
+      if (!node->pending_slices_.empty()) {
+        // Slices' gradients, written out as one: the time of slice's backward in a profile.
+        const profiler::detail::BackwardScope profile_scope(Op::slice);
+        write_pending_slices(
+            node->pending_grad_, node->pending_slices_, node->output_shape(), node->output_dtype());
+      }
       Tensor grad_output = std::move(node->pending_grad_);
       node->pending_grad_ = Tensor();
       if (grad_output.defined()) {
@@ -628,41 +704,54 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
         // While a profile records, the node's backward and the adding of its gradients into its
         // inputs' are one scope, "<op>_backward" (autograd/profiler.h).
         const profiler::detail::BackwardScope profile_scope(*node);
-        std::vector<bool> flags;
-        flags.reserve(node->inputs().size());
-        for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());
-        Grads grads = node->backward_(grad_output, NeedsGrad(std::move(flags)));
-        if (grads.size() != node->inputs().size())
-          fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
-              " gradients for ", node->inputs().size(), " inputs");
-        for (const BackwardObserver& observer : backward_observers)
-          observer(*node, grad_output, grads);
-        if (anomaly_mode_enabled) [[unlikely]]
-          check_backward_anomaly(*node, grads);
-        grad_output = Tensor();  // so a gradient passed through unchanged can be kept, not copied
-        for (std::size_t i = 0; i < grads.size(); ++i) {
-          const Edge& edge = node->inputs()[i];
-          if (!edge.needs_grad() || !grads[i].defined()) continue;
-          if (edge.node) {
-            std::shared_ptr<TensorImpl> slot =
-                edge.node->pending_grad_.defined() ? edge.node->pending_grad_.impl_ptr() : nullptr;
-            edge.node->pending_grad_ = Tensor();
-            accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
-                edge.node->output_dtype(), node->name(), i, edge.node->name(),
-                reads_any_gradient_layout(edge.node->op()) ? Receiver::node_reading_any_layout
-                                                           : Receiver::node);
-            edge.node->pending_grad_ = Tensor(slot);
-          } else if (edge.leaf->grad_hooks.empty()) {
-            accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                node->name(), i, "leaf", Receiver::leaf);
-            if (!last_sender.empty()) received.insert(edge.leaf.get());
-          } else {
-            auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
-                [&](const auto& entry) { return entry.first == edge.leaf; });
-            if (hooked == hooked_leaves.end())
-              hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
-            accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                node->name(), i, "leaf", Receiver::leaf);
+        const Edge* sliced = node->slice_region_ ? &node->inputs().front() : nullptr;
+        if (sliced && sliced->node && backward_observers.empty() && !anomaly_mode_enabled) {
+          // slice's backward, its zeros left out: the gradient goes to the sliced node, to be
+          // written into the region (Node::slice_region_). (Observers and anomaly mode see the
+          // backward function's gradient of the whole input instead.)
+          send_slice_gradient(sliced->node->pending_grad_, sliced->node->pending_slices_,
+              std::move(grad_output), *node->slice_region_);
+        } else {
+          std::vector<bool> flags;
+          flags.reserve(node->inputs().size());
+          for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());
+          Grads grads = node->backward_(grad_output, NeedsGrad(std::move(flags)));
+          if (grads.size() != node->inputs().size())
+            fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
+                " gradients for ", node->inputs().size(), " inputs");
+          for (const BackwardObserver& observer : backward_observers)
+            observer(*node, grad_output, grads);
+          if (anomaly_mode_enabled) [[unlikely]]
+            check_backward_anomaly(*node, grads);
+          grad_output = Tensor();  // so a gradient passed through unchanged can be kept, not copied
+          for (std::size_t i = 0; i < grads.size(); ++i) {
+            const Edge& edge = node->inputs()[i];
+            if (!edge.needs_grad() || !grads[i].defined()) continue;
+            if (edge.node) {
+              if (!edge.node->pending_slices_.empty())  // slices' gradients came first
+                write_pending_slices(edge.node->pending_grad_, edge.node->pending_slices_,
+                    edge.node->output_shape(), edge.node->output_dtype());
+              std::shared_ptr<TensorImpl> slot = edge.node->pending_grad_.defined()
+                                                     ? edge.node->pending_grad_.impl_ptr()
+                                                     : nullptr;
+              edge.node->pending_grad_ = Tensor();
+              accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
+                  edge.node->output_dtype(), node->name(), i, edge.node->name(),
+                  reads_any_gradient_layout(edge.node->op()) ? Receiver::node_reading_any_layout
+                                                             : Receiver::node);
+              edge.node->pending_grad_ = Tensor(slot);
+            } else if (edge.leaf->grad_hooks.empty()) {
+              accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
+                  node->name(), i, "leaf", Receiver::leaf);
+              if (!last_sender.empty()) received.insert(edge.leaf.get());
+            } else {
+              auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
+                  [&](const auto& entry) { return entry.first == edge.leaf; });
+              if (hooked == hooked_leaves.end())
+                hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
+              accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
+                  node->name(), i, "leaf", Receiver::leaf);
+            }
           }
         }
       }
@@ -693,7 +782,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     }
     run_queued_callbacks();
   } catch (...) {
-    for (const std::shared_ptr<Node>& node : nodes) node->pending_grad_ = Tensor();
+    for (const std::shared_ptr<Node>& node : nodes) {
+      node->pending_grad_ = Tensor();
+      node->pending_slices_.clear();
+    }
     throw;
   }
 }

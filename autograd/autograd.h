@@ -47,6 +47,17 @@ class NeedsGrad {
 // off, so it may use any ag op.
 using BackwardFn = std::function<Grads(const Tensor& grad_output, const NeedsGrad& needs)>;
 
+namespace detail {
+// The elements of a tensor that slice(x, dim, start, end, step) views: `length` positions along
+// `dim`, from `start`, `step` apart.
+struct SliceRegion {
+  int64_t dim, start, step, length;
+};
+// Marks the node of `output` = slice(x, region) (ops_shape.cpp) so that backward writes its
+// gradient straight into that region of x's gradient (run_backward). Nothing when x has no node.
+void mark_slice_region(const Tensor& output, const Tensor& x, const SliceRegion& region);
+}  // namespace detail
+
 struct Edge {
   std::shared_ptr<Node> node;        // the op that produced this input, or
   std::shared_ptr<TensorImpl> leaf;  // the leaf whose .grad receives the gradient
@@ -94,6 +105,7 @@ class Node {
 
  private:
   friend void run_backward(const Tensor&, const Tensor&, bool);
+  friend void detail::mark_slice_region(const Tensor&, const Tensor&, const detail::SliceRegion&);
   friend class Tensor;      // register_hook
   friend class HookHandle;  // remove
   Op op_;
@@ -106,6 +118,17 @@ class Node {
   std::vector<SavedVersion> saved_;  // what backward_ reads, checked before it runs
   bool released_ = false;
   Tensor pending_grad_;  // sum of the gradients received so far during a backward pass
+  // A slice's node whose input x is another node's output: the region of x its output views.
+  // Backward does not call its backward function (zeros of x's shape with the gradient written
+  // into the region) but hands the gradient to x's node, to be written into that region of x's
+  // gradient: split's pieces (nanoGPT's q, k, v) then fill one gradient, instead of each writing
+  // a tensor of x's shape that the engine adds up. (The same values, but that a −0 of the
+  // gradient stays −0, as in PyTorch's split, where adding the zeros made it +0.)
+  std::optional<detail::SliceRegion> slice_region_;
+  // Gradients received from slices of this node's output (above), each zero outside its region,
+  // in the order they came; written into pending_grad_ before this node runs, or before a
+  // gradient of the whole output is added to it.
+  std::vector<std::pair<Tensor, detail::SliceRegion>> pending_slices_;
   // Every input's rank followed by its dims, back to back (rank -1: an undefined input): one
   // allocation per node instead of one per input.
   std::vector<int64_t> input_dims_;

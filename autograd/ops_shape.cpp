@@ -275,20 +275,30 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::max(clamp(end), start);
   // ⌈(end − start) / step⌉, without the overflow of end − start + step − 1 for a huge step.
   const int64_t length = end == start ? 0 : (end - start - 1) / step + 1;
-  Shape shape = x.shape(), strides = x.strides();
-  shape[dim] = length;
-  // With 2 or more elements step < size, so the new stride stays within the old extent; with fewer
-  // it is never used (and stride · step could overflow).
-  if (length > 1) strides[dim] *= step;
-  Tensor out = detail::make_view(x, shape, strides, x.offset() + start * x.strides()[dim]);
+  const detail::SliceRegion region{dim, start, step, length};
+  Tensor out = detail::slice_region_view(x, region);
   // docs/ops.md, slice: zeros with g written into the slice
-  return detail::record(Op::slice, out, {x},
-      [shape = x.shape(), dim, start, end, step](const Tensor& g, const NeedsGrad&) -> Grads {
+  Tensor recorded = detail::record(
+      Op::slice, out, {x}, [shape = x.shape(), region](const Tensor& g, const NeedsGrad&) -> Grads {
         // Sliced-out elements get 0; the others their gradient
         Tensor grad = zeros(shape, g.dtype());
-        detail::copy_into(slice(grad, dim, start, end, step), g);
+        detail::copy_into(detail::slice_region_view(grad, region), g);
         return {grad};
       });
+  // Where x is another op's output, backward writes g into the region of x's gradient instead
+  // (autograd.h, Node::slice_region_), with the same values.
+  detail::mark_slice_region(recorded, x, region);
+  return recorded;
+}
+
+Tensor detail::slice_region_view(const Tensor& whole, const SliceRegion& region) {
+  Shape shape = whole.shape(), strides = whole.strides();
+  shape[region.dim] = region.length;
+  // With 2 or more elements step < size, so the new stride stays within the old extent; with fewer
+  // it is never used (and stride · step could overflow).
+  if (region.length > 1) strides[region.dim] *= region.step;
+  return detail::make_view(
+      whole, shape, strides, whole.offset() + region.start * whole.strides()[region.dim]);
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {

@@ -168,6 +168,12 @@ class BackwardScope {
                   ? open_named_scope(node.name(), /*backward=*/true, /*user_scope=*/false)
                   : open_scope(kNumOps + static_cast<int>(node.op()));
   }
+  // Op op's backward, done by the engine for several of its nodes at once (slices' gradients
+  // written into one: autograd.cpp).
+  explicit BackwardScope(Op op) {
+    if (g_recording.load(std::memory_order_relaxed)) [[unlikely]]
+      open_ = open_scope(kNumOps + static_cast<int>(op));
+  }
   ~BackwardScope() {
     if (open_) [[unlikely]]
       close_scope();

@@ -145,6 +145,11 @@ void fill_row(T* out, int64_t n, T value) {
 // dst[i] = src[i] for every index of dst's shape; src broadcasts to dst. Same dtype.
 void copy_into(const Tensor& dst, const Tensor& src);
 
+struct SliceRegion;  // autograd/autograd.h
+// The view of `whole` that a slice with `region` takes (ops_shape.cpp): where slice's gradient
+// goes in its input's.
+Tensor slice_region_view(const Tensor& whole, const SliceRegion& region);
+
 // A shape seen as a contiguous (outer, size, inner) block around `dim`: the ops that pick or
 // sum along one dim (index_select, gather, cumsum, topk) walk outer × size × inner.
 struct Around {
