@@ -26,9 +26,9 @@ namespace {
 using SlicedLoss = std::function<Tensor(const Tensor& w)>;
 
 struct Backward {
-  Tensor grad;                 // w's gradient
-  int64_t slice_calls = 0;     // "slice_backward" rows' calls in a profile of the backward
-  uint64_t slice_bytes = 0;    // and the bytes they asked for
+  Tensor grad;               // w's gradient
+  int64_t slice_calls = 0;   // "slice_backward" rows' calls in a profile of the backward
+  uint64_t slice_bytes = 0;  // and the bytes they asked for
 };
 
 // loss(w).backward() from a fresh leaf of seeded values; through slice's backward function where
