@@ -32,9 +32,8 @@ template <class T>
 [[gnu::always_inline]] inline T cross_entropy_row_impl(
     const T* x, T* p, int64_t V, int64_t target) {
   const T m = detail::row_max_lanes(x, V);
-  for (int64_t v = 0; v < V; ++v) p[v] = x[v] - m;
-  detail::vec::functions(T()).exp(p, p, V);          // e = exp(x − m)
-  const double total = detail::row_sum_lanes(p, V);  // Σ e
+  // e = exp(x − m) into p, and Σ e (as row_sum_lanes adds it), in one pass
+  const double total = detail::vec::functions(T()).exp_shifted_sum(x, m, p, V);
   const T inverse = static_cast<T>(1.0 / total);
   for (int64_t v = 0; v < V; ++v) p[v] *= inverse;  // softmax = e / Σ e
   return static_cast<T>(double(m) + std::log(total) - double(x[target]));

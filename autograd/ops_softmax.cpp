@@ -5,10 +5,11 @@
 // Softmax is taken as exp(x − m) / Σ exp(x − m) with m the maximum of the row (subtracting it
 // changes nothing mathematically and keeps exp from overflowing). Each row is computed in one
 // place, row_softmax below: m, then e = exp(x − m) once per element, written straight to the
-// output, then Σ e (in double) and a multiply by 1 / Σ e. The max and the sum run in lanes
+// output, and Σ e (in double), then a multiply by 1 / Σ e. The max and the sum run in lanes
 // (detail/row_reductions.h), so that neither is a chain of dependent operations.
-// float32 rows use the vectorised exp of vector_math.h (detail::exp_shifted_row: within 1 ulp of
-// the exact result); float64 rows keep std::exp, so the float64 gradchecks see full precision.
+// float32 rows use the vectorised exp of vector_math.h, which adds Σ e in the pass that computes
+// e (detail::exp_shifted_sum: each e within 1 ulp of the exact result, the sum row_sum_lanes'
+// bits); float64 rows keep std::exp, so the float64 gradchecks see full precision.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,9 +58,21 @@ template <class T>
   return std::isinf(m) && m < 0 ? T(0) : m;
 }
 
+// e = exp(x − m) into out[0, n), and Σ e in double with row_sum_lanes' bits: for float32 in the
+// pass that computes e (vector_math.h's exp_shifted_sum), for float64 after it.
+[[gnu::always_inline]] inline double exp_shifted_row_sum(
+    const float* in, float m, float* out, int64_t n) {
+  return detail::exp_shifted_sum(in, m, out, n);
+}
+[[gnu::always_inline]] inline double exp_shifted_row_sum(
+    const double* in, double m, double* out, int64_t n) {
+  exp_shifted_row(in, m, out, n);
+  return detail::row_sum_lanes(out, n);
+}
+
 // y = e / Σ e with e = exp(x − max x), over in[r][0, n[r]) into out[r][0, n[r]) for G rows (in
 // may be out: the max is taken first, and each e_k is computed from in[k] alone). The G rows go
-// step by step — their maxima, then their exps, then their sums and scalings — so that the CPU
+// step by step — their maxima, then their exps and sums, then their scalings — so that the CPU
 // overlaps their chains of dependent steps (the max's combining, the division by the sum), where
 // a short row (d2l's 10 keys) would wait on each in turn; each row rounds as it would alone.
 // Always inlined, here and above, into the copies per instruction set below.
@@ -68,11 +81,9 @@ template <int64_t G, class T>
     const T* const* in, T* const* out, const int64_t* n) {
   T m[G];
   for (int64_t r = 0; r < G; ++r) m[r] = row_max(in[r], n[r]);
-  for (int64_t r = 0; r < G; ++r)  // out = e = exp(x − m), one exp per element
-    exp_shifted_row(in[r], m[r], out[r], n[r]);
   T inverse[G];
-  for (int64_t r = 0; r < G; ++r)  // 1 / Σ e
-    inverse[r] = static_cast<T>(1.0 / detail::row_sum_lanes(out[r], n[r]));
+  for (int64_t r = 0; r < G; ++r)  // out = e = exp(x − m), one exp per element, and 1 / Σ e
+    inverse[r] = static_cast<T>(1.0 / exp_shifted_row_sum(in[r], m[r], out[r], n[r]));
   for (int64_t r = 0; r < G; ++r)
     for (int64_t k = 0; k < n[r]; ++k) out[r][k] *= inverse[r];  // y = e / Σ e
 }
@@ -85,8 +96,7 @@ template <class T>
 template <class T>
 [[gnu::always_inline]] inline void row_log_softmax(const T* in, T* out, int64_t n) {
   const T m = row_max(in, n);
-  exp_shifted_row(in, m, out, n);  // out = exp(x − m), only to be summed
-  const double total = detail::row_sum_lanes(out, n);
+  const double total = exp_shifted_row_sum(in, m, out, n);  // out = exp(x − m), only summed
   const double log_total = std::log(total);
   for (int64_t k = 0; k < n; ++k) out[k] = static_cast<T>(double(in[k] - m) - log_total);
 }

@@ -134,4 +134,8 @@ void exp_shifted(const float* in, float shift, float* out, int64_t n) {
   vec::functions(0.0f).exp_shifted(in, shift, out, n);
 }
 
+double exp_shifted_sum(const float* in, float shift, float* out, int64_t n) {
+  return vec::functions(0.0f).exp_shifted_sum(in, shift, out, n);
+}
+
 }  // namespace ag::detail

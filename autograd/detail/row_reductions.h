@@ -119,6 +119,15 @@ template <class T>
   return n < kLongRow ? row_max_in_vectors<1>(in, n) : row_max_in_vectors<4>(in, n);
 }
 
+// Lanes 4·q + j (q < Fours) held as sums[q][j], combined pairwise: lanes j ⊕ j + 4·half, halving
+// until sums[0] holds four, then those as combine_vector_lanes does.
+template <int64_t Fours>
+[[gnu::always_inline]] inline double combined_fours(VectorOf<double, 4> (&sums)[Fours]) {
+  for (int64_t half = Fours / 2; half > 0; half /= 2)
+    for (int64_t q = 0; q < half; ++q) sums[q] += sums[q + half];
+  return combine_vector_lanes<LaneCombine::add, double, 4>(sums[0]);
+}
+
 // Σ f(k) over a row in double, in Lanes lanes (lane j: k = j, j + Lanes, …). The whole vectors
 // run as an array loop, `lanes[j] += f(i + j)`, which GCC vectorises well (its own conversions
 // of float to double); the last partial vector and the combining run on vectors of four doubles,
@@ -138,9 +147,16 @@ template <int64_t Lanes, class AddOne, class AddFour>
   std::memcpy(sums, lanes, sizeof lanes);
   for (int64_t q = 0; q < kFours && i + 4 * q < n; ++q)
     add_four(i + 4 * q, std::min<int64_t>(4, n - i - 4 * q), sums[q]);
-  for (int64_t half = kFours / 2; half > 0; half /= 2)  // lanes j ⊕ j + 4·half, as above
-    for (int64_t q = 0; q < half; ++q) sums[q] += sums[q + half];
-  return combine_vector_lanes<LaneCombine::add, double, 4>(sums[0]);
+  return combined_fours<kFours>(sums);
+}
+
+// The Lanes lanes of a sum added pairwise, in sum_in_lanes' order: from lanes already complete
+// (vector_math_kernels.h's exp_shifted_sum keeps them while it computes the elements).
+template <int64_t Lanes>
+[[gnu::always_inline]] inline double combined_lanes(const double (&lanes)[Lanes]) {
+  VectorOf<double, 4> sums[Lanes / 4];
+  std::memcpy(sums, lanes, sizeof lanes);
+  return combined_fours<Lanes / 4>(sums);
 }
 
 // in[0, count), count ≤ 4, as four lanes (+0 past count), each converted to double.

@@ -50,11 +50,17 @@ using BackwardFromBothFn = void (*)(const T* g, const T* x, const T* y, T* out, 
 template <class T>
 using ShiftedFn = void (*)(const T* x, T shift, T* y, int64_t n);
 
+// The same, returning Σ y[i] in double, added as detail::row_sum_lanes adds y (row_reductions.h):
+// the same bits as that sum of the stored y, in the pass that computes them.
+template <class T>
+using ShiftedSumFn = double (*)(const T* x, T shift, T* y, int64_t n);
+
 // One copy of every function, for one element type.
 template <class T>
 struct Functions {
   UnaryFn<T> exp;
-  ShiftedFn<T> exp_shifted;  // e^(x − shift): a softmax row less its maximum
+  ShiftedFn<T> exp_shifted;         // e^(x − shift): a softmax row less its maximum
+  ShiftedSumFn<T> exp_shifted_sum;  // the same, and Σ e^(x − shift): softmax's denominator
   UnaryFn<T> log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
   BackwardFn<T> exp_backward;           // s = y = eˣ:       g · y
   BackwardFn<T> tanh_backward;          // s = y = tanh x:   g · (1 − y²)
@@ -96,6 +102,11 @@ namespace ag::detail {
 // kept, not flushed): softmax's, cross-entropy's and the attention kernels' exp of a row less its
 // maximum. in and out may be the same array.
 void exp_shifted(const float* in, float shift, float* out, int64_t n);
+
+// The same, returning Σ out[i] in double as row_sum_lanes(out, n) would (detail/row_reductions.h),
+// bit for bit, from the exps as they are computed: softmax's denominator without a second pass
+// over the row (whose loads would wait on the stores of its last, partial vector).
+double exp_shifted_sum(const float* in, float shift, float* out, int64_t n);
 
 // The same for a row of either dtype: the vectorised exp for float32, std::exp for float64 (so
 // that the float64 gradchecks see libm's precision).

@@ -9,10 +9,12 @@
 // and min(x, y) in one instruction each (else Kernels computes them from the arithmetic).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
+#include "autograd/detail/row_reductions.h"
 #include "autograd/detail/vector_math.h"
 
 namespace ag::detail::vec {
@@ -230,6 +232,43 @@ struct Kernels {
   static void exp_shifted(const T* x, T shift, T* y, int64_t n) {
     map(x, y, n, [shift](V v) { return Isa::exp(v - shift); });
   }
+  // exp_shifted, and Σ y in double as row_sum_lanes adds the stored y: y[k] into lane k mod
+  // kLanes, in order, the lanes then combined pairwise (row_reductions.h) — here from the vectors
+  // as they are computed. The last partial vector adds +0 past the row's end, as row_sum_lanes
+  // does (which changes no lane: a lane starts at +0 and is never −0).
+  static double exp_shifted_sum(const T* x, T shift, T* y, int64_t n) {
+    double lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kWidth <= n; i += kWidth) {
+      const V e = Isa::exp(load(x + i) - shift);
+      store(y + i, e);
+      add_to_lanes(lanes, e, i);
+    }
+    if (i < n) {
+      const V e = Isa::exp(load_first(x + i, n - i) - shift);
+      store_first(y + i, e, n - i);
+      const V zero{};
+      const V in_row = load_first(kOnes.data(), n - i);  // 1 in the row's lanes, 0 past it
+      add_to_lanes(lanes, in_row > zero ? e : zero, i);
+    }
+    return combined_lanes(lanes);
+  }
+  static constexpr std::array<T, kWidth> kOnes = [] {
+    std::array<T, kWidth> ones{};
+    ones.fill(T(1));
+    return ones;
+  }();
+  // lanes[k mod kLanes] += e's lane k − i, for the elements k = i, i + 1, …, i + kWidth − 1 (i a
+  // multiple of kWidth: where kWidth is a multiple of kLanes, lane j takes e's lanes j, j + kLanes,
+  // …, which the compiler adds as whole vectors).
+  static void add_to_lanes(double (&lanes)[kLanes], V e, int64_t i) {
+    T values[kWidth];
+    store(values, e);
+    for (int64_t j = 0; j < kWidth; ++j) {
+      const int64_t lane = kWidth % kLanes == 0 ? j % kLanes : (i + j) % kLanes;
+      lanes[lane] += double(values[j]);
+    }
+  }
   static void log(const T* x, T* y, int64_t n) {
     map(x, y, n, [](V v) { return Isa::log(v); });
   }
@@ -336,9 +375,9 @@ struct Kernels {
   }
 
   static const Functions<T>& functions() {
-    static const Functions<T> table{exp, exp_shifted, log, tanh, sigmoid, gelu, gelu_tanh, silu,
-        sin, cos, sqrt, rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward, gelu_backward,
-        gelu_tanh_backward, silu_backward, sin_backward, cos_backward, relu_backward,
+    static const Functions<T> table{exp, exp_shifted, exp_shifted_sum, log, tanh, sigmoid, gelu,
+        gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward,
+        gelu_backward, gelu_tanh_backward, silu_backward, sin_backward, cos_backward, relu_backward,
         sqrt_backward};
     return table;
   }

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/detail/row_reductions.h"
 #include "autograd/detail/vector_math.h"
 #include "autograd/error.h"
 #include "autograd/ops.h"
@@ -418,6 +419,50 @@ TEST_CASE("exp_shifted: the softmax rows' e^(x - shift), each copy's exp, in pla
   float one = 1.0f;
   ag::detail::exp_shifted(&one, 2.0f, &one, 1);
   CHECK(std::fabs(static_cast<double>(one) - std::exp(-1.0)) <= 6e-8);
+}
+
+namespace {
+template <class T>
+void check_exp_shifted_sum(vec::Capability capability) {
+  const vec::Functions<T>& f = vec::functions_for(capability, T());
+  const T inf = std::numeric_limits<T>::infinity();
+  // exps of 1 down to subnormals and 0, and one overflow to inf (89 − 2 in float32 is past 88.7)
+  const std::vector<T> edges = {T(2), T(-1), T(-103), T(-1e6), -inf, T(0.5), T(-30), T(-20.25)};
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0; n <= 140; ++n) lengths.push_back(n);
+  for (int64_t n : {511, 512, 1000, 4099}) lengths.push_back(n);
+  for (int64_t n : lengths)
+    for (std::size_t start : {0, 1, 3}) {  // where the row starts against the vectors
+      const std::size_t size = static_cast<std::size_t>(n);
+      std::vector<T> x(start + size), expected(start + size), out(start + size);
+      for (std::size_t i = 0; i < size; ++i)
+        x[start + i] = edges[(i * 7 + start) % edges.size()] - T(0.001) * static_cast<T>(i % 13);
+      if (n == 77) x[start + 40] = T(89);  // a sum of inf
+      f.exp_shifted(x.data() + start, T(2), expected.data() + start, n);
+      const double expected_sum = ag::detail::row_sum_lanes(expected.data() + start, n);
+      const double sum = f.exp_shifted_sum(x.data() + start, T(2), out.data() + start, n);
+      INFO(vec::capability_name(capability) << ", n " << n << ", start " << start);
+      CHECK(out == expected);
+      CHECK(std::memcmp(&sum, &expected_sum, sizeof sum) == 0);
+    }
+}
+}  // namespace
+
+TEST_CASE("exp_shifted_sum: exp_shifted's values, and row_sum_lanes' sum of them bit for bit",
+    "[vector_math]") {
+  // Softmax and cross-entropy take their denominators from it, in the pass that computes the
+  // exps: the same bits as the sum of the stored exps, for every length (every tail of every
+  // vector width, and long rows), in every copy and both dtypes.
+  for (vec::Capability capability : supported_copies()) {
+    check_exp_shifted_sum<float>(capability);
+    check_exp_shifted_sum<double>(capability);
+  }
+  // The entry point runs the active copy.
+  std::vector<float> x = {1.0f, 2.0f, 3.0f, -4.0f}, expected(4), out(4);
+  const double expected_sum =
+      vec::functions(0.0f).exp_shifted_sum(x.data(), 2.0f, expected.data(), 4);
+  CHECK(ag::detail::exp_shifted_sum(x.data(), 2.0f, out.data(), 4) == expected_sum);
+  CHECK(out == expected);
 }
 
 TEST_CASE(
