@@ -460,6 +460,13 @@ bool reads_any_gradient_layout(Op op) {
     case Op::contiguous:
     // to's backward converts its gradient through the gradient's strides (a sum's: a fill).
     case Op::to:
+    // linear's and linear_relu's backward (ops_matmul.cpp, linear_grads) read their gradient as
+    // matmul's operands, which take any strides (a copy where BLAS cannot), and copy it for the
+    // bias's column sums where its rows are not contiguous; they never write into it. So add's
+    // gradient, which add hands to both of its inputs (a residual connection and the projection
+    // before it), reaches the projection uncopied.
+    case Op::linear:
+    case Op::linear_relu:
     case Op::concat:
     case Op::repeat_interleave:
     case Op::index_select:

@@ -485,6 +485,45 @@ TEST_CASE("expand's backward reads its gradient in any layout, with the same bit
   }
 }
 
+TEST_CASE("linear's and linear_relu's backward read their gradient in any layout, same bits",
+    "[ops][linear]") {
+  // Their nodes keep the gradient they are handed (autograd.cpp's reads_any_gradient_layout): a
+  // sum's, one 1 expanded everywhere; a transposed one; and one shared with another input (add's,
+  // handed to both of its inputs). dx, dW and db must be those of the same gradient written out,
+  // bit for bit, with and without the bias, in both dtypes.
+  for (DType dtype : {float32, float64})
+    for (const bool relu : {false, true}) {
+      INFO(dtype_name(dtype) << (relu ? ", linear_relu" : ", linear"));
+      Generator generator(23);
+      const Tensor x = randn({3, 5, 7}, generator, dtype).requires_grad_();
+      const Tensor w = randn({6, 7}, generator, dtype).requires_grad_();
+      const Tensor b = randn({6}, generator, dtype).requires_grad_();
+      const Tensor g_t = randn({3, 6, 5}, generator, dtype);
+      const std::vector<std::pair<const char*, Tensor>> cases = {
+          {"sum", Tensor()}, {"transposed", g_t.transpose(1, 2)}};
+      for (const auto& [name, given] : cases)
+        for (const Tensor* leaf : {&x, &w, &b}) {
+          INFO(name << ", the gradient of " << (leaf == &x ? "x" : leaf == &w ? "W" : "b"));
+          const auto grads = gradients_as_handed_and_written_out(
+              *leaf, [&] { return relu ? linear_relu(x, w, b) : linear(x, w, b); },
+              relu ? "linear_relu" : "linear", given);
+          CHECK(same_bits(grads[0], grads[1]));
+        }
+      // add's gradient, handed to y and to the linear's output at once: kept by both, and
+      // neither changed by the other's backward
+      const Tensor y = randn({3, 5, 6}, generator, dtype).requires_grad_();
+      const Tensor g = randn({3, 5, 6}, generator, dtype);
+      const Tensor out = relu ? linear_relu(x, w, b) : linear(x, w, b);
+      x.zero_grad();
+      (out + y).backward(g);
+      CHECK(same_bits(y.grad(), g));
+      const Tensor dx_shared = x.grad();
+      x.zero_grad();
+      (relu ? linear_relu(x, w, b) : linear(x, w, b)).backward(clone(g));
+      CHECK(same_bits(dx_shared, x.grad()));
+    }
+}
+
 TEST_CASE("reductions take one int dim as PyTorch's — a braced list stays a list of dims",
     "[reduce][own]") {
   const Tensor x = tensor({1, 5, 2, 4, 3, 0}, {2, 3});
