@@ -1,5 +1,7 @@
 #include "autograd/allocator.h"
 
+#include <sys/mman.h>  // madvise
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -33,6 +35,28 @@ constexpr std::size_t kDefaultCacheLimit = std::size_t{1} << 30;
 std::size_t rounded_size(std::size_t nbytes) {
   const std::size_t padded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   return padded == 0 ? kAlignment : padded;
+}
+
+// A buffer of `size` bytes from the system, or null. One of at least a huge page (2 MiB) starts at
+// a huge page's boundary and is advised to the kernel as one to back with huge pages
+// (MADV_HUGEPAGE: transparent huge pages in Linux's "madvise" mode, the default of many
+// distributions). A pass over a 4-MiB tensor then needs 2 entries of the TLB instead of 1024, and
+// an op reading two tensors and writing a third no longer misses it page after page: on an Intel
+// Xeon, the op benchmark's rows at (32, 64, 512), whose tensors are 4 MiB, took 5–16 % less time
+// (exp 5 %, sigmoid and gelu 11 %, layer_norm 16 %: docs/benchmarks.md). Only whole huge pages
+// inside the buffer get one; nothing is rounded up, so no memory is added. The advice is only
+// advice: where the kernel has no huge pages to give, the buffer is as before.
+void* system_allocation(std::size_t size) {
+#ifdef MADV_HUGEPAGE
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  if (size >= kHugePage) {
+    void* buffer = nullptr;
+    if (posix_memalign(&buffer, kHugePage, size) != 0) return nullptr;
+    madvise(buffer, size, MADV_HUGEPAGE);
+    return buffer;
+  }
+#endif
+  return std::aligned_alloc(kAlignment, size);
 }
 
 struct Cache {
@@ -82,7 +106,7 @@ void* detail::allocate_storage(std::size_t nbytes) {
     ++c.stats.system_allocations;
     c.stats.peak_bytes = std::max(c.stats.peak_bytes, c.stats.in_use_bytes + c.stats.cached_bytes);
   }
-  void* buffer = std::aligned_alloc(kAlignment, size);
+  void* buffer = system_allocation(size);
   if (buffer == nullptr) {
     std::lock_guard lock(c.mutex);
     c.stats.in_use_bytes -= size;

@@ -8,6 +8,10 @@
 // takes it back. From the second step of a training loop on, every request is served from the
 // cache: a steady-state step allocates nothing from the system (tests/autograd checks it).
 //
+// A buffer of 2 MiB or more starts at a 2-MiB boundary and is advised to Linux as one to back
+// with huge pages (madvise(MADV_HUGEPAGE)), so that passes over large tensors do not miss the TLB
+// page after page (allocator.cpp, system_allocation).
+//
 // The cache keeps at most cache_limit() bytes of free buffers (1 GiB by default); a buffer freed
 // beyond that goes back to the system. empty_cache() returns every cached buffer. Builds with
 // AddressSanitizer start with a limit of 0 (no caching), so that ASan still sees every

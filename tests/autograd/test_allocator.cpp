@@ -1,6 +1,9 @@
 // The caching allocator (autograd/allocator.h): freed storage is reused by the next request of
 // the same size, the cache keeps at most its limit, and empty_cache gives everything back.
+#include <sys/mman.h>  // MADV_HUGEPAGE
+
 #include <catch2/catch.hpp>
+#include <cstdint>
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
@@ -43,6 +46,26 @@ TEST_CASE("allocator: a freed buffer serves the next request of its size", "[all
   const uint64_t system_before_c = allocator_stats().system_allocations;
   Tensor c = zeros({100, 8});  // a size the cache does not hold: from the system
   CHECK(allocator_stats().system_allocations == system_before_c + 1);
+}
+
+TEST_CASE(
+    "allocator: a buffer of a huge page or more starts at a huge page's boundary", "[allocator]") {
+  // So that the kernel can back it with 2-MiB pages (allocator.cpp, system_allocation); smaller
+  // buffers keep the cache line's alignment. Straight from the system: the cache off.
+  CacheLimit off(0);
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20, kLine = 64;
+#ifdef MADV_HUGEPAGE  // (Linux)
+  for (const int64_t elements : {int64_t{1} << 19, (int64_t{1} << 20) + 3, int64_t{3} << 20}) {
+    INFO(elements << " floats");
+    const Tensor t = empty({elements});
+    const auto address = reinterpret_cast<uintptr_t>(t.data<float>());
+    CHECK(address % kHugePage == 0);
+  }
+#else
+  (void)kHugePage;
+#endif
+  const Tensor small = empty({(int64_t{1} << 19) - 16});  // 16 floats short of 2 MiB
+  CHECK(reinterpret_cast<uintptr_t>(small.data<float>()) % kLine == 0);
 }
 
 TEST_CASE("allocator: the cache keeps at most its limit, empty_cache frees it all", "[allocator]") {
