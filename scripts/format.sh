@@ -3,7 +3,8 @@
 # 100 columns), in place; with --check, changes nothing and fails (exit 1), listing every place,
 # if any file is not formatted. scripts/test.sh (and so CI) runs the check.
 #
-#   scripts/format.sh           format every tracked .cpp and .h file
+#   scripts/format.sh           format every .cpp and .h file of the repository, tracked or new
+#                               (not those .gitignore leaves out, such as build/)
 #   scripts/format.sh --check   only check
 set -euo pipefail
 # shellcheck source=scripts/common.sh
@@ -18,7 +19,9 @@ if ! command -v clang-format-14 >/dev/null; then
   exit 1
 fi
 
-mapfile -t sources < <(git ls-files '*.cpp' '*.h')
+# New files too: a file not yet added would otherwise be left unformatted, and CI, which sees it
+# committed, would fail on it.
+mapfile -t sources < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.h')
 if ((check)); then
   if ! clang-format-14 --dry-run -Werror "${sources[@]}"; then
     echo "format.sh: the files above are not formatted; run scripts/format.sh" >&2
