@@ -50,7 +50,12 @@ std::string label(const std::vector<std::string>& lines) {
   return out;
 }
 
+}  // namespace
+
+namespace detail {
+
 // Leaf names by identity: options.names first (first entry wins), then the tensor's own name.
+// (In a named namespace: BackwardTraceGuard::State, which the header declares, holds one.)
 class LeafNames {
  public:
   explicit LeafNames(const TensorNames& names) {
@@ -68,7 +73,9 @@ class LeafNames {
   std::unordered_map<const TensorImpl*, std::string> by_impl_;
 };
 
-}  // namespace
+}  // namespace detail
+
+using detail::LeafNames;
 
 double l2_norm(const Tensor& t) {
   double sum = 0;

@@ -32,8 +32,8 @@ namespace detail {
 
 std::atomic<bool> g_recording{false};
 
-namespace {
-
+// (Kind, RawEvent and OpenScope are Session's fields: in this named namespace, as Session is,
+// which the header declares.)
 enum class Kind : uint8_t { op, backward, user };
 
 // A scope that closed. name_id indexes Session::names.
@@ -55,6 +55,8 @@ struct OpenScope {
   int64_t children_ns = 0;
   uint64_t children_bytes = 0;
 };
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
