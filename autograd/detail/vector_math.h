@@ -105,7 +105,7 @@ void exp_shifted(const float* in, float shift, float* out, int64_t n);
 
 // The same, returning Σ out[i] in double as row_sum_lanes(out, n) would (detail/row_reductions.h),
 // bit for bit, from the exps as they are computed: softmax's denominator without a second pass
-// over the row (whose loads would wait on the stores of its last, partial vector).
+// over the row.
 double exp_shifted_sum(const float* in, float shift, float* out, int64_t n);
 
 // The same for a row of either dtype: the vectorised exp for float32, std::exp for float64 (so
