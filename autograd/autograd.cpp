@@ -682,6 +682,51 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
   // them, so that each hook sees the leaf's whole gradient once, after the last node has run.
   std::vector<std::pair<std::shared_ptr<TensorImpl>, std::shared_ptr<TensorImpl>>> hooked_leaves;
 
+  // Runs `node`'s backward function on its gradient and adds each gradient it returns into the
+  // input's: a node's pending gradient, or a leaf's .grad (through its hooks, at the end, if it
+  // has any).
+  auto run_backward_function = [&](Node& node, Tensor grad_output) {
+    std::vector<bool> flags;
+    flags.reserve(node.inputs().size());
+    for (const Edge& edge : node.inputs()) flags.push_back(edge.needs_grad());
+    Grads grads = node.backward_(grad_output, NeedsGrad(std::move(flags)));
+    if (grads.size() != node.inputs().size())
+      fail<AutogradError>("backward of '", node.name(), "' returned ", grads.size(),
+          " gradients for ", node.inputs().size(), " inputs");
+    for (const BackwardObserver& observer : backward_observers) observer(node, grad_output, grads);
+    if (anomaly_mode_enabled) [[unlikely]]
+      check_backward_anomaly(node, grads);
+    grad_output = Tensor();  // so a gradient passed through unchanged can be kept, not copied
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const Edge& edge = node.inputs()[i];
+      if (!edge.needs_grad() || !grads[i].defined()) continue;
+      if (edge.node) {
+        if (!edge.node->pending_slices_.empty())  // slices' gradients came first
+          write_pending_slices(edge.node->pending_grad_, edge.node->pending_slices_,
+              edge.node->output_shape(), edge.node->output_dtype());
+        std::shared_ptr<TensorImpl> slot =
+            edge.node->pending_grad_.defined() ? edge.node->pending_grad_.impl_ptr() : nullptr;
+        edge.node->pending_grad_ = Tensor();
+        accumulate(slot, std::move(grads[i]), edge.node->output_shape(), edge.node->output_dtype(),
+            node.name(), i, edge.node->name(),
+            reads_any_gradient_layout(edge.node->op()) ? Receiver::node_reading_any_layout
+                                                       : Receiver::node);
+        edge.node->pending_grad_ = Tensor(slot);
+      } else if (edge.leaf->grad_hooks.empty()) {
+        accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
+            node.name(), i, "leaf", Receiver::leaf);
+        if (!last_sender.empty()) received.insert(edge.leaf.get());
+      } else {
+        auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
+            [&](const auto& entry) { return entry.first == edge.leaf; });
+        if (hooked == hooked_leaves.end())
+          hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
+        accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
+            node.name(), i, "leaf", Receiver::leaf);
+      }
+    }
+  };
+
   root.grad_fn()->pending_grad_ = std::move(seed);
   try {
     for (std::size_t n = 0; n < nodes.size(); ++n) {
@@ -719,47 +764,7 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           send_slice_gradient(sliced->node->pending_grad_, sliced->node->pending_slices_,
               std::move(grad_output), *node->slice_region_);
         } else {
-          std::vector<bool> flags;
-          flags.reserve(node->inputs().size());
-          for (const Edge& edge : node->inputs()) flags.push_back(edge.needs_grad());
-          Grads grads = node->backward_(grad_output, NeedsGrad(std::move(flags)));
-          if (grads.size() != node->inputs().size())
-            fail<AutogradError>("backward of '", node->name(), "' returned ", grads.size(),
-                " gradients for ", node->inputs().size(), " inputs");
-          for (const BackwardObserver& observer : backward_observers)
-            observer(*node, grad_output, grads);
-          if (anomaly_mode_enabled) [[unlikely]]
-            check_backward_anomaly(*node, grads);
-          grad_output = Tensor();  // so a gradient passed through unchanged can be kept, not copied
-          for (std::size_t i = 0; i < grads.size(); ++i) {
-            const Edge& edge = node->inputs()[i];
-            if (!edge.needs_grad() || !grads[i].defined()) continue;
-            if (edge.node) {
-              if (!edge.node->pending_slices_.empty())  // slices' gradients came first
-                write_pending_slices(edge.node->pending_grad_, edge.node->pending_slices_,
-                    edge.node->output_shape(), edge.node->output_dtype());
-              std::shared_ptr<TensorImpl> slot = edge.node->pending_grad_.defined()
-                                                     ? edge.node->pending_grad_.impl_ptr()
-                                                     : nullptr;
-              edge.node->pending_grad_ = Tensor();
-              accumulate(slot, std::move(grads[i]), edge.node->output_shape(),
-                  edge.node->output_dtype(), node->name(), i, edge.node->name(),
-                  reads_any_gradient_layout(edge.node->op()) ? Receiver::node_reading_any_layout
-                                                             : Receiver::node);
-              edge.node->pending_grad_ = Tensor(slot);
-            } else if (edge.leaf->grad_hooks.empty()) {
-              accumulate(edge.leaf->grad, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                  node->name(), i, "leaf", Receiver::leaf);
-              if (!last_sender.empty()) received.insert(edge.leaf.get());
-            } else {
-              auto hooked = std::find_if(hooked_leaves.begin(), hooked_leaves.end(),
-                  [&](const auto& entry) { return entry.first == edge.leaf; });
-              if (hooked == hooked_leaves.end())
-                hooked = hooked_leaves.insert(hooked_leaves.end(), {edge.leaf, nullptr});
-              accumulate(hooked->second, std::move(grads[i]), edge.leaf->shape, edge.leaf->dtype,
-                  node->name(), i, "leaf", Receiver::leaf);
-            }
-          }
+          run_backward_function(*node, std::move(grad_output));
         }
       }
       if (!last_sender.empty()) {
