@@ -124,17 +124,19 @@ TEST_CASE("slices that overlap, skip or step give the gradient of slice's backwa
             const Tensor whole = weighted_sum(x, 3);  // recorded first, so it runs last
             return whole + weighted_sum(x.slice(2, 0, 4), 1) + weighted_sum(x.slice(2, 4, 12), 2);
           }},
-      {"the whole of x before its slices (theirs added into its own)",
+      {"the whole of x before its slices (theirs added into its own, in place)",
           [](const Tensor& w) {
             const Tensor x = w * 1.5;
-            const Tensor sliced = weighted_sum(x.slice(2, 0, 4), 1);
-            return sliced + weighted_sum(x, 3) + weighted_sum(x.slice(2, 2, 12), 2);
+            const Tensor sliced =
+                weighted_sum(x.slice(2, 0, 4), 1) + weighted_sum(x.slice(2, 2, 12), 2);
+            return sliced + weighted_sum(x, 3);  // recorded last, so it runs first
           }},
       {"a sum's expanded gradient of the whole first (added into a copy of it)",
           [](const Tensor& w) {
             const Tensor x = exp(w);  // exp's node keeps a gradient in any layout
-            const Tensor sliced = weighted_sum(x.slice(2, 0, 4), 1);
-            return sliced + sum(x) + weighted_sum(x.slice(2, 2, 12), 2);
+            const Tensor sliced =
+                weighted_sum(x.slice(2, 0, 4), 1) + weighted_sum(x.slice(2, 2, 12), 2);
+            return sliced + sum(x);  // one 1 expanded: added into, it must be copied first
           }},
   };
   for (const auto& [name, loss_of] : cases) {
