@@ -8,14 +8,16 @@
 // takes it back. From the second step of a training loop on, every request is served from the
 // cache: a steady-state step allocates nothing from the system (tests/autograd checks it).
 //
-// A buffer of 2 MiB or more starts at a 2-MiB boundary and is advised to Linux as one to back
-// with huge pages (madvise(MADV_HUGEPAGE)), so that passes over large tensors do not miss the TLB
-// page after page (allocator.cpp, system_allocation).
+// Buffers of 256 KiB or more are backed by 2-MiB huge pages where Linux has them to give
+// (madvise(MADV_HUGEPAGE)), so that passes over large tensors do not miss the TLB page after page:
+// one of 2 MiB or more starts at a huge page's boundary; smaller ones are slices of 32-MiB arenas
+// that do, and share their huge pages (allocator.cpp, "where buffers come from").
 //
 // The cache keeps at most cache_limit() bytes of free buffers (1 GiB by default); a buffer freed
 // beyond that goes back to the system. empty_cache() returns every cached buffer. Builds with
-// AddressSanitizer start with a limit of 0 (no caching), so that ASan still sees every
-// use-after-free; set_cache_limit() turns the cache on there too (its own tests do).
+// AddressSanitizer start with a limit of 0 (no caching) and take no buffer from an arena, so that
+// ASan still sees every use-after-free; set_cache_limit() turns the cache on there too (its own
+// tests do).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +36,9 @@ struct AllocatorStats {
   std::size_t cached_bytes = 0;     // held in the free lists now
   std::size_t peak_bytes = 0;       // the most in_use + cached ever held at once
   uint64_t requested_bytes = 0;     // bytes asked for (before rounding), since the process started
+  // Mapped now for the arenas that buffers of 256 KiB to 2 MiB are cut from: those of in_use_bytes
+  // and cached_bytes, and the arenas' rest, address space that is resident only where touched.
+  std::size_t arena_bytes = 0;
 };
 
 AllocatorStats allocator_stats();

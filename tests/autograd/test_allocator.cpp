@@ -2,8 +2,14 @@
 // the same size, the cache keeps at most its limit, and empty_cache gives everything back.
 #include <sys/mman.h>  // MADV_HUGEPAGE
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/allocator.h"
 #include "autograd/autograd.h"
@@ -67,6 +73,97 @@ TEST_CASE(
   const Tensor small = empty({(int64_t{1} << 19) - 16});  // 16 floats short of 2 MiB
   CHECK(reinterpret_cast<uintptr_t>(small.data<float>()) % kLine == 0);
 }
+
+// Builds with AddressSanitizer cut no buffer from an arena (allocator.cpp): ASan is to see them all.
+#if defined(__SANITIZE_ADDRESS__)
+#define AG_TEST_ARENAS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AG_TEST_ARENAS 0
+#endif
+#endif
+#if !defined(AG_TEST_ARENAS) && defined(MADV_HUGEPAGE)
+#define AG_TEST_ARENAS 1
+#endif
+
+#if AG_TEST_ARENAS
+namespace {
+// Whether the mapping that holds `address` is advised as one for huge pages: its VmFlags in
+// /proc/self/smaps hold "hg" (madvise(MADV_HUGEPAGE)).
+bool advised_huge(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto target = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= target && target < end;  // a mapping's first line: "begin-end perms …"
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return (line + " ").find(" hg ") != std::string::npos;
+    }
+  }
+  return false;
+}
+
+// The float tensors' storage, in address order: [start, start + bytes).
+std::vector<std::pair<uintptr_t, std::size_t>> address_ranges(const std::vector<Tensor>& tensors) {
+  std::vector<std::pair<uintptr_t, std::size_t>> ranges;
+  for (const Tensor& t : tensors)
+    ranges.emplace_back(reinterpret_cast<uintptr_t>(t.data<float>()),
+        static_cast<std::size_t>(t.numel()) * sizeof(float));
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+}  // namespace
+
+TEST_CASE(
+    "allocator: buffers of 256 KiB to 2 MiB are cut from huge-page arenas, and each arena "
+    "goes back to the system with its last buffer",
+    "[allocator]") {
+  CacheLimit off(0);  // every free goes back to the system
+  constexpr std::size_t kArena = std::size_t{32} << 20;
+  const std::size_t arenas_before = allocator_stats().arena_bytes;
+  // 40 buffers of 1 MiB and a cache line, 40 MiB: more than one arena holds.
+  constexpr int64_t kFloats = (int64_t{1} << 18) + 16;
+  std::vector<Tensor> buffers;
+  for (int i = 0; i < 40; ++i) buffers.push_back(full({kFloats}, static_cast<double>(i)));
+  CHECK(allocator_stats().arena_bytes >= arenas_before + kArena);
+
+  const auto ranges = address_ranges(buffers);
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    INFO("buffer " << k << " of the address order");
+    CHECK(ranges[k].first % 64 == 0);
+    if (k + 1 < ranges.size()) CHECK(ranges[k].first + ranges[k].second <= ranges[k + 1].first);
+  }
+  for (int i = 0; i < 40; ++i)  // each still holds its own values: no buffer overlaps another
+    CHECK(sum(buffers[static_cast<std::size_t>(i)]).item() == static_cast<double>(i) * kFloats);
+  // (Linux without transparent huge pages has no such advice to give.)
+  if (std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    CHECK(advised_huge(buffers.front().data<float>()));
+    CHECK(advised_huge(buffers.back().data<float>()));
+  }
+
+  buffers.clear();
+  CHECK(allocator_stats().arena_bytes == arenas_before);  // the arenas mapped here are unmapped
+}
+
+TEST_CASE("allocator: empty_cache gives cached arena buffers back, and their arenas with them",
+    "[allocator]") {
+  CacheLimit on(std::size_t{1} << 28);
+  const std::size_t arenas_before = allocator_stats().arena_bytes;
+  {
+    std::vector<Tensor> buffers;
+    for (int i = 0; i < 40; ++i) buffers.push_back(empty({int64_t{1} << 18}));  // 40 × 1 MiB
+  }
+  CHECK(allocator_stats().cached_bytes == std::size_t{40} << 20);  // kept, and their arenas
+  CHECK(allocator_stats().arena_bytes > arenas_before);
+  empty_cache();
+  CHECK(allocator_stats().cached_bytes == 0);
+  CHECK(allocator_stats().arena_bytes == arenas_before);
+}
+#endif
 
 TEST_CASE("allocator: the cache keeps at most its limit, empty_cache frees it all", "[allocator]") {
   CacheLimit on(4096);
