@@ -334,38 +334,69 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   return reshape(indices, r.out_shape);
 }
 
+namespace {
+// Σ x² of each block of kNormBlock elements of p[0, n) from block `begin` to `end`, into
+// partial[b]: each block's sum one chain of dependent adds, in order, from 0 (x² is exact in
+// double for a float x, and for a double x each x² is rounded once, then added). Whole blocks go
+// up to eight side by side, one chain each, so that the chains' adds overlap: each still adds its
+// own elements in order, with the bits of the one-block loop below, which takes the last block
+// when it is partial.
+constexpr int64_t kNormBlock = 4096;
+template <class T>
+[[gnu::always_inline]] inline void squared_block_sums_impl(
+    const T* p, int64_t n, int64_t begin, int64_t end, double* partial) {
+  constexpr int64_t kSideBySide = 8;
+  const int64_t end_of_whole = std::min(end, n / kNormBlock);  // blocks [begin, this) are whole
+  int64_t b = begin;
+  for (; b + kSideBySide <= end_of_whole; b += kSideBySide) {
+    double sum[kSideBySide] = {};
+    const T* first = p + b * kNormBlock;
+    for (int64_t i = 0; i < kNormBlock; ++i)
+      for (int64_t lane = 0; lane < kSideBySide; ++lane) {
+        const double x = double(first[lane * kNormBlock + i]);
+        sum[lane] += x * x;
+      }
+    for (int64_t lane = 0; lane < kSideBySide; ++lane) partial[b + lane] = sum[lane];
+  }
+  if (b < end_of_whole) {  // the 1–7 whole blocks left, side by side as well
+    const int64_t lanes = end_of_whole - b;
+    double sum[kSideBySide] = {};
+    const T* first = p + b * kNormBlock;
+    for (int64_t i = 0; i < kNormBlock; ++i)
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        const double x = double(first[lane * kNormBlock + i]);
+        sum[lane] += x * x;
+      }
+    for (int64_t lane = 0; lane < lanes; ++lane) partial[b + lane] = sum[lane];
+    b = end_of_whole;
+  }
+  for (; b < end; ++b) {  // the last block, shorter than kNormBlock
+    double sum = 0;
+    for (int64_t i = b * kNormBlock; i < n; ++i) sum += double(p[i]) * double(p[i]);
+    partial[b] = sum;
+  }
+}
+// float: compiled per instruction set. A fused multiply-add of x · x + sum rounds as the separate
+// product and add do, since x² is exact. double: one portable copy, whose products round alone
+// (the AVX-512 copy would fuse them, and give other bits than a CPU without it).
+AG_TARGET_CLONES void squared_block_sums(
+    const float* p, int64_t n, int64_t begin, int64_t end, double* partial) {
+  squared_block_sums_impl(p, n, begin, end, partial);
+}
+void squared_block_sums(const double* p, int64_t n, int64_t begin, int64_t end, double* partial) {
+  squared_block_sums_impl(p, n, begin, end, partial);
+}
+}  // namespace
+
 std::vector<double> squared_norm_partials(const Tensor& t) {
   NoGradGuard no_grad;
-  constexpr int64_t kBlock = 4096;
   const Tensor x = t.contiguous();
-  const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
+  const int64_t n = x.numel(), blocks = (n + kNormBlock - 1) / kNormBlock;
   std::vector<double> partial(static_cast<std::size_t>(blocks));  // Σ x² of block b
   dispatch(x.dtype(), [&]<typename T>() {
     const T* p = x.data<T>();
-    parallel_for(blocks, kBlock, [&](int64_t begin, int64_t end) {
-      // Each block's Σ is one chain of dependent adds, in order (x² is exact in double). Eight
-      // whole blocks go side by side, one chain each, so that the chains' adds overlap: each block
-      // still adds its own elements in order, with the bits of the one-block loop below.
-      constexpr int64_t kSideBySide = 8;
-      int64_t b = begin;
-      for (; b + kSideBySide <= end && (b + kSideBySide) * kBlock <= n; b += kSideBySide) {
-        double sum[kSideBySide] = {};
-        const T* first = p + b * kBlock;
-        for (int64_t i = 0; i < kBlock; ++i)
-          for (int64_t lane = 0; lane < kSideBySide; ++lane) {
-            const double x = double(first[lane * kBlock + i]);
-            sum[lane] += x * x;
-          }
-        for (int64_t lane = 0; lane < kSideBySide; ++lane)
-          partial[static_cast<std::size_t>(b + lane)] = sum[lane];
-      }
-      for (; b < end; ++b) {
-        double sum = 0;
-        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i)
-          sum += double(p[i]) * double(p[i]);
-        partial[static_cast<std::size_t>(b)] = sum;
-      }
-    });
+    parallel_for(blocks, kNormBlock,
+        [&](int64_t begin, int64_t end) { squared_block_sums(p, n, begin, end, partial.data()); });
   });
   return partial;
 }
