@@ -270,24 +270,27 @@ Heads heads_of(const Tensor& t) {
 Tensor gradient_like(const Tensor& t, bool zero) {
   const Shape& sizes = t.shape();
   const Shape& strides = t.strides();
-  // t's dims from the largest stride to the smallest (ties keep their order); t is dense when,
-  // read in that order, it is contiguous: each stride the product of the sizes after it.
+  const auto fresh = [&] { return zero ? zeros(sizes, t.dtype()) : empty(sizes, t.dtype()); };
+  if (t.is_contiguous() || t.numel() == 0) return fresh();
+  // t's dims from the largest stride to the smallest (ties keep their order), and a buffer that
+  // holds them in that order, contiguous: PyTorch's empty_like (preserve_format) for a tensor that
+  // is not dense. A permuted view keeps its layout; a slice's (q of a fused QKV projection) closes
+  // up its gaps, (B, T, 3·H·d) memory read as (B, H, T, d) becoming (B, T, H, d).
   std::vector<std::size_t> order(sizes.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
       [&](std::size_t a, std::size_t b) { return strides[a] > strides[b]; });
   Shape buffer_shape(sizes.size()), view_strides(sizes.size());
   int64_t expected_stride = 1;
-  bool dense = true;
   for (std::size_t i = order.size(); i-- > 0;) {
     const std::size_t dim = order[i];
-    if (sizes[dim] != 1 && strides[dim] != expected_stride) dense = false;
+    if (sizes[dim] > 1 && strides[dim] == 0) return fresh();  // expanded: no layout to keep
     buffer_shape[i] = sizes[dim];
     view_strides[dim] = expected_stride;
     expected_stride *= sizes[dim];
   }
-  if (!dense || t.is_contiguous() || t.numel() == 0)
-    return zero ? zeros(sizes, t.dtype()) : empty(sizes, t.dtype());
+  // The kernels write rows of adjacent elements: a layout whose last dim is strided is of no use.
+  if (sizes.back() > 1 && view_strides.back() != 1) return fresh();
   const Tensor buffer = zero ? zeros(buffer_shape, t.dtype()) : empty(buffer_shape, t.dtype());
   return detail::make_view(buffer, sizes, view_strides, 0);
 }

@@ -68,11 +68,14 @@ void softmax_backward_head(
 void softmax_backward_head(
     double* dS, const double* P, const int64_t* lengths, int64_t Tq, int64_t Tk, double sqrt_d);
 
-// A buffer for the gradient of the operand t (B, H, T, C): laid out as t is when t is a dense
-// permuted view — W_q(x).reshape({B,T,H,d}).permute({0,2,1,3}) is one, (B, T, H, d) memory read as
-// (B, H, T, d) — and contiguous otherwise. Then the gradient that the permute's backward hands on
-// is (B, T, H, d) contiguous and the reshape's backward a free view: no copy between attention and
-// the projection's backward. Uninitialised, or zeros when `zero`.
+// A buffer for the gradient of the operand t (B, H, T, C): its dims in the order of t's strides
+// (PyTorch's empty_like) — W_q(x).reshape({B,T,H,d}).permute({0,2,1,3}) is (B, T, H, d) memory
+// read as (B, H, T, d), and so is the gradient buffer; so is it for the same view of a slice of a
+// fused QKV projection's (B, T, 3·H·d) — and contiguous where t is, is expanded, or its last dim
+// would not be adjacent. Then the gradient that the permute's backward hands on is (B, T, H, d)
+// contiguous and the reshape's (or view's) backward a free view: no copy between attention and the
+// projection's backward (or the slice's, which writes it into the projection's gradient).
+// Uninitialised, or zeros when `zero`.
 Tensor gradient_like(const Tensor& t, bool zero);
 
 // The gradients an attention backward writes: for each operand the backward's `needs` asks for,

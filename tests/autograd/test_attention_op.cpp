@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "attention_kernels.h"
 #include "autograd/autograd.h"
@@ -264,6 +266,52 @@ TEST_CASE("attention's backward hands the projections' head views their gradient
       CHECK(leaf->grad().is_contiguous());
       CHECK(leaf->grad().shape() == Shape{B, T, H * d});
     }
+  }
+}
+
+TEST_CASE(
+    "attention's backward hands a fused QKV projection's head views their gradients "
+    "without a copy",
+    "[attention_op]") {
+  // nanoGPT's CausalSelfAttention: one projection (B, T, 3·H·d), split into q, k and v (slices),
+  // each viewed as (B, T, H, d) and transposed to (B, H, T, d). The slices leave gaps, so the
+  // views are not dense; their gradients are laid out in the views' stride order all the same.
+  const int64_t B = 2, T = 5, H = 4, d = 3, C = H * d;
+  for (AttentionKernel kernel : {AttentionKernel::whole_rows, AttentionKernel::tiled}) {
+    INFO((kernel == AttentionKernel::tiled ? "tiled" : "whole rows"));
+    AttentionKernelGuard chosen(kernel);
+    Generator values(6);
+    Tensor x = randn({B, T, 3 * C}, values).requires_grad_();
+    const Tensor upstream = randn({B, T, C}, values);
+    // The same attention on contiguous copies of the heads: the reference gradient.
+    auto gradient_of_qkv = [&](bool copy_heads) {
+      x.zero_grad();
+      // the projection, an op's output (slices of a leaf take slice's own backward)
+      const Tensor qkv = mul(x, 2.0);                      // (B, T, 3C)
+      const std::vector<Tensor> parts = split(qkv, C, 2);  // 3 × (B, T, C) slices
+      std::vector<Tensor> heads;
+      for (const Tensor& part : parts) {
+        Tensor head = part.view({B, T, H, d}).transpose(1, 2);  // (B, H, T, d)
+        heads.push_back(copy_heads ? head.contiguous() : head);
+      }
+      Shape q_grad_strides;
+      heads[0].register_hook([&](const Tensor& g) {
+        q_grad_strides = g.strides();
+        return Tensor();
+      });
+      const Tensor out = attention(heads[0], heads[1], heads[2], {.is_causal = true});
+      const Tensor joined = out.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
+      const uint64_t before = detail::storage_allocation_count();
+      joined.backward(upstream);
+      return std::tuple{x.grad(), q_grad_strides, detail::storage_allocation_count() - before};
+    };
+    const Tensor reference = std::get<0>(gradient_of_qkv(true));
+    const auto [grad, q_grad_strides, allocations] = gradient_of_qkv(false);
+    CHECK(q_grad_strides == Shape{T * C, d, C, 1});  // a dense (B, T, H, d) buffer
+    CHECK(max_abs_diff(grad, reference) == 0.0);
+    // dq, dk and dv, the projection's gradient they are written into, and x's: nothing else.
+    // (Each head's gradient was contiguous (B, H, T, d), and view's backward copied it: 8.)
+    CHECK(allocations == 5);
   }
 }
 
