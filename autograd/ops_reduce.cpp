@@ -358,7 +358,9 @@ template <class T>
       }
     for (int64_t lane = 0; lane < kSideBySide; ++lane) partial[b + lane] = sum[lane];
   }
-  if (b < end_of_whole) {  // the 1–7 whole blocks left, side by side as well
+  // The 1–7 whole blocks left, side by side as well. (The loop above's body again, with a count
+  // known only at run time: one helper for both, templated on it, made the norm 15 % slower.)
+  if (b < end_of_whole) {
     const int64_t lanes = end_of_whole - b;
     double sum[kSideBySide] = {};
     const T* first = p + b * kNormBlock;
