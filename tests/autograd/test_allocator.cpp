@@ -1,9 +1,11 @@
 // The caching allocator (autograd/allocator.h): freed storage is reused by the next request of
 // the same size, the cache keeps at most its limit, and empty_cache gives everything back.
-#include <sys/mman.h>  // MADV_HUGEPAGE
+#include <sys/mman.h>  // MADV_HUGEPAGE, mincore
+#include <unistd.h>    // sysconf
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -147,6 +149,30 @@ TEST_CASE(
 
   buffers.clear();
   CHECK(allocator_stats().arena_bytes == arenas_before);  // the arenas mapped here are unmapped
+}
+
+TEST_CASE(
+    "allocator: a buffer given back from an arena that stays gives its pages back", "[allocator]") {
+  // Addresses in an arena are not handed out twice, so a freed buffer's pages would stay resident
+  // for nothing while the arena's other buffers live: the memory a --max-memory run counts on the
+  // cache to give back.
+  CacheLimit off(0);
+  const Tensor kept = full({int64_t{1} << 18}, 1.0);  // 1 MiB, written
+  Tensor freed = full({int64_t{1} << 18}, 2.0);       // 1 MiB, written: resident
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<uintptr_t>(freed.data<float>());
+  const uintptr_t first = (start + page - 1) / page * page,
+                  last = (start + (1u << 20)) / page * page;
+  std::vector<unsigned char> resident((last - first) / page);
+  REQUIRE(mincore(reinterpret_cast<void*>(first), last - first, resident.data()) == 0);
+  CHECK(std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }));
+  freed = Tensor();  // back to the system
+  if (mincore(reinterpret_cast<void*>(first), last - first, resident.data()) == 0) {
+    // its arena stays (kept, or other buffers, live in it): the pages are no longer resident
+    CHECK(std::none_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }));
+  } else {
+    CHECK(errno == ENOMEM);  // its arena was unmapped with it: given back all the same
+  }
 }
 
 TEST_CASE("allocator: empty_cache gives cached arena buffers back, and their arenas with them",
