@@ -90,6 +90,17 @@ TEST_CASE("npy: Fortran order is read into C order", "[io][npy]") {
   CHECK(t.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 5, 6});
 }
 
+TEST_CASE("npy: an empty Fortran-order array of large other dims is read at once", "[io][npy]") {
+  // ag-fuzz-npy's find (tests/fuzz/crashes/npy/): no elements, but the copy into C order walked its
+  // tiles over the other dims, 2 · 5 · 4444 · 44444 · 4444 · 44 · 4444 of them, for minutes.
+  const Tensor t =
+      parse_npy(npy_of("{'descr': '|b1', 'fortran_order': True, 'shape': (2, 5, "
+                       "4444, 44444, 4444, 44, 4444, 0, 1), }",
+          ""));
+  CHECK(t.shape() == Shape{2, 5, 4444, 44444, 4444, 44, 4444, 0, 1});
+  CHECK(t.numel() == 0);
+}
+
 TEST_CASE("npy: damaged files are refused, naming the problem", "[io][npy]") {
   const std::string one = doubles({1});
   check_npy_refused("hello", "does not start with \\x93NUMPY");
