@@ -295,6 +295,9 @@ int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size"
 int64_t Tensor::numel() const { return ag::numel(shape()); }
 
 bool Tensor::is_contiguous() const {
+  // A tensor with no elements is contiguous whatever its strides, as in PyTorch (there is nothing
+  // to lay out; a fresh (2, 0, 3) has strides (3, 3, 1), since contiguous_strides counts a 0 as 1).
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (std::size_t d = shape().size(); d-- > 0;) {
     if (shape()[d] == 1) continue;

@@ -116,6 +116,19 @@ TEST_CASE("contiguous copies only when needed", "[tensor][views]") {
   CHECK(x.unsqueeze(1).is_contiguous());
 }
 
+TEST_CASE("a tensor with no elements is contiguous, as in PyTorch", "[tensor][views]") {
+  // torch.empty(2, 0, 3).is_contiguous() and its transpose's are True; so are ag's, and
+  // contiguous() of one returns it, copying nothing.
+  for (const Shape& shape : {Shape{0}, Shape{2, 0, 3}, Shape{4, 5, 0}, Shape{0, 1, 7}}) {
+    const Tensor empty = zeros(shape);
+    CHECK(empty.is_contiguous());
+    CHECK(empty.transpose(0, -1).is_contiguous());
+    CHECK(empty.contiguous().shares_storage(empty));
+  }
+  const Tensor sliced = arange(12).reshape({3, 4}).slice(1, 2, 2);  // (3, 0), strides (4, 1)
+  CHECK(sliced.is_contiguous());
+}
+
 TEST_CASE(
     "contiguous copies a transposed tensor tile by tile, any size and dtype", "[tensor][views]") {
   // copy_into copies a layout whose innermost dim is strided in the source but contiguous along
