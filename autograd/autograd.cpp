@@ -426,6 +426,7 @@ bool reads_any_gradient_layout(Op op) {
     case Op::gelu:
     case Op::gelu_tanh:
     case Op::silu:
+    case Op::erf:
     case Op::abs:
     case Op::sin:
     case Op::cos:

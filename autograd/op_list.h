@@ -10,7 +10,7 @@
   /* elementwise, broadcasting (ops_elementwise.cpp) */                                           \
   X(add) X(sub) X(mul) X(div) X(add_scalar) X(mul_scalar) X(div_scalar) X(rdiv_scalar) X(neg)    \
   X(pow) X(exp) X(log) X(sqrt) X(tanh) X(sigmoid) X(relu) X(gelu) X(where) X(masked_fill)        \
-  X(gelu_tanh) X(silu) X(abs) X(sin) X(cos) X(rsqrt) X(maximum) X(minimum) X(clamp)              \
+  X(gelu_tanh) X(silu) X(abs) X(sin) X(cos) X(rsqrt) X(maximum) X(minimum) X(clamp) X(erf)       \
   /* reductions (ops_reduce.cpp) */                                                               \
   X(sum) X(mean) X(max) X(var)                                                                   \
   /* softmax (ops_softmax.cpp) */                                                                 \

@@ -52,6 +52,9 @@ Tensor gelu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate);
 Tensor silu(const Tensor& x);  // x · σ(x) (SiLU, swish): Llama's feed-forward gate
 Tensor abs(const Tensor& x);   // |x|; its gradient is 0 at 0, as PyTorch's
+// erf x = (2/√π) ∫₀ˣ e^(−t²) dt, the error function (BERT's GELU, x · ½ (1 + erf(x/√2)), is
+// ag::gelu, which keeps its digits for x < −4 where 1 + erf cancels)
+Tensor erf(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor rsqrt(const Tensor& x);  // 1 / √x (RMSNorm's scale)

@@ -640,6 +640,19 @@ Tensor silu(const Tensor& x) {
       });
 }
 
+Tensor erf(const Tensor& x) {
+  AG_PROFILE_OP(Op::erf);
+  detail::check_floating(x, "erf");
+  Tensor out = map_unary_vectorised(x, [](const auto& f) { return f.erf; });
+  if (!detail::any_requires_grad({x})) return out;
+  // docs/ops.md, erf: g · 2/√π · e^(−x²)
+  return detail::record(
+      Op::erf, out, {x}, /*saved=*/{x}, [x](const Tensor& g, const NeedsGrad&) -> Grads {
+        return {map_backward_vectorised(
+            g, "erf_backward", [](const auto& f) { return f.erf_backward; }, x)};
+      });
+}
+
 Tensor abs(const Tensor& x) {
   AG_PROFILE_OP(Op::abs);
   detail::check_floating(x, "abs");

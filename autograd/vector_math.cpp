@@ -22,6 +22,7 @@ struct Scalar {
   static V log(V v) { return std::log(v); }
   static V tanh(V v) { return std::tanh(v); }
   static V tanh_u35(V v) { return std::tanh(v); }
+  static V erf(V v) { return std::erf(v); }
   static V erfc(V v) { return std::erfc(v); }
   static V sin(V v) { return std::sin(v); }
   static V cos(V v) { return std::cos(v); }

@@ -225,6 +225,7 @@ const std::vector<Row>& rows() {
       {"abs", Op::abs, x_of, [](const Inputs& in, const Size&) { return abs(in[0]); }},
       {"sin", Op::sin, x_of, [](const Inputs& in, const Size&) { return sin(in[0]); }},
       {"cos", Op::cos, x_of, [](const Inputs& in, const Size&) { return cos(in[0]); }},
+      {"erf", Op::erf, x_of, [](const Inputs& in, const Size&) { return erf(in[0]); }},
       {"rsqrt", Op::rsqrt, positive_x_of,
           [](const Inputs& in, const Size&) { return rsqrt(in[0]); }},
       {"maximum", Op::maximum, a_b_of,

@@ -240,6 +240,7 @@ ROWS = [
     Row("abs", "abs", x_of, lambda i, s: torch.abs(i[0])),
     Row("sin", "sin", x_of, lambda i, s: torch.sin(i[0])),
     Row("cos", "cos", x_of, lambda i, s: torch.cos(i[0])),
+    Row("erf", "erf", x_of, lambda i, s: torch.erf(i[0])),
     Row("rsqrt", "rsqrt", positive_x_of, lambda i, s: torch.rsqrt(i[0])),
     Row("maximum", "maximum", a_b_of, lambda i, s: torch.maximum(i[0], i[1])),
     Row("minimum", "minimum", a_b_of, lambda i, s: torch.minimum(i[0], i[1])),

@@ -1,6 +1,6 @@
 // Vectorised elementwise math over arrays (internal, not part of the public API): the transcendental
-// functions of the activations — exp, log, tanh, the sigmoid, GELU (exact and tanh), SiLU — sin,
-// cos, √ and 1/√, and the products their backward passes make, for float32 and float64.
+// functions of the activations — exp, log, tanh, the sigmoid, GELU (exact and tanh), SiLU — erf,
+// sin, cos, √ and 1/√, and the products their backward passes make, for float32 and float64.
 //
 // The vector functions are SLEEF's (Debian's libsleef-dev, the library PyTorch's CPU kernels use),
 // the 1.0-ulp ones (1.5 for erfc), called on 16 floats (AVX-512), 8 (AVX2) or 4 (SSE2) at once —
@@ -61,13 +61,14 @@ struct Functions {
   UnaryFn<T> exp;
   ShiftedFn<T> exp_shifted;         // e^(x − shift): a softmax row less its maximum
   ShiftedSumFn<T> exp_shifted_sum;  // the same, and Σ e^(x − shift): softmax's denominator
-  UnaryFn<T> log, tanh, sigmoid, gelu, gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu;
+  UnaryFn<T> log, tanh, sigmoid, gelu, gelu_tanh, silu, erf, sin, cos, sqrt, rsqrt, relu;
   BackwardFn<T> exp_backward;           // s = y = eˣ:       g · y
   BackwardFn<T> tanh_backward;          // s = y = tanh x:   g · (1 − y²)
   BackwardFn<T> sigmoid_backward;       // s = y = σ(x):     g · y (1 − y)
   BackwardFromBothFn<T> gelu_backward;  // x, y = x Φ(x):  g · (Φ(x) + x φ(x)),  Φ(x) = y / x
   BackwardFn<T> gelu_tanh_backward;  // s = x:            g · (σ + 2 x σ (1 − σ) u′),  σ = σ(2u)
   BackwardFn<T> silu_backward;  // s = x:            g · σ (1 + x (1 − σ)),        σ = σ(x)
+  BackwardFn<T> erf_backward;   // s = x:            g · (2/√π) e^(−x²)
   BackwardFn<T> sin_backward;   // s = x:            g · cos x
   BackwardFn<T> cos_backward;   // s = x:            −g · sin x
   BackwardFn<T> relu_backward;  // s = x:            g · [x > 0]

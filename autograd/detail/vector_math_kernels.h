@@ -20,9 +20,9 @@
 namespace ag::detail::vec {
 
 // An Isa of SLEEF's functions, e.g. AG_SLEEF_ISA(Avx512Float, float, __m512, 16, f16, avx512f,
-// _mm512_sqrt_ps) calls Sleef_expf16_u10avx512f: the 1.0-ulp exp, log and tanh, the 3.5-ulp tanh
-// (three times faster), the 1.5-ulp erfc; √ is the instruction set's own (correctly rounded, as
-// IEEE requires, and more than twice as fast as SLEEF's 0.5-ulp one).
+// _mm512_sqrt_ps) calls Sleef_expf16_u10avx512f: the 1.0-ulp exp, log, tanh and erf, the 3.5-ulp
+// tanh (three times faster), the 1.5-ulp erfc; √ is the instruction set's own (correctly rounded,
+// as IEEE requires, and more than twice as fast as SLEEF's 0.5-ulp one).
 #define AG_SLEEF_ISA(Name, Type, Vector, width, tag, isa, hardware_sqrt) \
   struct Name {                                                          \
     using T = Type;                                                      \
@@ -32,6 +32,7 @@ namespace ag::detail::vec {
     static V log(V v) { return Sleef_log##tag##_u10##isa(v); }           \
     static V tanh(V v) { return Sleef_tanh##tag##_u10##isa(v); }         \
     static V tanh_u35(V v) { return Sleef_tanh##tag##_u35##isa(v); }     \
+    static V erf(V v) { return Sleef_erf##tag##_u10##isa(v); }           \
     static V erfc(V v) { return Sleef_erfc##tag##_u15##isa(v); }         \
     static V sin(V v) { return Sleef_sin##tag##_u10##isa(v); }           \
     static V cos(V v) { return Sleef_cos##tag##_u10##isa(v); }           \
@@ -68,10 +69,11 @@ struct Kernels {
   static constexpr int kWidth = Isa::kWidth;
 
   // Constants of the formulas.
-  static constexpr T kSqrtHalf = T(0.70710678118654752440);     // 1/√2
-  static constexpr T kInvSqrt2Pi = T(0.39894228040143267794);   // 1/√(2π)
-  static constexpr T kSqrt2OverPi = T(0.79788456080286535588);  // √(2/π)
-  static constexpr T kGeluC = T(0.044715);                      // tanh-GELU's cubic coefficient
+  static constexpr T kSqrtHalf = T(0.70710678118654752440);       // 1/√2
+  static constexpr T kInvSqrt2Pi = T(0.39894228040143267794);     // 1/√(2π)
+  static constexpr T kTwoOverSqrtPi = T(1.12837916709551257390);  // 2/√π
+  static constexpr T kSqrt2OverPi = T(0.79788456080286535588);    // √(2/π)
+  static constexpr T kGeluC = T(0.044715);                        // tanh-GELU's cubic coefficient
 
   static V load(const T* p) {
     V v;
@@ -175,6 +177,17 @@ struct Kernels {
   static V times_gauss_of_split(V r, V h, V l) {
     const V w = r * Isa::exp(T(-0.5) * h);
     return w - w * (T(0.5) * l);
+  }
+  // r · e^(−x²), erf's derivative: as times_gauss, x² = h + l split exactly and r e^(−x²) =
+  // w e^(−l) ≈ w − w·l with w = r e^(−h) (in float64 too: the rounding of x² would cost up to
+  // x² ulps, 700 near the underflow).
+  static V times_exp_minus_square(V r, V x) {
+    const V zero{}, inf = zero + std::numeric_limits<T>::infinity();
+    const V h = x * x;
+    // Where x² overflows, e^(−inf) = 0 needs no correction (and l would be NaN).
+    const V l = h < inf ? square_error(x, h) : zero;
+    const V w = r * Isa::exp(-h);
+    return w - w * l;
   }
 
   // Φ(x) = ½ erfc(−x/√2), the normal distribution's CDF.
@@ -293,6 +306,11 @@ struct Kernels {
     map(x, y, n, [](V v) { return v * sigmoid_of(T(2) * gelu_u(v)); });
   }
 
+  // erf x = (2/√π) ∫₀ˣ e^(−t²) dt: SLEEF's 1-ulp erf
+  static void erf(const T* x, T* y, int64_t n) {
+    map(x, y, n, [](V v) { return Isa::erf(v); });
+  }
+
   static void sin(const T* x, T* y, int64_t n) {
     map(x, y, n, [](V v) { return Isa::sin(v); });
   }
@@ -354,6 +372,12 @@ struct Kernels {
     });
   }
 
+  static void erf_backward(const T* g, const T* x, T* out, int64_t n) {
+    map(g, x, out, n, [](V gv, V xv) {  // erf′ = (2/√π) e^(−x²)
+      return gv * times_exp_minus_square(V{} + kTwoOverSqrtPi, xv);
+    });
+  }
+
   static void sin_backward(const T* g, const T* x, T* out, int64_t n) {
     map(g, x, out, n, [](V gv, V xv) { return gv * Isa::cos(xv); });  // sin′ = cos
   }
@@ -376,9 +400,9 @@ struct Kernels {
 
   static const Functions<T>& functions() {
     static const Functions<T> table{exp, exp_shifted, exp_shifted_sum, log, tanh, sigmoid, gelu,
-        gelu_tanh, silu, sin, cos, sqrt, rsqrt, relu, exp_backward, tanh_backward, sigmoid_backward,
-        gelu_backward, gelu_tanh_backward, silu_backward, sin_backward, cos_backward, relu_backward,
-        sqrt_backward};
+        gelu_tanh, silu, erf, sin, cos, sqrt, rsqrt, relu, exp_backward, tanh_backward,
+        sigmoid_backward, gelu_backward, gelu_tanh_backward, silu_backward, erf_backward,
+        sin_backward, cos_backward, relu_backward, sqrt_backward};
     return table;
   }
 };

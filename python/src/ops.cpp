@@ -654,6 +654,7 @@ void bind_ops(py::module_& m) {
   AG_UNARY(relu)
   AG_UNARY(sin)
   AG_UNARY(cos)
+  AG_UNARY(erf)
 #undef AG_UNARY
   m.attr("negative") = m.attr("neg");
   m.def(

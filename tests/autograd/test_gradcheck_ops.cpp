@@ -114,6 +114,9 @@ AG_GRADCHECK_CASE(sin, "sin") {
 AG_GRADCHECK_CASE(cos, "cos") {
   return gradcheck([](const Inputs& x) { return cos(x[0]); }, {input({2, 3}, 1, -3.0, 3.0)});
 }
+AG_GRADCHECK_CASE(erf, "erf") {
+  return gradcheck([](const Inputs& x) { return erf(x[0]); }, {input({2, 3}, 1, -3.0, 3.0)});
+}
 AG_GRADCHECK_CASE(rsqrt, "rsqrt") {
   return gradcheck([](const Inputs& x) { return rsqrt(x[0]); }, {input({2, 3}, 1, 0.3, 3.0)});
 }

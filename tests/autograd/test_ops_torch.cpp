@@ -214,6 +214,7 @@ const std::vector<Family>& families() {
               AG_CASE("abs", ag::abs(in["x"])),
               AG_CASE("sin", ag::sin(in["x"])),
               AG_CASE("cos", ag::cos(in["x"])),
+              AG_CASE("erf", ag::erf(in["x"])),
               AG_CASE("rsqrt", ag::rsqrt(in["x"])),
               AG_CASE("maximum", ag::maximum(in["a"], in["b"])),
               AG_CASE("maximum_broadcast", ag::maximum(in["a"], in["b"])),

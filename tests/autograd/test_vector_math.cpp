@@ -78,15 +78,12 @@ Real worst_ulps(const std::vector<T>& x, const std::vector<T>& y,
   return worst;
 }
 
-Real phi(Real x) { return std::exp(-x * x / 2) / std::sqrt(2 * 3.14159265358979323846264338L); }
+constexpr Real kPi = 3.14159265358979323846264338L;
+Real phi(Real x) { return std::exp(-x * x / 2) / std::sqrt(2 * kPi); }
 Real Phi(Real x) { return std::erfc(-x / std::sqrt(2.0L)) / 2; }
 Real sigma(Real x) { return 1 / (1 + std::exp(-x)); }
-Real gelu_u(Real x) {
-  return std::sqrt(2 / 3.14159265358979323846264338L) * (x + 0.044715L * x * x * x);
-}
-Real gelu_du(Real x) {
-  return std::sqrt(2 / 3.14159265358979323846264338L) * (1 + 3 * 0.044715L * x * x);
-}
+Real gelu_u(Real x) { return std::sqrt(2 / kPi) * (x + 0.044715L * x * x * x); }
+Real gelu_du(Real x) { return std::sqrt(2 / kPi) * (1 + 3 * 0.044715L * x * x); }
 Real itself(Real y) { return y; }
 
 struct Case {
@@ -171,6 +168,10 @@ void check_copy(vec::Capability capability, bool print) {
   add("cos",
       unary_error<T>(f.cos, symmetric_sweep<T>(-1000, 1000, n), [](Real v) { return std::cos(v); }),
       1, 1);
+  // erf over where it is not yet ±1 in float64 (|x| < 6), and small |x|, where erf x ≈ 2x/√π.
+  add("erf",
+      unary_error<T>(f.erf, symmetric_sweep<T>(-6, 6, n), [](Real v) { return std::erf(v); }), 1,
+      1);
   add("sqrt",
       unary_error<T>(f.sqrt, log_sweep<T>(log_lo, log_hi, n), [](Real v) { return std::sqrt(v); }),
       0.5, 0.5);
@@ -226,6 +227,13 @@ void check_copy(vec::Capability capability, bool print) {
           [](Real x) { return sigma(x) * (1 + std::fabs(x) * (1 - sigma(x))); }),
       4, 3.5);
 
+  // erf′ = (2/√π) e^(−x²), down to its smallest normal results (x² up to 87 and 708).
+  auto erf_derivative = [](Real x) { return 2 / std::sqrt(kPi) * std::exp(-x * x); };
+  const Real erf_edge = is_float ? 9.3L : 26.6L;
+  add("erf_backward",
+      backward_error<T>(f.erf_backward, symmetric_sweep<T>(-erf_edge, erf_edge, n), itself,
+          erf_derivative, erf_derivative),
+      3, 2);
   add("sin_backward",
       backward_error<T>(
           f.sin_backward, symmetric_sweep<T>(-1000, 1000, n), itself,

@@ -266,6 +266,7 @@ UNARY = {
     "relu": lambda a: np.maximum(a, 0),
     "sin": np.sin,
     "cos": np.cos,
+    "erf": np.vectorize(math.erf),
     "abs": np.abs,
     "neg": np.negative,
 }
