@@ -252,9 +252,11 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& y, const Shape& nor
 enum class Reduction { none, mean, sum };
 // Softmax cross-entropy of logits (N, V) against target class ids (N,) (integer values, any
 // dtype): loss_n = log Σ_v exp(x_nv) − x_n,t_n, fused from log-sum-exp so that it stays finite for
-// any logits. Per row with Reduction::none, else the mean or the sum over rows.
-Tensor cross_entropy(
-    const Tensor& logits, const Tensor& targets, Reduction reduction = Reduction::mean);
+// any logits. Per row with Reduction::none, else the mean or the sum over rows. A row whose target
+// is ignore_index (PyTorch's default −100; nanoGPT passes −1) has loss 0 and no gradient, and the
+// mean is over the other rows (an error if there are none, where PyTorch gives NaN).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
+    Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
 
 // ---- matrix product -------------------------------------------------------------------------
 // As torch.matmul: 1-D operands are promoted to matrices; for N-D the last two dims multiply

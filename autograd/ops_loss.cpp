@@ -4,8 +4,12 @@
 //          = m_n + log Σ_v exp(x_nv − m_n) − x_n,t_n     with m_n = max_v x_nv
 //   ∂loss_n/∂x_nv = softmax(x_n)_v − [v = t_n]
 //
+// A row whose target is ignore_index (PyTorch's, −100 unless given) has loss 0 and gradient 0, and
+// the mean is over the other rows (nanoGPT's ignore_index=-1, a padded batch's −100).
+//
 // Computing log-sum-exp after subtracting the row maximum (never log(softmax(x))) keeps the loss
 // finite for logits of any size: a logit of +1e4 neither overflows exp nor loses the small terms.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -47,7 +51,8 @@ AG_TARGET_CLONES double cross_entropy_row(const double* x, double* p, int64_t V,
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction reduction) {
+Tensor cross_entropy(
+    const Tensor& logits, const Tensor& targets, Reduction reduction, int64_t ignore_index) {
   AG_PROFILE_OP(Op::cross_entropy);
   detail::check_floating(logits, "cross_entropy");
   if (logits.dim() != 2 || targets.shape() != Shape{logits.size(0)})
@@ -58,13 +63,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
   if (V == 0)
     fail<ShapeError>(
         "cross_entropy: logits of shape ", shape_str(logits.shape()), " have no classes");
+  constexpr int64_t kIgnored = -1;  // target_ids' mark for a row whose target is ignore_index
   std::vector<int64_t> target_ids;
   target_ids.reserve(static_cast<std::size_t>(N));
+  int64_t counted = 0;  // the rows whose target is not ignore_index
   for (double t : index_values(targets, "cross_entropy")) {
+    if (t == static_cast<double>(ignore_index)) {
+      target_ids.push_back(kIgnored);
+      continue;
+    }
     if (!(t >= 0 && t < static_cast<double>(V)) || t != std::floor(t))
       fail<ShapeError>("cross_entropy: target ", t, " is not a class index in [0, ", V,
-          ") for logits of shape ", shape_str(logits.shape()));
+          ") nor ignore_index (", ignore_index, ") for logits of shape ",
+          shape_str(logits.shape()));
     target_ids.push_back(static_cast<int64_t>(t));
+    ++counted;
   }
   Tensor x = contiguous(logits.detach());
   Tensor losses = empty({N}, logits.dtype());
@@ -77,13 +90,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
     // whole work, so the result does not depend on the thread count.
     parallel_for(N, 8 * V, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n)
-        loss[n] = cross_entropy_row(px + n * V, prob + n * V, V, target_ids[n]);
+        loss[n] = target_ids[n] == kIgnored
+                      ? T(0)
+                      : cross_entropy_row(px + n * V, prob + n * V, V, target_ids[n]);
     });
   });
-  // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t))
+  // docs/ops.md, cross_entropy: g · (softmax(x) − onehot(t)); 0 where t is ignore_index
   Tensor out = detail::record(Op::cross_entropy, losses, {logits},
       [probabilities, target_ids, V](const Tensor& g, const NeedsGrad&) -> Grads {
-        // gx_nv = g_n · (softmax(x_n)_v − [v = t_n]), rows split between the threads
+        // gx_nv = g_n · (softmax(x_n)_v − [v = t_n]), rows split between the threads; 0 in an
+        // ignored row (its softmax was not computed)
         Tensor grad = empty(probabilities.shape(), probabilities.dtype());
         Tensor gc = contiguous(g);
         dispatch(grad.dtype(), [&]<typename T>() {
@@ -95,8 +111,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
             for (int64_t n = begin; n < end; ++n) {
               const T* p = prob + n * V;
               T* row = out + n * V;
-              for (int64_t v = 0; v < V; ++v) row[v] = p[v] * up[n];
               const int64_t t = target_ids[n];
+              if (t == kIgnored) {
+                std::fill_n(row, V, T(0));
+                continue;
+              }
+              for (int64_t v = 0; v < V; ++v) row[v] = p[v] * up[n];
               row[t] = (p[t] - T(1)) * up[n];
             }
           });
@@ -112,7 +132,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Reduction redu
       break;
   }
   if (N == 0) fail<ShapeError>("cross_entropy: the mean over 0 rows is undefined");
-  return mean(out);
+  if (counted == 0)  // PyTorch gives NaN (0 / 0), which would poison a training run silently
+    fail<ValueError>("cross_entropy: every one of the ", N, " targets is ignore_index (",
+        ignore_index, "): the mean over no rows is undefined");
+  if (counted == N) return mean(out);
+  return sum(out) / static_cast<double>(counted);  // the mean over the rows not ignored
 }
 
 }  // namespace ag

@@ -119,8 +119,8 @@ GPT::Output GPT::forward(const Tensor& idx, const Tensor& targets) const {
   if (targets.defined()) {
     // if we are given some desired targets also calculate the loss
     const Tensor logits = lm_head->forward(x);  // (B, T, V)
-    const Tensor loss = cross_entropy(
-        logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));  // (B·T, V), (B·T) -> ()
+    const Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+        Reduction::mean, /*ignore_index=*/-1);  // (B·T, V), (B·T) -> ()
     return {logits, loss};
   }
   // inference-time mini-optimization: only forward the lm_head on the very last position

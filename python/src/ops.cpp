@@ -403,16 +403,18 @@ Reduction reduction_of(const std::string& name, const char* op) {
   fail<ValueError>(op, ": reduction must be 'mean', 'sum' or 'none', got '", name, "'");
 }
 
-// F.cross_entropy(input, target, reduction): ag's op takes logits (N, C) and targets (N,).
+// F.cross_entropy(input, target, reduction, ignore_index): ag's op takes logits (N, C) and
+// targets (N,).
 // PyTorch's other layouts are composed around it: (C,) with a 0-dim target is one row, and
 // (N, C, d1, ...) with targets (N, d1, ...) — the class dim 1, as d2l's MaskedSoftmaxCELoss
 // passes pred.permute(0, 2, 1) — moves the classes last and flattens the rest into rows.
-Tensor cross_entropy_op(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor cross_entropy_op(
+    const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
   if (input.dim() == 1) {
-    Tensor loss = cross_entropy(unsqueeze(input, 0), reshape(target, {1}), reduction);
+    Tensor loss = cross_entropy(unsqueeze(input, 0), reshape(target, {1}), reduction, ignore_index);
     return reduction == Reduction::none ? reshape(loss, {}) : loss;
   }
-  if (input.dim() <= 2) return cross_entropy(input, target, reduction);
+  if (input.dim() <= 2) return cross_entropy(input, target, reduction, ignore_index);
   Shape dims{0};  // (N, C, d1, ..., dk) -> (N, d1, ..., dk, C)
   for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
   dims.push_back(1);
@@ -423,7 +425,7 @@ Tensor cross_entropy_op(const Tensor& input, const Tensor& target, Reduction red
         " (classes along dim 1) needs targets of shape ", shape_str(expected), ", got ",
         shape_str(target.shape()));
   Tensor rows = reshape(permute(input, dims), {-1, input.size(1)});  // (N·d1···dk, C)
-  Tensor loss = cross_entropy(rows, reshape(target, {-1}), reduction);
+  Tensor loss = cross_entropy(rows, reshape(target, {-1}), reduction, ignore_index);
   return reduction == Reduction::none ? reshape(loss, expected) : loss;
 }
 
@@ -978,12 +980,14 @@ void bind_ops(py::module_& m) {
       py::arg("input"), py::arg("cos"), py::arg("sin"), py::arg("pairs") = "interleaved");
   m.def(
       "cross_entropy",
-      [](const Tensor& input, const Tensor& target, const std::string& reduction) {
+      [](const Tensor& input, const Tensor& target, const std::string& reduction,
+          int64_t ignore_index) {
         const Reduction r = reduction_of(reduction, "cross_entropy");
         py::gil_scoped_release release;
-        return cross_entropy_op(input, target, r);
+        return cross_entropy_op(input, target, r, ignore_index);
       },
-      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean",
+      py::arg("ignore_index") = -100);
   m.def("embedding", &embedding_op, py::arg("input"), py::arg("weight"));
 
   // ---- attention --------------------------------------------------------------------------------

@@ -376,6 +376,12 @@ AG_GRADCHECK_CASE(cross_entropy_mean, "cross_entropy mean over rows of a transpo
       [targets](const Inputs& x) { return cross_entropy(x[0].transpose(0, 1), targets); },
       {input({4, 3}, 1, -2.0, 2.0)});
 }
+AG_GRADCHECK_CASE(cross_entropy_ignore_index, "cross_entropy mean with two targets ignored") {
+  Tensor targets = tensor({2, -1, 0, -1, 3}, float64);  // nanoGPT's ignore_index=-1
+  return gradcheck(
+      [targets](const Inputs& x) { return cross_entropy(x[0], targets, Reduction::mean, -1); },
+      {input({5, 4}, 1, -2.0, 2.0)});
+}
 
 // ---- matmul -------------------------------------------------------------------------------------
 

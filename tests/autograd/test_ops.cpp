@@ -356,6 +356,40 @@ TEST_CASE("cross_entropy (fused) equals the composed −Σ onehot · log_softmax
     CHECK(ga[i] == Approx(gb[i]).epsilon(1e-12).margin(1e-15));
 }
 
+TEST_CASE("cross_entropy skips the rows whose target is ignore_index, as PyTorch's",
+    "[ops][cross_entropy]") {
+  Generator gen(9);
+  const Tensor x = randn({4, 3}, gen, float64);
+  const Tensor kept = index_select(x, 0, tensor({0, 2}));  // (2, 3): the rows not ignored
+  const Tensor targets =
+      tensor({1, -100, 2, -100}, {4}, float64);  // PyTorch's default ignore_index
+  const Tensor kept_targets = tensor({1, 2}, {2}, float64);
+  // none: 0 in an ignored row; sum: the kept rows' sum; mean: over the kept rows only.
+  const std::vector<double> per_row = values(cross_entropy(x, targets, Reduction::none));
+  const std::vector<double> kept_rows = values(cross_entropy(kept, kept_targets, Reduction::none));
+  CHECK(per_row == std::vector<double>{kept_rows[0], 0.0, kept_rows[1], 0.0});
+  CHECK(cross_entropy(x, targets, Reduction::sum).item() ==
+        Approx(kept_rows[0] + kept_rows[1]).epsilon(1e-15));
+  Tensor leaf = x.clone().requires_grad_();
+  Tensor loss = cross_entropy(leaf, targets);
+  CHECK(loss.item() == Approx((kept_rows[0] + kept_rows[1]) / 2).epsilon(1e-15));
+  loss.backward();
+  const std::vector<double> g = values(leaf.grad());
+  for (int64_t v = 0; v < 3; ++v) {
+    CHECK(g[static_cast<std::size_t>(3 + v)] == 0.0);  // the ignored rows get no gradient
+    CHECK(g[static_cast<std::size_t>(9 + v)] == 0.0);
+  }
+  // Another ignore_index: −100 is then a bad target again, and −1 is skipped.
+  CHECK_THROWS_WITH(cross_entropy(x, targets, Reduction::mean, -1),
+      Catch::Matchers::Contains(
+          "cross_entropy: target -100 is not a class index in [0, 3) nor ignore_index (-1)"));
+  // Every target ignored: the mean is refused (PyTorch's NaN); the sum is 0.
+  const Tensor all_ignored = tensor({-1, -1, -1, -1}, {4}, float64);
+  CHECK_THROWS_WITH(cross_entropy(x, all_ignored, Reduction::mean, -1),
+      Catch::Matchers::Contains("every one of the 4 targets is ignore_index (-1)"));
+  CHECK(cross_entropy(x, all_ignored, Reduction::sum, -1).item() == 0.0);
+}
+
 TEST_CASE("concat, split and index_select values", "[ops]") {
   Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {2, 1});
   CHECK(values(concat({a, b}, 1)) == std::vector<double>{1, 2, 5, 3, 4, 6});

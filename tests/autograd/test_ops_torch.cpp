@@ -423,6 +423,10 @@ const std::vector<Family>& families() {
               AG_CASE(
                   "cross_entropy_none", ag::cross_entropy(in["x"], in["t"], ag::Reduction::none)),
               AG_CASE("cross_entropy_mean", ag::cross_entropy(in["x"], in["t"])),
+              AG_CASE("cross_entropy_ignore_index_mean",
+                  ag::cross_entropy(in["x"], in["t"], ag::Reduction::mean, -1)),
+              AG_CASE("cross_entropy_ignore_default_none",
+                  ag::cross_entropy(in["x"], in["t"], ag::Reduction::none)),
               AG_CASE("cross_entropy_sum_large_logits",
                   ag::cross_entropy(in["x"], in["t"], ag::Reduction::sum)),
           }},

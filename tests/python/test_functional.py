@@ -118,6 +118,15 @@ def test_cross_entropy_reductions_and_refused_arguments():
     loss = F.cross_entropy(pred.permute(0, 2, 1), ag.tensor(label), reduction="none")
     expected = np.log(np.exp(p).sum(-1)) - np.take_along_axis(p, label[..., None], -1)[..., 0]
     close(loss, expected)
+    # ignore_index: nanoGPT's -1, and PyTorch's default -100; the mean is over the rest
+    ignored = ag.tensor([4, -1, 2])
+    close(F.cross_entropy(x, ignored, ignore_index=-1), per_row[[0, 2]].mean())
+    close(F.cross_entropy(x, ignored, ignore_index=-1, reduction="none"), per_row * [1, 0, 1])
+    close(F.cross_entropy(x, ag.tensor([-100, 0, -100])), per_row[1])
+    loss = F.cross_entropy(pred.permute(0, 2, 1), ag.tensor([[1, -100, 3, 4], [-100, 0, 1, 1]]))
+    close(loss, expected[[0, 0, 0, 1, 1, 1], [0, 2, 3, 1, 2, 3]].mean())
+    with pytest.raises(ag.ValueError, match="every one of the 3 targets is ignore_index"):
+        F.cross_entropy(x, ag.tensor([-1, -1, -1]), ignore_index=-1)
     for kwargs in ({"weight": ag.ones(5)}, {"label_smoothing": 0.1}, {"reduce": False}):
         with pytest.raises(ValueError):
             F.cross_entropy(x, target, **kwargs)

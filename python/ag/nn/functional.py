@@ -110,15 +110,17 @@ def cross_entropy(
     label_smoothing=0.0,
 ):
     """Softmax cross-entropy of logits (N, C) — or (C,), or (N, C, d1, ...) with the classes
-    along dim 1 — against integer class ids. reduction 'mean', 'sum' or 'none'. ag takes every
-    target as a class (ignore_index stays unused: a target of -100 is an error, not skipped)."""
+    along dim 1 — against integer class ids. reduction 'mean', 'sum' or 'none'. A target equal to
+    ignore_index has loss 0 and no gradient, and 'mean' is over the other targets, as PyTorch's
+    (nanoGPT passes ignore_index=-1); if every target is ignored, 'mean' is an error (PyTorch's
+    NaN would poison the run)."""
     if weight is not None:
         raise ValueError("cross_entropy: a class weight is not supported by ag (only None)")
     if size_average is not None or reduce is not None:
         raise ValueError("cross_entropy: size_average and reduce are deprecated; use reduction=")
     if label_smoothing != 0.0:
         raise ValueError("cross_entropy: label_smoothing is not supported by ag (only 0.0)")
-    return _C.cross_entropy(input, target, reduction)
+    return _C.cross_entropy(input, target, reduction, ignore_index)
 
 
 def one_hot(tensor, num_classes=-1):
