@@ -13,7 +13,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -197,11 +199,11 @@ std::optional<int64_t> slice_end(py::handle v) {
   return v.cast<int64_t>();
 }
 
-// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries. A 1-D int64
-// tensor or a list of ints picks rows, as index_select: returned in `rows` with its dim.
-struct Key {
-  std::vector<TensorIndex> entries;
-};
+// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; at most one
+// of them may be a list of ints or a 1-D integer tensor (an advanced index, below).
+bool is_advanced(py::handle item) {
+  return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item);
+}
 
 TensorIndex entry(py::handle item) {
   if (py::isinstance<py::bool_>(item))
@@ -217,33 +219,47 @@ TensorIndex entry(py::handle item) {
   if (item.ptr() == Py_Ellipsis) return TensorIndex(Ellipsis);
   if (py::hasattr(item, "__index__")) return TensorIndex(item.attr("__index__")().cast<int64_t>());
   throw py::type_error("index: " + py_repr(item) +
-                       " is not an index ag takes (ints, slices, None and ...; for a tensor or "
-                       "list of indices along one dim use x.index_select(dim, index))");
+                       " is not an index ag takes (ints, slices, None, ... and one list or 1-D "
+                       "tensor of ints)");
 }
 
-std::vector<TensorIndex> entries(py::handle key) {
-  std::vector<TensorIndex> out;
-  if (py::isinstance<py::tuple>(key))
-    for (py::handle item : key) out.push_back(entry(item));
-  else
-    out.push_back(entry(key));
-  return out;
+const char* const kMaskRefused =
+    "index: a bool mask (x[mask]) is not supported: its result's shape depends on the values; "
+    "use ag.where(mask, x, other) or masked_fill (x[mask] = value is supported)";
+
+// An advanced index — a list of ints or a 1-D integer tensor — along a dim of `size`, as
+// index_select's ids: a negative id counts from the end, as in PyTorch's indexing (index_select
+// itself takes none), and one out of range is Python's IndexError.
+Tensor advanced_ids(py::handle item, int64_t size) {
+  if (py::isinstance<py::list>(item))
+    for (py::handle id : item)
+      if (py::isinstance<py::bool_>(id)) throw py::type_error(kMaskRefused);  // a mask, in PyTorch
+  const Tensor index = py::isinstance<Tensor>(item) ? item.cast<Tensor>()
+                                                    : tensor(item.cast<std::vector<int64_t>>());
+  if (index.dtype() == DType::bool_) throw py::type_error(kMaskRefused);
+  if (index.dim() != 1)
+    throw py::type_error("index: an index tensor must be 1-D here, got shape " +
+                         py_repr(shape_tuple(index.shape())));
+  std::vector<int64_t> ids;
+  for (const double v : index.to_vector<double>()) {
+    if (v != std::floor(v))
+      throw py::type_error(
+          "index: an index tensor must hold integers, got " + py_repr(py::float_(v)));
+    const auto id = static_cast<int64_t>(v);
+    if (id < -size || id >= size)
+      throw py::index_error("index " + std::to_string(id) + " is out of range for a dim of size " +
+                            std::to_string(size));
+    ids.push_back(id < 0 ? id + size : id);
+  }
+  return tensor(ids);
 }
 
 Tensor get_item(const Tensor& t, py::handle key) {
-  if (py::isinstance<Tensor>(key) || py::isinstance<py::list>(key)) {
-    // x[index] with a tensor or list of ints: the rows of dim 0, as PyTorch's.
-    Tensor index =
-        py::isinstance<Tensor>(key) ? key.cast<Tensor>() : tensor(key.cast<std::vector<int64_t>>());
-    if (index.dtype() == DType::bool_)
-      throw py::type_error(
-          "index: a bool mask (x[mask]) is not supported: its result's shape "
-          "depends on the values; use ag.where(mask, x, other) or masked_fill");
-    if (index.dim() != 1)
-      throw py::type_error("index: an index tensor must be 1-D here, got shape " +
-                           py_repr(shape_tuple(index.shape())));
-    return index_select(t, 0, index);
-  }
+  std::vector<py::handle> items;
+  if (py::isinstance<py::tuple>(key))
+    for (py::handle item : key) items.push_back(item);
+  else
+    items.push_back(key);
   // x[i] past the end of dim 0 is Python's IndexError, as PyTorch's: it ends `for row in x`
   // and iter() over __getitem__ (the other entries' errors are ag's ShapeError).
   if (py::isinstance<py::int_>(key) && !py::isinstance<py::bool_>(key) && t.dim() > 0) {
@@ -253,10 +269,79 @@ Tensor get_item(const Tensor& t, py::handle key) {
                             std::to_string(size) + " (shape " + py_repr(shape_tuple(t.shape())) +
                             ")");
   }
-  return t.index(entries(key));
+  std::size_t advanced = items.size();
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (!is_advanced(items[k])) continue;
+    if (advanced != items.size())
+      throw py::type_error(
+          "index: more than one list or tensor index (x[[0, 1], [2, 3]]) is not supported; "
+          "index one dim at a time");
+    advanced = k;
+  }
+  std::vector<TensorIndex> basic;
+  for (std::size_t k = 0; k < items.size(); ++k)
+    basic.push_back(k == advanced ? TensorIndex(Slice()) : entry(items[k]));
+  const Tensor view = t.index(basic);
+  if (advanced == items.size()) return view;
+  // x[..., ids, ...] with one advanced index: the basic entries first (the advanced one as ':'),
+  // then index_select along the dim it stands for, which keeps its place, as PyTorch's (a single
+  // advanced index's dims replace it). in_dim: its dim of t; out_dim: of the view. An int takes a
+  // dim of t and leaves none, None adds one, and ... stands for the dims no other entry takes.
+  int64_t takes = 0;  // the dims of t that the entries take
+  for (py::handle item : items)
+    if (!item.is_none() && item.ptr() != Py_Ellipsis) ++takes;
+  int64_t in_dim = 0, out_dim = 0;
+  for (std::size_t k = 0; k < advanced; ++k) {
+    const py::handle item = items[k];
+    if (item.is_none()) {
+      ++out_dim;
+    } else if (item.ptr() == Py_Ellipsis) {
+      in_dim += t.dim() - takes;
+      out_dim += t.dim() - takes;
+    } else if (py::isinstance<py::slice>(item)) {
+      ++in_dim;
+      ++out_dim;
+    } else {  // an int
+      ++in_dim;
+    }
+  }
+  return index_select(view, out_dim, advanced_ids(items[advanced], t.shape()[in_dim]));
+}
+
+// x[mask] = value with a bool mask of x's shape, or of its leading dims: the elements where the
+// mask holds take the value (a number or a one-element tensor), as PyTorch's — nanoGPT's top-k
+// sampling, logits[logits < v[:, [-1]]] = -float('Inf').
+void set_masked(const Tensor& t, const Tensor& mask, py::handle value) {
+  const Shape& shape = t.shape();
+  if (mask.dim() > t.dim() || !std::equal(mask.shape().begin(), mask.shape().end(), shape.begin()))
+    throw py::index_error("index: the mask of shape " + py_repr(shape_tuple(mask.shape())) +
+                          " does not match the leading dims of the indexed tensor of shape " +
+                          py_repr(shape_tuple(shape)));
+  double v = 0;
+  if (py::isinstance<Tensor>(value)) {
+    const Tensor source = value.cast<Tensor>();
+    if (source.numel() != 1)
+      throw py::type_error(
+          "x[mask] = value: the value must be a number or a one-element tensor, "
+          "got shape " +
+          py_repr(shape_tuple(source.shape())));
+    v = source.item();
+  } else {
+    v = value.cast<double>();
+  }
+  Tensor leading = mask;  // (*mask.shape, 1, ..., 1): broadcast over x's other dims
+  while (leading.dim() < t.dim()) leading = unsqueeze(leading, -1);
+  Tensor filled;
+  {
+    NoGradGuard no_grad;  // the new values; writing them is the update below
+    filled = masked_fill(t, leading, v);
+  }
+  t.copy_(filled);  // refused, as other in-place updates, for a tensor that requires grad
 }
 
 void set_item(const Tensor& t, py::handle key, py::handle value) {
+  if (py::isinstance<Tensor>(key) && key.cast<Tensor>().dtype() == DType::bool_)
+    return set_masked(t, key.cast<Tensor>(), value);
   Tensor target = get_item(t, key);
   if (!target.shares_storage(t))
     throw py::type_error(

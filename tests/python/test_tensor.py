@@ -233,6 +233,53 @@ def test_getitem_as_python_and_pytorch():
         x[ag.tensor([True, False])]
 
 
+def test_one_list_or_tensor_index_among_basic_ones_as_pytorch():
+    a = np.arange(60.0).reshape(3, 4, 5)
+    x = ag.from_numpy(a)
+    # One advanced index keeps its place (nanoGPT's v[:, [-1]]); negative ids count from the end.
+    every = slice(None)
+    for key in [(every, [-1]), ([0, -1],), [2, 0], (Ellipsis, [1, 3]), (None, every, [0]),
+                (1, [3, 0]), (slice(0, 2), [1], slice(None, None, 2)), (Ellipsis, [3], every), []]:
+        assert np.array_equal(x[key].numpy(), a[key]), key
+    # An int apart from the list is a basic index in PyTorch (NumPy moves the list's dim first).
+    assert np.array_equal(x[None, 1, ..., [0, 0]].numpy(), a[None, 1][..., [0, 0]])
+    assert np.array_equal(x[ag.tensor([1, -2])].numpy(), a[[1, -2]])
+    g = ag.zeros(3, 4, requires_grad=True)
+    g[:, [0, -1, 0]].sum().backward()  # index_select's gradient: each id's rows added
+    assert g.grad.tolist()[0] == [2.0, 0.0, 0.0, 1.0]
+    with pytest.raises(IndexError, match="index 7 is out of range for a dim of size 4"):
+        x[:, [7]]
+    with pytest.raises(TypeError, match="more than one list or tensor index"):
+        x[[0], [1]]
+    with pytest.raises(TypeError, match="bool mask"):
+        x[[True, False, True]]  # a mask in PyTorch, not the ids 1, 0, 1
+
+
+def test_setitem_with_a_bool_mask_fills_as_pytorch():
+    # nanoGPT's generate: logits[logits < v[:, [-1]]] = -float('Inf')
+    a = np.random.RandomState(0).randn(2, 6)
+    logits = ag.from_numpy(a.copy())
+    v, _ = ag.topk(logits, 3)
+    logits[logits < v[:, [-1]]] = -float("Inf")
+    expected = a.copy()
+    expected[a < np.sort(a, -1)[:, -3:-2]] = -np.inf
+    assert np.array_equal(logits.numpy(), expected)
+    # a mask of the leading dims fills whole rows; a one-element tensor is a value
+    x = ag.ones(3, 2)
+    x[ag.tensor([True, False, True])] = ag.tensor(7.0)
+    assert x.tolist() == [[7.0, 7.0], [1.0, 1.0], [7.0, 7.0]]
+    with pytest.raises(IndexError, match="does not match the leading dims"):
+        x[ag.tensor([True, False])] = 0.0
+    with pytest.raises(TypeError, match="a number or a one-element tensor"):
+        x[ag.tensor([True, False, True])] = ag.ones(2)
+    w = ag.ones(3, requires_grad=True)
+    with pytest.raises(ag.AutogradError, match="requires grad"):
+        w[ag.tensor([True, False, True])] = 0.0
+    with ag.no_grad():
+        w[ag.tensor([True, False, True])] = 0.0
+    assert w.tolist() == [0.0, 1.0, 0.0]
+
+
 def test_setitem_writes_the_view():
     P = ag.zeros(1, 4, 6)
     X = ag.arange(24, dtype=ag.float32).reshape(1, 4, 6)
