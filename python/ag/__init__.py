@@ -86,6 +86,24 @@ Tensor.device = property(lambda self: _cpu)
 Tensor.is_cuda = property(lambda self: False)
 
 
+def _on_the_cpu(make):
+    """make as PyTorch's creation functions are called, with device= (nanoGPT's
+    torch.arange(0, t, dtype=torch.long, device=device)): the CPU — 'cpu', ag.device('cpu') or
+    None — or the error ag.device gives for another; the other arguments go to make as they are."""
+
+    @_functools.wraps(make)
+    def create(*args, device=None, **kwargs):
+        _device(device or "cpu")
+        return make(*args, **kwargs)
+
+    return create
+
+
+for _name in ("zeros", "ones", "empty", "rand", "randn", "full", "zeros_like", "ones_like",
+              "full_like", "rand_like", "randn_like", "eye", "linspace", "randint", "scalar_tensor"):
+    globals()[_name] = _on_the_cpu(getattr(_C, _name))
+
+
 def _to(self, *args, **kwargs):
     """t.to(dtype), t.to(device), t.to(other) as PyTorch's: a copy in another dtype, or t itself."""
     target = kwargs.pop("dtype", None)
@@ -166,8 +184,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 as_tensor = tensor
 
 
-def arange(start, end=None, step=1, *, dtype=None, requires_grad=False):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """torch.arange: int64 when start, end and step are ints (positions, token ids), else float32."""
+    _device(device or "cpu")  # the CPU, or an error naming the device
     if end is None:
         start, end = 0, start
     if dtype is None:

@@ -20,6 +20,7 @@ as schedulers: StepLR and LambdaLR under PyTorch's names and arguments, CosineWi
 TransformerLR (no PyTorch equivalent) under ag's, and Scheduler(optimizer, f) for any f.
 """
 
+import inspect as _inspect
 import sys as _sys
 import types as _types
 
@@ -34,6 +35,25 @@ from ._C.optim import (  # noqa: F401
     transformer_schedule,
 )
 from ._C.optim import Scheduler as _Scheduler
+
+
+def _set_signature(cls, *positional, **keyword_only):
+    """The constructor's arguments as inspect.signature shows a Python class's (a pybind11 class
+    has none to show): nanoGPT's configure_optimizers asks inspect.signature(torch.optim.AdamW)
+    whether it takes fused=. tests/python/test_optim.py holds the defaults to the C++ ones."""
+    kind, named = _inspect.Parameter.POSITIONAL_OR_KEYWORD, _inspect.Parameter.KEYWORD_ONLY
+    parameters = [_inspect.Parameter(name, kind, default=default) for name, default in positional]
+    parameters += [_inspect.Parameter(name, named, default=value) for name, value in keyword_only.items()]
+    cls.__signature__ = _inspect.Signature(parameters)
+
+
+_required = _inspect.Parameter.empty
+_set_signature(SGD, ("params", _required), ("lr", _required), ("momentum", 0.0), ("dampening", 0.0),
+               ("weight_decay", 0.0), ("nesterov", False), maximize=False)
+_set_signature(Adam, ("params", _required), ("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-8),
+               ("weight_decay", 0.0), ("amsgrad", False))
+_set_signature(AdamW, ("params", _required), ("lr", 1e-3), ("betas", (0.9, 0.999)), ("eps", 1e-8),
+               ("weight_decay", 1e-2), ("amsgrad", False))
 
 
 class LRScheduler:

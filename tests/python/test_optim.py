@@ -1,6 +1,7 @@
 """ag.optim from Python: SGD, Adam, AdamW against their update rules in NumPy (PyTorch's
 documented pseudocode), parameter groups, param_groups as live dicts, state dicts, schedulers."""
 
+import inspect
 import math
 
 import numpy as np
@@ -82,6 +83,20 @@ def test_defaults_are_pytorchs():
     with pytest.raises(TypeError):
         optim.SGD(p)  # lr is required, as PyTorch's
     assert repr(adam).startswith("Adam (\nParameter Group 0\n    betas: (0.9, 0.999)")
+
+
+def test_inspect_signature_shows_the_constructors_defaults():
+    # nanoGPT's configure_optimizers: 'fused' in inspect.signature(torch.optim.AdamW).parameters
+    p = [nn.Parameter(ag.ones(1))]
+    for cls, kwargs in ((optim.Adam, {}), (optim.AdamW, {}), (optim.SGD, {"lr": 0.1})):
+        signature = inspect.signature(cls)
+        assert "fused" not in signature.parameters and "params" in signature.parameters
+        group = cls(p, **kwargs).param_groups[0]
+        for name, parameter in signature.parameters.items():
+            if name in group and parameter.default is not inspect.Parameter.empty:
+                assert group[name] == parameter.default, (cls.__name__, name)
+    assert str(inspect.signature(optim.AdamW)) == (
+        "(params, lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, amsgrad=False)")
 
 
 def test_param_groups():
