@@ -43,7 +43,7 @@ def _set_signature(cls, *positional, **keyword_only):
     whether it takes fused=. tests/python/test_optim.py holds the defaults to the C++ ones."""
     kind, named = _inspect.Parameter.POSITIONAL_OR_KEYWORD, _inspect.Parameter.KEYWORD_ONLY
     parameters = [_inspect.Parameter(name, kind, default=default) for name, default in positional]
-    parameters += [_inspect.Parameter(name, named, default=value) for name, value in keyword_only.items()]
+    parameters += [_inspect.Parameter(name, named, default=v) for name, v in keyword_only.items()]
     cls.__signature__ = _inspect.Signature(parameters)
 
 
