@@ -99,8 +99,9 @@ def _on_the_cpu(make):
     return create
 
 
-for _name in ("zeros", "ones", "empty", "rand", "randn", "full", "zeros_like", "ones_like", "full_like",
-              "rand_like", "randn_like", "eye", "linspace", "randint", "scalar_tensor"):
+_creation = ("zeros", "ones", "empty", "rand", "randn", "full", "zeros_like", "ones_like",
+             "full_like", "rand_like", "randn_like", "eye", "linspace", "randint", "scalar_tensor")
+for _name in _creation:
     globals()[_name] = _on_the_cpu(getattr(_C, _name))
 
 
