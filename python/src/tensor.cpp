@@ -227,19 +227,28 @@ const char* const kMaskRefused =
     "index: a bool mask (x[mask]) is not supported: its result's shape depends on the values; "
     "use ag.where(mask, x, other) or masked_fill (x[mask] = value is supported)";
 
-// An advanced index — a list of ints or a 1-D integer tensor — along a dim of `size`, as
-// index_select's ids: a negative id counts from the end, as in PyTorch's indexing (index_select
-// itself takes none), and one out of range is Python's IndexError.
+// A list index, nested or not ([2, 0], makemore's [[1], [2]]), as an int64 tensor of its shape:
+// through NumPy's asarray, which ag.tensor uses too. A list of bools is a mask in PyTorch (refused
+// here), and one of floats no index.
+Tensor list_index(py::handle list) {
+  const py::array array = py::module_::import("numpy").attr("asarray")(list);
+  const char kind = array.dtype().kind();
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  if (kind == 'b') throw py::type_error(kMaskRefused);
+  if (array.size() == 0) return empty(shape, DType::int64);  // [] (NumPy's float64)
+  if (kind != 'i' && kind != 'u')
+    throw py::type_error("index: a list index must hold ints, got " + py_repr(list));
+  const auto ints = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  if (!ints) throw py::error_already_set();
+  return tensor(std::vector<int64_t>(ints.data(), ints.data() + ints.size())).reshape(shape);
+}
+
+// An advanced index — a list of ints or an integer tensor of any shape — along a dim of `size`:
+// its ids as int64, a negative one counted from the end, as in PyTorch's indexing (index_select
+// takes none), and one out of range Python's IndexError.
 Tensor advanced_ids(py::handle item, int64_t size) {
-  if (py::isinstance<py::list>(item))
-    for (py::handle id : item)
-      if (py::isinstance<py::bool_>(id)) throw py::type_error(kMaskRefused);  // a mask, in PyTorch
-  const Tensor index = py::isinstance<Tensor>(item) ? item.cast<Tensor>()
-                                                    : tensor(item.cast<std::vector<int64_t>>());
+  const Tensor index = py::isinstance<Tensor>(item) ? item.cast<Tensor>() : list_index(item);
   if (index.dtype() == DType::bool_) throw py::type_error(kMaskRefused);
-  if (index.dim() != 1)
-    throw py::type_error("index: an index tensor must be 1-D here, got shape " +
-                         py_repr(shape_tuple(index.shape())));
   std::vector<int64_t> ids;
   for (const double v : index.to_vector<double>()) {
     if (v != std::floor(v))
@@ -251,7 +260,7 @@ Tensor advanced_ids(py::handle item, int64_t size) {
                             std::to_string(size));
     ids.push_back(id < 0 ? id + size : id);
   }
-  return tensor(ids);
+  return tensor(ids).reshape(index.shape());
 }
 
 Tensor get_item(const Tensor& t, py::handle key) {
@@ -269,29 +278,35 @@ Tensor get_item(const Tensor& t, py::handle key) {
                             std::to_string(size) + " (shape " + py_repr(shape_tuple(t.shape())) +
                             ")");
   }
-  std::size_t advanced = items.size();
+  // The advanced indices (lists, integer tensors): side by side, as [first, last).
+  std::size_t first = items.size(), last = items.size();
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (!is_advanced(items[k])) continue;
-    if (advanced != items.size())
+    if (first == items.size()) first = k;
+    if (last != items.size() && last != k)
       throw py::type_error(
-          "index: more than one list or tensor index (x[[0, 1], [2, 3]]) is not supported; "
-          "index one dim at a time");
-    advanced = k;
+          "index: list or tensor indices apart from each other (x[[0, 1], :, [2, 3]]) are not "
+          "supported (PyTorch moves their dims first); index them one at a time");
+    last = k + 1;
   }
   std::vector<TensorIndex> basic;
   for (std::size_t k = 0; k < items.size(); ++k)
-    basic.push_back(k == advanced ? TensorIndex(Slice()) : entry(items[k]));
+    basic.push_back(k >= first && k < last ? TensorIndex(Slice()) : entry(items[k]));
   const Tensor view = t.index(basic);
-  if (advanced == items.size()) return view;
-  // x[..., ids, ...] with one advanced index: the basic entries first (the advanced one as ':'),
-  // then index_select along the dim it stands for, which keeps its place, as PyTorch's (a single
-  // advanced index's dims replace it). in_dim: its dim of t; out_dim: of the view. An int takes a
-  // dim of t and leaves none, None adds one, and ... stands for the dims no other entry takes.
+  if (first == items.size()) return view;
+  // x[..., ids_1, ..., ids_k, ...] with the advanced indices side by side, as PyTorch's: the
+  // basic entries first (the advanced ones as ':'), then the dims the advanced ones stand for
+  // picked together: ids broadcast to one shape S, element s of the result taking
+  // x[..., ids_1[s], ..., ids_k[s], ...]. The k dims are merged into one (reshape: a view where the
+  // strides allow, else a copy) and index_select reads it at the merged ids
+  // Σ_j ids_j · (the product of the sizes after dim j); the merged dim then splits into S, in the
+  // place the k dims had. in_dim: the first of them in t; out_dim: in the view. An int takes a dim
+  // of t and leaves none, None adds one, and ... stands for the dims no other entry takes.
   int64_t takes = 0;  // the dims of t that the entries take
   for (py::handle item : items)
     if (!item.is_none() && item.ptr() != Py_Ellipsis) ++takes;
   int64_t in_dim = 0, out_dim = 0;
-  for (std::size_t k = 0; k < advanced; ++k) {
+  for (std::size_t k = 0; k < first; ++k) {
     const py::handle item = items[k];
     if (item.is_none()) {
       ++out_dim;
@@ -305,7 +320,29 @@ Tensor get_item(const Tensor& t, py::handle key) {
       ++in_dim;
     }
   }
-  return index_select(view, out_dim, advanced_ids(items[advanced], t.shape()[in_dim]));
+  const auto count = static_cast<int64_t>(last - first);
+  std::vector<Tensor> ids;  // each advanced index's ids, wrapped
+  Shape S;                  // their broadcast shape
+  for (int64_t j = 0; j < count; ++j) {
+    ids.push_back(advanced_ids(items[first + static_cast<std::size_t>(j)], t.shape()[in_dim + j]));
+    S = j == 0 ? ids.back().shape() : broadcast_shapes(S, ids.back().shape(), "index");
+  }
+  std::vector<int64_t> merged(static_cast<std::size_t>(numel(S)), 0);  // Σ_j ids_j · stride_j
+  int64_t stride = 1;
+  for (int64_t j = count; j-- > 0;) {
+    const std::vector<int64_t> column = ids[j].expand(S).to_vector<int64_t>();
+    for (std::size_t e = 0; e < merged.size(); ++e) merged[e] += column[e] * stride;
+    stride *= t.shape()[in_dim + j];
+  }
+  Shape merged_shape(view.shape().begin(), view.shape().begin() + out_dim);
+  merged_shape.push_back(stride);  // the k dims as one
+  merged_shape.insert(
+      merged_shape.end(), view.shape().begin() + out_dim + count, view.shape().end());
+  const Tensor picked = index_select(reshape(view, merged_shape), out_dim, merged);
+  Shape result(picked.shape().begin(), picked.shape().begin() + out_dim);
+  result.insert(result.end(), S.begin(), S.end());  // the merged dim split into S
+  result.insert(result.end(), picked.shape().begin() + out_dim + 1, picked.shape().end());
+  return reshape(picked, result);
 }
 
 // x[mask] = value with a bool mask of x's shape, or of its leading dims: the elements where the

@@ -249,10 +249,34 @@ def test_one_list_or_tensor_index_among_basic_ones_as_pytorch():
     assert g.grad.tolist()[0] == [2.0, 0.0, 0.0, 1.0]
     with pytest.raises(IndexError, match="index 7 is out of range for a dim of size 4"):
         x[:, [7]]
-    with pytest.raises(TypeError, match="more than one list or tensor index"):
-        x[[0], [1]]
     with pytest.raises(TypeError, match="bool mask"):
         x[[True, False, True]]  # a mask in PyTorch, not the ids 1, 0, 1
+    with pytest.raises(TypeError, match="must hold ints"):
+        x[[0.5]]
+
+
+def test_list_and_tensor_indices_side_by_side_and_of_any_shape_as_pytorch():
+    a = np.arange(120.0).reshape(2, 3, 4, 5)
+    x = ag.from_numpy(a)
+    # Side by side, the indices pick together (broadcast), and their dims keep the place they had.
+    every = slice(None)
+    for key in [(every, [0, 1], [1, 2]), ([[0], [1]], [1, 2]), ([1, 0], [2, 0], [3, 3]),
+                (Ellipsis, [0, -1], [4, 0]), (None, 1, [0, 2], [3, 3], every),
+                ([[1, 0], [0, 1]],), (every, [[2, 1, 0]]), ([],)]:
+        assert np.array_equal(x[key].numpy(), a[key]), key
+    assert np.array_equal(x[ag.tensor([1, 0]), ag.tensor([2, 0])].numpy(), a[[1, 0], [2, 0]])
+    # makemore: an embedding table indexed by a (N, 3) batch of ids, and the log-likelihood's
+    # probs[torch.arange(n), ys]; their gradients add up in the rows picked.
+    C = ag.zeros(6, 2, requires_grad=True)
+    C[ag.tensor([[1, 2, 3], [3, 5, 1]])].sum().backward()
+    assert C.grad.tolist() == [[0, 0], [2, 2], [1, 1], [2, 2], [0, 0], [1, 1]]
+    p = ag.ones(3, 4, requires_grad=True)
+    p[ag.arange(3), ag.tensor([1, 1, 3])].sum().backward()
+    assert p.grad.tolist() == [[0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]]
+    with pytest.raises(TypeError, match="apart from each other"):
+        x[[0, 1], :, [2, 3]]  # PyTorch moves these dims first
+    with pytest.raises(ag.ShapeError, match="index"):
+        x[[0, 1], [0, 1, 2]]  # shapes (2,) and (3,) do not broadcast
 
 
 def test_setitem_with_a_bool_mask_fills_as_pytorch():
