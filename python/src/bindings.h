@@ -93,6 +93,10 @@ inline bool is_numpy_array(py::handle value) {
   return py::isinstance(value, py::handle(numpy).attr("ndarray"));
 }
 
+// The generator= argument of the random functions (tensor.cpp): ag's default generator (seeded by
+// ag.manual_seed) for None, else the ag.Generator given; anything else is a TypeError naming op.
+Generator& generator_of(py::handle generator, const char* op);
+
 // A tensor, or None for an undefined one (grad before backward, Linear's bias=False).
 py::object tensor_or_none(const Tensor& t);
 

@@ -465,12 +465,6 @@ Tensor embedding_op(const Tensor& input, const Tensor& weight) {
   return reshape(index_select(weight, 0, reshape(input, {-1})), shape);
 }
 
-// multinomial's generator: ag's default one (seeded by ag.manual_seed) only.
-void no_generator(py::handle generator, const char* op) {
-  if (!generator.is_none())
-    fail<ValueError>(op, ": generator is not supported (ag.manual_seed seeds the default one)");
-}
-
 // Defines `name` as a function of ag (its first argument `input`) and as a Tensor method (self).
 template <class F, class... Extra>
 void both(py::module_& m, py::class_<Tensor>& cls, const char* name, F f, const Extra&... extra) {
@@ -810,8 +804,7 @@ void bind_ops(py::module_& m) {
   both(
       m, cls, "multinomial",
       [](const Tensor& probs, int64_t n, bool replacement, py::handle generator) {
-        no_generator(generator, "multinomial");
-        return multinomial(probs, n, replacement);
+        return multinomial(probs, n, replacement, generator_of(generator, "multinomial"));
       },
       py::arg("num_samples"), py::arg("replacement") = false, py::kw_only(),
       py::arg("generator") = py::none());

@@ -437,6 +437,14 @@ Shape shape_from_args(const py::args& args, const char* op) {
 
 py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
+Generator& generator_of(py::handle generator, const char* op) {
+  if (generator.is_none()) return default_generator();
+  if (!py::isinstance<Generator>(generator))
+    throw py::type_error(
+        std::string(op) + ": generator must be an ag.Generator, got " + py_repr(generator));
+  return generator.cast<Generator&>();
+}
+
 void bind_tensor(py::module_& m) {
   // ---- dtypes: ag.float32, ag.float64, ag.int64, ag.bool (and PyTorch's aliases) ---------------
   py::enum_<DType> dtype(m, "dtype", "A tensor's element type, as torch.dtype.");
@@ -644,8 +652,20 @@ void bind_tensor(py::module_& m) {
   creation("zeros", [](const Shape& s, DType d) { return zeros(s, d); });
   creation("ones", [](const Shape& s, DType d) { return ones(s, d); });
   creation("empty", [](const Shape& s, DType d) { return empty(s, d); });
-  creation("rand", [](const Shape& s, DType d) { return rand(s, d); });
-  creation("randn", [](const Shape& s, DType d) { return randn(s, d); });
+  // rand and randn take generator= too (makemore's torch.randn((27, 27), generator=g)).
+  auto random_creation = [&m](const char* name, auto make) {
+    m.def(
+        name,
+        [make, name](py::args size, py::handle generator, DType dtype, bool requires_grad) {
+          Tensor t = make(shape_from_args(size, name), generator_of(generator, name), dtype);
+          if (requires_grad) t.requires_grad_();
+          return t;
+        },
+        py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = DType::float32,
+        py::arg("requires_grad") = false);
+  };
+  random_creation("rand", [](const Shape& s, Generator& g, DType d) { return rand(s, g, d); });
+  random_creation("randn", [](const Shape& s, Generator& g, DType d) { return randn(s, g, d); });
   m.def(
       "full",
       [](py::handle size, double value, DType dtype, bool requires_grad) {
@@ -676,16 +696,56 @@ void bind_tensor(py::module_& m) {
       py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"));
   m.def(
       "randint",
-      [](int64_t low, int64_t high, py::handle size, DType dtype) {
-        return randint(low, high, to_shape(size, "randint"), dtype);
+      [](int64_t low, int64_t high, py::handle size, py::handle generator, DType dtype) {
+        return randint(
+            low, high, to_shape(size, "randint"), generator_of(generator, "randint"), dtype);
       },
       py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(),
-      py::arg("dtype") = DType::int64);
+      py::arg("generator") = py::none(), py::arg("dtype") = DType::int64);
   m.def("scalar_tensor", &scalar_tensor, py::arg("value"), py::kw_only(),
       py::arg("dtype") = DType::float32);
 
   // ---- global state: seeds, grad mode, threads -------------------------------------------------
   m.def("manual_seed", &manual_seed, py::arg("seed"), "Seeds ag's default generator.");
+  // torch.Generator: a stream of its own, for generator= (makemore's
+  // g = torch.Generator().manual_seed(2147483647)). Its state is two integers, the seed and the
+  // Philox blocks used (autograd/generator.h); get_state() gives them as an int64 tensor of 2
+  // (their bits), which set_state() takes back.
+  py::class_<Generator>(m, "Generator", "A random number generator of its own (torch.Generator).")
+      .def(py::init([](py::handle device) {
+        const std::string name =
+            py::str(py::hasattr(device, "type") ? device.attr("type") : device).cast<std::string>();
+        if (name.rfind("cpu", 0) != 0)
+          throw std::runtime_error("Generator: ag computes on the CPU only, not on '" + name + "'");
+        return Generator(0);
+      }),
+          py::arg("device") = "cpu")
+      .def(
+          "manual_seed",
+          [](py::object self, uint64_t seed) {
+            self.cast<Generator&>().manual_seed(seed);
+            return self;  // as torch.Generator.manual_seed, for g = Generator().manual_seed(s)
+          },
+          py::arg("seed"))
+      .def("initial_seed", &Generator::seed)
+      .def("get_state",
+          [](const Generator& g) {
+            const GeneratorState s = g.state();
+            return tensor(
+                std::vector<int64_t>{static_cast<int64_t>(s.seed), static_cast<int64_t>(s.offset)});
+          })
+      .def(
+          "set_state",
+          [](Generator& g, const Tensor& state) {
+            if (state.dtype() != DType::int64 || state.shape() != Shape{2})
+              fail<ValueError>(
+                  "Generator.set_state: a state is the int64 tensor of 2 that "
+                  "get_state() gives, got ",
+                  dtype_name(state.dtype()), " of shape ", shape_str(state.shape()));
+            const std::vector<int64_t> v = state.to_vector<int64_t>();
+            g.set_state({static_cast<uint64_t>(v[0]), static_cast<uint64_t>(v[1])});
+          },
+          py::arg("new_state"));
   m.def("is_grad_enabled", &GradMode::is_enabled);
   m.def("_set_grad_enabled", &GradMode::set_enabled, py::arg("enabled"));
   m.def("set_num_threads", &set_num_threads, py::arg("threads"));

@@ -69,6 +69,34 @@ def test_seeded_random_numbers_repeat():
     assert r.dtype == ag.int64 and 0 <= min(r.tolist()) and max(r.tolist()) < 5
 
 
+def test_a_generator_of_its_own_as_torch_generator():
+    # makemore: g = torch.Generator().manual_seed(2147483647); torch.randn((27, 27), generator=g)
+    g = ag.Generator().manual_seed(2147483647)
+    assert isinstance(g, ag.Generator) and g.initial_seed() == 2147483647
+    ag.manual_seed(2147483647)  # the default generator's stream of that seed is the same
+    expected = ag.randn(27, 27).tolist()
+    ag.manual_seed(0)
+    assert ag.randn((27, 27), generator=g).tolist() == expected
+    state = g.get_state()
+    after = [ag.rand(3, generator=g).tolist(), ag.randint(0, 27, (5,), generator=g).tolist(),
+             ag.multinomial(ag.ones(27) / 27, 4, replacement=True, generator=g).tolist()]
+    g.set_state(state)  # the same draws again
+    assert after == [ag.rand(3, generator=g).tolist(), ag.randint(0, 27, (5,), generator=g).tolist(),
+                     ag.multinomial(ag.ones(27) / 27, 4, replacement=True, generator=g).tolist()]
+    # a generator's draws leave the default one where it was
+    ag.manual_seed(1)
+    first = ag.randn(2).tolist()
+    ag.manual_seed(1)
+    ag.randn(5, generator=g)
+    assert ag.randn(2).tolist() == first
+    with pytest.raises(TypeError, match="generator must be an ag.Generator"):
+        ag.randn(2, generator=7)
+    with pytest.raises(ag.ValueError, match="int64 tensor of 2"):
+        g.set_state(ag.zeros(2))
+    with pytest.raises(RuntimeError, match="CPU only"):
+        ag.Generator(device="cuda")
+
+
 def test_metadata():
     x = ag.zeros(2, 3, 4)
     assert (x.ndim, x.dim(), x.numel(), len(x)) == (3, 3, 24, 2)
