@@ -1,9 +1,12 @@
 """The Python side of ag's ops (the ops themselves are C++: python/src/ops.cpp).
 
 What is here is composed from the C++ ops where Python reads better: unbind, iterating a tensor
-over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes, and
-the logical operators on bool masks (`causal & padding`).
+over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes, the
+logical operators on bool masks (`causal & padding`), and the reductions' keepdims= (NumPy's name
+for keepdim=, which PyTorch's take too).
 """
+
+import functools as _functools
 
 from . import _C
 
@@ -72,3 +75,29 @@ _C.Tensor.__xor__ = _C.Tensor.__rxor__ = lambda self, other: logical_xor(self, o
 _C.Tensor.logical_and = logical_and
 _C.Tensor.logical_or = logical_or
 _C.Tensor.logical_xor = logical_xor
+
+
+# ---- keepdims: NumPy's name for keepdim, which PyTorch's reductions take too ---------------------
+
+
+def _keepdims_alias(reduce):
+    """reduce with keepdims= as another name for keepdim=, as PyTorch's reductions take it
+    (makemore's P.sum(1, keepdims=True))."""
+
+    @_functools.wraps(reduce)
+    def reduction(*args, **kwargs):
+        if "keepdims" in kwargs:
+            if "keepdim" in kwargs:
+                raise TypeError(f"{reduce.__name__}: keepdim and keepdims are one argument; give one")
+            kwargs["keepdim"] = kwargs.pop("keepdims")
+        return reduce(*args, **kwargs)
+
+    return reduction
+
+
+_reductions = ("sum", "mean", "amax", "amin", "std", "var", "logsumexp", "max", "min", "argmax",
+               "argmin", "any", "all")
+for _name in _reductions:
+    setattr(_C.Tensor, _name, _keepdims_alias(getattr(_C.Tensor, _name)))
+    globals()[_name] = _keepdims_alias(getattr(_C, _name))
+__all__ += list(_reductions)

@@ -375,6 +375,18 @@ def test_sum_mean_over_dims(dtype):
     assert x.sum(dim=None, keepdim=True).shape == (1, 1, 1)
 
 
+def test_reductions_take_numpys_keepdims_as_pytorchs_do():
+    a, x = rand((3, 4), ag.float64)
+    close(x.sum(1, keepdims=True), a.sum(1, keepdims=True))  # makemore's P / P.sum(1, keepdims=True)
+    close(ag.mean(x, 0, keepdims=True), a.mean(0, keepdims=True))
+    for name in ("sum", "mean", "amax", "amin", "std", "var", "logsumexp", "argmax", "argmin"):
+        assert getattr(x, name)(1, keepdims=True).shape == (3, 1), name
+        assert getattr(ag, name)(x, 1, keepdims=True).shape == (3, 1), name
+    assert x.max(1, keepdims=True).values.shape == (3, 1) and (x > 0).any(1, keepdims=True).shape == (3, 1)
+    with pytest.raises(TypeError, match="keepdim and keepdims are one argument"):
+        x.sum(1, keepdim=True, keepdims=True)
+
+
 def test_sum_of_int64_and_bool_is_int64():
     i = ag.arange(6).reshape(2, 3)
     assert i.sum().dtype == ag.int64 and i.sum().item() == 15
