@@ -199,8 +199,8 @@ std::optional<int64_t> slice_end(py::handle v) {
   return v.cast<int64_t>();
 }
 
-// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; at most one
-// of them may be a list of ints or a 1-D integer tensor (an advanced index, below).
+// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; lists of ints
+// and integer tensors among them are advanced indices (get_item, below).
 bool is_advanced(py::handle item) {
   return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item);
 }
@@ -219,8 +219,8 @@ TensorIndex entry(py::handle item) {
   if (item.ptr() == Py_Ellipsis) return TensorIndex(Ellipsis);
   if (py::hasattr(item, "__index__")) return TensorIndex(item.attr("__index__")().cast<int64_t>());
   throw py::type_error("index: " + py_repr(item) +
-                       " is not an index ag takes (ints, slices, None, ... and one list or 1-D "
-                       "tensor of ints)");
+                       " is not an index ag takes (ints, slices, None, ..., lists and tensors of "
+                       "ints)");
 }
 
 const char* const kMaskRefused =
@@ -250,15 +250,21 @@ Tensor advanced_ids(py::handle item, int64_t size) {
   const Tensor index = py::isinstance<Tensor>(item) ? item.cast<Tensor>() : list_index(item);
   if (index.dtype() == DType::bool_) throw py::type_error(kMaskRefused);
   std::vector<int64_t> ids;
-  for (const double v : index.to_vector<double>()) {
-    if (v != std::floor(v))
-      throw py::type_error(
-          "index: an index tensor must hold integers, got " + py_repr(py::float_(v)));
-    const auto id = static_cast<int64_t>(v);
+  if (index.dtype() == DType::int64) {
+    ids = index.to_vector<int64_t>();
+  } else {  // floating ids holding integers, as index_select takes them
+    for (const double v : index.to_vector<double>()) {
+      if (v != std::floor(v))
+        throw py::type_error(
+            "index: an index tensor must hold integers, got " + py_repr(py::float_(v)));
+      ids.push_back(static_cast<int64_t>(v));
+    }
+  }
+  for (int64_t& id : ids) {
     if (id < -size || id >= size)
       throw py::index_error("index " + std::to_string(id) + " is out of range for a dim of size " +
                             std::to_string(size));
-    ids.push_back(id < 0 ? id + size : id);
+    if (id < 0) id += size;
   }
   return tensor(ids).reshape(index.shape());
 }
