@@ -987,20 +987,22 @@ void bind_functional(py::module_& nn_module) {
 void bind_init(py::module_& nn_module) {
   py::module_ init = nn_module.def_submodule("init", "ag.nn.init: fills parameters in place");
   // Each returns its tensor, as torch.nn.init's.
+  // The random ones take PyTorch 2's generator= (None: ag's default generator).
   init.def(
       "uniform_",
-      [](py::object t, double a, double b) {
-        nn::init::uniform_(t.cast<Tensor>(), a, b);
+      [](py::object t, double a, double b, py::handle generator) {
+        nn::init::uniform_(t.cast<Tensor>(), a, b, generator_of(generator, "uniform_"));
         return t;
       },
-      py::arg("tensor"), py::arg("a") = 0.0, py::arg("b") = 1.0);
+      py::arg("tensor"), py::arg("a") = 0.0, py::arg("b") = 1.0, py::arg("generator") = py::none());
   init.def(
       "normal_",
-      [](py::object t, double mean, double std) {
-        nn::init::normal_(t.cast<Tensor>(), mean, std);
+      [](py::object t, double mean, double std, py::handle generator) {
+        nn::init::normal_(t.cast<Tensor>(), mean, std, generator_of(generator, "normal_"));
         return t;
       },
-      py::arg("tensor"), py::arg("mean") = 0.0, py::arg("std") = 1.0);
+      py::arg("tensor"), py::arg("mean") = 0.0, py::arg("std") = 1.0,
+      py::arg("generator") = py::none());
   init.def(
       "constant_",
       [](py::object t, double val) {
@@ -1022,25 +1024,43 @@ void bind_init(py::module_& nn_module) {
         return t;
       },
       py::arg("tensor"));
-  init.def(
-      "xavier_uniform_",
-      [](py::object t, double gain) {
-        nn::init::xavier_uniform_(t.cast<Tensor>(), gain);
-        return t;
-      },
-      py::arg("tensor"), py::arg("gain") = 1.0);
-  init.def(
-      "kaiming_uniform_",
-      [](py::object t, double a, const std::string& mode, const std::string& nonlinearity) {
-        if (mode != "fan_in" || nonlinearity != "leaky_relu")
-          throw py::value_error(
-              "kaiming_uniform_: ag has mode='fan_in' and "
-              "nonlinearity='leaky_relu' only");
-        nn::init::kaiming_uniform_(t.cast<Tensor>(), a);
-        return t;
-      },
-      py::arg("tensor"), py::arg("a") = 0.0, py::arg("mode") = "fan_in",
-      py::arg("nonlinearity") = "leaky_relu");
+  init.def("calculate_gain", &nn::init::calculate_gain, py::arg("nonlinearity"),
+      py::arg("param") = py::none());
+  auto xavier = [&init](const char* name, auto fill) {
+    init.def(
+        name,
+        [fill, name](py::object t, double gain, py::handle generator) {
+          fill(t.cast<Tensor>(), gain, generator_of(generator, name));
+          return t;
+        },
+        py::arg("tensor"), py::arg("gain") = 1.0, py::arg("generator") = py::none());
+  };
+  xavier("xavier_uniform_",
+      [](const Tensor& t, double gain, Generator& g) { nn::init::xavier_uniform_(t, gain, g); });
+  xavier("xavier_normal_",
+      [](const Tensor& t, double gain, Generator& g) { nn::init::xavier_normal_(t, gain, g); });
+  auto kaiming = [&init](const char* name, auto fill) {
+    init.def(
+        name,
+        [fill, name](py::object t, double a, const std::string& mode,
+            const std::string& nonlinearity, py::handle generator) {
+          if (mode != "fan_in" && mode != "fan_out")
+            throw py::value_error(
+                std::string(name) + ": mode must be 'fan_in' or 'fan_out', not '" + mode + "'");
+          const auto fan =
+              mode == "fan_in" ? nn::init::FanMode::fan_in : nn::init::FanMode::fan_out;
+          fill(t.cast<Tensor>(), a, fan, nonlinearity, generator_of(generator, name));
+          return t;
+        },
+        py::arg("tensor"), py::arg("a") = 0.0, py::arg("mode") = "fan_in",
+        py::arg("nonlinearity") = "leaky_relu", py::arg("generator") = py::none());
+  };
+  kaiming("kaiming_uniform_",
+      [](const Tensor& t, double a, nn::init::FanMode mode, const std::string& nonlinearity,
+          Generator& g) { nn::init::kaiming_uniform_(t, a, mode, nonlinearity, g); });
+  kaiming("kaiming_normal_",
+      [](const Tensor& t, double a, nn::init::FanMode mode, const std::string& nonlinearity,
+          Generator& g) { nn::init::kaiming_normal_(t, a, mode, nonlinearity, g); });
 }
 
 }  // namespace

@@ -796,6 +796,26 @@ def test_init():
     assert np.all(np.abs(a(w)) < 0.2)
     nn.init.kaiming_uniform_(w, a=math.sqrt(5))
     assert np.all(np.abs(a(w)) <= 1 / math.sqrt(4))
+    # PyTorch's gains, kaiming_normal_ (makemore's nonlinearity='tanh'), xavier_normal_, fan_out,
+    # and PyTorch 2's generator=
+    assert nn.init.calculate_gain("tanh") == 5 / 3
+    assert nn.init.calculate_gain("relu") == math.sqrt(2)
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04)
+    big = ag.empty(300, 200)  # fan_in 200, fan_out 300
+    assert nn.init.kaiming_normal_(big, nonlinearity="tanh") is big
+    assert abs(a(big).std() / ((5 / 3) / math.sqrt(200)) - 1) < 0.03
+    nn.init.kaiming_normal_(big, mode="fan_out", nonlinearity="relu")
+    assert abs(a(big).std() / math.sqrt(2 / 300) - 1) < 0.03
+    nn.init.xavier_normal_(big)
+    assert abs(a(big).std() / math.sqrt(2 / 500) - 1) < 0.03
+    seeded = lambda: nn.init.normal_(ag.empty(5), generator=ag.Generator().manual_seed(7))  # noqa: E731
+    assert a(seeded()).tolist() == a(seeded()).tolist()
+    ag.manual_seed(7)
+    assert a(seeded()).tolist() == a(nn.init.normal_(ag.empty(5))).tolist()
+    with pytest.raises(ValueError, match="mode must be 'fan_in' or 'fan_out'"):
+        nn.init.kaiming_normal_(big, mode="fan_avg")
+    with pytest.raises(ag.ValueError, match="unsupported nonlinearity 'gelu'"):
+        nn.init.kaiming_uniform_(big, nonlinearity="gelu")
 
 
 def test_clip_grad_norm():
