@@ -420,7 +420,7 @@ namespace {
 void check_inplace_allowed(const Tensor& t, const char* op) {
   if (t.requires_grad() && GradMode::is_enabled())
     fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(t.shape()),
-        " that requires grad; wrap the update in ag::NoGradGuard");
+        " that requires grad; wrap the update in ag::NoGradGuard (in Python: with ag.no_grad())");
   if (!detail::has_distinct_elements(t))
     fail<ValueError>(op,
         ": unsupported operation: more than one element of the written-to tensor "

@@ -325,7 +325,7 @@ def test_setitem_with_a_bool_mask_fills_as_pytorch():
     with pytest.raises(TypeError, match="a number or a one-element tensor"):
         x[ag.tensor([True, False, True])] = ag.ones(2)
     w = ag.ones(3, requires_grad=True)
-    with pytest.raises(ag.AutogradError, match="requires grad"):
+    with pytest.raises(ag.AutogradError, match=r"requires grad.*in Python: with ag.no_grad\(\)"):
         w[ag.tensor([True, False, True])] = 0.0
     with ag.no_grad():
         w[ag.tensor([True, False, True])] = 0.0
