@@ -351,6 +351,16 @@ Tensor get_item(const Tensor& t, py::handle key) {
   return reshape(picked, result);
 }
 
+// x[index] = value with a value that requires grad, in grad mode: an error, since ag's item
+// assignment is not differentiable and the value's gradient would be lost silently.
+void refuse_value_with_grad(const Tensor& value) {
+  if (value.requires_grad() && GradMode::is_enabled())
+    fail<AutogradError>(
+        "x[index] = value: the value requires grad, and item assignment is "
+        "not differentiable in ag (its gradient would be lost); build the "
+        "tensor with ag.cat or ag.where, or assign under ag.no_grad()");
+}
+
 // x[mask] = value with a bool mask of x's shape, or of its leading dims: the elements where the
 // mask holds take the value (a number or a one-element tensor), as PyTorch's — nanoGPT's top-k
 // sampling, logits[logits < v[:, [-1]]] = -float('Inf').
@@ -368,6 +378,7 @@ void set_masked(const Tensor& t, const Tensor& mask, py::handle value) {
           "x[mask] = value: the value must be a number or a one-element tensor, "
           "got shape " +
           py_repr(shape_tuple(source.shape())));
+    refuse_value_with_grad(source);  // (item() would drop its gradient)
     v = source.item();
   } else {
     v = value.cast<double>();
@@ -392,11 +403,7 @@ void set_item(const Tensor& t, py::handle key, py::handle value) {
         "(it would write into a copy); assign rows one at a time");
   if (py::isinstance<Tensor>(value)) {
     const Tensor source = value.cast<Tensor>();
-    if (source.requires_grad() && GradMode::is_enabled())
-      fail<AutogradError>(
-          "x[index] = value: the value requires grad, and item assignment is "
-          "not differentiable in ag (its gradient would be lost); build the "
-          "tensor with ag.cat or ag.where, or assign under ag.no_grad()");
+    refuse_value_with_grad(source);
     target.copy_(source);
   } else {
     target.fill_(value.cast<double>());

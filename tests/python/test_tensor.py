@@ -330,6 +330,8 @@ def test_setitem_with_a_bool_mask_fills_as_pytorch():
     with ag.no_grad():
         w[ag.tensor([True, False, True])] = 0.0
     assert w.tolist() == [0.0, 1.0, 0.0]
+    with pytest.raises(ag.AutogradError, match="not differentiable"):  # its gradient: lost
+        x[ag.tensor([True, False, True])] = ag.tensor(2.0, requires_grad=True)
 
 
 def test_setitem_writes_the_view():
