@@ -132,6 +132,15 @@ HookHandle Tensor::register_hook(GradHook hook) const {
   return handle;
 }
 
+void Tensor::retain_grad() const {
+  if (!requires_grad())
+    fail<AutogradError>("retain_grad: the tensor of shape ", shape_str(shape()),
+        " does not require grad, so it has no gradient to keep");
+  if (grad_fn()) grad_fn()->retains_grad_ = true;
+}
+
+bool Tensor::retains_grad() const { return grad_fn() && grad_fn()->retains_grad_; }
+
 HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
   if (!hook) throw ValueError("register_post_accumulate_grad_hook: the hook is an empty function");
   if (!requires_grad() || grad_fn())
@@ -365,6 +374,51 @@ void mark_slice_region(const Tensor& output, const Tensor& x, const SliceRegion&
 }
 
 }  // namespace detail
+
+void update_in_graph(const Tensor& x, const char* op,
+    const std::function<Tensor(const Tensor& before)>& out_of_place) {
+  if (x.is_leaf() && x.requires_grad())
+    fail<AutogradError>(op, ": in-place update of a leaf of shape ", shape_str(x.shape()),
+        " that requires grad (a parameter); update it under ag::NoGradGuard (in Python: with "
+        "ag.no_grad())");
+  // x's handle alone holds its TensorImpl (a tensor an op saved is another handle to it), and
+  // that TensorImpl alone its memory (a view shares the storage)
+  if (x.impl_ptr().use_count() != 1 || x.impl_ptr()->storage.use_count() != 1)
+    fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(x.shape()),
+        " in the graph whose memory another tensor shares (another handle to it, a view of it, "
+        "or a tensor an op saved for its backward), which would keep the old values; write "
+        "y = y + ... (a new tensor)");
+  TensorImpl& target = *x.impl_ptr();
+  auto before_impl = std::make_shared<TensorImpl>();  // x's value and history, another handle
+  before_impl->storage = target.storage;
+  before_impl->shape = target.shape;
+  before_impl->strides = target.strides;
+  before_impl->offset = target.offset;
+  before_impl->dtype = target.dtype;
+  before_impl->requires_grad = target.requires_grad;
+  before_impl->grad_fn = target.grad_fn;
+  const Tensor before(before_impl);
+  const Tensor result = out_of_place(before);
+  if (result.shape() != x.shape() || result.dtype() != x.dtype())
+    fail<ShapeError>(op, ": the result of shape ", shape_str(result.shape()), " (",
+        dtype_name(result.dtype()), ") cannot be written into the tensor of shape ",
+        shape_str(x.shape()), " (", dtype_name(x.dtype()), ")");
+  // x takes the result's place: its data, and its op as x's history
+  const std::shared_ptr<Node> old_node = target.grad_fn;
+  const TensorImpl& source = *result.impl_ptr();
+  target.storage = source.storage;
+  target.strides = source.strides;
+  target.offset = source.offset;
+  target.requires_grad = source.requires_grad;
+  target.grad_fn = source.grad_fn;
+  if (!target.grad_fn) return;
+  target.grad_fn->output_ = x.impl_ptr();
+  if (old_node) {  // x's old op now made `before`; retain_grad follows x to its new value
+    old_node->output_ = before_impl;
+    target.grad_fn->retains_grad_ = old_node->retains_grad_;
+    old_node->retains_grad_ = false;
+  }
+}
 
 Tensor make_op(std::string name, const Tensor& output, const std::vector<Tensor>& inputs,
     BackwardFn backward) {
@@ -753,6 +807,11 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
           const std::string tensor_kind = std::string("the output of '") + node->name() + "'";
           grad_output = run_hooks(node->grad_hooks_, std::move(grad_output), node->output_shape(),
               node->output_dtype(), tensor_kind.c_str());
+        }
+        if (node->retains_grad_) {  // Tensor::retain_grad: a copy kept in the output's .grad
+          if (const std::shared_ptr<TensorImpl> output = node->output_.lock())
+            accumulate(output->grad, grad_output, node->output_shape(), node->output_dtype(),
+                "retain_grad", 0, "retained output", Receiver::leaf);
         }
         // While a profile records, the node's backward and the adding of its gradients into its
         // inputs' are one scope, "<op>_backward" (autograd/profiler.h).

@@ -106,7 +106,9 @@ class Node {
  private:
   friend void run_backward(const Tensor&, const Tensor&, bool);
   friend void detail::mark_slice_region(const Tensor&, const Tensor&, const detail::SliceRegion&);
-  friend class Tensor;      // register_hook
+  friend class Tensor;  // register_hook, retain_grad
+  friend void update_in_graph(
+      const Tensor&, const char*, const std::function<Tensor(const Tensor&)>&);
   friend class HookHandle;  // remove
   Op op_;
   std::string custom_name_;
@@ -134,6 +136,7 @@ class Node {
   std::vector<int64_t> input_dims_;
   std::weak_ptr<TensorImpl> output_;
   std::vector<GradHookEntry> grad_hooks_;  // Tensor::register_hook on this node's output
+  bool retains_grad_ = false;              // Tensor::retain_grad on this node's output
 };
 
 // How many autograd nodes exist right now in this process: a training loop whose graph is freed
@@ -142,6 +145,17 @@ int64_t live_node_count();
 
 // Runs backward from `root` with upstream gradient `grad` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+
+// x ⊕= y as a recorded op, as PyTorch's differentiable in-place updates (the Python binding's
+// +=, -=, *=, /= in grad mode on a tensor in the graph: makemore's `self.out += self.bias`; ag's
+// C++ in-place ops are not differentiable). `out_of_place(before)` computes x ⊕ y from a handle
+// to x's value before the update; x's own handle then takes the result's data and grad_fn, so
+// that every name of x sees the update and backward runs through the op into x's old history.
+// The result must have x's shape and dtype. An AutogradError naming `op` where x is a leaf that
+// requires grad (as in PyTorch) or where anything else holds x or its memory — another handle, a
+// view of it, a tensor an op saved for backward — since that would keep the old values silently.
+void update_in_graph(const Tensor& x, const char* op,
+    const std::function<Tensor(const Tensor& before)>& out_of_place);
 
 // ---- grad mode ----------------------------------------------------------------------------------
 class GradMode {

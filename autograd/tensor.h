@@ -181,6 +181,15 @@ class Tensor {
   //   HookHandle h = x.register_hook([](const Tensor& g) { return g * 2.0; });  // doubles x's grad
   //   h.remove();
   HookHandle register_hook(GradHook hook) const;
+  // Keeps the gradient of an op output in its .grad, as PyTorch's Tensor.retain_grad: makemore's
+  // manual backprop checks each intermediate's gradient against the one backward computed. The
+  // gradient is the one after the tensor's hooks (as in PyTorch 2), accumulated over backward
+  // passes as a leaf's is. On a leaf it does nothing (a leaf keeps its gradient anyway); on a
+  // tensor that does not require grad it is an AutogradError.
+  void retain_grad() const;
+  // Whether backward keeps this tensor's gradient in .grad: true after retain_grad on an op
+  // output, false for a leaf (as in PyTorch).
+  bool retains_grad() const;
   // Registers `hook`, as PyTorch's Tensor.register_post_accumulate_grad_hook: on a leaf that
   // requires grad (AutogradError otherwise), it is called with the leaf once a backward pass has
   // added everything that pass sends it to .grad — as soon as the last op that uses the leaf has

@@ -265,3 +265,36 @@ TEST_CASE(
   CHECK_FALSE(ran);
   CHECK_THROWS_AS(queue_backward_callback([] {}), AutogradError);  // the queue is gone with it
 }
+
+TEST_CASE("retain_grad keeps an op output's gradient, after its hooks, accumulated",
+    "[autograd][hooks]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  Tensor h = w * w;  // (2,)
+  CHECK_FALSE(h.retains_grad());
+  h.register_hook([](const Tensor& g) { return g * 10.0; });
+  h.retain_grad();
+  h.retain_grad();  // once is enough
+  CHECK(h.retains_grad());
+  Tensor y = (h * 3.0).sum();
+  y.retain_grad();  // the root's gradient is the seed
+  y.backward(Tensor(), /*retain_graph=*/true);
+  CHECK(values(y.grad()) == std::vector<double>{1.0});
+  CHECK(values(h.grad()) == std::vector<double>{30.0, 30.0});  // 3, then the hook's · 10
+  CHECK(values(w.grad()) == std::vector<double>{60.0, 120.0});
+  y.backward();
+  CHECK(values(h.grad()) == std::vector<double>{60.0, 60.0});
+  Tensor unused = w * 2.0;  // no gradient reaches it: none kept
+  unused.retain_grad();
+  (w * 1.0).sum().backward();
+  CHECK_FALSE(unused.grad().defined());
+}
+
+TEST_CASE("retain_grad: nothing on a leaf, an error without requires_grad", "[autograd][hooks]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  w.retain_grad();
+  CHECK_FALSE(w.retains_grad());  // as PyTorch's: a leaf keeps its gradient anyway
+  (w * 2.0).sum().backward();
+  CHECK(values(w.grad()) == std::vector<double>{2.0, 2.0});
+  CHECK_THROWS_MATCHES(ones({2}).retain_grad(), AutogradError,
+      WhatContains({"retain_grad: the tensor of shape [2] does not require grad"}));
+}

@@ -4,10 +4,12 @@
 // memory (an expanded view) are refused.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "tensor_compare.h"
 #include "what_contains.h"
 
 using namespace ag;
@@ -275,4 +277,57 @@ TEST_CASE(
   // Apart in one storage: read as they are.
   narrow(x, 0, 2, 2).copy_(narrow(x, 0, 0, 2));
   CHECK(x.to_vector<float>() == std::vector<float>{0, 2, 4, 10, 0, 2, 4, 10});
+}
+
+// update_in_graph: Python's x ⊕= y on a tensor in the graph, as PyTorch's.
+TEST_CASE(
+    "update_in_graph records the op: backward runs through it into the old history", "[inplace]") {
+  Tensor w = tensor({1.0, -2.0, 3.0}, float64).requires_grad_();
+  Tensor x = w * 3.0;  // (3,)
+  const std::shared_ptr<Node> old_node = x.grad_fn();
+  x.retain_grad();
+  update_in_graph(x, "mul_", [&](const Tensor& before) { return before * w; });
+  CHECK(x.grad_fn() != old_node);
+  CHECK(x.grad_fn()->op() == Op::mul);
+  CHECK(values(x) == std::vector<double>{3.0, 12.0, 27.0});  // 3w · w
+  CHECK(x.retains_grad());  // the retained gradient is the updated tensor's
+  x.sum().backward();
+  CHECK(values(w.grad()) == std::vector<double>{6.0, -12.0, 18.0});  // d(3w²)/dw = 6w
+  CHECK(values(x.grad()) == std::vector<double>{1.0, 1.0, 1.0});
+  // A tensor outside the graph joins it through a value that requires grad
+  Tensor y = zeros({3}, float64);
+  update_in_graph(y, "add_", [&](const Tensor& before) { return before + w; });
+  CHECK(y.requires_grad());
+  CHECK(y.grad_fn()->op() == Op::add);
+}
+
+TEST_CASE("update_in_graph refuses a parameter, shared memory and a result of another shape",
+    "[inplace]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  auto plus_one = [](const Tensor& before) { return before + 1.0; };
+  CHECK_THROWS_MATCHES(update_in_graph(w, "add_", plus_one), AutogradError,
+      WhatContains({"add_: in-place update of a leaf of shape [2] that requires grad"}));
+  Tensor h = tanh(w);  // tanh saved its output for its backward
+  CHECK_THROWS_MATCHES(update_in_graph(h, "add_", plus_one), AutogradError,
+      WhatContains({"whose memory another tensor shares"}));
+  Tensor y = w * 2.0;
+  {
+    const Tensor row = y.select(0, 0);  // a view of y
+    CHECK_THROWS_MATCHES(update_in_graph(y, "add_", plus_one), AutogradError,
+        WhatContains({"whose memory another tensor shares"}));
+  }
+  {
+    const Tensor alias = y;  // another handle to y's TensorImpl (C++; Python's names share one)
+    CHECK_THROWS_MATCHES(update_in_graph(y, "add_", plus_one), AutogradError,
+        WhatContains({"whose memory another tensor shares"}));
+  }
+  const std::vector<double> before = values(y);
+  CHECK_THROWS_MATCHES(update_in_graph(y, "add_",
+                           [](const Tensor& b) {
+                             return b + zeros({3, 2}, float64);
+                           }),
+      ShapeError, WhatContains({"add_: the result of shape [3,2] (float64) cannot be written"}));
+  CHECK(values(y) == before);            // refused before anything changed
+  update_in_graph(y, "add_", plus_one);  // the view gone, y alone holds its memory
+  CHECK(values(y) == std::vector<double>{3.0, 5.0});
 }
