@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -199,10 +200,18 @@ std::optional<int64_t> slice_end(py::handle v) {
   return v.cast<int64_t>();
 }
 
-// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; lists of ints
-// and integer tensors among them are advanced indices (get_item, below).
+// Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; lists, ranges
+// and NumPy arrays of ints and integer tensors among them are advanced indices (get_item, below).
+bool is_numpy_array(py::handle item) {
+  // (an ndarray exists only once NumPy is imported, and basic indexing must not import it)
+  return PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") != nullptr &&
+         py::isinstance<py::array>(item);
+}
+
 bool is_advanced(py::handle item) {
-  return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item);
+  return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item) ||
+         PyObject_TypeCheck(item.ptr(), &PyRange_Type) ||  // makemore's probs[range(n), ys]
+         is_numpy_array(item);
 }
 
 TensorIndex entry(py::handle item) {
@@ -269,22 +278,34 @@ Tensor advanced_ids(py::handle item, int64_t size) {
   return tensor(ids).reshape(index.shape());
 }
 
-Tensor get_item(const Tensor& t, py::handle key) {
+// Python's index split into its entries (a tuple's items, or the one key).
+std::vector<py::handle> index_items(py::handle key) {
   std::vector<py::handle> items;
   if (py::isinstance<py::tuple>(key))
     for (py::handle item : key) items.push_back(item);
   else
     items.push_back(key);
-  // x[i] past the end of dim 0 is Python's IndexError, as PyTorch's: it ends `for row in x`
-  // and iter() over __getitem__ (the other entries' errors are ag's ShapeError).
-  if (py::isinstance<py::int_>(key) && !py::isinstance<py::bool_>(key) && t.dim() > 0) {
-    const int64_t i = key.cast<int64_t>(), size = t.shape()[0];
-    if (i < -size || i >= size)
-      throw py::index_error("index " + std::to_string(i) + " is out of range for dim 0 of size " +
-                            std::to_string(size) + " (shape " + py_repr(shape_tuple(t.shape())) +
-                            ")");
-  }
-  // The advanced indices (lists, integer tensors): side by side, as [first, last).
+  return items;
+}
+
+// x[..., ids_1, ..., ids_k, ...] with the advanced indices side by side, as PyTorch's: the basic
+// entries first (the advanced ones as ':'), giving `view`; then the k dims the advanced ones stand
+// for are picked together: ids broadcast to one shape S, element s of the result taking
+// x[..., ids_1[s], ..., ids_k[s], ...]. The k dims of the view are merged into one (`merged_shape`)
+// and read at the merged ids Σ_j ids_j · (the product of the sizes after dim j); the merged dim
+// then splits into S, in the place the k dims had (`result_shape`). out_dim: the first of the k
+// dims in the view.
+struct AdvancedIndex {
+  Tensor view;                  // t indexed by the basic entries
+  int64_t out_dim = 0;          // where the k dims start in the view
+  int64_t count = 0;            // k
+  Shape merged_shape;           // the view's shape with the k dims as one
+  std::vector<int64_t> merged;  // the merged ids, one per element of S
+  Shape result_shape;           // the view's shape with the k dims replaced by S
+};
+
+std::optional<AdvancedIndex> advanced_index(const Tensor& t, const std::vector<py::handle>& items) {
+  // The advanced indices (lists, ranges, integer tensors): side by side, as [first, last).
   std::size_t first = items.size(), last = items.size();
   for (std::size_t k = 0; k < items.size(); ++k) {
     if (!is_advanced(items[k])) continue;
@@ -295,60 +316,82 @@ Tensor get_item(const Tensor& t, py::handle key) {
           "supported (PyTorch moves their dims first); index them one at a time");
     last = k + 1;
   }
+  if (first == items.size()) return std::nullopt;
+  AdvancedIndex plan;
   std::vector<TensorIndex> basic;
   for (std::size_t k = 0; k < items.size(); ++k)
     basic.push_back(k >= first && k < last ? TensorIndex(Slice()) : entry(items[k]));
-  const Tensor view = t.index(basic);
-  if (first == items.size()) return view;
-  // x[..., ids_1, ..., ids_k, ...] with the advanced indices side by side, as PyTorch's: the
-  // basic entries first (the advanced ones as ':'), then the dims the advanced ones stand for
-  // picked together: ids broadcast to one shape S, element s of the result taking
-  // x[..., ids_1[s], ..., ids_k[s], ...]. The k dims are merged into one (reshape: a view where the
-  // strides allow, else a copy) and index_select reads it at the merged ids
-  // Σ_j ids_j · (the product of the sizes after dim j); the merged dim then splits into S, in the
-  // place the k dims had. in_dim: the first of them in t; out_dim: in the view. An int takes a dim
-  // of t and leaves none, None adds one, and ... stands for the dims no other entry takes.
+  plan.view = t.index(basic);
+  // in_dim: the first of the k dims in t. An int takes a dim of t and leaves none, None adds one,
+  // and ... stands for the dims no other entry takes.
   int64_t takes = 0;  // the dims of t that the entries take
   for (py::handle item : items)
     if (!item.is_none() && item.ptr() != Py_Ellipsis) ++takes;
-  int64_t in_dim = 0, out_dim = 0;
+  int64_t in_dim = 0;
   for (std::size_t k = 0; k < first; ++k) {
     const py::handle item = items[k];
     if (item.is_none()) {
-      ++out_dim;
+      ++plan.out_dim;
     } else if (item.ptr() == Py_Ellipsis) {
       in_dim += t.dim() - takes;
-      out_dim += t.dim() - takes;
+      plan.out_dim += t.dim() - takes;
     } else if (py::isinstance<py::slice>(item)) {
       ++in_dim;
-      ++out_dim;
+      ++plan.out_dim;
     } else {  // an int
       ++in_dim;
     }
   }
-  const auto count = static_cast<int64_t>(last - first);
+  plan.count = static_cast<int64_t>(last - first);
+  const int64_t count = plan.count;
   std::vector<Tensor> ids;  // each advanced index's ids, wrapped
   Shape S;                  // their broadcast shape
   for (int64_t j = 0; j < count; ++j) {
     ids.push_back(advanced_ids(items[first + static_cast<std::size_t>(j)], t.shape()[in_dim + j]));
     S = j == 0 ? ids.back().shape() : broadcast_shapes(S, ids.back().shape(), "index");
   }
-  std::vector<int64_t> merged(static_cast<std::size_t>(numel(S)), 0);  // Σ_j ids_j · stride_j
+  plan.merged.assign(static_cast<std::size_t>(numel(S)), 0);  // Σ_j ids_j · stride_j
   int64_t stride = 1;
   for (int64_t j = count; j-- > 0;) {
     const std::vector<int64_t> column = ids[j].expand(S).to_vector<int64_t>();
-    for (std::size_t e = 0; e < merged.size(); ++e) merged[e] += column[e] * stride;
+    for (std::size_t e = 0; e < plan.merged.size(); ++e) plan.merged[e] += column[e] * stride;
     stride *= t.shape()[in_dim + j];
   }
-  Shape merged_shape(view.shape().begin(), view.shape().begin() + out_dim);
-  merged_shape.push_back(stride);  // the k dims as one
-  merged_shape.insert(
-      merged_shape.end(), view.shape().begin() + out_dim + count, view.shape().end());
-  const Tensor picked = index_select(reshape(view, merged_shape), out_dim, merged);
-  Shape result(picked.shape().begin(), picked.shape().begin() + out_dim);
-  result.insert(result.end(), S.begin(), S.end());  // the merged dim split into S
-  result.insert(result.end(), picked.shape().begin() + out_dim + 1, picked.shape().end());
-  return reshape(picked, result);
+  const Shape& view_shape = plan.view.shape();
+  const auto out_dim = static_cast<std::ptrdiff_t>(plan.out_dim);
+  plan.merged_shape.assign(view_shape.begin(), view_shape.begin() + out_dim);
+  plan.merged_shape.push_back(stride);  // the k dims as one
+  plan.merged_shape.insert(
+      plan.merged_shape.end(), view_shape.begin() + out_dim + count, view_shape.end());
+  plan.result_shape.assign(view_shape.begin(), view_shape.begin() + out_dim);
+  plan.result_shape.insert(plan.result_shape.end(), S.begin(), S.end());
+  plan.result_shape.insert(
+      plan.result_shape.end(), view_shape.begin() + out_dim + count, view_shape.end());
+  return plan;
+}
+
+Tensor get_item(const Tensor& t, py::handle key) {
+  const std::vector<py::handle> items = index_items(key);
+  // x[i] past the end of dim 0 is Python's IndexError, as PyTorch's: it ends `for row in x`
+  // and iter() over __getitem__ (the other entries' errors are ag's ShapeError).
+  if (py::isinstance<py::int_>(key) && !py::isinstance<py::bool_>(key) && t.dim() > 0) {
+    const int64_t i = key.cast<int64_t>(), size = t.shape()[0];
+    if (i < -size || i >= size)
+      throw py::index_error("index " + std::to_string(i) + " is out of range for dim 0 of size " +
+                            std::to_string(size) + " (shape " + py_repr(shape_tuple(t.shape())) +
+                            ")");
+  }
+  const std::optional<AdvancedIndex> plan = advanced_index(t, items);
+  if (!plan) {
+    std::vector<TensorIndex> basic;
+    for (py::handle item : items) basic.push_back(entry(item));
+    return t.index(basic);
+  }
+  // The k dims merged into one (reshape: a view where the strides allow, else a copy) and
+  // index_select at the merged ids; then the merged dim split into S.
+  const Tensor picked =
+      index_select(reshape(plan->view, plan->merged_shape), plan->out_dim, plan->merged);
+  return reshape(picked, plan->result_shape);
 }
 
 // x[index] = value with a value that requires grad, in grad mode: an error, since ag's item
@@ -393,14 +436,51 @@ void set_masked(const Tensor& t, const Tensor& mask, py::handle value) {
   t.copy_(filled);  // refused, as other in-place updates, for a tensor that requires grad
 }
 
+// x[..., ids, ...] = value with advanced indices, as PyTorch's index_put_: the value broadcasts to
+// the shape x[..., ids, ...] has, and element s of it is written at x[..., ids[s], ...] (where ids
+// repeat, the last write stays) — makemore's dlogprobs[range(n), Yb] = -1.0/n, and
+// dC[ix] += demb[k, j], which Python runs as x[ix] = x[ix] + value.
+void set_advanced(const Tensor& t, const AdvancedIndex& plan, py::handle value) {
+  const int64_t dim = plan.out_dim, count = plan.count;
+  // x[..., ids_1[s], ..., ids_k[s], ...] for the merged id Σ_j ids_j[s] · stride_j: a view of t
+  // (selecting the k dims one by one, so any layout of t takes the write)
+  auto element = [&](int64_t merged) {
+    Tensor out = plan.view;
+    for (int64_t j = count; j-- > 0;) {  // the last of the k dims varies fastest
+      const int64_t size = plan.view.size(dim + j);
+      out = out.select(dim + j, merged % size);
+      merged /= size;
+    }
+    return out;
+  };
+  if (!py::isinstance<Tensor>(value)) {
+    const double v = value.cast<double>();
+    for (const int64_t id : plan.merged) element(id).fill_(v);
+    return;
+  }
+  const Tensor source = value.cast<Tensor>();
+  refuse_value_with_grad(source);
+  Shape picked_shape = plan.merged_shape;  // the result's shape with S as one dim
+  picked_shape[static_cast<std::size_t>(dim)] = static_cast<int64_t>(plan.merged.size());
+  Tensor rows;  // (..., |S|, ...): the value broadcast to x[index]'s shape, S as one dim
+  {
+    NoGradGuard no_grad;
+    rows = reshape(contiguous(source.expand(plan.result_shape)), picked_shape);
+    if (rows.shares_storage(t)) rows = rows.clone();  // (x[[1, 0]] = x[:2] reads what it writes)
+  }
+  for (std::size_t e = 0; e < plan.merged.size(); ++e)
+    element(plan.merged[e]).copy_(rows.select(dim, static_cast<int64_t>(e)));
+}
+
 void set_item(const Tensor& t, py::handle key, py::handle value) {
   if (py::isinstance<Tensor>(key) && key.cast<Tensor>().dtype() == DType::bool_)
     return set_masked(t, key.cast<Tensor>(), value);
-  Tensor target = get_item(t, key);
-  if (!target.shares_storage(t))
-    throw py::type_error(
-        "index: x[index] = value with a tensor or list index is not supported "
-        "(it would write into a copy); assign rows one at a time");
+  const std::vector<py::handle> items = index_items(key);
+  if (const std::optional<AdvancedIndex> plan = advanced_index(t, items))
+    return set_advanced(t, *plan, value);
+  std::vector<TensorIndex> basic;
+  for (py::handle item : items) basic.push_back(entry(item));
+  const Tensor target = t.index(basic);
   if (py::isinstance<Tensor>(value)) {
     const Tensor source = value.cast<Tensor>();
     refuse_value_with_grad(source);
@@ -582,6 +662,9 @@ void bind_tensor(py::module_& m) {
               t.zero_grad();
           })
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def("retain_grad", &Tensor::retain_grad,
+          "Keeps this op output's gradient in .grad after backward (a leaf keeps its own).")
+      .def_property_readonly("retains_grad", &Tensor::retains_grad)
       .def_property_readonly(
           "grad_fn",
           [](const Tensor& t) -> py::object {

@@ -307,6 +307,60 @@ def test_list_and_tensor_indices_side_by_side_and_of_any_shape_as_pytorch():
         x[[0, 1], [0, 1, 2]]  # shapes (2,) and (3,) do not broadcast
 
 
+def test_ranges_and_numpy_arrays_are_indices_as_lists():
+    a = np.arange(12.0).reshape(3, 4)
+    x = ag.from_numpy(a)
+    ids = np.array([2, 0, 3])
+    # makemore's probs[range(n), Yb]
+    assert np.array_equal(x[range(3), ids].numpy(), a[range(3), ids])
+    assert np.array_equal(x[:, range(1, 4, 2)].numpy(), a[:, range(1, 4, 2)])
+    assert np.array_equal(x[ids[:2]].numpy(), a[ids[:2]])
+    with pytest.raises(TypeError, match="bool mask"):
+        x[np.array([True, False, True])]
+
+
+def test_setitem_with_list_and_tensor_indices_as_pytorch_index_put():
+    a = np.arange(60.0).reshape(3, 4, 5)
+    every = slice(None)
+    for key, value in [(([0, 2],), 7.0), ((every, [1, -1]), np.arange(30.0).reshape(3, 2, 5)),
+                       (([[0], [2]], [1, 3]), np.arange(5.0)), ((1, [0, 3], [4, 4]), -1.0),
+                       ((Ellipsis, [0, 2]), np.arange(2.0)), (([2, 0], [1]), 9.0)]:
+        expected = a.copy()
+        expected[key] = value
+        x = ag.from_numpy(a.copy())
+        x[key] = ag.from_numpy(value) if isinstance(value, np.ndarray) else value
+        assert np.array_equal(x.numpy(), expected), key
+    # Any layout takes the write (a transposed view here), and a value read from the tensor
+    # itself is read before it is written.
+    t = ag.arange(12.0).reshape(3, 4)
+    t.T[[1, 2], [0, 2]] = ag.tensor([-1.0, -2.0])
+    assert t.tolist()[0][1] == -1.0 and t.tolist()[2][2] == -2.0
+    r = ag.arange(6.0).reshape(3, 2)
+    r[[1, 0]] = r[:2]
+    assert r.tolist() == [[2.0, 3.0], [0.0, 1.0], [4.0, 5.0]]
+    # makemore's manual backprop: dlogprobs[range(n), Yb] = -1.0/n and dC[ix] += demb[k, j]
+    n, ys = 3, ag.tensor([1, 0, 1])
+    d = ag.zeros(n, 2, dtype=ag.float64)
+    d[range(n), ys] = -1.0 / n
+    assert d.tolist() == [[0.0, -1.0 / 3], [-1.0 / 3, 0.0], [0.0, -1.0 / 3]]
+    dC = ag.zeros(4, 2)
+    for ix in [ag.tensor(3), ag.tensor(3), ag.tensor(0)]:
+        dC[ix] += ag.ones(2)
+    assert dC.tolist() == [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [2.0, 2.0]]
+    # Repeated ids: the last write stays (as PyTorch's index_put_ on the CPU).
+    z = ag.zeros(3)
+    z[[1, 1]] = ag.tensor([5.0, 6.0])
+    assert z.tolist() == [0.0, 6.0, 0.0]
+    with pytest.raises(ag.ShapeError):
+        z[[0, 1]] = ag.ones(3)  # (3,) does not broadcast to the (2,) picked
+    w = ag.ones(3, requires_grad=True)
+    with pytest.raises(ag.AutogradError, match="requires grad"):
+        w[[0, 2]] = 0.0
+    with pytest.raises(ag.AutogradError, match="not differentiable"):
+        z[[0, 2]] = w[:2]
+    assert z.tolist() == [0.0, 6.0, 0.0]  # each refusal before any write
+
+
 def test_setitem_with_a_bool_mask_fills_as_pytorch():
     # nanoGPT's generate: logits[logits < v[:, [-1]]] = -float('Inf')
     a = np.random.RandomState(0).randn(2, 6)
