@@ -2,15 +2,17 @@
 
 What is here is composed from the C++ ops where Python reads better: unbind, iterating a tensor
 over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes, the
-logical operators on bool masks (`causal & padding`), and the reductions' keepdims= (NumPy's name
-for keepdim=, which PyTorch's take too).
+logical operators on bool masks (`causal & padding`), isclose and allclose, and the reductions'
+keepdims= (NumPy's name for keepdim=, which PyTorch's take too).
 """
 
 import functools as _functools
+import math as _math
 
 from . import _C
 
-__all__ = ["unbind", "broadcast_shapes", "logical_and", "logical_or", "logical_xor"]
+__all__ = ["unbind", "broadcast_shapes", "logical_and", "logical_or", "logical_xor", "isclose",
+           "allclose", "log10", "log2"]
 
 
 def unbind(input, dim=0):
@@ -75,6 +77,53 @@ _C.Tensor.__xor__ = _C.Tensor.__rxor__ = lambda self, other: logical_xor(self, o
 _C.Tensor.logical_and = logical_and
 _C.Tensor.logical_or = logical_or
 _C.Tensor.logical_xor = logical_xor
+
+
+# ---- log10, log2: composed from log (makemore's loss.log10() for its plots) ---------------------
+
+
+def log10(input):
+    """torch.log10: log(input) / ln 10, differentiable through log (within an ulp of PyTorch's)."""
+    return _C.log(input) / _math.log(10)
+
+
+def log2(input):
+    """torch.log2: log(input) / ln 2, differentiable through log (within an ulp of PyTorch's)."""
+    return _C.log(input) / _math.log(2)
+
+
+_C.Tensor.log10 = log10
+_C.Tensor.log2 = log2
+
+
+# ---- isclose, allclose: makemore's check of a gradient written by hand ------------------------
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.isclose: True where |input − other| ≤ atol + rtol · |other| (broadcast), and where the
+    two are equal (the infinities); NaN is close to NaN only with equal_nan. The two must have one
+    dtype, as in PyTorch."""
+    for name, x in (("input", input), ("other", other)):
+        if not isinstance(x, _C.Tensor):
+            raise TypeError(f"isclose: {name} must be a tensor, got {type(x).__name__}")
+    if input.dtype != other.dtype:
+        raise TypeError(f"isclose: input's dtype {input.dtype} does not match other's "
+                        f"{other.dtype}")
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    close = logical_or(_C.eq(input, other), (input - other).abs() <= atol + rtol * other.abs())
+    if equal_nan:
+        close = logical_or(close, logical_and(_C.isnan(input), _C.isnan(other)))
+    return close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.allclose: whether isclose holds for every element, as a Python bool."""
+    return _builtin_bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+_C.Tensor.isclose = isclose
+_C.Tensor.allclose = allclose
 
 
 # ---- keepdims: NumPy's name for keepdim, which PyTorch's reductions take too ---------------------

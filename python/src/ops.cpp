@@ -209,22 +209,34 @@ py::object pow_op(const Tensor& x, py::handle exponent) {
 // ---- in-place updates ---------------------------------------------------------------------------
 
 // self ⊕= value, in place as PyTorch's: the result, computed out of place, is copied into self,
-// which must be able to hold it (same shape, same dtype). ag's in-place ops are not
-// differentiable: on a tensor that requires grad (in grad mode) this is an AutogradError, never a
-// silent rebinding of the name to a new tensor.
+// which must be able to hold it (same shape, same dtype). In grad mode, where self or the value
+// requires grad, the update is recorded instead (update_in_graph: self takes the result's
+// data and op), as PyTorch's differentiable in-place ops — makemore's `self.out += self.bias` —
+// or refused with an AutogradError where it cannot be (a parameter, a view): never a silent
+// rebinding of the name to a new tensor, nor a lost gradient.
+// Whether x ⊕= value is an update in the graph: grad mode on, and x or the value requires grad.
+bool in_graph(const Tensor& x, py::handle value) {
+  const bool value_requires_grad =
+      py::isinstance<Tensor>(value) && value.cast<const Tensor&>().requires_grad();
+  return GradMode::is_enabled() && (x.requires_grad() || value_requires_grad);
+}
+
 py::object update_in_place(py::object self, py::handle value, const char* op,
     py::object (*compute)(const Tensor&, py::handle)) {
   const Tensor& x = self.cast<const Tensor&>();
-  if (x.requires_grad() && GradMode::is_enabled())
-    fail<AutogradError>(op, ": in-place update of a tensor of shape ", shape_str(x.shape()),
-        " that requires grad; ag's in-place ops are not differentiable: write y = y ",
-        "+ ... (a new tensor), or update under ag.no_grad()");
+  if (in_graph(x, value)) {
+    update_in_graph(x, op, [&](const Tensor& before) {
+      py::object result = compute(before, value);
+      if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented)))
+        throw py::type_error(std::string(op) + ": unsupported operand type " +
+                             py::type::of(value).attr("__name__").cast<std::string>());
+      return result.cast<Tensor>();
+    });
+    return self;
+  }
   py::object result = compute(x, value);
   if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return result;
   const Tensor& r = result.cast<const Tensor&>();
-  if (r.requires_grad() && GradMode::is_enabled())
-    fail<AutogradError>(op, ": the value requires grad, and an in-place update is not ",
-        "differentiable in ag (its gradient would be lost); write y = y + ... (a new tensor)");
   if (r.dtype() != x.dtype())
     fail<DTypeError>(op, ": result type ", dtype_name(r.dtype()),
         " can't be cast to the desired output type ", dtype_name(x.dtype()), " (shape ",
@@ -597,16 +609,15 @@ void bind_ops(py::module_& m) {
       "pow", [](const Tensor& x, py::handle e) { return required(pow_op(x, e), e, "pow"); },
       py::arg("exponent"));
 
-  // In place (not differentiable: under ag.no_grad() on parameters). add_ with a tensor of the
-  // same floating dtype is ag's own kernel, mul_ by a number too; the rest update_in_place.
+  // In place. add_ with a tensor of the same floating dtype is ag's own kernel, mul_ by a number
+  // too, where nothing requires grad in grad mode; the rest update_in_place, which records the
+  // update in the graph where something does (or refuses it: a parameter, a view).
   cls.def(
       "add_",
       [](py::object self, py::handle y, double alpha) -> py::object {
         const Tensor& x = self.cast<const Tensor&>();
-        // (a y that requires grad goes the checked way: its gradient would be lost)
         if (py::isinstance<Tensor>(y) && is_floating_point(x.dtype()) &&
-            y.cast<const Tensor&>().dtype() == x.dtype() &&
-            !(y.cast<const Tensor&>().requires_grad() && GradMode::is_enabled())) {
+            y.cast<const Tensor&>().dtype() == x.dtype() && !in_graph(x, y)) {
           x.add_(y.cast<const Tensor&>(), alpha);
           return self;
         }
@@ -620,7 +631,7 @@ void bind_ops(py::module_& m) {
       [](py::object self, py::handle y) -> py::object {
         const Tensor& x = self.cast<const Tensor&>();
         const Operand o = operand(y, x, "mul_");
-        if (is_floating_point(x.dtype()) &&
+        if (is_floating_point(x.dtype()) && !in_graph(x, y) &&
             (o.kind == Operand::floating || o.kind == Operand::integer)) {
           x.mul_(o.kind == Operand::floating ? o.d : static_cast<double>(o.i));
           return self;

@@ -218,23 +218,80 @@ def test_iadd_keeps_dtype_or_refuses():
         x += ag.ones(2, 3)
 
 
-def test_in_place_on_a_tensor_requiring_grad_is_refused():
+def test_in_place_on_a_parameter_or_a_shared_tensor_is_refused():
     w = ag.ones(2).requires_grad_()
-    with pytest.raises(ag.AutogradError, match="requires grad"):
+    with pytest.raises(ag.AutogradError, match="leaf .* that requires grad"):
         w += 1
-    with pytest.raises(ag.AutogradError):
+    with pytest.raises(ag.AutogradError, match="leaf .* that requires grad"):
         w.add_(ag.ones(2))
-    x = ag.zeros(2)
-    with pytest.raises(ag.AutogradError, match="gradient would be lost"):
-        x += w  # x would not be part of w's graph: refused
-    with pytest.raises(ag.AutogradError, match="gradient would be lost"):
-        x.add_(w)
+    with pytest.raises(ag.AutogradError, match="leaf .* that requires grad"):
+        w.mul_(2)
+    h = ag.tanh(w)  # tanh keeps its output for its backward
+    with pytest.raises(ag.AutogradError, match="memory another tensor shares"):
+        h += 1
+    y = w * 2
+    row = y[0]  # a view of y
+    with pytest.raises(ag.AutogradError, match="memory another tensor shares"):
+        y += 1
+    with pytest.raises(ag.AutogradError, match="memory another tensor shares"):
+        row += 1
+    with pytest.raises(TypeError, match="unsupported operand type str"):
+        (w * 2).__iadd__("a")
     with ag.no_grad():
-        x += w
         w += 1
         w.add_(ag.ones(2), alpha=-0.5)
         w.mul_(4)
     assert w.tolist() == [6.0, 6.0]
+
+
+def test_in_place_in_the_graph_is_recorded():
+    """x ⊕= y where x or y requires grad records the op, as PyTorch's: makemore's Linear adds its
+    bias with self.out += self.bias; the gradients are those of x = x ⊕ y."""
+    w = ag.tensor([1.0, -2.0, 3.0], dtype=ag.float64).requires_grad_()
+    b = ag.tensor([0.5, 0.25, -1.0], dtype=ag.float64).requires_grad_()
+    out = w * 3  # (3,)
+    alias = out
+    out += b
+    out *= w  # mul keeps the value before the update for its backward
+    out -= 1
+    out /= b
+    assert alias is out and out.grad_fn == "div" and not out.is_leaf
+    out.sum().backward()
+    w_grad, b_grad = w.grad.tolist(), b.grad.tolist()
+    w2 = ag.tensor([1.0, -2.0, 3.0], dtype=ag.float64).requires_grad_()
+    b2 = ag.tensor([0.5, 0.25, -1.0], dtype=ag.float64).requires_grad_()
+    (((w2 * 3 + b2) * w2 - 1) / b2).sum().backward()
+    assert w_grad == w2.grad.tolist() and b_grad == b2.grad.tolist()
+    # a tensor outside the graph joins it, as in PyTorch (its gradient is not lost)
+    x = ag.zeros(3, dtype=ag.float64)
+    x += w
+    x.add_(b, alpha=2)
+    assert x.requires_grad and x.grad_fn == "add"
+    w.grad = b.grad = None
+    x.sum().backward()
+    assert w.grad.tolist() == [1.0, 1.0, 1.0] and b.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_retain_grad_keeps_an_op_outputs_gradient():
+    w = ag.tensor([1.0, 2.0], dtype=ag.float64).requires_grad_()
+    h = w * w  # (2,)
+    assert not h.retains_grad
+    h.retain_grad()
+    assert h.retains_grad and not w.retains_grad
+    w.retain_grad()  # a leaf keeps its gradient anyway: nothing to do
+    (h * 3).sum().backward(retain_graph=True)
+    assert h.grad.tolist() == [3.0, 3.0] and w.grad.tolist() == [6.0, 12.0]
+    (h * 3).sum().backward()  # accumulated, as a leaf's
+    assert h.grad.tolist() == [6.0, 6.0]
+    with pytest.raises(ag.AutogradError, match="does not require grad"):
+        ag.ones(2).retain_grad()
+    # after an in-place update the retained gradient is the updated tensor's
+    y = w * 2
+    y.retain_grad()
+    y *= 5
+    assert y.retains_grad
+    y.sum().backward()
+    assert y.grad.tolist() == [1.0, 1.0]
 
 
 def test_add_and_mul_methods_in_place():
@@ -1074,3 +1131,26 @@ def test_an_int_argument_refuses_a_bool_and_takes_an_index():
         x.transpose(0, 2**70)  # beyond int64
     assert x.softmax(np.int64(0)).shape == (2, 3)  # NumPy integers and int64 scalars are ints
     assert x.select(1, ag.tensor(2)).shape == (2,)
+
+
+def test_isclose_and_allclose_as_pytorch():
+    a = ag.tensor([1.0, 1e-9, float("inf"), float("nan"), 100.0], dtype=ag.float64)
+    b = ag.tensor([1.0 + 1e-6, 0.0, float("inf"), float("nan"), 100.002], dtype=ag.float64)
+    expected = np.isclose(a.numpy(), b.numpy())  # NumPy's rule is PyTorch's: atol + rtol · |b|
+    assert ag.isclose(a, b).tolist() == expected.tolist() == [True, True, True, False, False]
+    assert a.isclose(b, equal_nan=True).tolist() == [True, True, True, True, False]
+    assert ag.isclose(a, b, rtol=1e-4).tolist()[4]
+    assert ag.allclose(a[:3], b[:3]) is True and ag.allclose(a, b) is False
+    assert ag.ones(2, 3).allclose(ag.ones(3))  # broadcast
+    with pytest.raises(TypeError, match="dtype"):
+        ag.isclose(ag.ones(2), ag.ones(2, dtype=ag.float64))
+    with pytest.raises(ValueError, match="non-negative"):
+        ag.isclose(a, b, atol=-1.0)
+
+
+def test_log10_and_log2_are_logs_divided():
+    x = ag.tensor([0.5, 1.0, 8.0, 1000.0], dtype=ag.float64, requires_grad=True)
+    assert np.allclose(ag.log10(x).detach().numpy(), np.log10(x.detach().numpy()), rtol=1e-15)
+    assert np.allclose(x.log2().detach().numpy(), np.log2(x.detach().numpy()), rtol=1e-15)
+    x.log10().sum().backward()  # d/dx log10(x) = 1 / (x ln 10)
+    assert np.allclose(x.grad.numpy(), 1 / (x.detach().numpy() * np.log(10)), rtol=1e-15)
