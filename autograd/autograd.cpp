@@ -399,10 +399,13 @@ void update_in_graph(const Tensor& x, const char* op,
   before_impl->grad_fn = target.grad_fn;
   const Tensor before(before_impl);
   const Tensor result = out_of_place(before);
-  if (result.shape() != x.shape() || result.dtype() != x.dtype())
-    fail<ShapeError>(op, ": the result of shape ", shape_str(result.shape()), " (",
-        dtype_name(result.dtype()), ") cannot be written into the tensor of shape ",
-        shape_str(x.shape()), " (", dtype_name(x.dtype()), ")");
+  if (result.dtype() != x.dtype())
+    fail<DTypeError>(op, ": the result's dtype ", dtype_name(result.dtype()),
+        " cannot be written into the tensor of shape ", shape_str(x.shape()), " (",
+        dtype_name(x.dtype()), ")");
+  if (result.shape() != x.shape())
+    fail<ShapeError>(op, ": the result of shape ", shape_str(result.shape()),
+        " cannot be written into the tensor of shape ", shape_str(x.shape()));
   // x takes the result's place: its data, and its op as x's history
   const std::shared_ptr<Node> old_node = target.grad_fn;
   const TensorImpl& source = *result.impl_ptr();

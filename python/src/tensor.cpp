@@ -204,8 +204,8 @@ std::optional<int64_t> slice_end(py::handle v) {
 // and NumPy arrays of ints and integer tensors among them are advanced indices (get_item, below).
 bool is_numpy_array(py::handle item) {
   // (an ndarray exists only once NumPy is imported, and basic indexing must not import it)
-  return PyDict_GetItemString(PyImport_GetModuleDict(), "numpy") != nullptr &&
-         py::isinstance<py::array>(item);
+  PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // (borrowed)
+  return numpy != nullptr && numpy != Py_None && py::isinstance<py::array>(item);
 }
 
 bool is_advanced(py::handle item) {
