@@ -939,6 +939,32 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   return randint(low, high, shape, default_generator(), dtype);
 }
 
+Tensor randperm(int64_t n, Generator& generator, DType dtype) {
+  if (n < 0) fail<ValueError>("randperm: n must be non-negative, got ", n);
+  if (dtype == bool_)
+    fail<DTypeError>("randperm: draws integers: int64, float32 or float64, not bool");
+  Tensor t = detail::empty({n}, dtype, "randperm");
+  // Fisher–Yates: for i = n − 1 down to 1, swap element i with element j drawn from [0, i], each
+  // draw a 64-bit word (two Philox words) mod (i + 1), as randint's
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  WordStream words = reserve_words(generator, 2 * std::max<int64_t>(n - 1, 0));
+  for (int64_t i = n - 1; i > 0; --i) {
+    const uint64_t hi = words.next();
+    const uint64_t w = (hi << 32) | words.next();
+    const auto j = static_cast<int64_t>(w % static_cast<uint64_t>(i + 1));
+    std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+  }
+  dispatch_all(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = exact_cast<T>(order[static_cast<std::size_t>(i)], "randperm");
+  });
+  return t;
+}
+
+Tensor randperm(int64_t n, DType dtype) { return randperm(n, default_generator(), dtype); }
+
 Tensor rand(const Shape& shape, DType dtype) { return rand(shape, default_generator(), dtype); }
 Tensor randn(const Shape& shape, DType dtype) { return randn(shape, default_generator(), dtype); }
 Tensor uniform(const Shape& shape, double low, double high, DType dtype) {

@@ -365,6 +365,10 @@ Tensor bernoulli(const Shape& shape, double p, DType dtype = float32);
 Tensor randint(
     int64_t low, int64_t high, const Shape& shape, Generator& generator, DType dtype = int64);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = int64);
+// torch.randperm(n): the integers 0 … n − 1 in an order drawn uniformly (Fisher–Yates), int64
+// by default (float32 and float64 hold them too, up to 2^24 and 2^53). n ≥ 0, else a ValueError.
+Tensor randperm(int64_t n, Generator& generator, DType dtype = int64);
+Tensor randperm(int64_t n, DType dtype = int64);
 
 // ---- helpers ------------------------------------------------------------------------------------
 // The number of elements of the shape of a tensor that exists (its sizes are known to be valid).

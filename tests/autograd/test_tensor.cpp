@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -403,4 +404,27 @@ TEST_CASE("randint is uniform over its range and rejects an empty one", "[genera
   for (int i = 0; i < 60000; ++i) ++counts[static_cast<std::size_t>(g.randint(0, 6))];
   for (int count : counts) CHECK(count == Approx(10000).margin(600));
   CHECK_THROWS_AS(g.randint(3, 3), ValueError);
+}
+
+TEST_CASE(
+    "randperm orders 0 … n − 1 uniformly, seeded, in the dtypes that hold them", "[generator]") {
+  Generator g(7);
+  std::map<std::vector<int64_t>, int> seen;  // each of the 6 orders of 3
+  for (int i = 0; i < 6000; ++i) ++seen[randperm(3, g).to_vector<int64_t>()];
+  CHECK(seen.size() == 6);
+  for (const auto& [order, count] : seen) CHECK(count == Approx(1000).margin(120));
+  std::vector<int64_t> big = randperm(1000, g).to_vector<int64_t>();
+  std::sort(big.begin(), big.end());
+  for (int64_t i = 0; i < 1000; ++i) CHECK(big[static_cast<std::size_t>(i)] == i);
+  Generator a(3), b(3);
+  CHECK(randperm(50, a).to_vector<int64_t>() == randperm(50, b).to_vector<int64_t>());
+  CHECK(randperm(0, g).numel() == 0);
+  CHECK(randperm(1, g).to_vector<int64_t>() == std::vector<int64_t>{0});
+  Tensor f = randperm(4, g, float64);
+  CHECK(f.dtype() == float64);
+  std::vector<double> fv = f.to_vector<double>();
+  std::sort(fv.begin(), fv.end());
+  CHECK(fv == std::vector<double>{0, 1, 2, 3});
+  CHECK_THROWS_WITH(randperm(-1, g), Catch::Contains("randperm: n must be non-negative, got -1"));
+  CHECK_THROWS_AS(randperm(3, g, bool_), DTypeError);
 }
