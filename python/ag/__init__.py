@@ -100,7 +100,8 @@ def _on_the_cpu(make):
 
 
 _creation = ("zeros", "ones", "empty", "rand", "randn", "full", "zeros_like", "ones_like",
-             "full_like", "rand_like", "randn_like", "eye", "linspace", "randint", "scalar_tensor")
+             "full_like", "rand_like", "randn_like", "eye", "linspace", "randint", "randperm",
+             "scalar_tensor")
 for _name in _creation:
     globals()[_name] = _on_the_cpu(getattr(_C, _name))
 

@@ -2,17 +2,18 @@
 
 What is here is composed from the C++ ops where Python reads better: unbind, iterating a tensor
 over its first dim (`for row in x`, which PyTorch does through unbind), broadcast_shapes, the
-logical operators on bool masks (`causal & padding`), isclose and allclose, and the reductions'
-keepdims= (NumPy's name for keepdim=, which PyTorch's take too).
+logical operators on bool masks (`causal & padding`), isclose and allclose, log10 and log2,
+histogram, and the reductions' keepdims= (NumPy's name for keepdim=, which PyTorch's take too).
 """
 
+import collections as _collections
 import functools as _functools
 import math as _math
 
 from . import _C
 
 __all__ = ["unbind", "broadcast_shapes", "logical_and", "logical_or", "logical_xor", "isclose",
-           "allclose", "log10", "log2"]
+           "allclose", "log10", "log2", "histogram"]
 
 
 def unbind(input, dim=0):
@@ -124,6 +125,48 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 _C.Tensor.isclose = isclose
 _C.Tensor.allclose = allclose
+
+
+# ---- histogram: makemore's plots of activations and gradients -----------------------------------
+
+_histogram_result = _collections.namedtuple("histogram", ("hist", "bin_edges"))
+_histogram_result.__module__ = "ag.return_types"
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):
+    """torch.histogram: how many of input's elements fall in each of `bins` equal bins over `range`
+    (input's min to max by default; a point range widens to ±0.5), or in the bins between the edges
+    of a 1-D tensor `bins`. Each bin holds its left edge, the last its right edge too; elements
+    outside are not counted. With `weight` (input's shape), the sums of their weights; with
+    `density`, scaled so that the histogram integrates to 1. A (hist, bin_edges) namedtuple in
+    input's dtype, not differentiable; NumPy's np.histogram counts (PyTorch's rule is NumPy's)."""
+    import numpy
+
+    from . import tensor  # (ag/__init__.py, which imports this file)
+
+    if not isinstance(input, _C.Tensor) or not input.is_floating_point():
+        what = input.dtype if isinstance(input, _C.Tensor) else type(input).__name__
+        raise TypeError(f"histogram: input must be a float32 or float64 tensor, got {what}")
+    values = input.detach().contiguous().numpy().ravel()
+    if isinstance(bins, _C.Tensor):
+        if bins.dim() != 1 or bins.dtype != input.dtype:
+            raise TypeError(f"histogram: bins must be a 1-D tensor of input's dtype {input.dtype}, "
+                            f"got shape {tuple(bins.shape)} of {bins.dtype}")
+        bins = bins.detach().contiguous().numpy()
+    elif not isinstance(bins, int) or isinstance(bins, _builtin_bool) or bins < 1:
+        raise ValueError(f"histogram: bins must be a positive int or a tensor of edges, "
+                         f"got {bins!r}")
+    weights = None
+    if weight is not None:
+        if not isinstance(weight, _C.Tensor) or weight.shape != input.shape:
+            raise ValueError("histogram: weight must be a tensor of input's shape "
+                             f"{tuple(input.shape)}")
+        weights = weight.detach().contiguous().numpy().ravel()
+    hist, edges = numpy.histogram(values, bins=bins, range=range, weights=weights, density=density)
+    return _histogram_result(tensor(hist.astype(values.dtype)), tensor(edges.astype(values.dtype)))
+
+
+_C.Tensor.histogram = histogram
 
 
 # ---- keepdims: NumPy's name for keepdim, which PyTorch's reductions take too ---------------------

@@ -798,6 +798,13 @@ void bind_tensor(py::module_& m) {
       },
       py::arg("low"), py::arg("high"), py::arg("size"), py::kw_only(),
       py::arg("generator") = py::none(), py::arg("dtype") = DType::int64);
+  m.def(
+      "randperm",
+      [](int64_t n, py::handle generator, DType dtype) {
+        return randperm(n, generator_of(generator, "randperm"), dtype);
+      },
+      py::arg("n"), py::kw_only(), py::arg("generator") = py::none(),
+      py::arg("dtype") = DType::int64);
   m.def("scalar_tensor", &scalar_tensor, py::arg("value"), py::kw_only(),
       py::arg("dtype") = DType::float32);
 

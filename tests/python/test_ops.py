@@ -1154,3 +1154,34 @@ def test_log10_and_log2_are_logs_divided():
     assert np.allclose(x.log2().detach().numpy(), np.log2(x.detach().numpy()), rtol=1e-15)
     x.log10().sum().backward()  # d/dx log10(x) = 1 / (x ln 10)
     assert np.allclose(x.grad.numpy(), 1 / (x.detach().numpy() * np.log(10)), rtol=1e-15)
+
+
+def test_histogram_as_pytorch_and_numpy():
+    x = ag.randn(1000, generator=ag.Generator().manual_seed(3))
+    a = x.numpy()
+    for kwargs in [{}, {"bins": 7, "density": True}, {"bins": 4, "range": (-1.0, 0.5)}]:
+        hist, edges = ag.histogram(x, **kwargs)
+        np_hist, np_edges = np.histogram(a, bins=kwargs.get("bins", 100),
+                                         range=kwargs.get("range"), density=kwargs.get("density",
+                                                                                       False))
+        assert hist.dtype == edges.dtype == ag.float32
+        assert np.allclose(hist.numpy(), np_hist) and np.allclose(edges.numpy(), np_edges)
+    # a point range widens to ±0.5; given edges and weights (the value 3 is outside: not counted)
+    assert ag.tensor([2.0, 2.0]).histogram(bins=4).bin_edges.tolist() == [1.5, 1.75, 2, 2.25, 2.5]
+    result = ag.histogram(ag.tensor([0.0, 1.0, 1.0, 3.0]), bins=ag.tensor([0.0, 0.5, 2.0]),
+                          weight=ag.tensor([1.0, 2.0, 3.0, 4.0]))
+    assert result.hist.tolist() == [1.0, 5.0] and type(result).__module__ == "ag.return_types"
+    with pytest.raises(TypeError, match="float32 or float64"):
+        ag.histogram(ag.arange(3))
+    with pytest.raises(ValueError, match="positive int"):
+        ag.histogram(x, bins=0)
+
+
+def test_randperm_is_a_seeded_permutation():
+    g = ag.Generator().manual_seed(11)
+    p = ag.randperm(20, generator=g)
+    assert p.dtype == ag.int64 and sorted(p.tolist()) == list(range(20))
+    assert p.tolist() == ag.randperm(20, generator=ag.Generator().manual_seed(11)).tolist()
+    assert ag.randperm(4, dtype=ag.float64, device="cpu").dtype == ag.float64
+    with pytest.raises(ValueError, match="non-negative"):
+        ag.randperm(-2)
