@@ -375,6 +375,16 @@ void mark_slice_region(const Tensor& output, const Tensor& x, const SliceRegion&
 
 }  // namespace detail
 
+void check_in_place_result(const Tensor& x, const Tensor& result, const char* op) {
+  if (result.dtype() != x.dtype())
+    fail<DTypeError>(op, ": result type ", dtype_name(result.dtype()),
+        " can't be cast to the desired output type ", dtype_name(x.dtype()), " (shape ",
+        shape_str(x.shape()), ")");
+  if (result.shape() != x.shape())
+    fail<ShapeError>(op, ": output with shape ", shape_str(x.shape()),
+        " doesn't match the broadcast shape ", shape_str(result.shape()));
+}
+
 void update_in_graph(const Tensor& x, const char* op,
     const std::function<Tensor(const Tensor& before)>& out_of_place) {
   if (x.is_leaf() && x.requires_grad())
@@ -399,13 +409,7 @@ void update_in_graph(const Tensor& x, const char* op,
   before_impl->grad_fn = target.grad_fn;
   const Tensor before(before_impl);
   const Tensor result = out_of_place(before);
-  if (result.dtype() != x.dtype())
-    fail<DTypeError>(op, ": the result's dtype ", dtype_name(result.dtype()),
-        " cannot be written into the tensor of shape ", shape_str(x.shape()), " (",
-        dtype_name(x.dtype()), ")");
-  if (result.shape() != x.shape())
-    fail<ShapeError>(op, ": the result of shape ", shape_str(result.shape()),
-        " cannot be written into the tensor of shape ", shape_str(x.shape()));
+  check_in_place_result(x, result, op);
   // x takes the result's place: its data, and its op as x's history
   const std::shared_ptr<Node> old_node = target.grad_fn;
   const TensorImpl& source = *result.impl_ptr();

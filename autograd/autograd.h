@@ -156,6 +156,9 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 // view of it, a tensor an op saved for backward — since that would keep the old values silently.
 void update_in_graph(const Tensor& x, const char* op,
     const std::function<Tensor(const Tensor& before)>& out_of_place);
+// What x ⊕= y asks of the result r = x ⊕ y, in place or in the graph: x's dtype (a DTypeError
+// naming `op`) and x's shape (a ShapeError), in PyTorch's words.
+void check_in_place_result(const Tensor& x, const Tensor& result, const char* op);
 
 // ---- grad mode ----------------------------------------------------------------------------------
 class GradMode {

@@ -208,12 +208,6 @@ py::object pow_op(const Tensor& x, py::handle exponent) {
 
 // ---- in-place updates ---------------------------------------------------------------------------
 
-// self ⊕= value, in place as PyTorch's: the result, computed out of place, is copied into self,
-// which must be able to hold it (same shape, same dtype). In grad mode, where self or the value
-// requires grad, the update is recorded instead (update_in_graph: self takes the result's
-// data and op), as PyTorch's differentiable in-place ops — makemore's `self.out += self.bias` —
-// or refused with an AutogradError where it cannot be (a parameter, a view): never a silent
-// rebinding of the name to a new tensor, nor a lost gradient.
 // Whether x ⊕= value is an update in the graph: grad mode on, and x or the value requires grad.
 bool in_graph(const Tensor& x, py::handle value) {
   const bool value_requires_grad =
@@ -221,6 +215,12 @@ bool in_graph(const Tensor& x, py::handle value) {
   return GradMode::is_enabled() && (x.requires_grad() || value_requires_grad);
 }
 
+// self ⊕= value, in place as PyTorch's: the result, computed out of place, is copied into self,
+// which must be able to hold it (same shape, same dtype). In grad mode, where self or the value
+// requires grad, the update is recorded instead (update_in_graph: self takes the result's
+// data and op), as PyTorch's differentiable in-place ops — makemore's `self.out += self.bias` —
+// or refused with an AutogradError where it cannot be (a parameter, a view): never a silent
+// rebinding of the name to a new tensor, nor a lost gradient.
 py::object update_in_place(py::object self, py::handle value, const char* op,
     py::object (*compute)(const Tensor&, py::handle)) {
   const Tensor& x = self.cast<const Tensor&>();
@@ -237,13 +237,7 @@ py::object update_in_place(py::object self, py::handle value, const char* op,
   py::object result = compute(x, value);
   if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented))) return result;
   const Tensor& r = result.cast<const Tensor&>();
-  if (r.dtype() != x.dtype())
-    fail<DTypeError>(op, ": result type ", dtype_name(r.dtype()),
-        " can't be cast to the desired output type ", dtype_name(x.dtype()), " (shape ",
-        shape_str(x.shape()), ")");
-  if (r.shape() != x.shape())
-    fail<ShapeError>(op, ": output with shape ", shape_str(x.shape()),
-        " doesn't match the broadcast shape ", shape_str(r.shape()));
+  check_in_place_result(x, r, op);
   x.copy_(r);
   return self;
 }
