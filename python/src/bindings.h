@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/tensor.h"
 
 // An int64 argument (a dim, a count, an index) refuses a bool, as PyTorch's do: pybind11's own int
@@ -91,6 +92,15 @@ inline bool is_numpy_array(py::handle value) {
   PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // borrowed
   if (!numpy || numpy == Py_None) return false;
   return py::isinstance(value, py::handle(numpy).attr("ndarray"));
+}
+
+// Whether x ⊕= value or x[index] = value is an update in the graph, recorded as PyTorch's
+// differentiable in-place ops are (ag::update_in_graph): grad mode is on, and x or the value
+// requires grad.
+inline bool updates_in_graph(const Tensor& x, py::handle value) {
+  const bool value_requires_grad =
+      py::isinstance<Tensor>(value) && value.cast<const Tensor&>().requires_grad();
+  return GradMode::is_enabled() && (x.requires_grad() || value_requires_grad);
 }
 
 // The generator= argument of the random functions (tensor.cpp): ag's default generator (seeded by

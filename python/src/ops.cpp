@@ -208,13 +208,6 @@ py::object pow_op(const Tensor& x, py::handle exponent) {
 
 // ---- in-place updates ---------------------------------------------------------------------------
 
-// Whether x ⊕= value is an update in the graph: grad mode on, and x or the value requires grad.
-bool in_graph(const Tensor& x, py::handle value) {
-  const bool value_requires_grad =
-      py::isinstance<Tensor>(value) && value.cast<const Tensor&>().requires_grad();
-  return GradMode::is_enabled() && (x.requires_grad() || value_requires_grad);
-}
-
 // self ⊕= value, in place as PyTorch's: the result, computed out of place, is copied into self,
 // which must be able to hold it (same shape, same dtype). In grad mode, where self or the value
 // requires grad, the update is recorded instead (update_in_graph: self takes the result's
@@ -224,7 +217,7 @@ bool in_graph(const Tensor& x, py::handle value) {
 py::object update_in_place(py::object self, py::handle value, const char* op,
     py::object (*compute)(const Tensor&, py::handle)) {
   const Tensor& x = self.cast<const Tensor&>();
-  if (in_graph(x, value)) {
+  if (updates_in_graph(x, value)) {
     update_in_graph(x, op, [&](const Tensor& before) {
       py::object result = compute(before, value);
       if (result.is(py::reinterpret_borrow<py::object>(Py_NotImplemented)))
@@ -611,7 +604,7 @@ void bind_ops(py::module_& m) {
       [](py::object self, py::handle y, double alpha) -> py::object {
         const Tensor& x = self.cast<const Tensor&>();
         if (py::isinstance<Tensor>(y) && is_floating_point(x.dtype()) &&
-            y.cast<const Tensor&>().dtype() == x.dtype() && !in_graph(x, y)) {
+            y.cast<const Tensor&>().dtype() == x.dtype() && !updates_in_graph(x, y)) {
           x.add_(y.cast<const Tensor&>(), alpha);
           return self;
         }
@@ -625,7 +618,7 @@ void bind_ops(py::module_& m) {
       [](py::object self, py::handle y) -> py::object {
         const Tensor& x = self.cast<const Tensor&>();
         const Operand o = operand(y, x, "mul_");
-        if (is_floating_point(x.dtype()) && !in_graph(x, y) &&
+        if (is_floating_point(x.dtype()) && !updates_in_graph(x, y) &&
             (o.kind == Operand::floating || o.kind == Operand::integer)) {
           x.mul_(o.kind == Operand::floating ? o.d : static_cast<double>(o.i));
           return self;

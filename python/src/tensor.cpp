@@ -202,12 +202,6 @@ std::optional<int64_t> slice_end(py::handle v) {
 
 // Python's index (an int, a slice, None, ..., or a tuple of them) as ag's entries; lists, ranges
 // and NumPy arrays of ints and integer tensors among them are advanced indices (get_item, below).
-bool is_numpy_array(py::handle item) {
-  // (an ndarray exists only once NumPy is imported, and basic indexing must not import it)
-  PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy");  // (borrowed)
-  return numpy != nullptr && numpy != Py_None && py::isinstance<py::array>(item);
-}
-
 bool is_advanced(py::handle item) {
   return py::isinstance<Tensor>(item) || py::isinstance<py::list>(item) ||
          PyObject_TypeCheck(item.ptr(), &PyRange_Type) ||  // makemore's probs[range(n), ys]
@@ -394,46 +388,72 @@ Tensor get_item(const Tensor& t, py::handle key) {
   return reshape(picked, plan->result_shape);
 }
 
-// x[index] = value with a value that requires grad, in grad mode: an error, since ag's item
-// assignment is not differentiable and the value's gradient would be lost silently.
-void refuse_value_with_grad(const Tensor& value) {
-  if (value.requires_grad() && GradMode::is_enabled())
-    fail<AutogradError>(
-        "x[index] = value: the value requires grad, and item assignment is "
-        "not differentiable in ag (its gradient would be lost); build the "
-        "tensor with ag.cat or ag.where, or assign under ag.no_grad()");
-}
-
 // x[mask] = value with a bool mask of x's shape, or of its leading dims: the elements where the
 // mask holds take the value (a number or a one-element tensor), as PyTorch's — nanoGPT's top-k
-// sampling, logits[logits < v[:, [-1]]] = -float('Inf').
+// sampling, logits[logits < v[:, [-1]]] = -float('Inf'). In the graph (updates_in_graph), x
+// takes where(mask, value, x): the gradient reaches the value where the mask holds, x elsewhere.
 void set_masked(const Tensor& t, const Tensor& mask, py::handle value) {
   const Shape& shape = t.shape();
   if (mask.dim() > t.dim() || !std::equal(mask.shape().begin(), mask.shape().end(), shape.begin()))
     throw py::index_error("index: the mask of shape " + py_repr(shape_tuple(mask.shape())) +
                           " does not match the leading dims of the indexed tensor of shape " +
                           py_repr(shape_tuple(shape)));
-  double v = 0;
-  if (py::isinstance<Tensor>(value)) {
-    const Tensor source = value.cast<Tensor>();
-    if (source.numel() != 1)
-      throw py::type_error(
-          "x[mask] = value: the value must be a number or a one-element tensor, "
-          "got shape " +
-          py_repr(shape_tuple(source.shape())));
-    refuse_value_with_grad(source);  // (item() would drop its gradient)
-    v = source.item();
-  } else {
-    v = value.cast<double>();
-  }
+  if (py::isinstance<Tensor>(value) && value.cast<const Tensor&>().numel() != 1)
+    throw py::type_error(
+        "x[mask] = value: the value must be a number or a one-element tensor, got shape " +
+        py_repr(shape_tuple(value.cast<const Tensor&>().shape())));
   Tensor leading = mask;  // (*mask.shape, 1, ..., 1): broadcast over x's other dims
   while (leading.dim() < t.dim()) leading = unsqueeze(leading, -1);
+  if (updates_in_graph(t, value)) {
+    const Tensor fill = py::isinstance<Tensor>(value)
+                            ? reshape(value.cast<Tensor>(), {})
+                            : scalar_tensor(value.cast<double>(), t.dtype());
+    update_in_graph(t, "masked_fill_",
+        [&](const Tensor& before) { return where(leading, fill.to(before.dtype()), before); });
+    return;
+  }
+  const double v =
+      py::isinstance<Tensor>(value) ? value.cast<const Tensor&>().item() : value.cast<double>();
   Tensor filled;
   {
     NoGradGuard no_grad;  // the new values; writing them is the update below
     filled = masked_fill(t, leading, v);
   }
-  t.copy_(filled);  // refused, as other in-place updates, for a tensor that requires grad
+  t.copy_(filled);
+}
+
+// x[index] = value in the graph (updates_in_graph), as PyTorch's differentiable index_put_: x
+// takes the recorded
+//   where(kept, x, written)
+// kept: the elements of x that x[index] does not name; written: the value, broadcast to
+// x[index]'s shape, at the elements it names (where an index names one twice, its last value).
+// The gradient reaches x where it was kept and the value where it was written — makemore's
+// dC[ix] += demb[k, j] in grad mode. The elements x[index] names are read through the index from
+// a tensor of x's positions.
+void set_item_in_graph(const Tensor& t, py::handle key, py::handle value) {
+  update_in_graph(t, "index_put_", [&](const Tensor& before) {
+    const DType dtype = before.dtype();
+    const int64_t n = before.numel();
+    const Tensor positions =  // x[index]'s shape: the position in x of each element named
+        get_item(reshape(arange(0, static_cast<double>(n), 1, DType::int64), before.shape()), key);
+    const std::vector<int64_t> named = positions.to_vector<int64_t>();
+    const auto count = static_cast<int64_t>(named.size());
+    // per element of x: the element of the value written there, or `count` where none is
+    std::vector<int64_t> source(static_cast<std::size_t>(n), count);
+    for (int64_t e = 0; e < count; ++e) source[static_cast<std::size_t>(named[e])] = e;
+    const Tensor given = py::isinstance<Tensor>(value) ? value.cast<Tensor>()
+                                                       : scalar_tensor(value.cast<double>(), dtype);
+    if (given.dtype() != dtype)  // (as copy_ refuses them outside the graph)
+      fail<DTypeError>("index_put_: the value's dtype ", dtype_name(given.dtype()),
+          " is not the tensor's ", dtype_name(dtype), " (shapes ", shape_str(given.shape()),
+          " and ", shape_str(before.shape()), "); convert one of them first");
+    const Tensor values =  // (count,)
+        reshape(contiguous(given.expand(positions.shape())), {count});
+    const Tensor padded = concat({values, zeros({1}, dtype)});  // (count + 1,): a 0 for the kept
+    const Tensor written = reshape(index_select(padded, 0, source), before.shape());
+    const Tensor kept = reshape(eq(tensor(source), static_cast<double>(count)), before.shape());
+    return where(kept, before, written);
+  });
 }
 
 // x[..., ids, ...] = value with advanced indices, as PyTorch's index_put_: the value broadcasts to
@@ -459,7 +479,6 @@ void set_advanced(const Tensor& t, const AdvancedIndex& plan, py::handle value) 
     return;
   }
   const Tensor source = value.cast<Tensor>();
-  refuse_value_with_grad(source);
   Shape picked_shape = plan.merged_shape;  // the result's shape with S as one dim
   picked_shape[static_cast<std::size_t>(dim)] = static_cast<int64_t>(plan.merged.size());
   Tensor rows;  // (..., |S|, ...): the value broadcast to x[index]'s shape, S as one dim
@@ -472,9 +491,12 @@ void set_advanced(const Tensor& t, const AdvancedIndex& plan, py::handle value) 
     element(plan.merged[e]).copy_(rows.select(dim, static_cast<int64_t>(e)));
 }
 
+// x[index] = value: written through the view of x the index names, or element by element for list
+// and tensor indices; in the graph (x or the value requires grad, in grad mode), recorded.
 void set_item(const Tensor& t, py::handle key, py::handle value) {
   if (py::isinstance<Tensor>(key) && key.cast<Tensor>().dtype() == DType::bool_)
     return set_masked(t, key.cast<Tensor>(), value);
+  if (updates_in_graph(t, value)) return set_item_in_graph(t, key, value);
   const std::vector<py::handle> items = index_items(key);
   if (const std::optional<AdvancedIndex> plan = advanced_index(t, items))
     return set_advanced(t, *plan, value);
@@ -482,9 +504,7 @@ void set_item(const Tensor& t, py::handle key, py::handle value) {
   for (py::handle item : items) basic.push_back(entry(item));
   const Tensor target = t.index(basic);
   if (py::isinstance<Tensor>(value)) {
-    const Tensor source = value.cast<Tensor>();
-    refuse_value_with_grad(source);
-    target.copy_(source);
+    target.copy_(value.cast<Tensor>());
   } else {
     target.fill_(value.cast<double>());
   }
