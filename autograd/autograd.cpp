@@ -410,6 +410,11 @@ void update_in_graph(const Tensor& x, const char* op,
   const Tensor before(before_impl);
   const Tensor result = out_of_place(before);
   check_in_place_result(x, result, op);
+  if (result.impl_ptr() == before_impl) return;  // an op that gave back its input: x is unchanged
+  if (x.impl_ptr().use_count() != 1)  // the op kept x's own handle, which is about to change
+    fail<AutogradError>(op, ": the update of the tensor of shape ", shape_str(x.shape()),
+        " keeps the tensor itself for its backward (x *= x), which would read the new values; "
+        "write y = x * x (a new tensor)");
   // x takes the result's place: its data, and its op as x's history
   const std::shared_ptr<Node> old_node = target.grad_fn;
   const TensorImpl& source = *result.impl_ptr();

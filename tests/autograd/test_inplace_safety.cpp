@@ -301,7 +301,9 @@ TEST_CASE(
   CHECK(y.grad_fn()->op() == Op::add);
 }
 
-TEST_CASE("update_in_graph refuses a parameter, shared memory and a result of another shape",
+TEST_CASE(
+    "update_in_graph refuses a parameter, shared memory, a result of another shape and an "
+    "op that keeps x",
     "[inplace]") {
   Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
   auto plus_one = [](const Tensor& before) { return before + 1.0; };
@@ -331,7 +333,15 @@ TEST_CASE("update_in_graph refuses a parameter, shared memory and a result of an
   CHECK_THROWS_MATCHES(
       update_in_graph(y, "add_", [](const Tensor& b) { return b.to(DType::float32); }), DTypeError,
       WhatContains({"add_: result type float32 can't be cast to the desired output type float64"}));
+  // mul keeps both factors: `before` keeps the old values, y's own handle would not
+  CHECK_THROWS_MATCHES(update_in_graph(y, "mul_", [&](const Tensor& b) { return b * y; }),
+      AutogradError,
+      WhatContains({"mul_: the update of the tensor of shape [2] keeps the tensor itself"}));
   CHECK(values(y) == before);            // refused before anything changed
   update_in_graph(y, "add_", plus_one);  // the view gone, y alone holds its memory
+  CHECK(values(y) == std::vector<double>{3.0, 5.0});
+  const std::shared_ptr<Node> node = y.grad_fn();
+  update_in_graph(y, "add_", [](const Tensor& b) { return b; });  // the input itself: no change
+  CHECK(y.grad_fn() == node);
   CHECK(values(y) == std::vector<double>{3.0, 5.0});
 }
