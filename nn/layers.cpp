@@ -41,6 +41,41 @@ Tensor rms_norm_weight(const Shape& shape, std::optional<double> eps, bool eleme
   return elementwise_affine ? ones(shape) : Tensor();
 }
 
+// BatchNorm1d's per-channel tensors, once the arguments are checked: `value` of shape (C), or
+// undefined where `wanted` is false.
+Tensor batch_norm_channels(
+    int64_t num_features, double eps, std::optional<double> momentum, bool wanted, double value) {
+  if (num_features <= 0)
+    fail<ValueError>("BatchNorm1d: num_features ", num_features, " must be positive");
+  if (!(eps >= 0)) fail<ValueError>("BatchNorm1d: eps ", eps, " must not be negative (nor NaN)");
+  if (momentum && !(*momentum >= 0 && *momentum <= 1))
+    fail<ValueError>("BatchNorm1d: momentum ", *momentum, " must be in [0, 1] (or None)");
+  return wanted ? full({num_features}, value) : Tensor();
+}
+
+// Throws unless x is (N, C) or (N, C, L) with C = num_features, of a floating dtype.
+void check_batch_norm_input(const Tensor& x, int64_t num_features) {
+  if ((x.dim() != 2 && x.dim() != 3) || x.size(1) != num_features)
+    fail<ShapeError>("BatchNorm1d: input of shape ", shape_str(x.shape()), " is neither (N, ",
+        num_features, ") nor (N, ", num_features, ", L)");
+  if (!is_floating_point(x.dtype()))
+    fail<DTypeError>("BatchNorm1d: input of dtype ", dtype_name(x.dtype()), " and shape ",
+        shape_str(x.shape()), " is not floating point; convert it first (x.to(ag::float32))");
+}
+
+// Throws unless the batch has values to take statistics of: one per channel at least, and more
+// than one in training (PyTorch's rule: the unbiased variance of one value is undefined).
+void check_batch_norm_count(const Tensor& x, int64_t count, bool training) {
+  if (count == 0)
+    fail<ShapeError>("BatchNorm1d: input of shape ", shape_str(x.shape()),
+        " has no values per channel to take statistics of");
+  if (training && count == 1)
+    fail<ValueError>(
+        "BatchNorm1d: expected more than 1 value per channel when training, got "
+        "input of shape ",
+        shape_str(x.shape()));
+}
+
 // Throws unless x ends in normalized_shape (the message names `layer`).
 void check_normalized_input(const Tensor& x, const Shape& normalized_shape, const char* layer) {
   const int64_t n = static_cast<int64_t>(normalized_shape.size());
@@ -173,6 +208,63 @@ Tensor RMSNorm::forward(const Tensor& x) const {
       /*keepdim=*/true);                                 // (..., 1 per normalized dim)
   Tensor normalized = x * rsqrt(mean_square + epsilon);  // (..., *normalized_shape)
   return weight.defined() ? normalized * weight : normalized;
+}
+
+BatchNorm1d::BatchNorm1d(int64_t features, double epsilon, std::optional<double> momentum_factor,
+    bool affine, bool track_running_stats)
+    : num_features(features),
+      eps(epsilon),
+      momentum(momentum_factor),
+      weight(register_parameter(
+          "weight", batch_norm_channels(features, epsilon, momentum_factor, affine, 1.0))),
+      bias(register_parameter("bias", affine ? zeros({features}) : Tensor())),
+      running_mean(
+          register_buffer("running_mean", track_running_stats ? zeros({features}) : Tensor())),
+      running_var(
+          register_buffer("running_var", track_running_stats ? ones({features}) : Tensor())),
+      num_batches_tracked(register_buffer(
+          "num_batches_tracked", track_running_stats ? zeros({}, int64) : Tensor())) {}
+
+Tensor BatchNorm1d::forward(const Tensor& x) const {
+  check_batch_norm_input(x, num_features);                    // (N, C) or (N, C, L), floating
+  const Shape dims = x.dim() == 2 ? Shape{0} : Shape{0, 2};   // all but the channels
+  Shape channel_shape(static_cast<std::size_t>(x.dim()), 1);  // (1, C) or (1, C, 1)
+  channel_shape[1] = num_features;
+  const bool batch_statistics = is_training() || !running_mean.defined();
+  Tensor normalized;  // (N, C) or (N, C, L)
+  if (batch_statistics) {
+    const int64_t count = x.numel() / num_features;  // the values per channel
+    check_batch_norm_count(x, count, is_training());
+    const Tensor mean_x = mean(x, dims, /*keepdim=*/true);                  // (1, C[, 1])
+    const Tensor var_x = var(x, dims, /*correction=*/0, /*keepdim=*/true);  // biased, (1, C[, 1])
+    normalized = (x - mean_x) * rsqrt(var_x + eps);
+    if (is_training() && running_mean.defined()) {
+      // running ← (1 − f) · running + f · batch, the variance unbiased: · count / (count − 1)
+      NoGradGuard no_grad;
+      const int64_t batches = num_batches_tracked.item<int64_t>() + 1;
+      num_batches_tracked.fill_(static_cast<double>(batches));  // (exact below 2^53)
+      const double f = momentum.value_or(1.0 / static_cast<double>(batches));
+      const double unbiased = static_cast<double>(count) / static_cast<double>(count - 1);
+      const Tensor batch_mean = mean_x.reshape({num_features}).to(running_mean.dtype());  // (C)
+      const Tensor batch_var = (var_x * unbiased).reshape({num_features}).to(running_var.dtype());
+      running_mean.copy_(running_mean * (1 - f) + batch_mean * f);
+      running_var.copy_(running_var * (1 - f) + batch_var * f);
+    }
+  } else {
+    normalized =
+        (x - running_mean.reshape(channel_shape)) * rsqrt(running_var.reshape(channel_shape) + eps);
+  }
+  if (!weight.defined()) return normalized;
+  return normalized * weight.reshape(channel_shape) + bias.reshape(channel_shape);
+}
+
+std::string BatchNorm1d::extra_repr() const {
+  // PyTorch's: '{num_features}, eps={eps}, momentum={momentum}, affine={affine},
+  // track_running_stats={track_running_stats}'
+  return std::to_string(num_features) + ", eps=" + python_float(eps) +
+         ", momentum=" + (momentum ? python_float(*momentum) : "None") +
+         ", affine=" + python_bool(weight.defined()) +
+         ", track_running_stats=" + python_bool(running_mean.defined());
 }
 
 std::string RMSNorm::extra_repr() const {

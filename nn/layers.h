@@ -135,4 +135,31 @@ class RMSNorm : public Module {
   Tensor& weight;  // normalized_shape; undefined without elementwise_affine
 };
 
+// y = (x − mean) / sqrt(var + eps) · weight + bias per channel, as torch.nn.BatchNorm1d (Ioffe &
+// Szegedy 2015; d2l's batch normalization, makemore's part 3), for x of shape (N, C) or (N, C, L).
+// In training the statistics are the batch's, over N (and L), the variance biased; the running
+// statistics then move towards them by `momentum` (nullopt: the cumulative average over the
+// batches so far), the variance unbiased. In eval mode the running statistics normalise instead.
+// weight starts at 1 and bias at 0 (neither without affine). Buffers, by PyTorch's state_dict
+// names: running_mean (C), running_var (C) and num_batches_tracked (an int64 scalar); none
+// without track_running_stats, which then normalises by the batch's statistics in eval mode too.
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(int64_t num_features, double eps = 1e-5,
+      std::optional<double> momentum = 0.1, bool affine = true, bool track_running_stats = true);
+  Tensor forward(const Tensor& x) const;  // (N, C) or (N, C, L) -> the same shape
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string type_name() const override { return "BatchNorm1d"; }
+  std::string extra_repr() const override;  // "4, eps=1e-05, momentum=0.1, affine=True, ..."
+
+  int64_t num_features;
+  double eps;
+  std::optional<double> momentum;
+  Tensor& weight;               // (C); undefined without affine
+  Tensor& bias;                 // (C); undefined without affine
+  Tensor& running_mean;         // (C); undefined without track_running_stats
+  Tensor& running_var;          // (C); undefined without track_running_stats
+  Tensor& num_batches_tracked;  // () int64; undefined without track_running_stats
+};
+
 }  // namespace ag::nn

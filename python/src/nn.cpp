@@ -593,6 +593,22 @@ void bind_layers(py::module_& m) {
       .def_property_readonly(
           "elementwise_affine", [](const nn::RMSNorm& l) { return l.weight.defined(); });
   def_unary_forward(rms_norm);
+
+  // torch.nn.BatchNorm1d: momentum None is the cumulative average; running_mean, running_var and
+  // num_batches_tracked are buffers (module.running_mean reads them, state_dict() holds them).
+  Class<nn::BatchNorm1d> batch_norm(
+      m, "BatchNorm1d", "Normalises each channel over the batch (torch.nn.BatchNorm1d).");
+  batch_norm
+      .def(py::init<int64_t, double, std::optional<double>, bool, bool>(), py::arg("num_features"),
+          py::arg("eps") = 1e-5, py::arg("momentum") = 0.1, py::arg("affine") = true,
+          py::arg("track_running_stats") = true)
+      .def_readonly("num_features", &nn::BatchNorm1d::num_features)
+      .def_readonly("eps", &nn::BatchNorm1d::eps)
+      .def_readonly("momentum", &nn::BatchNorm1d::momentum)
+      .def_property_readonly("affine", [](const nn::BatchNorm1d& b) { return b.weight.defined(); })
+      .def_property_readonly(
+          "track_running_stats", [](const nn::BatchNorm1d& b) { return b.running_mean.defined(); });
+  def_unary_forward(batch_norm);
 }
 
 void bind_attention(py::module_& m) {

@@ -105,6 +105,10 @@ inline void bind(Cursor& c, ag::nn::LayerNorm& m) {
   if (m.weight.defined()) c.take(m.weight);
   if (m.bias.defined()) c.take(m.bias);
 }
+inline void bind(Cursor& c, ag::nn::BatchNorm1d& m) {
+  c.take(m.weight);
+  c.take(m.bias);
+}
 inline void bind(Cursor& c, ag::nn::RMSNorm& m) {
   if (m.weight.defined()) c.take(m.weight);
 }

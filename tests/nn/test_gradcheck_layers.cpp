@@ -67,6 +67,27 @@ TEST_CASE("gradcheck: LayerNorm, input, weight and bias", "[nn][gradcheck]") {
       {input64({2, 3, 5}, 5), weight, bias}));
 }
 
+TEST_CASE(
+    "gradcheck: BatchNorm1d in training and eval, input, weight and bias", "[nn][gradcheck]") {
+  for (bool training : {true, false}) {
+    INFO("training " << training);
+    nn::BatchNorm1d bn(3);
+    bn.to(float64);
+    bn.train(training);
+    if (!training) {  // running statistics of their own
+      bn.running_mean.copy_(input64({3}, 20));
+      bn.running_var.copy_(input64({3}, 21, 0.5, 1.5));
+    }
+    for (const Shape& shape : {Shape{5, 3}, Shape{4, 3, 2}})
+      CHECK_GRADCHECK(gradcheck(
+          [&](const Inputs& in) {
+            bind_all(bn, in, 1);
+            return bn(in[0]);
+          },
+          {input64(shape, 22), input64({3}, 23, 0.5, 1.5), input64({3}, 24)}));
+  }
+}
+
 TEST_CASE("gradcheck: LayerNorm over two trailing dims", "[nn][gradcheck]") {
   nn::LayerNorm ln({2, 3});
   ln.to(float64);

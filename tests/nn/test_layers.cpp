@@ -244,6 +244,76 @@ TEST_CASE("RMSNorm: the fused kernel and the composed path agree, forward and gr
   }
 }
 
+TEST_CASE(
+    "BatchNorm1d: the batch's statistics in training, the running ones in eval", "[nn][layers]") {
+  nn::BatchNorm1d bn(2);
+  bn.to(float64);
+  Tensor x = tensor({1.0, 10.0, 3.0, 20.0, 5.0, 60.0}, float64).reshape({3, 2});  // (N, C)
+  Tensor y = bn(x);
+  // channel 0: mean 3, biased variance 8/3; channel 1: mean 30, biased variance 1400/3
+  const double s0 = std::sqrt(8.0 / 3 + 1e-5), s1 = std::sqrt(1400.0 / 3 + 1e-5);
+  const std::vector<double> expected = {-2 / s0, -20 / s1, 0, -10 / s1, 2 / s0, 30 / s1};
+  CHECK(max_abs_diff(y.reshape({6}), tensor(expected, float64)) < 1e-12);
+  // running ← 0.9 · running + 0.1 · batch, the variance unbiased (· 3/2): 4 and 700
+  CHECK(max_abs_diff(bn.running_mean, tensor({0.3, 3.0}, float64)) < 1e-12);
+  CHECK(max_abs_diff(bn.running_var, tensor({0.9 + 0.1 * 4, 0.9 + 0.1 * 700}, float64)) < 1e-12);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  bn.eval();
+  Tensor z = bn(x);  // (x − running_mean) / sqrt(running_var + eps)
+  CHECK(at(z, {0, 1}) == Approx((10.0 - 3.0) / std::sqrt(70.9 + 1e-5)).epsilon(1e-12));
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);  // eval changes no statistics
+  // momentum None: the cumulative average of the batches' statistics
+  nn::BatchNorm1d cumulative(2, 1e-5, std::nullopt);
+  cumulative.to(float64);
+  cumulative(x);
+  cumulative(x * 3.0);
+  CHECK(max_abs_diff(cumulative.running_mean,
+            tensor({(3.0 + 9.0) / 2, (30.0 + 90.0) / 2}, float64)) < 1e-12);
+  CHECK(cumulative.num_batches_tracked.item<int64_t>() == 2);
+  // (N, C, L): each channel over N and L; weight and bias per channel
+  nn::BatchNorm1d three(3);
+  three.to(float64);
+  three.weight.set_data(tensor({1.0, 2.0, 3.0}, float64));
+  three.bias.set_data(tensor({0.5, 0.0, -1.0}, float64));
+  Tensor u = randn({4, 3, 5}, float64);
+  Tensor v = three(u);
+  Tensor channel = mean(v, Shape{0, 2});  // the bias
+  CHECK(max_abs_diff(channel, tensor({0.5, 0.0, -1.0}, float64)) < 1e-12);
+  Tensor spread = var(v, Shape{0, 2}, /*correction=*/0);  // weight² · var / (var + eps) ≈ weight²
+  CHECK(max_abs_diff(spread, tensor({1.0, 4.0, 9.0}, float64)) < 1e-3);
+  // without running statistics, eval mode normalises by the batch's too
+  nn::BatchNorm1d untracked(2, 1e-5, 0.1, /*affine=*/false, /*track_running_stats=*/false);
+  untracked.eval();
+  CHECK(untracked.parameters().empty());
+  CHECK(untracked.state_dict().empty());
+  CHECK(max_abs_diff(untracked(x.to(float32)).reshape({6}), tensor(expected, float32)) < 1e-6);
+  CHECK(bn.extra_repr() == "2, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True");
+  CHECK(cumulative.extra_repr() ==
+        "2, eps=1e-05, momentum=None, affine=True, track_running_stats=True");
+}
+
+TEST_CASE("BatchNorm1d's state_dict has PyTorch's names, and its refusals", "[nn][layers]") {
+  nn::BatchNorm1d bn(4);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : bn.state_dict()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{
+                     "bias", "num_batches_tracked", "running_mean", "running_var", "weight"});
+  CHECK(bn.num_batches_tracked.dtype() == int64);
+  CHECK(bn.parameters().size() == 2);
+  CHECK_THROWS_WITH(bn(zeros({2, 3})), Catch::Contains("BatchNorm1d: input of shape [2,3] is "
+                                                       "neither (N, 4) nor (N, 4, L)"));
+  CHECK_THROWS_AS(bn(zeros({2, 4, 1, 1})), ShapeError);
+  CHECK_THROWS_AS(bn(zeros({2, 4}, int64)), DTypeError);
+  CHECK_THROWS_WITH(
+      bn(zeros({1, 4})), Catch::Contains("expected more than 1 value per channel when training"));
+  CHECK_THROWS_AS(bn(zeros({0, 4})), ShapeError);
+  bn.eval();
+  CHECK(bn(zeros({1, 4})).shape() == Shape{1, 4});  // one row is fine with running statistics
+  CHECK_THROWS_AS(nn::BatchNorm1d(0), ValueError);
+  CHECK_THROWS_AS(nn::BatchNorm1d(3, -1.0), ValueError);
+  CHECK_THROWS_AS(nn::BatchNorm1d(3, 1e-5, 1.5), ValueError);
+}
+
 TEST_CASE("Embedding looks up rows of its table for indices of any shape", "[nn][layers]") {
   manual_seed(1);
   nn::Embedding embedding(5, 3);

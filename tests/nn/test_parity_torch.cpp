@@ -139,6 +139,10 @@ const std::map<std::string, Builder>& cases() {
           model->forward(in["queries"], in["keys"], in["values"], in["valid_lens"])),
       // torch.nn.LayerNorm(6).
       AG_PARITY_CASE("layer_norm", std::make_shared<LayerNorm>(Shape{6}), model->forward(in["x"])),
+      // torch.nn.BatchNorm1d(num_features) in training mode, on (N, C) and (N, C, L).
+      AG_PARITY_CASE("batch_norm_1d", std::make_shared<BatchNorm1d>(6), model->forward(in["x"])),
+      AG_PARITY_CASE(
+          "batch_norm_1d_three_dims", std::make_shared<BatchNorm1d>(3), model->forward(in["x"])),
       // PositionalEncoding(num_hiddens, dropout) on 6 positions.
       AG_PARITY_CASE("positional_encoding", std::make_shared<PositionalEncoding>(8, 0.0),
           model->forward(in["X"])),
@@ -374,6 +378,10 @@ TEST_CASE("d2l parity: MultiHeadAttention with bias", "[nn][torch]") {
   check_case("multihead_attention_bias");
 }
 TEST_CASE("d2l parity: LayerNorm", "[nn][torch]") { check_case("layer_norm"); }
+TEST_CASE("parity: BatchNorm1d in training", "[nn][torch]") { check_case("batch_norm_1d"); }
+TEST_CASE("parity: BatchNorm1d over (N, C, L) in training", "[nn][torch]") {
+  check_case("batch_norm_1d_three_dims");
+}
 TEST_CASE("d2l parity: PositionalEncoding", "[nn][torch]") { check_case("positional_encoding"); }
 TEST_CASE("d2l parity: PositionWiseFFN", "[nn][torch]") { check_case("position_wise_ffn"); }
 TEST_CASE("d2l parity: AddNorm", "[nn][torch]") { check_case("add_norm"); }

@@ -178,6 +178,38 @@ def test_layer_norm():
     assert repr(plain) == "LayerNorm((4,), eps=1e-05, elementwise_affine=False)"
 
 
+def test_batch_norm_1d_as_pytorch():
+    bn = nn.BatchNorm1d(4)
+    assert repr(bn) == ("BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, "
+                        "track_running_stats=True)")
+    assert (bn.num_features, bn.eps, bn.momentum, bn.affine, bn.track_running_stats) == (
+        4, 1e-5, 0.1, True, True)
+    assert sorted(bn.state_dict()) == ["bias", "num_batches_tracked", "running_mean",
+                                       "running_var", "weight"]
+    assert [name for name, _ in bn.named_parameters()] == ["weight", "bias"]
+    x = np.random.default_rng(1).standard_normal((8, 4)) * 3 + 1
+    y = bn.to(ag.float64)(ag.tensor(x))  # training: the batch's statistics, the variance biased
+    expected = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
+    np.testing.assert_allclose(a(y), expected, rtol=1e-12, atol=1e-12)
+    # the running statistics move by momentum 0.1, the variance unbiased
+    np.testing.assert_allclose(a(bn.running_mean), 0.1 * x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(a(bn.running_var), 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-12)
+    assert bn.num_batches_tracked.item() == 1
+    bn.eval()
+    np.testing.assert_allclose(a(bn(ag.tensor(x))), (x - a(bn.running_mean)) / np.sqrt(
+        a(bn.running_var) + 1e-5), rtol=1e-12)
+    # makemore's MLP: Linear, BatchNorm1d, Tanh; (N, C, L) inputs; momentum=None
+    torch_like = nn.Sequential(nn.Linear(6, 5, bias=False), nn.BatchNorm1d(5), nn.Tanh())
+    out = torch_like(ag.randn(16, 6))
+    out.sum().backward()
+    assert torch_like[1].weight.grad is not None and out.shape == (16, 5)
+    assert nn.BatchNorm1d(3, momentum=None)(ag.randn(4, 3, 7)).shape == (4, 3, 7)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(3)(ag.randn(1, 3))
+    with pytest.raises(ag.ShapeError, match="neither"):
+        nn.BatchNorm1d(3)(ag.randn(2, 4))
+
+
 def test_embedding():
     emb = nn.Embedding(10, 3)
     assert repr(emb) == "Embedding(10, 3)" and (emb.num_embeddings, emb.embedding_dim) == (10, 3)
