@@ -257,3 +257,23 @@ class set_grad_enabled(_GradMode):
 from ._ops import *  # noqa: E402,F401,F403  (python/ag/_ops.py)
 from . import autograd, io, nn, optim, profiler, viz  # noqa: E402,F401
 from .autograd import gradcheck, gradcheck_parameters  # noqa: E402,F401
+
+
+# ---- PyTorch's dtypes that ag has not -----------------------------------------------------------
+# ag computes in float32 and float64, counts in int64 and masks in bool. A name of another of
+# PyTorch's dtypes (makemore's first line: torch.zeros((27, 27), dtype=torch.int32)) is an
+# AttributeError that says which of ag's to use, not a silent stand-in of another width.
+_dtypes_ag_has_not = {
+    "int32": "int64 (ag.long)", "int": "int64 (ag.long)", "int16": "int64 (ag.long)",
+    "short": "int64 (ag.long)", "int8": "int64 (ag.long)", "uint8": "int64 or bool",
+    "float16": "float32", "half": "float32", "bfloat16": "float32",
+    "complex64": "none (ag has no complex numbers)", "cfloat": "none (ag has no complex numbers)",
+    "complex128": "none (ag has no complex numbers)",
+}
+
+
+def __getattr__(name):
+    if name in _dtypes_ag_has_not:
+        raise AttributeError(f"ag has no dtype {name}: ag's dtypes are float32, float64, int64 and "
+                             f"bool; use {_dtypes_ag_has_not[name]}")
+    raise AttributeError(f"module 'ag' has no attribute {name!r}")

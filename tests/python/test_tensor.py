@@ -510,3 +510,14 @@ def test_error_classes_have_the_builtin_bases_pytorch_users_catch():
     assert issubclass(ag.IoError, OSError) and issubclass(ag.CheckpointError, ag.IoError)
     assert issubclass(ag.OutOfMemoryError, MemoryError)
     assert issubclass(ag.ValueError, ValueError)
+
+
+def test_pytorchs_dtypes_that_ag_has_not_say_which_to_use():
+    # makemore's first line is torch.zeros((27, 27), dtype=torch.int32)
+    with pytest.raises(AttributeError, match=r"ag has no dtype int32: .*use int64 \(ag.long\)"):
+        ag.zeros((27, 27), dtype=ag.int32)
+    with pytest.raises(AttributeError, match="use float32"):
+        ag.float16
+    assert not hasattr(ag, "bfloat16") and hasattr(ag, "int64")
+    with pytest.raises(AttributeError, match="module 'ag' has no attribute 'no_such_name'"):
+        ag.no_such_name
