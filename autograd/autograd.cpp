@@ -423,12 +423,16 @@ void update_in_graph(const Tensor& x, const char* op,
   target.offset = source.offset;
   target.requires_grad = source.requires_grad;
   target.grad_fn = source.grad_fn;
-  if (!target.grad_fn) return;
-  target.grad_fn->output_ = x.impl_ptr();
-  if (old_node) {  // x's old op now made `before`; retain_grad follows x to its new value
+  // x's old op now made `before`; retain_grad follows x to its new value (a result outside the
+  // graph, as copy_ of a source without grad gives, has none)
+  const bool retained = old_node && old_node->retains_grad_;
+  if (old_node) {
     old_node->output_ = before_impl;
-    target.grad_fn->retains_grad_ = old_node->retains_grad_;
     old_node->retains_grad_ = false;
+  }
+  if (target.grad_fn) {
+    target.grad_fn->output_ = x.impl_ptr();
+    target.grad_fn->retains_grad_ = retained;
   }
 }
 

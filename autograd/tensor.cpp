@@ -429,6 +429,16 @@ void check_inplace_allowed(const Tensor& t, const char* op) {
         ") refers to a single memory location; clone() it before the in-place update");
 }
 
+// An in-place update of `t` that reads `source` (copy_, add_) is not recorded in the graph: in
+// grad mode a source that requires grad is an error, since its gradient would be lost silently.
+void check_source_without_grad(const Tensor& t, const Tensor& source, const char* op) {
+  if (source.requires_grad() && GradMode::is_enabled())
+    fail<AutogradError>(op, ": the source of shape ", shape_str(source.shape()),
+        " requires grad, and the in-place update of the tensor of shape ", shape_str(t.shape()),
+        " is not recorded (its gradient would be lost); write a new tensor, or update under "
+        "ag::NoGradGuard (in Python: with ag.no_grad())");
+}
+
 // The elements an in-place update of `t` reads from `source` (copy_, add_), as a tensor that no
 // write to t changes under the reader: `source` itself when it is another storage, another range
 // of t's, or t's very elements (x.add_(x)); otherwise the rows written would be read half
@@ -501,6 +511,7 @@ const Tensor& Tensor::fill_(double value) const {
 
 const Tensor& Tensor::copy_(const Tensor& source_given) const {
   check_inplace_allowed(*this, "copy_");
+  check_source_without_grad(*this, source_given, "copy_");
   const Tensor source = unaliased_source(*this, source_given, "copy_");
   bump_version();
   detail::copy_into(*this, source);
@@ -509,6 +520,7 @@ const Tensor& Tensor::copy_(const Tensor& source_given) const {
 
 const Tensor& Tensor::add_(const Tensor& other_given, double alpha) const {
   check_inplace_allowed(*this, "add_");
+  check_source_without_grad(*this, other_given, "add_");
   detail::check_floating(*this, "add_");
   detail::check_same_dtype(*this, other_given, "add_");
   if (broadcast_shapes(other_given.shape(), shape(), "add_") != shape())

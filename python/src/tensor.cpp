@@ -720,7 +720,8 @@ void bind_tensor(py::module_& m) {
           [](const Tensor& t, const Tensor& source) { t.set_data(source); },
           "The same data without autograd; assigning points the tensor at another's data.")
 
-      // ---- in-place updates (not differentiable: under ag.no_grad() on parameters) -------------
+      // ---- in-place updates (fill_ and zero_ not differentiable: under ag.no_grad(); copy_
+      // recorded where the source requires grad) ------------------------------------------------
       .def("fill_",
           [](py::object self, double value) {
             self.cast<const Tensor&>().fill_(value);
@@ -733,7 +734,20 @@ void bind_tensor(py::module_& m) {
           })
       .def("copy_",
           [](py::object self, const Tensor& source) {
-            self.cast<const Tensor&>().copy_(source);
+            const Tensor& x = self.cast<const Tensor&>();
+            if (!updates_in_graph(x, py::cast(source))) {
+              x.copy_(source);
+              return self;
+            }
+            // recorded, as PyTorch's differentiable copy_: x takes a copy of the source,
+            // broadcast to x's shape (its gradient reaches the source, none x's old value)
+            if (source.dtype() != x.dtype())  // (as copy_ refuses them outside the graph)
+              fail<DTypeError>("copy_: the source's dtype ", dtype_name(source.dtype()),
+                  " is not the tensor's ", dtype_name(x.dtype()), " (shapes ",
+                  shape_str(source.shape()), " and ", shape_str(x.shape()),
+                  "); convert one of them first");
+            update_in_graph(
+                x, "copy_", [&](const Tensor&) { return clone(source.expand(x.shape())); });
             return self;
           })
 

@@ -345,3 +345,20 @@ TEST_CASE(
   CHECK(y.grad_fn() == node);
   CHECK(values(y) == std::vector<double>{3.0, 5.0});
 }
+
+TEST_CASE("copy_ and add_ refuse a source that requires grad in grad mode (a lost gradient)",
+    "[inplace]") {
+  Tensor w = tensor({1.0, 2.0}, float64).requires_grad_();
+  Tensor x = zeros({2}, float64);
+  CHECK_THROWS_MATCHES(x.copy_(w * 2.0), AutogradError,
+      WhatContains({"copy_: the source of shape [2] requires grad", "shape [2]"}));
+  CHECK_THROWS_MATCHES(
+      x.add_(w), AutogradError, WhatContains({"add_: the source of shape [2] requires grad"}));
+  CHECK(values(x) == std::vector<double>{0.0, 0.0});
+  {
+    NoGradGuard no_grad;  // outside the graph: a plain write
+    x.copy_(w);
+    x.add_(w);
+  }
+  CHECK(values(x) == std::vector<double>{2.0, 4.0});
+}

@@ -75,8 +75,8 @@ TEST_CASE(
     bn.to(float64);
     bn.train(training);
     if (!training) {  // running statistics of their own
-      bn.running_mean.copy_(input64({3}, 20));
-      bn.running_var.copy_(input64({3}, 21, 0.5, 1.5));
+      bn.running_mean.copy_(input64({3}, 20).detach());
+      bn.running_var.copy_(input64({3}, 21, 0.5, 1.5).detach());
     }
     for (const Shape& shape : {Shape{5, 3}, Shape{4, 3, 2}})
       CHECK_GRADCHECK(gradcheck(

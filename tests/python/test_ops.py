@@ -270,6 +270,18 @@ def test_in_place_in_the_graph_is_recorded():
     w.grad = b.grad = None
     x.sum().backward()
     assert w.grad.tolist() == [1.0, 1.0, 1.0] and b.grad.tolist() == [2.0, 2.0, 2.0]
+    # copy_ of a source that requires grad, as PyTorch's: broadcast, the gradient summed back
+    z = ag.zeros(2, 3, dtype=ag.float64)
+    z.copy_(w * 2)
+    assert z.grad_fn == "clone" and z.tolist() == [[2.0, -4.0, 6.0]] * 2
+    w.grad = None
+    z.sum().backward()
+    assert w.grad.tolist() == [4.0, 4.0, 4.0]
+    y = w * 1
+    y.copy_(ag.ones(3, dtype=ag.float64))  # y's old value gets no gradient: y leaves the graph
+    assert not y.requires_grad and y.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ag.DTypeError, match="copy_: the source's dtype float64 is not"):
+        ag.zeros(3).copy_(w)
 
 
 def test_retain_grad_keeps_an_op_outputs_gradient():
